@@ -1,0 +1,177 @@
+//! Filesystem primitives: the only module that touches the filesystem.
+//!
+//! Every error carries the path it concerns (see [`Error`]); `clippy.toml` bans direct
+//! `std::fs` calls elsewhere. The pieces:
+//!
+//! * [`ops`]: thin wrappers over `std::fs` that attach the path and operation to errors;
+//! * [`RelPath`] and path helpers: validated relative POSIX paths that cannot escape their
+//!   root, non-strict resolution, `~` expansion;
+//! * [`walk`] / [`inventory`]: sorted tree walks that never follow symlinks; the inventory
+//!   rejects special files (FIFOs, sockets, devices);
+//! * [`copy`]: copy-while-hashing, atomic placement of files and symlinks (temp + rename),
+//!   directory creation that refuses to pass through symlinks;
+//! * [`publish`]: `renameat2(RENAME_NOREPLACE)`, fsync of files, directories and parents,
+//!   and the [`StagingDir`] guard;
+//! * [`lock`]: `flock` locks with polling and a timeout;
+//! * [`perm`]: the two permission policies (private and shared).
+//!
+//! # Invariants
+//! * Walks never follow symlinks; a symlink is reported as a symlink with its link text.
+//! * Nothing in this module writes through a symlinked directory component under a root it
+//!   was given ([`copy::create_dir_all_within`]).
+//! * Publication never replaces an existing path ([`publish::rename_noreplace`]).
+//!
+//! # Limitations
+//! * `flock` is node-local: two machines sharing a network filesystem do not exclude each
+//!   other. Caches must live on node-local disks (seed 003, "并发模型").
+//! * File names must be valid UTF-8; other names are reported as errors, never skipped.
+
+#![allow(clippy::disallowed_methods)]
+
+pub mod copy;
+pub mod lock;
+pub mod ops;
+pub mod path;
+pub mod perm;
+pub mod publish;
+pub mod walk;
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::digest::Sha256Digest;
+
+pub use copy::{
+    Placement, copy_verified, create_dir_all_within, hash_file, place_file_atomic,
+    place_symlink_atomic,
+};
+pub use lock::{LockGuard, LockProgress, LockWait, lock_exclusive, try_lock_existing};
+pub use ops::*;
+pub use path::{RelPath, absolute, expand_tilde, resolve_nonstrict};
+pub use perm::Sharing;
+pub use publish::{StagingDir, fsync_dir, fsync_tree, publish_dir, rename_noreplace};
+pub use walk::{EntryKind, InventoryEntry, InventoryKind, WalkEntry, inventory, walk};
+
+/// Result alias for this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A filesystem failure, always naming the path involved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O call failed.
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        /// What was attempted ("read", "create directory", …).
+        op: &'static str,
+        /// The path it was attempted on.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A rename failed.
+    #[error("cannot rename {} to {}", from.display(), to.display())]
+    Rename {
+        /// Source path.
+        from: PathBuf,
+        /// Destination path.
+        to: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Publication found its destination occupied.
+    #[error("{} already exists; strata never replaces published data", path.display())]
+    AlreadyExists {
+        /// The occupied destination.
+        path: PathBuf,
+    },
+    /// A FIFO, socket or device node where only files, directories and symlinks are allowed.
+    #[error("{} is a {kind}; strata only handles regular files, directories and symlinks (remove it or exclude it)", path.display())]
+    SpecialFile {
+        /// The offending path.
+        path: PathBuf,
+        /// "fifo", "socket", "block device", "character device" or "unknown file type".
+        kind: &'static str,
+    },
+    /// Resolving symlinks came back to a directory already being visited.
+    #[error("symlink cycle: {} leads back to {}", path.display(), target.display())]
+    SymlinkCycle {
+        /// The symlink that closes the cycle.
+        path: PathBuf,
+        /// The directory it leads back to.
+        target: PathBuf,
+    },
+    /// A path that must be a safe relative POSIX path is not.
+    #[error("{path:?} is not a safe relative path: {reason}")]
+    UnsafePath {
+        /// The offending text.
+        path: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// A file name that is not valid UTF-8.
+    #[error("file name of {} is not valid UTF-8; strata records paths as UTF-8 text (rename the file)", path.display())]
+    NonUtf8Name {
+        /// The path, shown lossily.
+        path: PathBuf,
+    },
+    /// A directory component on the way to a destination is a symlink.
+    #[error("{} is a symlink on the way to {}; strata never writes through symlinks", link.display(), path.display())]
+    SymlinkInPath {
+        /// The destination being written.
+        path: PathBuf,
+        /// The symlinked component.
+        link: PathBuf,
+    },
+    /// A component on the way to a destination exists but is not a directory.
+    #[error("{} is not a directory (needed on the way to {})", component.display(), path.display())]
+    NotADirectory {
+        /// The destination being written.
+        path: PathBuf,
+        /// The offending component.
+        component: PathBuf,
+    },
+    /// Bytes read did not have the expected SHA-256.
+    #[error("{} has SHA-256 {actual}, expected {expected}", path.display())]
+    DigestMismatch {
+        /// The file read.
+        path: PathBuf,
+        /// The digest it should have had.
+        expected: Sha256Digest,
+        /// The digest it had.
+        actual: Sha256Digest,
+    },
+    /// A lock could not be acquired in time.
+    #[error("timed out after {:.3}s waiting for lock {} (another strata process holds it)", waited.as_secs_f64(), path.display())]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long we waited.
+        waited: Duration,
+    },
+}
+
+impl Error {
+    /// Wraps an `io::Error` with the operation and path.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io { op, path: path.into(), source }
+    }
+
+    /// True if the underlying cause is "no such file or directory".
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Io { source, .. } | Error::Rename { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+
+    /// True for [`Error::LockTimeout`].
+    pub fn is_lock_timeout(&self) -> bool {
+        matches!(self, Error::LockTimeout { .. })
+    }
+
+    /// True if the data read was not what it should have been (digest mismatch).
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, Error::DigestMismatch { .. })
+    }
+}

@@ -1,0 +1,227 @@
+//! Thin wrappers over `std::fs` whose errors name the path and the operation.
+
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::{Error, Result};
+
+/// Reads a whole file.
+///
+/// # Errors
+/// [`Error::Io`] with op "read".
+pub fn read(path: &Path) -> Result<Vec<u8>> {
+    fs::read(path).map_err(|e| Error::io("read", path, e))
+}
+
+/// Reads a whole file as UTF-8.
+///
+/// # Errors
+/// [`Error::Io`] with op "read" (invalid UTF-8 is `InvalidData`).
+pub fn read_to_string(path: &Path) -> Result<String> {
+    fs::read_to_string(path).map_err(|e| Error::io("read", path, e))
+}
+
+/// Opens a file for reading.
+///
+/// # Errors
+/// [`Error::Io`] with op "open".
+pub fn open(path: &Path) -> Result<File> {
+    File::open(path).map_err(|e| Error::io("open", path, e))
+}
+
+/// Creates a new file (fails if it exists) with `mode` (before umask).
+///
+/// # Errors
+/// [`Error::Io`] with op "create".
+pub fn create_new(path: &Path, mode: u32) -> Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .map_err(|e| Error::io("create", path, e))
+}
+
+/// `lstat`: metadata of the path itself, not following a final symlink.
+///
+/// # Errors
+/// [`Error::Io`] with op "stat".
+pub fn symlink_metadata(path: &Path) -> Result<Metadata> {
+    fs::symlink_metadata(path).map_err(|e| Error::io("stat", path, e))
+}
+
+/// `lstat`, with "not found" mapped to `None`.
+///
+/// # Errors
+/// [`Error::Io`] for errors other than not-found.
+pub fn symlink_metadata_opt(path: &Path) -> Result<Option<Metadata>> {
+    match fs::symlink_metadata(path) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("stat", path, e)),
+    }
+}
+
+/// `stat`: metadata following symlinks.
+///
+/// # Errors
+/// [`Error::Io`] with op "stat".
+pub fn metadata(path: &Path) -> Result<Metadata> {
+    fs::metadata(path).map_err(|e| Error::io("stat", path, e))
+}
+
+/// The text of a symlink.
+///
+/// # Errors
+/// [`Error::Io`] with op "read link"; [`Error::NonUtf8Name`] if the text is not UTF-8.
+pub fn read_link(path: &Path) -> Result<String> {
+    let target = fs::read_link(path).map_err(|e| Error::io("read link", path, e))?;
+    target.into_os_string().into_string().map_err(|_| Error::NonUtf8Name { path: path.into() })
+}
+
+/// Creates a directory and its parents.
+///
+/// # Errors
+/// [`Error::Io`] with op "create directory".
+pub fn create_dir_all(path: &Path) -> Result<()> {
+    fs::create_dir_all(path).map_err(|e| Error::io("create directory", path, e))
+}
+
+/// Creates one directory; `Ok(false)` if it already existed.
+///
+/// # Errors
+/// [`Error::Io`] with op "create directory".
+pub fn create_dir(path: &Path) -> Result<bool> {
+    match fs::create_dir(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(Error::io("create directory", path, e)),
+    }
+}
+
+/// Removes a file or symlink; a missing path is not an error.
+///
+/// # Errors
+/// [`Error::Io`] with op "remove".
+pub fn remove_file(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", path, e)),
+    }
+}
+
+/// Removes whatever is at `path` (file, symlink or directory tree) without following
+/// symlinks; a missing path is not an error.
+///
+/// # Errors
+/// [`Error::Io`] with op "remove".
+pub fn remove_tree(path: &Path) -> Result<()> {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("stat", path, e)),
+        Ok(m) if m.is_dir() => match fs::remove_dir_all(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove", path, e)),
+        },
+        Ok(_) => remove_file(path),
+    }
+}
+
+/// Plain `rename(2)` (replaces a file destination).
+///
+/// # Errors
+/// [`Error::Rename`].
+pub fn rename(from: &Path, to: &Path) -> Result<()> {
+    fs::rename(from, to).map_err(|e| Error::Rename { from: from.into(), to: to.into(), source: e })
+}
+
+/// Lists a directory: the full paths of its children, sorted by name.
+///
+/// # Errors
+/// [`Error::Io`] with op "list".
+pub fn read_dir(path: &Path) -> Result<Vec<PathBuf>> {
+    let iter = fs::read_dir(path).map_err(|e| Error::io("list", path, e))?;
+    let mut out = Vec::new();
+    for entry in iter {
+        out.push(entry.map_err(|e| Error::io("list", path, e))?.path());
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Sets the permission bits of `path` (follows symlinks; never call it on one).
+///
+/// # Errors
+/// [`Error::Io`] with op "chmod".
+pub fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(|e| Error::io("chmod", path, e))
+}
+
+/// Creates a symlink at `link` with text `target`.
+///
+/// # Errors
+/// [`Error::Io`] with op "create symlink".
+pub fn symlink(target: &str, link: &Path) -> Result<()> {
+    std::os::unix::fs::symlink(target, link).map_err(|e| Error::io("create symlink", link, e))
+}
+
+/// Creates `path` if missing and sets its modification time to now.
+///
+/// # Errors
+/// [`Error::Io`] with op "touch".
+pub fn touch(path: &Path) -> Result<()> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o644)
+        .open(path)
+        .map_err(|e| Error::io("touch", path, e))?;
+    file.set_modified(SystemTime::now()).map_err(|e| Error::io("touch", path, e))
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename.
+/// Readers see either the old or the new content, never a mix. The file gets `mode`.
+///
+/// # Errors
+/// [`Error::Io`] / [`Error::Rename`] naming the temp file or the destination.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".strata-")
+        .suffix(".tmp")
+        .permissions(fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create temporary file in", dir, e))?;
+    tmp.write_all(bytes).map_err(|e| Error::io("write", tmp.path(), e))?;
+    tmp.as_file().sync_all().map_err(|e| Error::io("fsync", tmp.path(), e))?;
+    tmp.persist(path).map_err(|e| Error::Rename {
+        from: e.file.path().into(),
+        to: path.into(),
+        source: e.error,
+    })?;
+    Ok(())
+}
+
+/// Writes `bytes` into a new file at `path` (fails if it exists) and fsyncs it.
+///
+/// # Errors
+/// [`Error::Io`] with op "create" or "write".
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let mut file = create_new(path, mode)?;
+    file.write_all(bytes).map_err(|e| Error::io("write", path, e))?;
+    file.sync_all().map_err(|e| Error::io("fsync", path, e))
+}
+
+/// The current working directory.
+///
+/// # Errors
+/// [`Error::Io`] with op "read the current directory".
+pub fn current_dir() -> Result<PathBuf> {
+    std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))
+}

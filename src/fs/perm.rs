@@ -1,0 +1,56 @@
+//! Permission normalisation.
+//!
+//! Stored data never keeps the permission bits it was built with: only the owner-exec bit
+//! survives, and the rest comes from a [`Sharing`] policy. setuid, setgid and sticky bits
+//! are always dropped (DESIGN.md invariant 4).
+
+/// Who may read what strata stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharing {
+    /// Owner only: directories 0700, files 0600 (0700 with owner-exec). The artifact
+    /// store's default (seed 000).
+    Private,
+    /// World-readable, owner-writable: directories 0755, files 0644 (0755 with
+    /// owner-exec). The L1 action cache's default, so a warmed cache can be shared
+    /// read-only with other users.
+    Shared,
+}
+
+impl Sharing {
+    /// Mode for a regular file; `executable` is the owner-exec bit of the source.
+    pub fn file_mode(self, executable: bool) -> u32 {
+        match (self, executable) {
+            (Sharing::Private, false) => 0o600,
+            (Sharing::Private, true) => 0o700,
+            (Sharing::Shared, false) => 0o644,
+            (Sharing::Shared, true) => 0o755,
+        }
+    }
+
+    /// Mode for a directory.
+    pub fn dir_mode(self) -> u32 {
+        match self {
+            Sharing::Private => 0o700,
+            Sharing::Shared => 0o755,
+        }
+    }
+}
+
+/// True if `mode` has the owner-exec bit.
+pub fn is_owner_exec(mode: u32) -> bool {
+    mode & 0o100 != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes() {
+        assert_eq!(Sharing::Private.file_mode(true), 0o700);
+        assert_eq!(Sharing::Shared.file_mode(false), 0o644);
+        assert_eq!(Sharing::Shared.dir_mode(), 0o755);
+        assert!(is_owner_exec(0o4755));
+        assert!(!is_owner_exec(0o644));
+    }
+}

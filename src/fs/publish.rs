@@ -1,0 +1,186 @@
+//! No-replace publication of staged directories, and fsync helpers.
+//!
+//! Write order for a published directory (DESIGN.md invariant 3):
+//! 1. build the tree in a [`StagingDir`] beside the destination (same filesystem);
+//! 2. [`fsync_tree`]: every file, then every directory bottom-up;
+//! 3. [`rename_noreplace`] the staging directory onto the destination;
+//! 4. fsync the destination's parent so the rename itself is durable.
+//!
+//! A crash before step 3 leaves only a staging directory (named `.<name>.tmp-<random>`),
+//! which readers never look at and prune removes; a crash after it leaves a complete tree.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{CWD, RenameFlags, renameat_with};
+
+use super::{Error, Result};
+
+/// Renames `from` to `to` only if `to` does not exist (`renameat2(RENAME_NOREPLACE)`).
+///
+/// On filesystems without `RENAME_NOREPLACE` (`EINVAL`), falls back to checking for `to`
+/// and then renaming; that fallback is racy against a concurrent creator, which the caller's
+/// lock must exclude.
+///
+/// # Errors
+/// [`Error::AlreadyExists`] if `to` exists (even an empty directory); [`Error::Rename`].
+pub fn rename_noreplace(from: &Path, to: &Path) -> Result<()> {
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::EXIST) => Err(Error::AlreadyExists { path: to.into() }),
+        Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
+            if fs::symlink_metadata(to).is_ok() {
+                return Err(Error::AlreadyExists { path: to.into() });
+            }
+            fs::rename(from, to).map_err(|e| Error::Rename {
+                from: from.into(),
+                to: to.into(),
+                source: e,
+            })
+        }
+        Err(errno) => Err(Error::Rename {
+            from: from.into(),
+            to: to.into(),
+            source: io::Error::from_raw_os_error(errno.raw_os_error()),
+        }),
+    }
+}
+
+/// fsyncs a directory (makes its entries durable).
+///
+/// # Errors
+/// [`Error::Io`] with op "fsync".
+pub fn fsync_dir(path: &Path) -> Result<()> {
+    let dir = File::open(path).map_err(|e| Error::io("open", path, e))?;
+    dir.sync_all().map_err(|e| Error::io("fsync", path, e))
+}
+
+/// fsyncs every regular file under `root`, then every directory bottom-up, then `root`.
+/// Symlinks are skipped (their creation is made durable by their directory's fsync).
+///
+/// # Errors
+/// [`Error::Io`] naming the path.
+pub fn fsync_tree(root: &Path) -> Result<()> {
+    let mut dirs = Vec::new();
+    for entry in super::walk(root) {
+        let entry = entry?;
+        match entry.kind {
+            super::EntryKind::File => {
+                let f = File::open(&entry.path).map_err(|e| Error::io("open", &entry.path, e))?;
+                f.sync_all().map_err(|e| Error::io("fsync", &entry.path, e))?;
+            }
+            super::EntryKind::Dir => dirs.push(entry.path),
+            _ => {}
+        }
+    }
+    for dir in dirs.iter().rev() {
+        fsync_dir(dir)?;
+    }
+    fsync_dir(root)
+}
+
+/// A private staging directory beside its final destination, removed on drop unless
+/// published.
+#[must_use = "a StagingDir is deleted when dropped"]
+#[derive(Debug)]
+pub struct StagingDir {
+    path: Option<PathBuf>,
+}
+
+impl StagingDir {
+    /// Creates `<parent>/.<name>.tmp-<16 hex>` with `mode`, where `dest = <parent>/<name>`.
+    /// The parent must exist.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the staging path.
+    pub fn new_beside(dest: &Path, mode: u32) -> Result<Self> {
+        let parent = dest.parent().unwrap_or(Path::new("."));
+        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        for _ in 0..16 {
+            let path = parent.join(format!(".{name}.tmp-{:016x}", fastrand::u64(..)));
+            match fs::create_dir(&path) {
+                Ok(()) => {
+                    super::set_mode(&path, mode)?;
+                    return Ok(Self { path: Some(path) });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io("create staging directory", path, e)),
+            }
+        }
+        Err(Error::io("create staging directory", dest, io::Error::other("no free name")))
+    }
+
+    /// The staging directory.
+    pub fn path(&self) -> &Path {
+        self.path.as_deref().unwrap_or(Path::new(""))
+    }
+
+    /// Leaves the directory in place (for tests of crash leftovers).
+    pub fn keep(mut self) -> PathBuf {
+        self.path.take().unwrap_or_default()
+    }
+}
+
+impl Drop for StagingDir {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take()
+            && let Err(e) = super::remove_tree(&path)
+        {
+            tracing::warn!("could not remove staging directory {}: {e}", path.display());
+        }
+    }
+}
+
+/// Publishes a staging directory at `dest`: fsync the tree, no-replace rename, fsync the
+/// parent. On failure the staging directory is handed back inside the error's `Err` so the
+/// caller decides (dropping it deletes it).
+///
+/// # Errors
+/// [`Error::AlreadyExists`] if `dest` exists; I/O errors naming the path.
+pub fn publish_dir(
+    staging: StagingDir,
+    dest: &Path,
+    sync: bool,
+) -> Result<(), (Error, StagingDir)> {
+    if sync && let Err(e) = fsync_tree(staging.path()) {
+        return Err((e, staging));
+    }
+    if let Err(e) = rename_noreplace(staging.path(), dest) {
+        return Err((e, staging));
+    }
+    let mut staging = staging;
+    staging.path = None;
+    if sync && let Some(parent) = dest.parent() {
+        // The rename happened; a failed parent fsync only weakens durability.
+        if let Err(e) = fsync_dir(parent) {
+            tracing::warn!("{e}");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn noreplace_refuses_even_empty_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("entry");
+        fs::create_dir(&dest).unwrap();
+        let staging = StagingDir::new_beside(&dest, 0o755).unwrap();
+        fs::write(staging.path().join("f"), b"x").unwrap();
+        let staged_path = staging.path().to_path_buf();
+        let (err, staging) = publish_dir(staging, &dest, true).unwrap_err();
+        assert!(matches!(err, Error::AlreadyExists { .. }));
+        assert!(staged_path.exists());
+        drop(staging);
+        assert!(!staged_path.exists(), "staging dir must be removed on drop");
+        fs::remove_dir(&dest).unwrap();
+        let staging = StagingDir::new_beside(&dest, 0o755).unwrap();
+        fs::write(staging.path().join("f"), b"y").unwrap();
+        publish_dir(staging, &dest, true).unwrap();
+        assert_eq!(fs::read(dest.join("f")).unwrap(), b"y");
+    }
+}

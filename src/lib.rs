@@ -1,0 +1,23 @@
+//! strata: a layered, content-verified build cache for CI.
+//!
+//! * L1, the action cache ([`action`]): each build action's outputs, keyed by what is
+//!   compiled, how, and by which toolchain (seed 003).
+//! * L0, the artifact store (`artifact`): immutable, verified final outputs with stage
+//!   promotion (seed 000).
+//! * Records ([`record`]): the canonical, verified envelope every persisted JSON document
+//!   uses (seed 004).
+//! * Snapshots and transport move whole L1 caches between machines through object stores.
+//!
+//! Module dependencies point one way: `digest` → `fs` → `record` → `artifact` → `action`
+//! → `snapshot`/`transport` → `ci` → `cli` (DESIGN.md §2). The library never prints; the
+//! binary (`src/main.rs`, `src/cli/`) does.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod digest;
+pub mod fs;
+
+/// The producer string written into records: `strata <version>`.
+pub const PRODUCER: &str = concat!("strata ", env!("CARGO_PKG_VERSION"));
