@@ -50,7 +50,8 @@ pub fn canonical_bytes_of<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
 /// A canonical JSON writer that tracks the JSON pointer of what it is writing.
 ///
 /// A number that is not an integer is written in `serde_json`'s form and remembered as an
-/// error that [`Writer::finish`] reports.
+/// error: [`Writer::finish`] reports it, [`Writer::finish_unchecked`] ignores it (the output is
+/// then not canonical and the strict parser rejects it).
 pub(super) struct Writer {
     out: Vec<u8>,
     path: String,
@@ -71,6 +72,11 @@ impl Writer {
             Some(error) => Err(error),
             None => Ok(self.out),
         }
+    }
+
+    /// The bytes written, even if a non-integer number made them non-canonical.
+    pub(super) fn finish_unchecked(self) -> Vec<u8> {
+        self.out
     }
 
     /// Writes any JSON value.
@@ -240,6 +246,13 @@ mod tests {
             Err(Error::NonInteger { path }) => assert_eq!(path, ""),
             other => panic!("expected NonInteger, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn unchecked_output_keeps_floats_as_written_by_serde_json() {
+        let mut writer = Writer::new();
+        writer.value(&json!({"x": 1.5, "y": 2.0}));
+        assert_eq!(writer.finish_unchecked(), br#"{"x":1.5,"y":2.0}"#);
     }
 
     #[test]

@@ -92,12 +92,16 @@
 //! * Nesting is limited to 128 levels by `serde_json`; deeper input is a syntax error.
 
 mod canonical;
+mod envelope;
 mod parse;
 #[cfg(test)]
 mod testutil;
+mod verify;
 
 pub use canonical::{canonical_bytes_of, to_canonical_bytes};
+pub use envelope::{Envelope, Schema};
 pub use parse::parse_strict;
+pub use verify::{load, load_as};
 
 use crate::digest::Sha256Digest;
 
