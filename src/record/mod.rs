@@ -93,6 +93,7 @@
 
 mod canonical;
 mod envelope;
+mod migrate;
 mod parse;
 #[cfg(test)]
 mod testutil;
@@ -100,6 +101,7 @@ mod verify;
 
 pub use canonical::{canonical_bytes_of, to_canonical_bytes};
 pub use envelope::{Envelope, Schema};
+pub use migrate::{Migrated, Migration, MigrationError, MigrationRegistry};
 pub use parse::parse_strict;
 pub use verify::{load, load_as};
 
@@ -234,6 +236,9 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A migration registry or migration step failed.
+    #[error(transparent)]
+    Migration(#[from] MigrationError),
 }
 
 impl Error {
@@ -259,10 +264,15 @@ impl Error {
     }
 
     /// True if the record is intact but written for a schema, schema version or required
-    /// feature this build cannot read: [`Error::UnknownSchema`]
-    /// or [`Error::UnknownRequiredFeature`].
+    /// feature this build cannot read: [`Error::UnknownSchema`],
+    /// [`Error::UnknownRequiredFeature`], or [`MigrationError::NoPath`].
     pub fn is_schema_mismatch(&self) -> bool {
-        matches!(self, Error::UnknownSchema { .. } | Error::UnknownRequiredFeature { .. })
+        matches!(
+            self,
+            Error::UnknownSchema { .. }
+                | Error::UnknownRequiredFeature { .. }
+                | Error::Migration(MigrationError::NoPath { .. })
+        )
     }
 
     /// True if a stored record cannot be used, for either reason: [`Error::is_corrupt`] or
@@ -304,6 +314,8 @@ mod tests {
         let schema = Error::UnknownRequiredFeature { feature: "x".into(), schema: "s v1".into() };
         assert!(schema.is_schema_mismatch() && !schema.is_corrupt());
         assert!(corrupt.is_unusable_record() && schema.is_unusable_record());
+        let registry = Error::Migration(MigrationError::DuplicateId { id: "a".into() });
+        assert!(!registry.is_unusable_record());
     }
 
     #[test]
