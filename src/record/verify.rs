@@ -433,4 +433,17 @@ mod tests {
             prop_assert!(result.is_err(), "flip at {} with {:#04x} loaded", at, mask);
         }
     }
+
+    /// The one-line example in `docs/records.md` is a valid record.
+    #[test]
+    fn docs_example_verifies() {
+        const ACTION_ENTRY: Schema =
+            Schema { name: "strata.action_entry", version: 1, features: &[] };
+        let doc = include_str!("../../docs/records.md");
+        let example =
+            doc.split("```json\n").nth(1).and_then(|rest| rest.split('\n').next()).unwrap();
+        let envelope = load(example.as_bytes(), &ACTION_ENTRY).unwrap();
+        assert_eq!(envelope.feature_set, ["optional:build-timing"]);
+        assert_eq!(envelope.payload["note"], "línea 1\nlínea 2");
+    }
 }
