@@ -12,6 +12,7 @@
 //! * keys are encoded once (S3 does not double-encode) and paths are not normalised.
 //!
 //! `Debug` of both request types shows the method and URL only: never a header value.
+//! The signer's own trace events (canonical request, access key id) are suppressed.
 
 use std::fmt;
 use std::time::SystemTime;
@@ -147,7 +148,13 @@ impl UnsignedRequest {
             body,
         )
         .map_err(|e| setup(format!("cannot sign {} {}: {e}", self.method, self.url)))?;
-        let (instructions, _signature) = sign(signable, &params)
+        // aws-sigv4 traces the canonical request and the access key id; silence it so no
+        // subscriber configuration can put credential material in a log.
+        let signed =
+            tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
+                sign(signable, &params)
+            });
+        let (instructions, _signature) = signed
             .map_err(|e| setup(format!("cannot sign {} {}: {e}", self.method, self.url)))?
             .into_parts();
         let mut headers = Vec::with_capacity(self.headers.len() + 4);

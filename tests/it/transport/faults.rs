@@ -8,6 +8,7 @@ use strata::transport::{
     NetworkErrorKind, ObjectKey, PutOutcome, TransportOptions, open_store_with_env,
 };
 
+use super::logs::Captured;
 use super::proxy::{Fault, FaultProxy, Rule};
 use super::random_bytes;
 use super::server::{BUCKET, S3sServer, fast_options, free_port, url_for};
@@ -48,9 +49,23 @@ fn transport_s3_retries_a_failed_upload_part() {
     let data = random_bytes(12 * MIB, 5);
     let src = work.path().join("src");
     std::fs::write(&src, &data).unwrap();
-    let (outcome, stats) = store.put_file_if_absent(&key("k"), &src).unwrap();
+    let (result, logs) =
+        Captured::during(|| store.put_file_if_absent(&key("k"), &src).map_err(|e| e.to_string()));
+    let (outcome, stats) = result.unwrap();
     assert_eq!(outcome, PutOutcome::Created);
     assert_eq!(proxy.injected(), 1);
+    // The retry is logged with method, object, attempt and status, and nothing secret.
+    let retry_line = logs.iter().find(|l| l.contains("retrying")).expect("a retry warning");
+    assert!(retry_line.starts_with("WARN"), "{retry_line}");
+    for expected in
+        ["method=\"PUT\"", "s3://strata-test/p/k", "attempt=1", "HTTP 500 InternalError"]
+    {
+        assert!(retry_line.contains(expected), "{expected} missing from {retry_line}");
+    }
+    let all = logs.join("\n");
+    for secret in [server.secret_key.as_str(), server.access_key.as_str(), "Signature="] {
+        assert!(!all.contains(secret), "{secret} in logs: {all}");
+    }
     assert_eq!(stats.retries, 1, "the retry is counted");
     let part_twos = proxy
         .seen()

@@ -4,6 +4,7 @@
 
 mod faults;
 mod fs_store;
+mod logs;
 mod proxy;
 mod s3_store;
 mod server;
