@@ -118,4 +118,22 @@ mod tests {
         }
         assert!(ObjectKey::new("k".repeat(MAX_KEY_BYTES + 1)).is_err());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn valid_keys_round_trip_and_stay_inside_a_root(text in "[a-z./\\\\_-]{0,24}") {
+            if let Ok(key) = ObjectKey::new(text.clone()) {
+                proptest::prop_assert_eq!(key.to_string().parse::<ObjectKey>().unwrap(), key.clone());
+                let joined = std::path::Path::new("/root").join(key.as_str());
+                let mut depth = 0i32;
+                for component in joined.strip_prefix("/root").unwrap().components() {
+                    match component {
+                        std::path::Component::Normal(_) => depth += 1,
+                        other => proptest::prop_assert!(false, "{text:?} gave {other:?}"),
+                    }
+                }
+                proptest::prop_assert!(depth >= 1);
+            }
+        }
+    }
 }
