@@ -82,9 +82,18 @@ fn is_temp_name(path: &Path) -> bool {
 
 impl ObjectStore for FsStore {
     fn head(&self, key: &ObjectKey) -> Result<Option<ObjectMeta>, Error> {
-        match localfs::symlink_metadata_opt(&self.path_of(key))? {
-            Some(metadata) if metadata.is_file() => Ok(Some(Self::meta_of(key.clone(), &metadata))),
-            _ => Ok(None),
+        match localfs::symlink_metadata_opt(&self.path_of(key)) {
+            Ok(Some(metadata)) if metadata.is_file() => {
+                Ok(Some(Self::meta_of(key.clone(), &metadata)))
+            }
+            Ok(_) => Ok(None),
+            // `a/b` when `a` is a file: no such object.
+            Err(localfs::Error::Io { source, .. })
+                if source.kind() == io::ErrorKind::NotADirectory =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -193,3 +193,38 @@ fn transport_s3_conditional_write_catches_a_lost_head_race() {
     }
     assert!(pending_uploads(&server).is_empty());
 }
+
+#[test]
+fn transport_s3_wrong_region_names_the_right_one() {
+    let server = S3sServer::start();
+    let rules = vec![
+        Rule {
+            method: "HEAD",
+            contains: "/",
+            fault: Fault::Answer("301 Moved Permanently", "x-amz-bucket-region: eu-west-1\r\n", ""),
+            times: None,
+        },
+        Rule {
+            method: "GET",
+            contains: "list-type=2",
+            fault: Fault::Answer(
+                "400 Bad Request",
+                "content-type: application/xml\r\n",
+                "<Error><Code>AuthorizationHeaderMalformed</Code><Message>the region 'us-east-1' is \
+                 wrong; expecting 'ap-southeast-1'</Message><Region>ap-southeast-1</Region></Error>",
+            ),
+            times: None,
+        },
+    ];
+    let proxy = FaultProxy::start(&server.endpoint, rules);
+    let store =
+        open_store_with_env(&url_for(&proxy.endpoint, "p"), &fast_options(), server.env()).unwrap();
+    let err = store.head(&key("k")).unwrap_err();
+    assert!(err.to_string().contains("the bucket is in eu-west-1; set region=eu-west-1"), "{err}");
+    let err = store.list("").unwrap_err();
+    assert!(
+        err.to_string().contains("the bucket is in ap-southeast-1; set region=ap-southeast-1"),
+        "{err}"
+    );
+    assert!(!err.is_retryable() && err.retries() == 0, "{err}");
+}

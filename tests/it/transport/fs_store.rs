@@ -98,6 +98,8 @@ fn transport_fs_list_filters_by_prefix() {
     assert_eq!(keys("a"), ["a/b/1", "a/b/2", "a/bc/1", "a/c/1", "ab/1"]);
     assert_eq!(keys(""), ["a/b/1", "a/b/2", "a/bc/1", "a/c/1", "ab/1", "z"]);
     assert!(keys("nothing/").is_empty());
+    // A key below an object is simply missing.
+    assert!(store.head(&key("z/below")).unwrap().is_none());
 }
 
 #[test]

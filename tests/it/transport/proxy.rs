@@ -21,6 +21,9 @@ pub enum Fault {
     NotFound,
     /// Wait this long, then close the connection without answering.
     Stall(Duration),
+    /// Answer with this status line (e.g. `301 Moved Permanently`), extra header lines
+    /// (each ending in `\r\n`) and body.
+    Answer(&'static str, &'static str, &'static str),
 }
 
 /// Applies `fault` to requests whose method is `method` and whose path+query contains
@@ -139,6 +142,14 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
             )?;
         }
         Some(Fault::Stall(duration)) => std::thread::sleep(duration),
+        Some(Fault::Answer(status, headers, body)) => {
+            let answer = format!(
+                "HTTP/1.1 {status}\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n{}",
+                body.len(),
+                if method == "HEAD" { "" } else { body }
+            );
+            client.write_all(answer.as_bytes())?;
+        }
         None => {
             let mut server = TcpStream::connect(upstream)?;
             server.write_all(head.as_bytes())?;
