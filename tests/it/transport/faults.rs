@@ -228,3 +228,27 @@ fn transport_s3_wrong_region_names_the_right_one() {
     );
     assert!(!err.is_retryable() && err.retries() == 0, "{err}");
 }
+
+#[test]
+fn transport_s3_retries_a_failed_ranged_get() {
+    let server = S3sServer::start();
+    let direct = server.store("p", &multipart_options());
+    let work = tempfile::tempdir().unwrap();
+    let data = random_bytes(11 * MIB + 7, 8);
+    let src = work.path().join("src");
+    std::fs::write(&src, &data).unwrap();
+    direct.put_file_if_absent(&key("k"), &src).unwrap();
+    let rule = Rule { method: "GET", contains: "/p/k", fault: Fault::ServerError, times: Some(1) };
+    let proxy = FaultProxy::start(&server.endpoint, vec![rule]);
+    let store =
+        open_store_with_env(&url_for(&proxy.endpoint, "p"), &multipart_options(), server.env())
+            .unwrap();
+    let dest = work.path().join("dest");
+    let (meta, stats) = store.get_to_file(&key("k"), &dest).unwrap();
+    assert_eq!(meta.size_bytes, data.len() as u64);
+    assert_eq!(stats.retries, 1);
+    assert_eq!(proxy.injected(), 1);
+    let gets = proxy.seen().iter().filter(|r| r.starts_with("GET ")).count();
+    assert_eq!(gets, 4, "three ranged parts plus one retry: {:?}", proxy.seen());
+    assert!(std::fs::read(&dest).unwrap() == data);
+}
