@@ -19,6 +19,7 @@
 pub mod digest;
 pub mod fs;
 pub mod record;
+pub mod transport;
 
 /// The producer string written into records: `strata <version>`.
 pub const PRODUCER: &str = concat!("strata ", env!("CARGO_PKG_VERSION"));

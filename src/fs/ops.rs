@@ -2,7 +2,7 @@
 
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -43,6 +43,58 @@ pub fn create_new(path: &Path, mode: u32) -> Result<File> {
         .mode(mode)
         .open(path)
         .map_err(|e| Error::io("create", path, e))
+}
+
+/// Opens `path` for writing, creating it with `mode` (before umask) if missing and
+/// truncating it to 0 bytes if present. Does not follow a final symlink's absence check:
+/// callers choose `path` (a download destination they own).
+///
+/// # Errors
+/// [`Error::Io`] with op "create".
+pub fn create_truncate(path: &Path, mode: u32) -> Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)
+        .map_err(|e| Error::io("create", path, e))
+}
+
+/// Positioned write: writes all of `bytes` at byte `offset` of `file` (which was opened
+/// from `path`) without moving the file cursor, so several tasks can fill disjoint ranges
+/// of one file concurrently.
+///
+/// # Errors
+/// [`Error::Io`] with op "write".
+pub fn write_at(file: &File, path: &Path, bytes: &[u8], offset: u64) -> Result<()> {
+    file.write_all_at(bytes, offset).map_err(|e| Error::io("write", path, e))
+}
+
+/// Positioned read: fills all of `buf` from byte `offset` of `file` (opened from `path`)
+/// without moving the file cursor.
+///
+/// # Errors
+/// [`Error::Io`] with op "read" (`UnexpectedEof` if the file ends before `buf` is full).
+pub fn read_exact_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
+    file.read_exact_at(buf, offset).map_err(|e| Error::io("read", path, e))
+}
+
+/// Sets the length of `file` (opened from `path`) to `len_bytes`, extending with zeros or
+/// truncating.
+///
+/// # Errors
+/// [`Error::Io`] with op "resize".
+pub fn set_len(file: &File, path: &Path, len_bytes: u64) -> Result<()> {
+    file.set_len(len_bytes).map_err(|e| Error::io("resize", path, e))
+}
+
+/// fsyncs an open file (data and metadata).
+///
+/// # Errors
+/// [`Error::Io`] with op "fsync".
+pub fn sync_file(file: &File, path: &Path) -> Result<()> {
+    file.sync_all().map_err(|e| Error::io("fsync", path, e))
 }
 
 /// `lstat`: metadata of the path itself, not following a final symlink.
@@ -224,4 +276,30 @@ pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
 /// [`Error::Io`] with op "read the current directory".
 pub fn current_dir() -> Result<PathBuf> {
     std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positioned_writes_fill_disjoint_ranges() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let file = create_truncate(&path, 0o644).unwrap();
+        set_len(&file, &path, 6).unwrap();
+        write_at(&file, &path, b"def", 3).unwrap();
+        write_at(&file, &path, b"abc", 0).unwrap();
+        sync_file(&file, &path).unwrap();
+        assert_eq!(read(&path).unwrap(), b"abcdef");
+        let mut buf = [0u8; 2];
+        let reader = open(&path).unwrap();
+        read_exact_at(&reader, &path, &mut buf, 2).unwrap();
+        assert_eq!(&buf, b"cd");
+        let err = read_exact_at(&reader, &path, &mut buf, 5).unwrap_err();
+        assert!(err.to_string().contains("cannot read"), "{err}");
+        // Truncation on re-open.
+        drop(create_truncate(&path, 0o644).unwrap());
+        assert_eq!(read(&path).unwrap(), b"");
+    }
 }

@@ -1,0 +1,341 @@
+//! [`Error`]: everything that can go wrong moving objects, with predicates for callers.
+//!
+//! Callers classify with [`Error::is_not_found`], [`Error::is_retryable`],
+//! [`Error::is_auth`] and [`Error::is_timeout`], never by matching message text (STYLE
+//! rule 15). Errors from the network record how many retries were made and how long the
+//! operation took ([`Error::retries`], [`Error::elapsed`]).
+//!
+//! No variant holds a credential, a signature, a signed URL or a request header.
+
+use std::fmt;
+use std::time::Duration;
+
+/// How many times a request was retried and how long it took in total before it failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Attempts {
+    /// Retries made after the first attempt.
+    pub retries: u32,
+    /// Time from the first attempt to giving up.
+    pub elapsed: Duration,
+}
+
+impl fmt::Display for Attempts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.retries > 0 {
+            write!(f, " (after {} retries, {:.1}s)", self.retries, self.elapsed.as_secs_f64())
+        } else if !self.elapsed.is_zero() {
+            write!(f, " (after {:.1}s)", self.elapsed.as_secs_f64())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// What kind of network failure a [`Error::Network`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkErrorKind {
+    /// The request (connect, send or receive) did not finish within its timeout.
+    Timeout,
+    /// The connection could not be established (refused, unreachable, DNS, TLS handshake).
+    Connect,
+    /// The connection failed while sending or receiving (reset, closed, malformed HTTP).
+    Other,
+}
+
+impl fmt::Display for NetworkErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NetworkErrorKind::Timeout => "timed out",
+            NetworkErrorKind::Connect => "cannot connect",
+            NetworkErrorKind::Other => "connection failed",
+        })
+    }
+}
+
+fn detail(code: &Option<String>, message: &Option<String>) -> String {
+    match (code, message) {
+        (Some(code), Some(message)) => format!(": {code}: {message}"),
+        (Some(code), None) => format!(": {code}"),
+        (None, Some(message)) => format!(": {message}"),
+        (None, None) => String::new(),
+    }
+}
+
+/// A transport failure. Locations are spelled `s3://bucket/prefix/key` or as local paths.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A string is not a valid [`ObjectKey`](super::ObjectKey).
+    #[error("invalid object key \"{key}\": {reason}")]
+    InvalidKey {
+        /// The rejected text (escaped).
+        key: String,
+        /// The rule it breaks.
+        reason: &'static str,
+    },
+    /// A store URL could not be parsed.
+    #[error(
+        "invalid store URL {url:?}: {reason} (expected file:///abs/dir or s3://bucket/prefix?endpoint=…&region=…&addressing=path|virtual|auto)"
+    )]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An environment variable or option has an unusable value. Never holds a secret: for
+    /// credential variables `value` is empty.
+    #[error("invalid {name}={value:?}: {reason}")]
+    InvalidConfig {
+        /// The variable or option name.
+        name: String,
+        /// Its value (empty for credentials).
+        value: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// A write was attempted on an S3 store without credentials.
+    #[error(
+        "{operation} on {location} needs credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials), or HW_OBS_AK and HW_OBS_SK"
+    )]
+    MissingCredentials {
+        /// What was attempted ("upload", "delete").
+        operation: &'static str,
+        /// The object it was attempted on.
+        location: String,
+    },
+    /// The HTTP client or its runtime could not be created.
+    #[error("cannot set up the S3 client: {reason}")]
+    Setup {
+        /// What failed.
+        reason: String,
+    },
+    /// The object does not exist.
+    #[error("{location} does not exist{attempts}")]
+    NotFound {
+        /// The object.
+        location: String,
+        /// Retries and elapsed time.
+        attempts: Attempts,
+    },
+    /// The bucket does not exist.
+    #[error(
+        "bucket {bucket:?} does not exist at {endpoint} (check the bucket name in the store URL){attempts}"
+    )]
+    NoSuchBucket {
+        /// The bucket name.
+        bucket: String,
+        /// The endpoint asked.
+        endpoint: String,
+        /// Retries and elapsed time.
+        attempts: Attempts,
+    },
+    /// HTTP 403 (or 401): bad key, bad signature, clock skew, or a policy denies access.
+    #[error(
+        "access denied (check the credentials / signature / clock skew) for {location}: {method} got HTTP {status}{}{attempts}",
+        detail(code, message)
+    )]
+    AccessDenied {
+        /// HTTP method.
+        method: String,
+        /// The object or bucket.
+        location: String,
+        /// HTTP status (403 or 401).
+        status: u16,
+        /// The S3 error code (`AccessDenied`, `SignatureDoesNotMatch`, …), if sent.
+        code: Option<String>,
+        /// The S3 error message, if sent.
+        message: Option<String>,
+        /// Retries and elapsed time.
+        attempts: Attempts,
+    },
+    /// The bucket lives in another region than the one requests were signed for.
+    #[error(
+        "wrong region for {location}: the bucket is in {bucket_region}; set region={bucket_region} in the store URL or AWS_REGION (requests were signed for {configured}){attempts}"
+    )]
+    WrongRegion {
+        /// The object or bucket.
+        location: String,
+        /// The region used for signing.
+        configured: String,
+        /// The region the server named, or "another region" if it did not.
+        bucket_region: String,
+        /// Retries and elapsed time.
+        attempts: Attempts,
+    },
+    /// Any other HTTP error status.
+    #[error("{method} {location} failed with HTTP {status}{}{attempts}", detail(code, message))]
+    Http {
+        /// HTTP method.
+        method: String,
+        /// The object or bucket.
+        location: String,
+        /// HTTP status.
+        status: u16,
+        /// The S3 error code, if sent.
+        code: Option<String>,
+        /// The S3 error message, if sent.
+        message: Option<String>,
+        /// Retries and elapsed time.
+        attempts: Attempts,
+    },
+    /// The connection failed or timed out.
+    #[error("{method} {location}: {kind}{attempts}")]
+    Network {
+        /// HTTP method.
+        method: String,
+        /// The object or bucket.
+        location: String,
+        /// Timeout, connect or other.
+        kind: NetworkErrorKind,
+        /// Retries and elapsed time.
+        attempts: Attempts,
+        /// The client's error (names the URL, never a header).
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The server answered something that does not follow the S3 protocol (bad XML, a
+    /// missing header, a body shorter than announced).
+    #[error("{method} {location}: unexpected response: {reason}{attempts}")]
+    Protocol {
+        /// HTTP method.
+        method: String,
+        /// The object or bucket.
+        location: String,
+        /// What was wrong.
+        reason: String,
+        /// Whether trying again may help (a truncated body may; bad XML does not).
+        retryable: bool,
+        /// Retries and elapsed time.
+        attempts: Attempts,
+    },
+    /// A local file could not be read or written.
+    #[error(transparent)]
+    Local(#[from] crate::fs::Error),
+}
+
+impl Error {
+    /// True if the object (not the bucket) does not exist.
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            Error::NotFound { .. } => true,
+            Error::Local(e) => e.is_not_found(),
+            _ => false,
+        }
+    }
+
+    /// True if the same request may succeed later: HTTP 5xx, 429, 408, `SlowDown`,
+    /// `RequestTimeout`, a conditional-write conflict (409), network failures and
+    /// truncated bodies.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Network { .. } => true,
+            Error::Protocol { retryable, .. } => *retryable,
+            Error::Http { status, code, .. } => {
+                *status >= 500
+                    || *status == 429
+                    || *status == 408
+                    || matches!(
+                        code.as_deref(),
+                        Some(
+                            "SlowDown"
+                                | "RequestTimeout"
+                                | "InternalError"
+                                | "ConditionalRequestConflict"
+                        )
+                    )
+            }
+            _ => false,
+        }
+    }
+
+    /// True for authentication and authorisation failures: access denied (bad key,
+    /// signature, clock skew, policy) and missing credentials.
+    pub fn is_auth(&self) -> bool {
+        matches!(self, Error::AccessDenied { .. } | Error::MissingCredentials { .. })
+    }
+
+    /// True if a request timed out.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Network { kind: NetworkErrorKind::Timeout, .. })
+    }
+
+    /// The retry count and elapsed time, for errors that came from the network.
+    pub fn attempts(&self) -> Option<Attempts> {
+        match self {
+            Error::NotFound { attempts, .. }
+            | Error::NoSuchBucket { attempts, .. }
+            | Error::AccessDenied { attempts, .. }
+            | Error::WrongRegion { attempts, .. }
+            | Error::Http { attempts, .. }
+            | Error::Network { attempts, .. }
+            | Error::Protocol { attempts, .. } => Some(*attempts),
+            _ => None,
+        }
+    }
+
+    /// Retries made before giving up (0 if none, or not a network error).
+    pub fn retries(&self) -> u32 {
+        self.attempts().map_or(0, |a| a.retries)
+    }
+
+    /// Time spent before giving up (zero if not a network error).
+    pub fn elapsed(&self) -> Duration {
+        self.attempts().map_or(Duration::ZERO, |a| a.elapsed)
+    }
+
+    /// Records the retry count and elapsed time on a network error.
+    pub(crate) fn with_attempts(mut self, new: Attempts) -> Self {
+        match &mut self {
+            Error::NotFound { attempts, .. }
+            | Error::NoSuchBucket { attempts, .. }
+            | Error::AccessDenied { attempts, .. }
+            | Error::WrongRegion { attempts, .. }
+            | Error::Http { attempts, .. }
+            | Error::Network { attempts, .. }
+            | Error::Protocol { attempts, .. } => *attempts = new,
+            _ => {}
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        let http = |status: u16, code: Option<&str>| Error::Http {
+            method: "PUT".into(),
+            location: "s3://b/k".into(),
+            status,
+            code: code.map(str::to_owned),
+            message: None,
+            attempts: Attempts::default(),
+        };
+        assert!(http(500, None).is_retryable());
+        assert!(http(503, Some("SlowDown")).is_retryable());
+        assert!(http(429, None).is_retryable());
+        assert!(http(408, None).is_retryable());
+        assert!(!http(400, Some("InvalidArgument")).is_retryable());
+        assert!(!http(412, Some("PreconditionFailed")).is_retryable());
+        let denied = Error::AccessDenied {
+            method: "GET".into(),
+            location: "s3://b/k".into(),
+            status: 403,
+            code: Some("SignatureDoesNotMatch".into()),
+            message: None,
+            attempts: Attempts { retries: 0, elapsed: Duration::from_millis(20) },
+        };
+        assert!(denied.is_auth() && !denied.is_retryable() && !denied.is_not_found());
+        assert!(denied.to_string().starts_with("access denied (check the credentials"), "{denied}");
+        let missing =
+            Error::NotFound { location: "s3://b/k".into(), attempts: Attempts::default() };
+        assert!(missing.is_not_found());
+        let e =
+            http(500, None).with_attempts(Attempts { retries: 4, elapsed: Duration::from_secs(3) });
+        assert_eq!(e.retries(), 4);
+        assert!(e.to_string().contains("after 4 retries, 3.0s"), "{e}");
+    }
+}

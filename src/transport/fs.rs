@@ -1,0 +1,228 @@
+//! The directory store: objects are regular files under a root directory.
+//!
+//! Layout: the object `a/b/c` is the file `<root>/a/b/c`. The root is created on the first
+//! upload. A put copies into a temp file `.strata-<random>.tmp` in the destination
+//! directory, fsyncs it, publishes it with `renameat2(RENAME_NOREPLACE)` and fsyncs the
+//! directory, so readers never see a partial object and nothing is ever overwritten
+//! (DESIGN.md invariant 3). Listings skip those temp files.
+//!
+//! # Limitations
+//! * A crash between creating a temp file and publishing it leaves the temp file behind;
+//!   it is invisible to [`ObjectStore::list`] and harmless, but takes space until removed.
+//! * Keys whose segments collide with a file used as a directory (`a` and `a/b`) cannot
+//!   both exist; the second put fails with an I/O error.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use super::{Error, ObjectKey, ObjectMeta, ObjectStore, PutOutcome, TransferStats};
+use crate::fs as localfs;
+
+const TEMP_PREFIX: &str = ".strata-";
+const TEMP_SUFFIX: &str = ".tmp";
+const COPY_BUF_BYTES: usize = 256 * 1024;
+
+/// A store in a local directory. See the module docs for the layout.
+#[derive(Debug, Clone)]
+pub struct FsStore {
+    root: PathBuf,
+}
+
+impl FsStore {
+    /// A store rooted at `root` (an absolute path; it need not exist yet).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path_of(&self, key: &ObjectKey) -> PathBuf {
+        self.root.join(key.as_str())
+    }
+
+    fn meta_of(key: ObjectKey, metadata: &std::fs::Metadata) -> ObjectMeta {
+        ObjectMeta {
+            key,
+            size_bytes: metadata.len(),
+            last_modified: metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            etag: None,
+        }
+    }
+}
+
+/// Copies all of `input` (opened from `src`) into `output` (opened from `dest`); returns
+/// the bytes copied.
+fn copy_stream(input: &mut File, src: &Path, output: &mut File, dest: &Path) -> Result<u64, Error> {
+    let mut buf = vec![0u8; COPY_BUF_BYTES];
+    let mut total = 0u64;
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(localfs::Error::io("read", src, e).into()),
+        };
+        let chunk = buf.get(..n).unwrap_or_default();
+        output.write_all(chunk).map_err(|e| localfs::Error::io("write", dest, e))?;
+        total += n as u64;
+    }
+}
+
+fn is_temp_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(TEMP_PREFIX) && n.ends_with(TEMP_SUFFIX))
+}
+
+impl ObjectStore for FsStore {
+    fn head(&self, key: &ObjectKey) -> Result<Option<ObjectMeta>, Error> {
+        match localfs::symlink_metadata_opt(&self.path_of(key)) {
+            Ok(Some(metadata)) if metadata.is_file() => {
+                Ok(Some(Self::meta_of(key.clone(), &metadata)))
+            }
+            Ok(_) => Ok(None),
+            // `a/b` when `a` is a file: no such object.
+            Err(localfs::Error::Io { source, .. })
+                if source.kind() == io::ErrorKind::NotADirectory =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn get_to_file(
+        &self,
+        key: &ObjectKey,
+        dest: &Path,
+    ) -> Result<(ObjectMeta, TransferStats), Error> {
+        let started = Instant::now();
+        let src = self.path_of(key);
+        let not_found = || Error::NotFound {
+            location: src.display().to_string(),
+            attempts: Default::default(),
+        };
+        let mut input = match localfs::open(&src) {
+            Ok(file) => file,
+            Err(e) if e.is_not_found() => return Err(not_found()),
+            Err(e) => return Err(e.into()),
+        };
+        let metadata = input.metadata().map_err(|e| localfs::Error::io("stat", &src, e))?;
+        if !metadata.is_file() {
+            return Err(not_found());
+        }
+        let mut output = localfs::create_truncate(dest, 0o644)?;
+        let bytes = copy_stream(&mut input, &src, &mut output, dest)?;
+        let meta = Self::meta_of(key.clone(), &metadata);
+        let stats = TransferStats { bytes, seconds: started.elapsed().as_secs_f64(), retries: 0 };
+        Ok((meta, stats))
+    }
+
+    fn put_file_if_absent(
+        &self,
+        key: &ObjectKey,
+        src: &Path,
+    ) -> Result<(PutOutcome, TransferStats), Error> {
+        let started = Instant::now();
+        let dest = self.path_of(key);
+        let done = |outcome, bytes| {
+            let stats =
+                TransferStats { bytes, seconds: started.elapsed().as_secs_f64(), retries: 0 };
+            Ok((outcome, stats))
+        };
+        if localfs::symlink_metadata_opt(&dest)?.is_some() {
+            return done(PutOutcome::AlreadyExists, 0);
+        }
+        localfs::create_dir_all(&self.root)?;
+        let dir = match Path::new(key.as_str()).parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => {
+                localfs::create_dir_all_within(&self.root, parent, 0o755)?
+            }
+            _ => self.root.clone(),
+        };
+        let mut input = localfs::open(src)?;
+        let mut temp = tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .suffix(TEMP_SUFFIX)
+            .permissions(std::fs::Permissions::from_mode(0o644))
+            .tempfile_in(&dir)
+            .map_err(|e| localfs::Error::io("create temporary file in", &dir, e))?;
+        let temp_path = temp.path().to_path_buf();
+        let bytes = copy_stream(&mut input, src, temp.as_file_mut(), &temp_path)?;
+        localfs::sync_file(temp.as_file(), &temp_path)?;
+        let temp = temp.into_temp_path();
+        match localfs::rename_noreplace(&temp, &dest) {
+            Ok(()) => {
+                // The name now belongs to the published object: do not delete it on drop.
+                temp.keep().map_err(|e| localfs::Error::io("keep", &temp_path, e.error))?;
+                localfs::fsync_dir(&dir)?;
+                done(PutOutcome::Created, bytes)
+            }
+            // Lost a race with another writer: theirs stays, our temp file is deleted.
+            Err(localfs::Error::AlreadyExists { .. }) => done(PutOutcome::AlreadyExists, 0),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, Error> {
+        // Walk only the deepest directory the prefix names.
+        let start_rel = prefix.rfind('/').map_or("", |i| prefix.get(..i).unwrap_or_default());
+        let start =
+            if start_rel.is_empty() { self.root.clone() } else { self.root.join(start_rel) };
+        match localfs::symlink_metadata_opt(&start)? {
+            Some(m) if m.is_dir() => {}
+            _ => return Ok(Vec::new()),
+        }
+        let mut out = Vec::new();
+        for entry in localfs::walk(&start) {
+            let entry = entry?;
+            if entry.kind != localfs::EntryKind::File || is_temp_name(&entry.path) {
+                continue;
+            }
+            let rel = if start_rel.is_empty() {
+                entry.rel.as_str().to_owned()
+            } else {
+                format!("{start_rel}/{}", entry.rel.as_str())
+            };
+            if !rel.starts_with(prefix) {
+                continue;
+            }
+            match ObjectKey::new(rel) {
+                Ok(key) => out.push(Self::meta_of(key, &entry.metadata)),
+                Err(e) => tracing::warn!("skipping {}: {e}", entry.path.display()),
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    fn delete(&self, key: &ObjectKey) -> Result<(), Error> {
+        let path = self.path_of(key);
+        match localfs::symlink_metadata_opt(&path)? {
+            Some(m) if m.is_dir() => Ok(()),
+            _ => Ok(localfs::remove_file(&path)?),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("file://{}", self.root.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_names_are_recognised() {
+        assert!(is_temp_name(Path::new("/x/.strata-abc.tmp")));
+        assert!(!is_temp_name(Path::new("/x/strata-abc.tmp")));
+        assert!(!is_temp_name(Path::new("/x/.strata-abc")));
+    }
+}

@@ -1,0 +1,168 @@
+//! Object stores: moving whole files under [`ObjectKey`]s (DESIGN.md §2, issue 3 item 5).
+//!
+//! Transport knows nothing about caches, actions or snapshots: it puts a local file under a
+//! key, gets a key into a local file, answers HEAD and LIST, and deletes. Two backends:
+//!
+//! * `file:///abs/dir` (or a bare absolute path): a local directory ([`FsStore`]);
+//!   objects are files under the root, the key is the relative path.
+//! * `s3://bucket/prefix?endpoint=…&region=…&addressing=path|virtual|auto`: any
+//!   S3-compatible service (AWS S3, Huawei OBS, MinIO) over HTTPS or HTTP with SigV4
+//!   header signing ([`S3Store`]). See `docs/transport.md` for the URL, credential and
+//!   tuning reference.
+//!
+//! # Invariants
+//! * **Never overwrite** (DESIGN.md invariant 3): [`ObjectStore::put_file_if_absent`]
+//!   publishes with `renameat2(RENAME_NOREPLACE)` on a directory store, and with a HEAD
+//!   check plus a conditional write (`If-None-Match: *`) on S3. A server that ignores the
+//!   condition leaves a small race between the HEAD and the write; see `docs/transport.md`.
+//! * **Secrets never leave memory** (invariant 5): credentials live in [`Secret`], whose
+//!   `Debug` and `Display` print `***`; no error, log line or [`ObjectStore::describe`]
+//!   output contains one, nor a signature or an `Authorization` header.
+//! * Downloads write the destination file; the caller verifies its content (the store only
+//!   checks sizes).
+//!
+//! # Limitations
+//! * The trait is synchronous. The S3 backend owns a small tokio runtime and blocks on it,
+//!   so it must not be called from inside another tokio runtime's async context.
+//! * Credentials come from environment variables only (no shared config files, no instance
+//!   metadata service).
+
+mod error;
+mod fs;
+mod key;
+mod options;
+mod s3;
+mod secret;
+mod url;
+
+use std::path::Path;
+use std::time::SystemTime;
+
+pub use error::{Attempts, Error, NetworkErrorKind};
+pub use fs::FsStore;
+pub use key::{MAX_KEY_BYTES, ObjectKey};
+pub use options::TransportOptions;
+pub use s3::{Credentials, S3Config, S3Store};
+pub use secret::Secret;
+pub use url::{Addressing, S3Url, StoreUrl};
+
+/// What a store knows about one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// The object's key (relative to the store's root or prefix).
+    pub key: ObjectKey,
+    /// Size of the object in bytes.
+    pub size_bytes: u64,
+    /// When the object was last written (file mtime, or S3 `Last-Modified`, 1 s resolution
+    /// on HEAD).
+    pub last_modified: SystemTime,
+    /// The S3 entity tag as the server sent it (usually a quoted hex string); `None` on a
+    /// directory store.
+    pub etag: Option<String>,
+}
+
+/// The result of [`ObjectStore::put_file_if_absent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// The object did not exist and now holds the file's bytes.
+    Created,
+    /// An object already existed under the key; it was left unchanged and nothing (or, if
+    /// the conditional write lost a race, nothing visible) was uploaded.
+    AlreadyExists,
+}
+
+/// Measurements of one transfer.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TransferStats {
+    /// Payload bytes moved (0 when nothing was transferred, e.g. [`PutOutcome::AlreadyExists`]).
+    pub bytes: u64,
+    /// Wall-clock duration of the whole operation, in seconds.
+    pub seconds: f64,
+    /// Requests that were retried after a retryable failure, summed over all parts.
+    pub retries: u32,
+}
+
+/// A place that holds immutable objects under [`ObjectKey`]s.
+///
+/// Implementations are [`FsStore`] and [`S3Store`]; [`open_store`] picks one from a
+/// store URL. Every method is blocking.
+pub trait ObjectStore: Send + Sync {
+    /// Metadata of `key`, or `None` if there is no such object.
+    ///
+    /// # Errors
+    /// Network, permission or I/O failures (never "not found": that is `Ok(None)`).
+    fn head(&self, key: &ObjectKey) -> Result<Option<ObjectMeta>, Error>;
+
+    /// Downloads `key` into `dest`, which the store creates or truncates. On error `dest`
+    /// may hold partial data; the caller deletes it. The caller verifies the content.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] (see [`Error::is_not_found`]) if there is no such object;
+    /// network, permission and I/O errors.
+    fn get_to_file(
+        &self,
+        key: &ObjectKey,
+        dest: &Path,
+    ) -> Result<(ObjectMeta, TransferStats), Error>;
+
+    /// Uploads the file `src` under `key` unless an object already exists there; never
+    /// overwrites (HEAD first, then a conditional write where the store supports one).
+    ///
+    /// # Errors
+    /// [`Error::MissingCredentials`] for an S3 store without credentials; network,
+    /// permission and I/O errors. An existing object is `Ok(PutOutcome::AlreadyExists)`.
+    fn put_file_if_absent(
+        &self,
+        key: &ObjectKey,
+        src: &Path,
+    ) -> Result<(PutOutcome, TransferStats), Error>;
+
+    /// Every object whose key starts with `prefix` (plain string prefix, `""` for all),
+    /// following all pages, sorted by key.
+    ///
+    /// # Errors
+    /// Network, permission and I/O errors.
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, Error>;
+
+    /// Deletes `key`; deleting a missing object succeeds.
+    ///
+    /// # Errors
+    /// [`Error::MissingCredentials`] for an S3 store without credentials; network,
+    /// permission and I/O errors.
+    fn delete(&self, key: &ObjectKey) -> Result<(), Error>;
+
+    /// A one-line human description, e.g.
+    /// `s3://bucket/prefix (endpoint http://127.0.0.1:9000, region us-east-1, path-style)`.
+    /// Never contains a secret.
+    fn describe(&self) -> String;
+}
+
+/// Opens the store named by `url` (see [`StoreUrl`]), reading S3 settings and credentials
+/// from the process environment (`AWS_*`, `HW_OBS_*`; see `docs/transport.md`).
+///
+/// # Errors
+/// [`Error::InvalidUrl`] for a malformed URL, [`Error::InvalidConfig`] for inconsistent
+/// environment (e.g. an access key without its secret), [`Error::Setup`] if the HTTP client
+/// or runtime cannot be created.
+pub fn open_store(url: &str, options: &TransportOptions) -> Result<Box<dyn ObjectStore>, Error> {
+    open_store_with_env(url, options, |name| std::env::var(name).ok())
+}
+
+/// [`open_store`] with an explicit environment lookup instead of the process environment
+/// (used by tests and by callers that hold credentials themselves).
+///
+/// # Errors
+/// As [`open_store`].
+pub fn open_store_with_env(
+    url: &str,
+    options: &TransportOptions,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Box<dyn ObjectStore>, Error> {
+    match url.parse::<StoreUrl>()? {
+        StoreUrl::File(root) => Ok(Box::new(FsStore::new(root))),
+        StoreUrl::S3(s3_url) => {
+            let config = S3Config::from_url(&s3_url, &env)?;
+            Ok(Box::new(S3Store::new(config, options.clone())?))
+        }
+    }
+}

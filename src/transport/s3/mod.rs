@@ -1,0 +1,300 @@
+//! The S3-compatible backend (AWS S3, Huawei OBS, MinIO, s3s): reqwest over rustls (ring
+//! provider) and SigV4 header signing.
+//!
+//! Each [`S3Store`] owns a tokio runtime with two worker threads and blocks on it, so the
+//! [`ObjectStore`] trait stays synchronous. Requests:
+//! * HEAD/GET/DELETE on `prefix/key`; downloads are a HEAD for the size, then one GET for
+//!   objects up to the part size or parallel ranged GETs written at their offsets
+//!   ([`get`]);
+//! * uploads are a HEAD (existing object → `AlreadyExists`), then one `PUT` with
+//!   `If-None-Match: *` below the part size, or a multipart upload whose completion
+//!   carries `If-None-Match: *` ([`put`], [`multipart`]); a 412 means `AlreadyExists`;
+//! * LIST is ListObjectsV2 following continuation tokens ([`list`]).
+//!
+//! Every request has a timeout and bounded retries ([`retry`]); errors are mapped by
+//! [`response`].
+//!
+//! # Limitations
+//! * A server that ignores `If-None-Match` (older MinIO, some OBS versions) is protected
+//!   only by the HEAD check: two writers racing on one key may both upload and the last
+//!   one wins. Keys that embed a unique suffix (snapshot keys do) never race.
+//! * A HEAD answered 404 cannot tell a missing bucket from a missing key (HEAD has no
+//!   body), so [`ObjectStore::head`] probes with a one-byte GET before reporting a miss.
+
+mod config;
+mod get;
+mod list;
+mod multipart;
+mod put;
+mod response;
+mod retry;
+mod sign;
+
+use std::sync::Once;
+use std::sync::atomic::AtomicU32;
+use std::time::{Instant, SystemTime};
+
+use reqwest::Method;
+
+pub use config::{Credentials, S3Config};
+use response::{error_from_response, network_error};
+use retry::{RetryPolicy, with_retries};
+use sign::{Payload, UnsignedRequest};
+
+use crate::transport::{
+    Error, ObjectKey, ObjectMeta, ObjectStore, PutOutcome, TransferStats, TransportOptions,
+};
+
+/// Installs rustls's ring crypto provider as the process default, once. Another provider
+/// installed first is kept.
+fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Err means a provider is already installed, which is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// One S3 request: what to send and how to name it in errors and logs.
+#[derive(Clone)]
+pub(crate) struct Call {
+    /// HTTP method.
+    pub method: Method,
+    /// Full object name in the bucket (with the store prefix), or `None` for the bucket.
+    pub full_key: Option<String>,
+    /// Query parameters, unencoded.
+    pub query: Vec<(&'static str, String)>,
+    /// Extra headers to send and sign (lower-case names).
+    pub headers: Vec<(&'static str, String)>,
+    /// The body.
+    pub payload: Payload,
+    /// `s3://bucket/prefix/key` for errors and logs.
+    pub location: String,
+}
+
+impl Call {
+    /// A request on an object, with no query, headers or body.
+    pub(crate) fn object(inner: &Inner, method: Method, key: &str) -> Self {
+        Self {
+            method,
+            full_key: Some(inner.config.full_key(key)),
+            query: Vec::new(),
+            headers: Vec::new(),
+            payload: Payload::Empty,
+            location: inner.config.location(key),
+        }
+    }
+}
+
+/// The parts of a store that async code borrows.
+pub(crate) struct Inner {
+    pub config: S3Config,
+    pub client: reqwest::Client,
+    pub options: TransportOptions,
+    pub policy: RetryPolicy,
+}
+
+impl Inner {
+    /// Sends `call` once. Success statuses return the response (body unread); others are
+    /// mapped to errors.
+    ///
+    /// # Errors
+    /// Network errors and mapped HTTP errors (see [`response`]).
+    pub(crate) async fn send_once(&self, call: &Call) -> Result<reqwest::Response, Error> {
+        let url = self.config.request_url(call.full_key.as_deref(), &call.query);
+        let request = UnsignedRequest::new(
+            call.method.clone(),
+            url,
+            call.headers.clone(),
+            call.payload.clone(),
+        );
+        let signed = match &self.config.credentials {
+            Some(credentials) => {
+                request.sign(credentials, &self.config.region, SystemTime::now())?
+            }
+            None => request.anonymous()?,
+        };
+        let method = call.method.as_str();
+        let response = signed
+            .into_builder(&self.client)
+            .send()
+            .await
+            .map_err(|e| network_error(method, &call.location, e))?;
+        if response.status().is_success() {
+            Ok(response)
+        } else {
+            Err(error_from_response(method, &call.location, &self.config, response).await)
+        }
+    }
+
+    /// Sends `call` with retries, consuming the response with `read` inside each attempt
+    /// (so a body that breaks off is retried too).
+    ///
+    /// # Errors
+    /// The last attempt's error, with the retry count.
+    pub(crate) async fn send<T, F, Fut>(
+        &self,
+        call: &Call,
+        retries: &AtomicU32,
+        read: F,
+    ) -> Result<T, Error>
+    where
+        F: Fn(reqwest::Response) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        with_retries(&self.policy, call.method.as_str(), &call.location, retries, || async {
+            let response = self.send_once(call).await?;
+            read(response).await
+        })
+        .await
+    }
+
+    /// Fails with [`Error::MissingCredentials`] unless the store has credentials.
+    pub(crate) fn require_credentials(
+        &self,
+        operation: &'static str,
+        key: &str,
+    ) -> Result<(), Error> {
+        if self.config.credentials.is_none() {
+            return Err(Error::MissingCredentials {
+                operation,
+                location: self.config.location(key),
+            });
+        }
+        Ok(())
+    }
+
+    /// HEAD of `key`: `None` on 404 (after checking that the bucket exists).
+    pub(crate) async fn head(
+        &self,
+        key: &ObjectKey,
+        retries: &AtomicU32,
+    ) -> Result<Option<ObjectMeta>, Error> {
+        let call = Call::object(self, Method::HEAD, key.as_str());
+        let location = call.location.clone();
+        let result = self
+            .send(&call, retries, |response| {
+                let location = location.clone();
+                async move { get::meta_from_headers(key, &location, "HEAD", response.headers()) }
+            })
+            .await;
+        match result {
+            Ok(meta) => Ok(Some(meta)),
+            Err(e) if e.is_not_found() => {
+                // HEAD has no body: a one-byte GET tells NoSuchBucket from NoSuchKey.
+                let mut probe = Call::object(self, Method::GET, key.as_str());
+                probe.headers.push(("range", "bytes=0-0".to_owned()));
+                match self.send(&probe, retries, |_| async { Ok(()) }).await {
+                    Err(e) if e.is_not_found() => Ok(None),
+                    Err(e) => Err(e),
+                    // Created between the HEAD and the probe: report the miss the HEAD saw.
+                    Ok(()) => Ok(None),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A store in one bucket under one prefix. See the module docs.
+pub struct S3Store {
+    inner: Inner,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl std::fmt::Debug for S3Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "S3Store({})", self.inner.config.describe())
+    }
+}
+
+impl S3Store {
+    /// Creates the HTTP client and runtime for `config`.
+    ///
+    /// # Errors
+    /// [`Error::Setup`] if the runtime or the TLS client cannot be created.
+    pub fn new(config: S3Config, options: TransportOptions) -> Result<Self, Error> {
+        install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .timeout(options.request_timeout)
+            .connect_timeout(options.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
+            .user_agent(crate::PRODUCER)
+            .build()
+            .map_err(|e| Error::Setup { reason: format!("HTTP client: {e}") })?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("strata-s3")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Setup { reason: format!("tokio runtime: {e}") })?;
+        let policy = RetryPolicy::from_options(&options);
+        Ok(Self { inner: Inner { config, client, options, policy }, runtime })
+    }
+
+    /// The resolved configuration (credentials redacted in `Debug`).
+    pub fn config(&self) -> &S3Config {
+        &self.inner.config
+    }
+}
+
+fn stats(bytes: u64, started: Instant, retries: &AtomicU32) -> TransferStats {
+    TransferStats {
+        bytes,
+        seconds: started.elapsed().as_secs_f64(),
+        retries: retries.load(std::sync::atomic::Ordering::Relaxed),
+    }
+}
+
+impl ObjectStore for S3Store {
+    fn head(&self, key: &ObjectKey) -> Result<Option<ObjectMeta>, Error> {
+        let retries = AtomicU32::new(0);
+        self.runtime.block_on(self.inner.head(key, &retries))
+    }
+
+    fn get_to_file(
+        &self,
+        key: &ObjectKey,
+        dest: &std::path::Path,
+    ) -> Result<(ObjectMeta, TransferStats), Error> {
+        let started = Instant::now();
+        let retries = AtomicU32::new(0);
+        let meta = self.runtime.block_on(get::download(&self.inner, key, dest, &retries))?;
+        let bytes = meta.size_bytes;
+        Ok((meta, stats(bytes, started, &retries)))
+    }
+
+    fn put_file_if_absent(
+        &self,
+        key: &ObjectKey,
+        src: &std::path::Path,
+    ) -> Result<(PutOutcome, TransferStats), Error> {
+        let started = Instant::now();
+        let retries = AtomicU32::new(0);
+        let (outcome, bytes) =
+            self.runtime.block_on(put::upload(&self.inner, key, src, &retries))?;
+        Ok((outcome, stats(bytes, started, &retries)))
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, Error> {
+        let retries = AtomicU32::new(0);
+        self.runtime.block_on(list::list_all(&self.inner, prefix, &retries))
+    }
+
+    fn delete(&self, key: &ObjectKey) -> Result<(), Error> {
+        self.inner.require_credentials("delete", key.as_str())?;
+        let retries = AtomicU32::new(0);
+        let call = Call::object(&self.inner, Method::DELETE, key.as_str());
+        self.runtime.block_on(async {
+            match self.inner.send(&call, &retries, |_| async { Ok(()) }).await {
+                Err(e) if e.is_not_found() => Ok(()),
+                other => other,
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.inner.config.describe()
+    }
+}

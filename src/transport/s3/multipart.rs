@@ -1,0 +1,274 @@
+//! Multipart uploads: CreateMultipartUpload, parallel UploadPart, CompleteMultipartUpload
+//! with `If-None-Match: *`, and AbortMultipartUpload on any failure.
+//!
+//! * Parts are read from the file at their offsets when their upload starts, so at most
+//!   `parallelism` part buffers exist at once; a retried part reuses its buffer.
+//! * Part bodies are sent with `x-amz-content-sha256: UNSIGNED-PAYLOAD` (no aws-chunked
+//!   encoding, no CRC trailers).
+//! * The part size is the configured one, raised to the S3 minimum of 5 MiB and, for very
+//!   large files, to keep within 10,000 parts.
+//! * Completion can answer 200 with an `<Error>` body; that is treated as the error it
+//!   names. A completion retried after a lost response may find the upload gone
+//!   (`NoSuchUpload`); if the object now exists with the right size, the upload succeeded.
+//! * Any failure after CreateMultipartUpload aborts the upload (best effort, logged) so no
+//!   invisible parts keep costing storage.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::atomic::AtomicU32;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use reqwest::Method;
+
+use super::put::is_precondition_failed;
+use super::response::{child_text, parse_error_body, xml_escape};
+use super::sign::Payload;
+use super::{Call, Inner};
+use crate::transport::{Attempts, Error, ObjectKey, PutOutcome};
+
+/// The smallest part S3 accepts (except the last), in bytes.
+const MIN_PART_BYTES: u64 = 5 * 1024 * 1024;
+/// The most parts one upload may have.
+const MAX_PARTS: u64 = 10_000;
+
+/// The part size used for a file of `size` bytes given the configured `part_size` (both
+/// in bytes).
+pub(crate) fn effective_part_size(size: u64, part_size: u64) -> u64 {
+    let needed = size.div_ceil(MAX_PARTS);
+    part_size.max(MIN_PART_BYTES).max(needed)
+}
+
+fn protocol(location: &str, method: &str, reason: String) -> Error {
+    Error::Protocol {
+        method: method.to_owned(),
+        location: location.to_owned(),
+        reason,
+        retryable: false,
+        attempts: Attempts::default(),
+    }
+}
+
+/// Reads a whole response body as text.
+async fn body_text(
+    response: reqwest::Response,
+    location: &str,
+    method: &str,
+) -> Result<String, Error> {
+    response.text().await.map_err(|e| super::response::network_error(method, location, e))
+}
+
+/// Uploads `file` (opened from `src`, `size` bytes) under `key` as a multipart upload.
+///
+/// # Errors
+/// Network, HTTP and local I/O errors; the upload is aborted first.
+pub(crate) async fn upload(
+    inner: &Inner,
+    key: &ObjectKey,
+    file: &File,
+    src: &Path,
+    size: u64,
+    retries: &AtomicU32,
+) -> Result<(PutOutcome, u64), Error> {
+    let mut create = Call::object(inner, Method::POST, key.as_str());
+    create.query.push(("uploads", String::new()));
+    create.headers.push(("content-type", "application/octet-stream".to_owned()));
+    let location = create.location.clone();
+    let upload_id = inner
+        .send(&create, retries, |response| {
+            let location = location.clone();
+            async move {
+                let text = body_text(response, &location, "POST").await?;
+                let document = roxmltree::Document::parse(&text).map_err(|e| {
+                    protocol(
+                        &location,
+                        "POST",
+                        format!("CreateMultipartUpload answer is not XML: {e}"),
+                    )
+                })?;
+                child_text(document.root_element(), "UploadId")
+                    .filter(|id| !id.is_empty())
+                    .ok_or_else(|| protocol(&location, "POST", "no UploadId in the answer".into()))
+            }
+        })
+        .await?;
+    let result = upload_parts_and_complete(inner, key, file, src, size, &upload_id, retries).await;
+    match &result {
+        Ok((PutOutcome::Created, _)) => {}
+        Ok((PutOutcome::AlreadyExists, _)) | Err(_) => abort(inner, key, &upload_id).await,
+    }
+    result
+}
+
+async fn upload_parts_and_complete(
+    inner: &Inner,
+    key: &ObjectKey,
+    file: &File,
+    src: &Path,
+    size: u64,
+    upload_id: &str,
+    retries: &AtomicU32,
+) -> Result<(PutOutcome, u64), Error> {
+    let part_size = effective_part_size(size, inner.options.part_size_bytes);
+    let count = size.div_ceil(part_size);
+    let mut parts: Vec<(u64, String)> = futures::stream::iter(1..=count)
+        .map(|number| {
+            let offset = (number - 1) * part_size;
+            let length = part_size.min(size - offset);
+            upload_part(inner, key, file, src, upload_id, number, offset, length, retries)
+        })
+        .buffer_unordered(inner.options.parallelism.max(1))
+        .try_collect()
+        .await?;
+    parts.sort_by_key(|(number, _)| *number);
+    complete(inner, key, upload_id, &parts, size, retries).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn upload_part(
+    inner: &Inner,
+    key: &ObjectKey,
+    file: &File,
+    src: &Path,
+    upload_id: &str,
+    number: u64,
+    offset: u64,
+    length: u64,
+    retries: &AtomicU32,
+) -> Result<(u64, String), Error> {
+    let capacity = usize::try_from(length).map_err(|_| {
+        crate::fs::Error::io("read", src, std::io::Error::other("part larger than memory"))
+    })?;
+    let mut buffer = vec![0u8; capacity];
+    crate::fs::read_exact_at(file, src, &mut buffer, offset)?;
+    let mut call = Call::object(inner, Method::PUT, key.as_str());
+    call.query.push(("partNumber", number.to_string()));
+    call.query.push(("uploadId", upload_id.to_owned()));
+    call.payload = Payload::Unsigned(Bytes::from(buffer));
+    let location = call.location.clone();
+    let etag = inner
+        .send(&call, retries, |response| {
+            let location = location.clone();
+            async move {
+                response
+                    .headers()
+                    .get("etag")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+                    .ok_or_else(|| protocol(&location, "PUT", format!("no ETag for part {number}")))
+            }
+        })
+        .await?;
+    Ok((number, etag))
+}
+
+fn completion_document(parts: &[(u64, String)]) -> String {
+    let mut xml =
+        String::from("<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+    for (number, etag) in parts {
+        xml.push_str(&format!(
+            "<Part><PartNumber>{number}</PartNumber><ETag>{}</ETag></Part>",
+            xml_escape(etag)
+        ));
+    }
+    xml.push_str("</CompleteMultipartUpload>");
+    xml
+}
+
+async fn complete(
+    inner: &Inner,
+    key: &ObjectKey,
+    upload_id: &str,
+    parts: &[(u64, String)],
+    size: u64,
+    retries: &AtomicU32,
+) -> Result<(PutOutcome, u64), Error> {
+    let mut call = Call::object(inner, Method::POST, key.as_str());
+    call.query.push(("uploadId", upload_id.to_owned()));
+    call.headers.push(("if-none-match", "*".to_owned()));
+    call.headers.push(("content-type", "application/xml".to_owned()));
+    call.payload = Payload::Signed(Bytes::from(completion_document(parts)));
+    let location = call.location.clone();
+    let result = inner
+        .send(&call, retries, |response| {
+            let location = location.clone();
+            async move {
+                // A 200 answer may still carry an <Error> document.
+                let text = body_text(response, &location, "POST").await?;
+                match parse_error_body(&text) {
+                    None => Ok(()),
+                    Some(body) => Err(Error::Http {
+                        method: "POST".into(),
+                        location,
+                        status: 200,
+                        code: body.code,
+                        message: body.message,
+                        attempts: Attempts::default(),
+                    }),
+                }
+            }
+        })
+        .await;
+    match result {
+        Ok(()) => Ok((PutOutcome::Created, size)),
+        Err(e) if is_precondition_failed(&e) => Ok((PutOutcome::AlreadyExists, 0)),
+        Err(e) if e.retries() > 0 && is_no_such_upload(&e) => {
+            // An earlier attempt may have completed the upload and lost its answer.
+            match inner.head(key, retries).await? {
+                Some(meta) if meta.size_bytes == size => Ok((PutOutcome::Created, size)),
+                _ => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn is_no_such_upload(error: &Error) -> bool {
+    matches!(error, Error::Http { code: Some(code), .. } if code == "NoSuchUpload")
+        || matches!(error, Error::NotFound { .. })
+}
+
+/// AbortMultipartUpload, best effort: a failure is logged, not returned.
+async fn abort(inner: &Inner, key: &ObjectKey, upload_id: &str) {
+    let mut call = Call::object(inner, Method::DELETE, key.as_str());
+    call.query.push(("uploadId", upload_id.to_owned()));
+    let retries = AtomicU32::new(0);
+    match inner.send(&call, &retries, |_| async { Ok(()) }).await {
+        Ok(()) => {
+            tracing::info!(object = %call.location, "aborted the incomplete multipart upload")
+        }
+        Err(e) => tracing::warn!(
+            object = %call.location,
+            "could not abort the incomplete multipart upload ({e}); a bucket lifecycle rule \
+             (AbortIncompleteMultipartUpload) removes leftovers"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_sizes() {
+        const MIB: u64 = 1024 * 1024;
+        assert_eq!(effective_part_size(20 * MIB, 5 * MIB), 5 * MIB);
+        assert_eq!(effective_part_size(20 * MIB, MIB), 5 * MIB);
+        assert_eq!(effective_part_size(20 * MIB, 8 * MIB), 8 * MIB);
+        let huge = 200 * 1024 * MIB;
+        let part = effective_part_size(huge, 8 * MIB);
+        assert!(huge.div_ceil(part) <= MAX_PARTS);
+    }
+
+    #[test]
+    fn completion_xml_escapes_etags() {
+        let xml = completion_document(&[(1, "\"abc\"".into()), (2, "\"d&e\"".into())]);
+        let document = roxmltree::Document::parse(&xml).unwrap();
+        let etags: Vec<_> = document
+            .descendants()
+            .filter(|n| n.tag_name().name() == "ETag")
+            .map(|n| n.text().unwrap().to_owned())
+            .collect();
+        assert_eq!(etags, ["\"abc\"", "\"d&e\""]);
+    }
+}

@@ -1,0 +1,246 @@
+//! Turning S3 responses into results: status mapping, the XML error body, and small XML
+//! helpers shared by the other submodules.
+//!
+//! Mapping (issue 3 item 5):
+//! * 403/401 → [`Error::AccessDenied`] ("check the credentials / signature / clock skew");
+//! * 404 `NoSuchBucket` → [`Error::NoSuchBucket`]; other 404 → [`Error::NotFound`];
+//! * 301, `PermanentRedirect`, `AuthorizationHeaderMalformed` or
+//!   `IllegalLocationConstraintException` → [`Error::WrongRegion`], naming the bucket's
+//!   region from the `<Region>` element or the `x-amz-bucket-region` header;
+//! * anything else → [`Error::Http`] with the S3 `Code` and `Message`.
+//!
+//! Error bodies are read up to 64 KiB; a body that is not XML is ignored.
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+
+use super::config::S3Config;
+use crate::transport::{Attempts, Error, NetworkErrorKind};
+
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// The fields of an S3 `<Error>` document.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct S3ErrorBody {
+    /// `Code`, e.g. `NoSuchKey`.
+    pub code: Option<String>,
+    /// `Message`.
+    pub message: Option<String>,
+    /// `Region` (sent with redirects and `AuthorizationHeaderMalformed`).
+    pub region: Option<String>,
+}
+
+/// The text of the first child element of `node` named `name`.
+pub(crate) fn child_text(node: roxmltree::Node<'_, '_>, name: &str) -> Option<String> {
+    node.children()
+        .find(|c| c.is_element() && c.tag_name().name() == name)
+        .map(|c| c.text().unwrap_or_default().to_owned())
+}
+
+/// Parses an S3 `<Error>` document; `None` if `body` is not one.
+pub(crate) fn parse_error_body(body: &str) -> Option<S3ErrorBody> {
+    let document = roxmltree::Document::parse(body).ok()?;
+    let root = document.root_element();
+    if root.tag_name().name() != "Error" {
+        return None;
+    }
+    let clean = |s: Option<String>| s.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
+    Some(S3ErrorBody {
+        code: clean(child_text(root, "Code")),
+        message: clean(child_text(root, "Message")),
+        region: clean(child_text(root, "Region")),
+    })
+}
+
+/// A network-level failure of `method` on `location`.
+pub(crate) fn network_error(method: &str, location: &str, source: reqwest::Error) -> Error {
+    let kind = if source.is_timeout() {
+        NetworkErrorKind::Timeout
+    } else if source.is_connect() {
+        NetworkErrorKind::Connect
+    } else {
+        NetworkErrorKind::Other
+    };
+    // Drop the URL from the client's error: it may carry query parameters we do not want
+    // repeated (upload ids), and the location already names the object.
+    Error::Network {
+        method: method.to_owned(),
+        location: location.to_owned(),
+        kind,
+        attempts: Attempts::default(),
+        source: source.without_url(),
+    }
+}
+
+/// Reads at most 64 KiB of `response`'s body as text (lossy UTF-8).
+async fn read_error_body(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body.truncate(MAX_ERROR_BODY_BYTES);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// Maps a non-success `response` of `method` on `location` to an [`Error`], reading the
+/// XML error body.
+pub(crate) async fn error_from_response(
+    method: &str,
+    location: &str,
+    config: &S3Config,
+    response: reqwest::Response,
+) -> Error {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = if method == "HEAD" { String::new() } else { read_error_body(response).await };
+    let parsed = parse_error_body(&body).unwrap_or_default();
+    classify(method, location, config, status, &headers, parsed)
+}
+
+/// Maps a status, headers and parsed error body to an [`Error`] (no I/O; unit-tested).
+pub(crate) fn classify(
+    method: &str,
+    location: &str,
+    config: &S3Config,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: S3ErrorBody,
+) -> Error {
+    let attempts = Attempts::default();
+    let header_region =
+        headers.get("x-amz-bucket-region").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let code = body.code.as_deref();
+    let region_error = status == StatusCode::MOVED_PERMANENTLY
+        || matches!(
+            code,
+            Some(
+                "PermanentRedirect"
+                    | "AuthorizationHeaderMalformed"
+                    | "IllegalLocationConstraintException"
+            )
+        );
+    let named_region = body.region.clone().or(header_region);
+    if region_error && named_region.as_deref() != Some(config.region.as_str()) {
+        return Error::WrongRegion {
+            location: location.to_owned(),
+            configured: config.region.clone(),
+            bucket_region: named_region.unwrap_or_else(|| "another region".to_owned()),
+            attempts,
+        };
+    }
+    match (status.as_u16(), code) {
+        (404, Some("NoSuchBucket")) => Error::NoSuchBucket {
+            bucket: config.bucket.clone(),
+            endpoint: config.endpoint.as_str().trim_end_matches('/').to_owned(),
+            attempts,
+        },
+        (404, Some("NoSuchKey") | None) => {
+            Error::NotFound { location: location.to_owned(), attempts }
+        }
+        (401 | 403, _) => Error::AccessDenied {
+            method: method.to_owned(),
+            location: location.to_owned(),
+            status: status.as_u16(),
+            code: body.code,
+            message: body.message,
+            attempts,
+        },
+        _ => Error::Http {
+            method: method.to_owned(),
+            location: location.to_owned(),
+            status: status.as_u16(),
+            code: body.code,
+            message: body.message,
+            attempts,
+        },
+    }
+}
+
+/// Escapes text for an XML element body.
+pub(crate) fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> S3Config {
+        let url = match "s3://bkt/p?region=us-east-1".parse::<crate::transport::StoreUrl>().unwrap()
+        {
+            crate::transport::StoreUrl::S3(s3) => s3,
+            other => panic!("{other:?}"),
+        };
+        S3Config::from_url(&url, &|_| None).unwrap()
+    }
+
+    fn map(status: u16, body: &str, headers: &[(&'static str, &'static str)]) -> Error {
+        let mut map = HeaderMap::new();
+        for (n, v) in headers {
+            map.insert(*n, v.parse().unwrap());
+        }
+        let parsed = parse_error_body(body).unwrap_or_default();
+        classify(
+            "GET",
+            "s3://bkt/p/k",
+            &config(),
+            StatusCode::from_u16(status).unwrap(),
+            &map,
+            parsed,
+        )
+    }
+
+    #[test]
+    fn maps_statuses() {
+        let e = map(404, "<Error><Code>NoSuchBucket</Code><Message>no</Message></Error>", &[]);
+        assert!(matches!(e, Error::NoSuchBucket { .. }) && !e.is_not_found(), "{e}");
+        let e = map(404, "<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code></Error>", &[]);
+        assert!(e.is_not_found(), "{e}");
+        let e = map(
+            403,
+            "<Error><Code>SignatureDoesNotMatch</Code><Message>sig</Message></Error>",
+            &[],
+        );
+        assert!(e.is_auth());
+        assert!(
+            e.to_string().contains(
+                "access denied (check the credentials / signature / clock skew) for s3://bkt/p/k"
+            ),
+            "{e}"
+        );
+        let e = map(301, "", &[("x-amz-bucket-region", "eu-west-1")]);
+        assert!(e.to_string().contains("the bucket is in eu-west-1; set region=eu-west-1"), "{e}");
+        let e = map(
+            400,
+            "<Error><Code>AuthorizationHeaderMalformed</Code><Region>ap-southeast-1</Region></Error>",
+            &[],
+        );
+        assert!(
+            matches!(&e, Error::WrongRegion { bucket_region, .. } if bucket_region == "ap-southeast-1"),
+            "{e}"
+        );
+        let e = map(503, "<Error><Code>SlowDown</Code></Error>", &[]);
+        assert!(e.is_retryable(), "{e}");
+        let e = map(500, "not xml", &[]);
+        assert!(e.is_retryable() && e.to_string().contains("HTTP 500"), "{e}");
+    }
+
+    #[test]
+    fn escapes_xml() {
+        assert_eq!(xml_escape("\"a\"&<b>"), "&quot;a&quot;&amp;&lt;b&gt;");
+    }
+}

@@ -1,0 +1,275 @@
+//! [`StoreUrl`]: parsing `file://` and `s3://` store URLs.
+//!
+//! Forms (DESIGN.md §5):
+//! * `file:///abs/dir` or a bare absolute path `/abs/dir`: a directory store;
+//! * `s3://bucket[/prefix][?endpoint=URL&region=NAME&addressing=path|virtual|auto]`: an
+//!   S3-compatible store. The prefix is `/`-separated, without leading or trailing `/`; every
+//!   key is stored as `prefix/key`. Query values may be percent-encoded. Unknown parameters
+//!   are rejected so typos do not silently change behaviour.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use percent_encoding::percent_decode_str;
+
+use super::{Error, ObjectKey};
+
+/// How the bucket appears in request URLs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Addressing {
+    /// `https://endpoint/bucket/key` (MinIO, s3s, IP endpoints).
+    Path,
+    /// `https://bucket.endpoint/key` (AWS S3, Huawei OBS).
+    Virtual,
+    /// Path-style for IP-literal and `localhost` endpoints and for bucket names containing
+    /// `.` (which break TLS wildcard certificates); virtual-hosted otherwise. The default.
+    #[default]
+    Auto,
+}
+
+impl FromStr for Addressing {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "path" => Ok(Addressing::Path),
+            "virtual" => Ok(Addressing::Virtual),
+            "auto" => Ok(Addressing::Auto),
+            other => Err(format!("addressing={other:?} must be path, virtual or auto")),
+        }
+    }
+}
+
+/// The S3 part of a store URL, before the environment fills in defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Url {
+    /// Bucket name.
+    pub bucket: String,
+    /// Key prefix without leading or trailing `/`; empty for the bucket root.
+    pub prefix: String,
+    /// `endpoint=` (scheme, host, optional port), if given.
+    pub endpoint: Option<String>,
+    /// `region=`, if given.
+    pub region: Option<String>,
+    /// `addressing=`, [`Addressing::Auto`] if absent.
+    pub addressing: Addressing,
+}
+
+/// A parsed store URL.
+///
+/// ```
+/// use strata::transport::StoreUrl;
+/// let url: StoreUrl = "s3://bucket/ci/cache?region=eu-west-1".parse().unwrap();
+/// assert_eq!(url.to_string(), "s3://bucket/ci/cache?region=eu-west-1");
+/// assert_eq!("/var/cache".parse::<StoreUrl>().unwrap().to_string(), "file:///var/cache");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// A local directory (absolute path).
+    File(PathBuf),
+    /// An S3-compatible bucket and prefix.
+    S3(S3Url),
+}
+
+fn invalid(url: &str, reason: impl Into<String>) -> Error {
+    Error::InvalidUrl { url: redact_userinfo(url), reason: reason.into() }
+}
+
+/// Replaces `user:password@` in anything URL-like with `***@`, so a credential pasted into
+/// a URL is never echoed.
+fn redact_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("://") {
+        let (head, tail) = rest.split_at(start + 3);
+        out.push_str(head);
+        let authority_end = tail.find(['/', '?', '&', '#']).unwrap_or(tail.len());
+        let (authority, after) = tail.split_at(authority_end);
+        match authority.rfind('@') {
+            Some(at) => {
+                out.push_str("***");
+                out.push_str(authority.get(at..).unwrap_or_default());
+            }
+            None => out.push_str(authority),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+fn decode(url: &str, value: &str) -> Result<String, Error> {
+    percent_decode_str(value)
+        .decode_utf8()
+        .map(|v| v.into_owned())
+        .map_err(|_| invalid(url, "a query value is not valid UTF-8 after percent-decoding"))
+}
+
+fn parse_s3(url: &str, rest: &str) -> Result<S3Url, Error> {
+    let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (bucket, prefix) = location.split_once('/').unwrap_or((location, ""));
+    if bucket.is_empty() {
+        return Err(invalid(url, "the bucket name is missing"));
+    }
+    if bucket.contains('@') {
+        return Err(invalid(
+            url,
+            "credentials do not belong in the URL; use environment variables",
+        ));
+    }
+    if !bucket.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')) {
+        return Err(invalid(
+            url,
+            "a bucket name may only contain letters, digits, '.', '-' and '_'",
+        ));
+    }
+    let prefix = prefix.trim_matches('/');
+    if !prefix.is_empty() {
+        ObjectKey::new(prefix).map_err(|e| invalid(url, format!("bad prefix: {e}")))?;
+    }
+    let mut s3 = S3Url {
+        bucket: bucket.to_owned(),
+        prefix: prefix.to_owned(),
+        endpoint: None,
+        region: None,
+        addressing: Addressing::Auto,
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = decode(url, value)?;
+        match name {
+            "endpoint" if !value.is_empty() => s3.endpoint = Some(value),
+            "region" if !value.is_empty() => s3.region = Some(value),
+            "addressing" => s3.addressing = value.parse().map_err(|e: String| invalid(url, e))?,
+            "endpoint" | "region" => return Err(invalid(url, format!("{name}= is empty"))),
+            other => {
+                return Err(invalid(
+                    url,
+                    format!("unknown parameter {other:?} (known: endpoint, region, addressing)"),
+                ));
+            }
+        }
+    }
+    Ok(s3)
+}
+
+impl FromStr for StoreUrl {
+    type Err = Error;
+
+    fn from_str(url: &str) -> Result<Self, Error> {
+        if let Some(rest) = url.strip_prefix("s3://") {
+            return parse_s3(url, rest).map(StoreUrl::S3);
+        }
+        let path = if let Some(rest) = url.strip_prefix("file://") {
+            if !rest.starts_with('/') {
+                return Err(invalid(url, "a file URL needs an absolute path: file:///abs/dir"));
+            }
+            decode(url, rest)?
+        } else if url.starts_with('/') {
+            url.to_owned()
+        } else {
+            return Err(invalid(url, "unknown scheme or relative path"));
+        };
+        let trimmed = path.trim_end_matches('/');
+        Ok(StoreUrl::File(PathBuf::from(if trimmed.is_empty() { "/" } else { trimmed })))
+    }
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::File(path) => write!(f, "file://{}", path.display()),
+            StoreUrl::S3(s3) => {
+                write!(f, "s3://{}", s3.bucket)?;
+                if !s3.prefix.is_empty() {
+                    write!(f, "/{}", s3.prefix)?;
+                }
+                let mut params = Vec::new();
+                if let Some(endpoint) = &s3.endpoint {
+                    params.push(format!("endpoint={endpoint}"));
+                }
+                if let Some(region) = &s3.region {
+                    params.push(format!("region={region}"));
+                }
+                match s3.addressing {
+                    Addressing::Auto => {}
+                    Addressing::Path => params.push("addressing=path".into()),
+                    Addressing::Virtual => params.push("addressing=virtual".into()),
+                }
+                if !params.is_empty() {
+                    write!(f, "?{}", params.join("&"))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s3(url: &str) -> S3Url {
+        match url.parse::<StoreUrl>().unwrap() {
+            StoreUrl::S3(s3) => s3,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_s3_urls() {
+        let u = s3(
+            "s3://my-bucket/a/b/?endpoint=http%3A%2F%2F127.0.0.1%3A9000&region=cn-north-4&addressing=path",
+        );
+        assert_eq!(u.bucket, "my-bucket");
+        assert_eq!(u.prefix, "a/b");
+        assert_eq!(u.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(u.region.as_deref(), Some("cn-north-4"));
+        assert_eq!(u.addressing, Addressing::Path);
+        let u = s3("s3://bucket?endpoint=https://obs.cn-north-4.myhuaweicloud.com");
+        assert_eq!(u.prefix, "");
+        assert_eq!(u.addressing, Addressing::Auto);
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        for bad in [
+            "s3://",
+            "s3:///prefix",
+            "s3://b/../x",
+            "s3://b?addressing=sideways",
+            "s3://b?regoin=x",
+            "s3://b?endpoint=",
+            "relative/dir",
+            "file://relative",
+            "http://example.com/x",
+        ] {
+            let err = bad.parse::<StoreUrl>().unwrap_err();
+            assert!(matches!(err, Error::InvalidUrl { .. }), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn never_echoes_userinfo() {
+        let err = "s3://AKID:hunter2@bucket/x".parse::<StoreUrl>().unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert_eq!(
+            redact_userinfo("x?endpoint=https://u:p@host/a"),
+            "x?endpoint=https://***@host/a"
+        );
+    }
+
+    #[test]
+    fn file_urls() {
+        assert_eq!(
+            "file:///tmp/store/".parse::<StoreUrl>().unwrap(),
+            StoreUrl::File("/tmp/store".into())
+        );
+        assert_eq!("/tmp/a%20b".parse::<StoreUrl>().unwrap(), StoreUrl::File("/tmp/a%20b".into()));
+        assert_eq!(
+            "file:///tmp/a%20b".parse::<StoreUrl>().unwrap(),
+            StoreUrl::File("/tmp/a b".into())
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! The integration test binary (STYLE rule 25): one module per feature.
+
+#![allow(clippy::disallowed_methods)]
+// Test helpers outside #[test] functions unwrap freely too: a failure is a test failure.
+#![allow(clippy::unwrap_used)]
+
+mod transport;

@@ -1,0 +1,177 @@
+//! A fault-injecting HTTP/1.1 proxy on 127.0.0.1 in front of s3s-fs.
+//!
+//! Each client connection carries one request: the proxy reads it (head and
+//! `Content-Length` body), records `METHOD path?query`, and either applies the first
+//! matching fault rule (a 500, a 404, a delay, or closing the connection) or forwards the
+//! request unchanged (except `Connection: close`) and copies the answer back, adding
+//! `Connection: close` so the client never reuses the connection. The `Host` header is
+//! forwarded as the client sent it, so SigV4 signatures still verify.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What a matching rule does.
+#[derive(Debug, Clone, Copy)]
+pub enum Fault {
+    /// Answer 500 InternalError.
+    ServerError,
+    /// Answer 404 with no body (what a HEAD of a missing object gets).
+    NotFound,
+    /// Wait this long, then close the connection without answering.
+    Stall(Duration),
+    /// Answer with this status line (e.g. `301 Moved Permanently`), extra header lines
+    /// (each ending in `\r\n`) and body.
+    Answer(&'static str, &'static str, &'static str),
+}
+
+/// Applies `fault` to requests whose method is `method` and whose path+query contains
+/// `contains`, for the first `times` such requests (`None`: always).
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub method: &'static str,
+    pub contains: &'static str,
+    pub fault: Fault,
+    pub times: Option<u32>,
+}
+
+#[derive(Default)]
+struct State {
+    rules: Vec<Rule>,
+    seen: Vec<String>,
+    injected: u32,
+}
+
+pub struct FaultProxy {
+    pub endpoint: String,
+    state: Arc<Mutex<State>>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy forwarding to `upstream` (`http://127.0.0.1:port`).
+    pub fn start(upstream: &str, rules: Vec<Rule>) -> Self {
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+        let endpoint = format!("http://{}", listener.local_addr().expect("proxy addr"));
+        let state = Arc::new(Mutex::new(State { rules, ..State::default() }));
+        let shared = Arc::clone(&state);
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let state = Arc::clone(&shared);
+                let upstream = upstream.clone();
+                std::thread::spawn(move || {
+                    let _ = handle(client, &upstream, &state);
+                });
+            }
+        });
+        Self { endpoint, state }
+    }
+
+    /// Every request seen, as `METHOD path?query`, in arrival order.
+    pub fn seen(&self) -> Vec<String> {
+        self.state.lock().unwrap().seen.clone()
+    }
+
+    /// How many faults were injected.
+    pub fn injected(&self) -> u32 {
+        self.state.lock().unwrap().injected
+    }
+}
+
+fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(client.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_owned();
+    let target = parts.next().unwrap_or_default().to_owned();
+    let mut head = request_line.clone();
+    let mut content_length = 0usize;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(value) = lower.strip_prefix("content-length:") {
+            content_length = value.trim().parse().unwrap_or(0);
+        }
+        if lower.starts_with("connection:") {
+            continue;
+        }
+        head.push_str(&line);
+    }
+    head.push_str("connection: close\r\n\r\n");
+    let mut body = vec![0u8; content_length];
+    reader.read_exact(&mut body)?;
+
+    let fault = {
+        let mut state = state.lock().unwrap();
+        state.seen.push(format!("{method} {target}"));
+        let mut chosen = None;
+        for rule in state.rules.iter_mut() {
+            if rule.method == method && target.contains(rule.contains) && rule.times != Some(0) {
+                if let Some(times) = rule.times.as_mut() {
+                    *times -= 1;
+                }
+                chosen = Some(rule.fault);
+                break;
+            }
+        }
+        if chosen.is_some() {
+            state.injected += 1;
+        }
+        chosen
+    };
+    let mut client = client;
+    match fault {
+        Some(Fault::ServerError) => {
+            let body = "<?xml version=\"1.0\"?><Error><Code>InternalError</Code><Message>injected by the test proxy</Message></Error>";
+            let answer = format!(
+                "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/xml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            client.write_all(answer.as_bytes())?;
+        }
+        Some(Fault::NotFound) => {
+            client.write_all(
+                b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            )?;
+        }
+        Some(Fault::Stall(duration)) => std::thread::sleep(duration),
+        Some(Fault::Answer(status, headers, body)) => {
+            let answer = format!(
+                "HTTP/1.1 {status}\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n{}",
+                body.len(),
+                if method == "HEAD" { "" } else { body }
+            );
+            client.write_all(answer.as_bytes())?;
+        }
+        None => {
+            let mut server = TcpStream::connect(upstream)?;
+            server.write_all(head.as_bytes())?;
+            server.write_all(&body)?;
+            let mut answer = BufReader::new(server);
+            // Copy the status line and headers, dropping any Connection header.
+            let mut out = Vec::new();
+            loop {
+                let mut line = String::new();
+                answer.read_line(&mut line)?;
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+                if !line.to_ascii_lowercase().starts_with("connection:") {
+                    out.extend_from_slice(line.as_bytes());
+                }
+            }
+            out.extend_from_slice(b"connection: close\r\n\r\n");
+            client.write_all(&out)?;
+            std::io::copy(&mut answer, &mut client)?;
+        }
+    }
+    client.flush()?;
+    client.shutdown(std::net::Shutdown::Both)
+}
