@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod action;
 pub mod digest;
 pub mod fs;
 pub mod record;

@@ -1,5 +1,8 @@
-//! The `strata` binary: parses arguments and hands them to `strata::cli` (when it exists).
+//! The `strata` binary: a thin shell that parses arguments, calls the library, prints
+//! results and maps errors to documented exit codes (see `cli`).
+
+mod cli;
 
 fn main() {
-    std::process::exit(0);
+    std::process::exit(cli::main());
 }

@@ -278,6 +278,27 @@ pub fn current_dir() -> Result<PathBuf> {
     std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))
 }
 
+/// Resolves every symlink in `path` strictly (the path must exist).
+///
+/// # Errors
+/// [`Error::Io`] with op "resolve" (`ELOOP` for a symlink loop, `ENOENT` for a dangling link).
+pub fn canonicalize(path: &Path) -> Result<PathBuf> {
+    fs::canonicalize(path).map_err(|e| Error::io("resolve", path, e))
+}
+
+/// Opens `path` for appending (`O_WRONLY|O_APPEND|O_CREAT`, mode 0644).
+///
+/// # Errors
+/// [`Error::Io`] with op "open for appending".
+pub fn open_append(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .open(path)
+        .map_err(|e| Error::io("open for appending", path, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

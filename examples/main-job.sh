@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# strata's main job: build two real third-party code bases through the L1 action cache.
+#
+#   bash examples/main-job.sh
+#
+# 1. installs what it needs (Debian cmake, g++, googletest) when missing;
+# 2. builds strata in release mode;
+# 3. copies Debian's googletest sources and the zstd C library vendored in the zstd-sys crate
+#    into a source tree next to examples/project (the CMake project that wires them to strata);
+# 4. runs the build three times and prints a table:
+#      cold   first build, empty cache: every action MISSes and is saved;
+#      warm   the same sources copied to another absolute path, fresh build directory:
+#             every action must HIT (relocation is not a semantic change);
+#      header one zstd header changed in the copy, fresh build directory: only the
+#             translation units that include it MISS.
+#    Each phase also runs the programs linked against the cached outputs.
+#
+# Environment: STRATA_WORK (default examples/work) is the scratch directory; it is wiped.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=${STRATA_WORK:-$repo/examples/work}
+say() { printf '\n== %s\n' "$*"; }
+
+# --- 1. prerequisites ----------------------------------------------------------------
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v g++ >/dev/null || need+=(g++)
+[ -f /usr/src/googletest/CMakeLists.txt ] || need+=(googletest)
+if [ ${#need[@]} -gt 0 ]; then
+  say "installing ${need[*]} (Debian packages)"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1 ||
+    { $sudo apt-get update >/dev/null && $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null; }
+fi
+
+# --- 2. strata -----------------------------------------------------------------------
+say "building strata (release)"
+cargo build --release --locked --manifest-path "$repo/Cargo.toml" --bin strata 2>&1 | tail -n 1
+strata="$repo/target/release/strata"
+
+# --- 3. sources ----------------------------------------------------------------------
+zstd_manifest=$(cargo metadata --format-version 1 --locked --manifest-path "$repo/Cargo.toml" 2>/dev/null |
+  tr ',' '\n' | sed -n 's/.*"manifest_path":"\([^"]*zstd-sys-[^"]*Cargo.toml\)".*/\1/p' | head -n 1)
+zstd_lib="$(dirname "$zstd_manifest")/zstd/lib"
+[ -f "$zstd_lib/zstd.h" ] || { echo "zstd sources not found via cargo metadata ($zstd_manifest)" >&2; exit 1; }
+
+rm -rf "$work"
+mkdir -p "$work/a/src/zstd"
+cp -r "$repo/examples/project/." "$work/a/src/"
+cp -r /usr/src/googletest "$work/a/src/googletest"
+cp -r "$zstd_lib" "$work/a/src/zstd/lib"
+chmod -R u+w "$work/a/src"
+cache="$work/cache"
+
+# --- 4. phases -----------------------------------------------------------------------
+declare -a rows=()
+phase() { # name src build
+  local name=$1 src=$2 build=$3 events="$work/events-$1.jsonl"
+  say "phase $name: $src -> $build"
+  local start end
+  start=$(date +%s%N)
+  if ! STRATA_EVENT_LOG="$events" cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_MODULE_PATH="$repo/cmake" -DSTRATA_EXECUTABLE="$strata" -DSTRATA_CACHE_DIR="$cache" \
+      >"$work/configure-$name.log" 2>&1; then
+    tail -n 30 "$work/configure-$name.log" >&2; exit 1
+  fi
+  STRATA_EVENT_LOG="$events" cmake --build "$build" -j 2 2>&1 | grep -E '^strata: (HIT|MISS|BYPASS|WARNING)' || true
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "build failed in phase $name" >&2; exit 1; }
+  end=$(date +%s%N)
+  "$build/zstd_roundtrip"
+  "$build/gtest_smoke" --gtest_brief=1 | tail -n 1
+  local hits misses actions
+  hits=$(grep -c '"status":"HIT"' "$events" || true)
+  misses=$(grep -c '"status":"MISS"' "$events" || true)
+  actions=$((hits + misses))
+  rows+=("$(printf '%-8s %8d %6d %7d %10.1f' "$name" "$actions" "$hits" "$misses" "$(awk -v s="$start" -v e="$end" 'BEGIN { print (e - s) / 1e9 }')")")
+  eval "${name}_hits=$hits ${name}_misses=$misses ${name}_actions=$actions"
+}
+
+phase cold "$work/a/src" "$work/a/build"
+
+mkdir -p "$work/b"
+cp -r "$work/a/src" "$work/b/src"
+phase warm "$work/b/src" "$work/b/build"
+
+header="$work/b/src/zstd/lib/decompress/zstd_decompress_block.h"
+printf '\n/* edited by strata main-job */\n' >>"$header"
+dependents=0
+for c in "$work"/b/src/zstd/lib/{common,compress,decompress,dictBuilder}/*.c; do
+  if gcc -MM -DZSTD_DISABLE_ASM -DZSTD_MULTITHREAD -I"$work/b/src/zstd/lib" -I"$work/b/src/zstd/lib/common" "$c" |
+      grep -q 'zstd_decompress_block\.h'; then
+    dependents=$((dependents + 1))
+  fi
+done
+phase header "$work/b/src" "$work/b/build-header"
+
+say "summary (cache: $cache)"
+printf '%-8s %8s %6s %7s %10s\n' phase actions hits misses seconds
+printf '%s\n' "${rows[@]}"
+
+fail=0
+[ "$cold_misses" -eq "$cold_actions" ] || { echo "cold phase: expected every action to MISS" >&2; fail=1; }
+[ "$warm_hits" -eq "$warm_actions" ] && [ "$warm_actions" -gt 0 ] || { echo "warm phase: expected 100% HIT" >&2; fail=1; }
+[ "$header_misses" -eq "$dependents" ] || { echo "header phase: expected $dependents MISS (the sources including the header), got $header_misses" >&2; fail=1; }
+[ "$fail" -eq 0 ] && echo "main job OK: relocation gave 100% HIT; one header change missed exactly its $dependents dependent actions"
+exit "$fail"

@@ -1,0 +1,248 @@
+//! Finding and describing what a build produced (spec/engine.md §3.4).
+//!
+//! Selection ([`Selection`]):
+//! * with `--artifact-include` patterns: every file and symlink under the output root whose
+//!   relative path matches, whether or not this build touched it (the entry reproduces the
+//!   output state the patterns name);
+//! * custom operators without patterns: everything in the freshly wiped private stage;
+//! * third party without patterns: every file or symlink that is new or whose `lstat`
+//!   signature (kind, size, mtime, ctime, inode, link text) changed since just before the
+//!   build.
+//!
+//! Symlink closure: a selected symlink whose text resolves *lexically* inside the output
+//! root pulls in its target — a file, a symlink (followed along the chain) or a directory
+//! (all files and symlinks under it; the reference rejected directory targets, §11 W10).
+//! A target inside the root that does not exist is [`Error::ArtifactLinkDangling`]. A link
+//! pointing outside the root is kept as a link and nothing else (its location, not its
+//! resolution, is what must be inside the root, §11 W2).
+//!
+//! FIFOs, sockets and devices are never artifacts.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use crate::action::Error;
+use crate::action::entry::{Artifact, Described};
+use crate::action::identity::Patterns;
+use crate::fs::{self, EntryKind, RelPath};
+
+/// An `lstat` signature used to notice changed outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Signature {
+    kind: &'static str,
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    inode: u64,
+    link: Option<String>,
+}
+
+/// The state of an output directory before a build.
+#[derive(Debug, Default)]
+pub struct Before(HashMap<RelPath, Signature>);
+
+/// How artifacts are selected.
+#[derive(Debug)]
+pub enum Selection<'a> {
+    /// Files and symlinks matching these patterns.
+    Include(&'a Patterns),
+    /// Every file and symlink.
+    All,
+    /// Files and symlinks that are new or changed since `Before`.
+    ChangedSince(&'a Before),
+}
+
+/// Records the signatures of everything under `root` (an absent root is empty).
+///
+/// # Errors
+/// Walk errors naming the path.
+pub fn snapshot(root: &Path) -> Result<Before, Error> {
+    let mut map = HashMap::new();
+    if fs::symlink_metadata_opt(root)?.is_none() {
+        return Ok(Before(map));
+    }
+    for entry in fs::walk(root) {
+        let entry = entry?;
+        if let Some(sig) = signature(&entry)? {
+            map.insert(entry.rel, sig);
+        }
+    }
+    Ok(Before(map))
+}
+
+fn signature(entry: &fs::WalkEntry) -> Result<Option<Signature>, Error> {
+    let m = &entry.metadata;
+    let (kind, link) = match entry.kind {
+        EntryKind::File => ("file", None),
+        EntryKind::Symlink => ("symlink", Some(fs::read_link(&entry.path)?)),
+        _ => return Ok(None),
+    };
+    Ok(Some(Signature {
+        kind,
+        size: m.size(),
+        mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+        inode: m.ino(),
+        link,
+    }))
+}
+
+/// Selects and describes the artifacts under `root`, sorted by path.
+///
+/// # Errors
+/// [`Error::ArtifactLinkDangling`]; read errors naming the path.
+pub fn collect(root: &Path, selection: &Selection<'_>) -> Result<Vec<Described>, Error> {
+    let mut all: BTreeMap<RelPath, fs::WalkEntry> = BTreeMap::new();
+    let mut selected: BTreeSet<RelPath> = BTreeSet::new();
+    for entry in fs::walk(root) {
+        let entry = entry?;
+        let is_candidate = matches!(entry.kind, EntryKind::File | EntryKind::Symlink);
+        if is_candidate {
+            let pick = match selection {
+                Selection::Include(p) => p.is_match(entry.rel.as_str()),
+                Selection::All => true,
+                Selection::ChangedSince(before) => {
+                    before.0.get(&entry.rel) != signature(&entry)?.as_ref()
+                }
+            };
+            if pick {
+                selected.insert(entry.rel.clone());
+            }
+        }
+        all.insert(entry.rel.clone(), entry);
+    }
+    // Symlink closure.
+    let mut queue: Vec<RelPath> = selected.iter().cloned().collect();
+    while let Some(rel) = queue.pop() {
+        let Some(entry) = all.get(&rel) else { continue };
+        if entry.kind != EntryKind::Symlink {
+            continue;
+        }
+        let text = fs::read_link(&entry.path)?;
+        let Some(target) = lexical_target(root, &rel, &text) else { continue };
+        match all.get(&target) {
+            None => {
+                return Err(Error::ArtifactLinkDangling { link: entry.path.clone(), target: text });
+            }
+            Some(t) if t.kind == EntryKind::Dir => {
+                let prefix = format!("{}/", target.as_str());
+                for (r, e) in all.iter().filter(|(r, _)| r.as_str().starts_with(&prefix)) {
+                    if matches!(e.kind, EntryKind::File | EntryKind::Symlink)
+                        && selected.insert(r.clone())
+                    {
+                        queue.push(r.clone());
+                    }
+                }
+            }
+            Some(t) if matches!(t.kind, EntryKind::File | EntryKind::Symlink) => {
+                if selected.insert(target.clone()) {
+                    queue.push(target);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    let mut out = Vec::with_capacity(selected.len());
+    for rel in selected {
+        let Some(entry) = all.get(&rel) else { continue };
+        let artifact = match entry.kind {
+            EntryKind::File => {
+                let (sha256, size_bytes) = fs::hash_file(&entry.path)?;
+                Artifact::File {
+                    path: rel,
+                    size_bytes,
+                    sha256,
+                    executable: fs::perm::is_owner_exec(entry.metadata.permissions().mode()),
+                }
+            }
+            EntryKind::Symlink => {
+                Artifact::Symlink { path: rel, target: fs::read_link(&entry.path)? }
+            }
+            _ => continue,
+        };
+        out.push(Described { artifact, source: entry.path.clone() });
+    }
+    Ok(out)
+}
+
+/// The target of the link at `rel` with text `text`, relative to `root`, if it lies inside
+/// `root` (resolved lexically: `..` and `.` applied without touching the filesystem).
+fn lexical_target(root: &Path, rel: &RelPath, text: &str) -> Option<RelPath> {
+    let link_dir: PathBuf = match rel.parent() {
+        Some(p) => root.join(p.as_str()),
+        None => root.to_path_buf(),
+    };
+    let joined = if text.starts_with('/') { PathBuf::from(text) } else { link_dir.join(text) };
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in joined.components() {
+        match c {
+            Component::RootDir | Component::Prefix(_) => parts.clear(),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                parts.pop();
+            }
+            Component::Normal(n) => parts.push(n),
+        }
+    }
+    let normalized: PathBuf = std::iter::once(std::ffi::OsStr::new("/")).chain(parts).collect();
+    let inside = normalized.strip_prefix(root).ok()?;
+    if inside.as_os_str().is_empty() {
+        return None;
+    }
+    RelPath::from_path(inside).ok()
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn paths(d: &[Described]) -> Vec<String> {
+        d.iter().map(|x| x.artifact.path().as_str().to_owned()).collect()
+    }
+
+    #[test]
+    fn changed_only_and_closure() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("old.txt"), b"x").unwrap();
+        std::fs::create_dir_all(root.join("lib/real")).unwrap();
+        std::fs::write(root.join("lib/real/libz.so.1"), b"elf").unwrap();
+        let before = snapshot(&root).unwrap();
+        symlink("real/libz.so.1", root.join("lib/libz.so")).unwrap();
+        symlink("/usr/lib/libc.so", root.join("lib/ext.so")).unwrap();
+        symlink("real", root.join("lib/realdir")).unwrap();
+        let got = collect(&root, &Selection::ChangedSince(&before)).unwrap();
+        assert_eq!(paths(&got), ["lib/ext.so", "lib/libz.so", "lib/real/libz.so.1", "lib/realdir"]);
+        let all = collect(&root, &Selection::All).unwrap();
+        assert_eq!(all.len(), 5);
+    }
+
+    #[test]
+    fn include_and_dangling() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("a.a"), b"x").unwrap();
+        std::fs::write(root.join("b.o"), b"y").unwrap();
+        let p = Patterns::new(&["*.a"]).unwrap();
+        assert_eq!(paths(&collect(&root, &Selection::Include(&p)).unwrap()), ["a.a"]);
+        symlink("gone", root.join("l.a")).unwrap();
+        assert!(matches!(
+            collect(&root, &Selection::Include(&p)),
+            Err(Error::ArtifactLinkDangling { .. })
+        ));
+    }
+
+    #[test]
+    fn lexical_targets() {
+        let root = Path::new("/out");
+        let rel = RelPath::new("a/l").unwrap();
+        assert_eq!(lexical_target(root, &rel, "x").unwrap().as_str(), "a/x");
+        assert_eq!(lexical_target(root, &rel, "../b").unwrap().as_str(), "b");
+        assert_eq!(lexical_target(root, &rel, "/out/c").unwrap().as_str(), "c");
+        assert!(lexical_target(root, &rel, "../../etc").is_none());
+        assert!(lexical_target(root, &rel, "..").is_none());
+    }
+}

@@ -1,0 +1,212 @@
+//! Tool identity: a compiler's `--version` output, memoised so a HIT spawns no compiler.
+//!
+//! A tool is resolved like `which` (a value containing `/` is used as a path after `~`
+//! expansion; otherwise `PATH` is searched for an executable file) and canonicalised
+//! (symlinks resolved). Its identity is the output of `<canonical> --version` with stdout
+//! and stderr merged, CRLF/CR turned into LF, surrounding whitespace trimmed; output that
+//! is not UTF-8 is recorded as `sha256:<hex>` of the raw bytes. The run is killed after
+//! [`VERSION_TIMEOUT`].
+//!
+//! # Memo
+//! Outputs are memoised in `<memo_dir>/<sha256(canonical path)>.json`, a
+//! `strata.tool_memo` record holding the canonical path, size in bytes, mtime and ctime
+//! (nanoseconds), inode and device of the executable when it was run. A memo is used only
+//! if all six still match `stat` of the canonical path; anything else reruns the tool and
+//! rewrites the memo, so a replaced or upgraded binary is never served a stale version.
+//! ctime cannot be set from user space, so even a binary replaced with a forged mtime and
+//! the same size is noticed.
+//!
+//! # Limitations
+//! The memo watches the driver binary only. A compiler whose driver stays byte-identical
+//! while its back end (e.g. `cc1plus`) changes keeps its memo; Debian and most toolchains
+//! update both together, and a changed back end without a changed driver would also not
+//! change `--version` output, so the unmemoised identity would not notice either.
+
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::action::Error;
+use crate::digest::Sha256Digest;
+use crate::fs;
+use crate::record::{self, Envelope, Schema};
+
+/// How long `--version` may run.
+pub const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Schema of a tool memo record.
+pub const TOOL_MEMO_SCHEMA: Schema = Schema { name: "strata.tool_memo", version: 1, features: &[] };
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Memo {
+    path: String,
+    size_bytes: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    inode: u64,
+    device: u64,
+    version: String,
+}
+
+impl Memo {
+    fn stat_matches(&self, meta: &std::fs::Metadata) -> bool {
+        self.size_bytes == meta.size()
+            && self.mtime_ns == meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
+            && self.ctime_ns == meta.ctime() * 1_000_000_000 + meta.ctime_nsec()
+            && self.inode == meta.ino()
+            && self.device == meta.dev()
+    }
+}
+
+/// Finds a tool: a value with `/` is a path (after `~` expansion) and must exist; otherwise
+/// `PATH` is searched for an executable regular file. Returns the canonical path.
+pub fn resolve_tool(spec: &str) -> Option<PathBuf> {
+    let candidate = if spec.contains('/') {
+        let p = fs::expand_tilde(Path::new(spec));
+        fs::metadata(&p).ok().filter(|m| m.is_file()).map(|_| p)
+    } else {
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(spec))
+            .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0))
+    }?;
+    fs::canonicalize(&candidate).ok()
+}
+
+/// The version text of the tool at `canonical`, from the memo when it is fresh.
+///
+/// # Errors
+/// [`Error::ToolVersion`] if the tool cannot be started, times out or prints nothing.
+pub fn tool_version(canonical: &Path, memo_dir: Option<&Path>) -> Result<String, Error> {
+    let meta = fs::metadata(canonical)?;
+    let memo_path = memo_dir.map(|d| {
+        let key = Sha256Digest::of_bytes(canonical.as_os_str().as_encoded_bytes());
+        d.join(format!("{}.json", key.to_hex()))
+    });
+    if let Some(path) = &memo_path
+        && let Ok(bytes) = fs::read(path)
+        && let Ok((_, memo)) = record::load_as::<Memo>(&bytes, &TOOL_MEMO_SCHEMA)
+        && memo.path == canonical.to_string_lossy()
+        && memo.stat_matches(&meta)
+    {
+        return Ok(memo.version);
+    }
+    let version = run_version(canonical)?;
+    if let Some(path) = &memo_path {
+        let memo = Memo {
+            path: canonical.to_string_lossy().into_owned(),
+            size_bytes: meta.size(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+            inode: meta.ino(),
+            device: meta.dev(),
+            version: version.clone(),
+        };
+        // A memo that cannot be written only costs a spawn next time.
+        if let Ok(env) = Envelope::seal(&TOOL_MEMO_SCHEMA, Vec::new(), &memo)
+            && let Some(dir) = path.parent()
+            && fs::create_dir_all(dir).is_ok()
+            && let Err(e) = fs::write_atomic(path, &env.to_bytes(), 0o644)
+        {
+            tracing::debug!("tool memo not written: {e}");
+        }
+    }
+    Ok(version)
+}
+
+fn run_version(canonical: &Path) -> Result<String, Error> {
+    let fail = |reason: String| Error::ToolVersion { tool: canonical.to_path_buf(), reason };
+    let (mut reader, writer) =
+        std::io::pipe().map_err(|e| fail(format!("cannot create a pipe: {e}")))?;
+    let writer2 = writer.try_clone().map_err(|e| fail(format!("cannot create a pipe: {e}")))?;
+    let mut cmd = Command::new(canonical);
+    cmd.arg("--version").stdin(Stdio::null()).stdout(writer).stderr(writer2);
+    let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start it: {e}")))?;
+    drop(cmd);
+    let reader_thread = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = reader.read_to_end(&mut out);
+        out
+    });
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() >= VERSION_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fail(format!(
+                    "`--version` did not finish within {}s",
+                    VERSION_TIMEOUT.as_secs()
+                )));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(fail(format!("cannot wait for it: {e}"))),
+        }
+    }
+    let out = reader_thread.join().unwrap_or_default();
+    let text = match String::from_utf8(out) {
+        Ok(s) => s.replace("\r\n", "\n").replace('\r', "\n").trim().to_owned(),
+        Err(e) => format!("sha256:{}", Sha256Digest::of_bytes(e.as_bytes()).to_hex()),
+    };
+    if text.is_empty() {
+        return Err(fail("`--version` printed nothing".into()));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    #[test]
+    fn memo_is_used_until_the_binary_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let memo = d.path().join("memo");
+        let counter = d.path().join("count");
+        let tool = script(
+            d.path(),
+            "cc",
+            &format!("echo x >> {}; echo 'cc 1.0'; echo warn >&2", counter.display()),
+        );
+        let canon = std::fs::canonicalize(&tool).unwrap();
+        assert_eq!(tool_version(&canon, Some(&memo)).unwrap(), "cc 1.0\nwarn");
+        assert_eq!(tool_version(&canon, Some(&memo)).unwrap(), "cc 1.0\nwarn");
+        assert_eq!(std::fs::read_to_string(&counter).unwrap().lines().count(), 1);
+        // Same size, different content: ctime/mtime change invalidates the memo.
+        std::thread::sleep(Duration::from_millis(20));
+        script(
+            d.path(),
+            "cc",
+            &format!("echo x >> {}; echo 'cc 2.0'; echo warn >&2", counter.display()),
+        );
+        assert_eq!(tool_version(&canon, Some(&memo)).unwrap(), "cc 2.0\nwarn");
+        assert_eq!(std::fs::read_to_string(&counter).unwrap().lines().count(), 2);
+    }
+
+    #[test]
+    fn silent_tool_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let tool = script(d.path(), "quiet", "exit 0");
+        assert!(matches!(tool_version(&tool, None), Err(Error::ToolVersion { .. })));
+        assert!(resolve_tool("definitely-not-a-tool-xyz").is_none());
+        assert_eq!(
+            resolve_tool(tool.to_str().unwrap()),
+            Some(std::fs::canonicalize(&tool).unwrap())
+        );
+    }
+}

@@ -1,0 +1,302 @@
+//! L1: the persistent action cache (seed 003).
+//!
+//! One *entry* per build action, stored under its [`ActionKey`]: the action's output files
+//! (*artifacts*) and a manifest record listing each one's relative POSIX path, size and
+//! SHA-256. `strata action run` computes the key ([`identity`]), and then either restores
+//! a verified entry (HIT) or runs the build and saves a new entry (MISS). See
+//! `docs/engine.md` for the user guide and `docs/format.md` for the on-disk format.
+//!
+//! Submodules:
+//! * [`identity`]: action keys and their components;
+//! * [`layout`]: where entries, locks and state live under the cache root;
+//! * [`entry`]: entry manifests, validation, restore and save;
+//! * [`artifacts`]: finding and describing what a build produced;
+//! * [`publish`]: custom-operator publication into a shared directory with ownership;
+//! * [`events`]: the JSONL event log;
+//! * [`run`]: the `run` algorithm and its locks;
+//! * [`prune`] and [`explain`]: maintenance and diagnosis.
+//!
+//! # Invariants
+//! * No false HIT: a HIT needs a verified manifest for the exact key and every artifact
+//!   byte matching its SHA-256; anything else is a MISS with a warning, then a rebuild and
+//!   a safe replacement (DESIGN.md invariant 1).
+//! * Cache trouble never fails a build, except a publication ownership conflict, which
+//!   would corrupt shared output (invariant 2).
+
+pub mod artifacts;
+pub mod entry;
+pub mod events;
+pub mod explain;
+pub mod identity;
+pub mod layout;
+pub mod prune;
+pub mod publish;
+pub mod run;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use identity::{ActionKey, Identity, IdentityInputs, Profile};
+pub use layout::{CacheRoot, Domain, EntryLocation};
+pub use run::{Outcome, RunOptions, RunReport, run};
+
+/// One `--set-env NAME=VALUE` override, validated when parsed (the reference checked it
+/// only right before building, so a malformed value HIT fine and failed on a MISS, §11 W8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetEnv {
+    name: String,
+    value: String,
+}
+
+impl SetEnv {
+    /// Parses `NAME=VALUE`: NAME is non-empty and has no `=` or NUL; VALUE has no NUL.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSetEnv`] naming the text.
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        match text.split_once('=') {
+            Some((name, value))
+                if !name.is_empty() && !name.contains('\0') && !value.contains('\0') =>
+            {
+                Ok(Self { name: name.to_owned(), value: value.to_owned() })
+            }
+            _ => Err(Error::InvalidSetEnv { text: text.to_owned() }),
+        }
+    }
+
+    /// The variable name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The value.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// `NAME=VALUE`, exactly as given.
+    pub fn text(&self) -> String {
+        format!("{}={}", self.name, self.value)
+    }
+}
+
+/// Which lock timed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// The per-entry lock (a timeout means BYPASS, not failure).
+    Entry,
+    /// The per-action lock (custom operators) or per-output-directory lock (third party).
+    Action,
+    /// The publication lock of a publish directory.
+    Publish,
+}
+
+impl LockKind {
+    /// `entry`, `action` or `publish`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Entry => "entry",
+            LockKind::Action => "action",
+            LockKind::Publish => "publish",
+        }
+    }
+
+    /// The environment variable that sets this lock's timeout.
+    pub fn timeout_variable(self) -> &'static str {
+        match self {
+            LockKind::Entry => "STRATA_ENTRY_LOCK_TIMEOUT_SECONDS",
+            LockKind::Action => "STRATA_ACTION_LOCK_TIMEOUT_SECONDS",
+            LockKind::Publish => "STRATA_PUBLISH_LOCK_TIMEOUT_SECONDS",
+        }
+    }
+}
+
+impl fmt::Display for LockKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An action-cache failure. Variants name the path, key or flag involved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A filesystem operation failed.
+    #[error(transparent)]
+    Fs(#[from] crate::fs::Error),
+    /// A record could not be sealed or parsed.
+    #[error("record {}", path.display())]
+    Record {
+        /// The record file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::record::Error,
+    },
+    /// A `--prepared-input` does not exist.
+    #[error("prepared input does not exist: {} (declared inputs are never skipped; fix the path or the --prepared-input flag)", path.display())]
+    PreparedInputMissing {
+        /// The path as given (absolute).
+        path: PathBuf,
+    },
+    /// A symlink inside a prepared input is dangling.
+    #[error("symlink {} points at {target:?}, which does not exist", link.display())]
+    SymlinkTargetMissing {
+        /// The link.
+        link: PathBuf,
+        /// Its text.
+        target: String,
+    },
+    /// A `--recipe-file` is missing or not a regular file.
+    #[error("recipe file does not exist or is not a regular file: {}", path.display())]
+    RecipeFileMissing {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// An `--environment-file` is missing or not a regular file.
+    #[error("compiler environment file does not exist or is not a regular file: {}", path.display())]
+    EnvironmentFileMissing {
+        /// The path.
+        path: PathBuf,
+    },
+    /// An `--operator-source` directory is missing.
+    #[error("operator source directory does not exist: {}", path.display())]
+    OperatorSourceMissing {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// An `--environment-tool` cannot be found.
+    #[error("environment tool {tool:?} not found (give a path or put it on PATH)")]
+    ToolNotFound {
+        /// The tool as given.
+        tool: String,
+    },
+    /// A tool's `--version` failed.
+    #[error("cannot read the version of {}: {reason}", tool.display())]
+    ToolVersion {
+        /// The canonical tool path.
+        tool: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A `--set-env` value is not `NAME=VALUE`.
+    #[error("--set-env expects NAME=VALUE, got {text:?}")]
+    InvalidSetEnv {
+        /// The text given.
+        text: String,
+    },
+    /// A glob pattern does not compile.
+    #[error("invalid glob pattern {pattern:?}: {reason}")]
+    InvalidGlob {
+        /// The pattern.
+        pattern: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// A name that becomes a path component is unusable.
+    #[error("invalid {what} {value:?}: {reason}")]
+    InvalidName {
+        /// Which flag (`--unit`, `--soc`, …).
+        what: &'static str,
+        /// The value.
+        value: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A flag the domain needs is missing.
+    #[error("the {domain} domain requires {flag}")]
+    MissingFlag {
+        /// The domain.
+        domain: Domain,
+        /// The missing flag.
+        flag: &'static str,
+    },
+    /// No build command was given.
+    #[error("missing build command after --")]
+    EmptyCommand,
+    /// The build command could not be started.
+    #[error("cannot start the build command {program:?}")]
+    Spawn {
+        /// argv[0].
+        program: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A symlink among the artifacts points inside the output but at nothing.
+    #[error("symlink artifact {} points at {target:?} inside the output directory, which does not exist", link.display())]
+    ArtifactLinkDangling {
+        /// The link.
+        link: PathBuf,
+        /// Its text.
+        target: String,
+    },
+    /// Two actions claim one published path.
+    #[error("artifact ownership collision on {}: owned by {owner}, requested by {requester}; two actions must not produce the same output path", path.display())]
+    OwnershipConflict {
+        /// The published path.
+        path: PathBuf,
+        /// The action that owns it.
+        owner: String,
+        /// The action that wants it.
+        requester: String,
+    },
+    /// A published file was modified by something other than its owning action.
+    #[error("published artifact {} changed outside its owning action {owner}; delete the publish directory and its state directory to rebuild them", path.display())]
+    PublishedArtifactChanged {
+        /// The published path.
+        path: PathBuf,
+        /// The owning action.
+        owner: String,
+    },
+    /// Publication state that cannot be trusted.
+    #[error("publication state {} is corrupt ({reason}); delete {} and the publish directory to rebuild them", path.display(), state_dir.display())]
+    PublishStateCorrupt {
+        /// The state file.
+        path: PathBuf,
+        /// The state directory.
+        state_dir: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A lock that must not be bypassed timed out.
+    #[error("timed out after {:.3}s waiting for the {kind} lock {} (raise {} or check for a hung build holding it)", waited.as_secs_f64(), path.display(), kind.timeout_variable())]
+    LockTimeout {
+        /// Which lock.
+        kind: LockKind,
+        /// The lock file.
+        path: PathBuf,
+        /// How long we waited.
+        waited: Duration,
+    },
+    /// An environment variable has a value strata cannot use.
+    #[error("environment variable {name}={value:?} is invalid: {expected}")]
+    InvalidEnvironment {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is accepted.
+        expected: &'static str,
+    },
+}
+
+impl Error {
+    /// True for lock timeouts (exit code 75).
+    pub fn is_lock_timeout(&self) -> bool {
+        matches!(self, Error::LockTimeout { .. })
+    }
+
+    /// True for errors in how strata was invoked (exit code 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidSetEnv { .. }
+                | Error::InvalidGlob { .. }
+                | Error::MissingFlag { .. }
+                | Error::EmptyCommand
+                | Error::InvalidEnvironment { .. }
+        )
+    }
+}

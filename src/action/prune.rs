@@ -1,0 +1,271 @@
+//! `strata action prune`: bounded operator history and crash leftovers (seed 003, the
+//! `BUILD_CACHE_MAX_OPERATOR_VERSIONS` paragraph; spec/engine.md §6).
+//!
+//! * For every `custom_operator/<soc>/<operator>/`, keep the newest N operator-text
+//!   namespaces (default 2) with every action inside them, and remove the rest. Recency is
+//!   the mtime of `<namespace>/.last-used`, which every HIT and save touches (falling back
+//!   to the namespace directory's mtime). N ≤ 0 disables this part.
+//! * Remove crash leftovers anywhere under `actions-v1/`: save staging directories
+//!   (`.<key>.tmp-<hex>`), entries moved aside during replacement (`.<key>.old-<hex>`) and
+//!   namespaces moved aside by an interrupted prune (`.<hash>.trash-<hex>`).
+//!
+//! Safety: an entry is removed only while its entry lock is held (taken without waiting;
+//! a busy lock means the entry is in use, and its whole namespace is kept this time). A
+//! leftover is removed only if the entry lock of the key it belongs to is free. Namespaces
+//! are first renamed aside, then deleted, so a crash leaves a `.trash-` leftover, never a
+//! half-deleted namespace that could look valid. Lock files are never deleted. Published
+//! outputs (outside the cache) are never touched. Third-party entries are not pruned.
+//!
+//! Run it only after a successful complete build (seed 003); it never fails: problems are
+//! reported as warnings and the exit code stays 0. Removing anything touches `.updated`,
+//! so the next trusted snapshot save uploads the compacted cache.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::action::layout::CacheRoot;
+use crate::action::{Domain, Error};
+use crate::fs::{self, LockGuard, LockWait};
+
+/// Default number of operator-text versions kept per SoC/operator.
+pub const DEFAULT_MAX_OPERATOR_VERSIONS: i64 = 2;
+
+/// What prune removed (or would remove with `--dry-run`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Removal {
+    /// The removed directory.
+    pub path: PathBuf,
+    /// `operator_version`, `staging_leftover`, `replaced_entry` or `trash`.
+    pub kind: &'static str,
+    /// Bytes of regular files under it.
+    pub bytes: u64,
+}
+
+/// The result of a prune.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PruneReport {
+    /// What went (or would go).
+    pub removed: Vec<Removal>,
+    /// Namespaces kept because an entry lock was busy.
+    pub skipped_busy: Vec<PathBuf>,
+    /// Problems met; they never fail the prune.
+    pub warnings: Vec<String>,
+    /// True if nothing was actually removed because of `--dry-run`.
+    pub dry_run: bool,
+}
+
+/// Prunes `cache_root` (see the module docs).
+pub fn prune(cache_root: &Path, max_operator_versions: i64, dry_run: bool) -> PruneReport {
+    let mut report = PruneReport { dry_run, ..PruneReport::default() };
+    let cache = match CacheRoot::new(cache_root) {
+        Ok(c) => c,
+        Err(e) => {
+            report.warnings.push(e.to_string());
+            return report;
+        }
+    };
+    if max_operator_versions > 0 {
+        let custom = cache.domain_dir(Domain::CustomOperator);
+        for soc in subdirs(&custom, &mut report) {
+            for op in subdirs(&soc, &mut report) {
+                prune_operator(&cache, &op, max_operator_versions, dry_run, &mut report);
+            }
+        }
+    }
+    leftovers(&cache, &cache.actions_dir(), dry_run, &mut report);
+    if !dry_run
+        && !report.removed.is_empty()
+        && let Err(e) = fs::touch(&cache.updated_marker())
+    {
+        report.warnings.push(e.to_string());
+    }
+    report
+}
+
+fn subdirs(dir: &Path, report: &mut PruneReport) -> Vec<PathBuf> {
+    match fs::read_dir(dir) {
+        Ok(children) => children
+            .into_iter()
+            .filter(|p| !is_hidden(p) && fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+            .collect(),
+        Err(e) if e.is_not_found() => Vec::new(),
+        Err(e) => {
+            report.warnings.push(e.to_string());
+            Vec::new()
+        }
+    }
+}
+
+fn is_hidden(p: &Path) -> bool {
+    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'))
+}
+
+fn recency(ns: &Path) -> SystemTime {
+    let marker = ns.join(".last-used");
+    fs::symlink_metadata(&marker)
+        .or_else(|_| fs::symlink_metadata(ns))
+        .and_then(|m| m.modified().map_err(|e| fs::Error::io("stat", ns, e)))
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+fn prune_operator(
+    cache: &CacheRoot,
+    op_dir: &Path,
+    keep: i64,
+    dry_run: bool,
+    report: &mut PruneReport,
+) {
+    let mut namespaces: Vec<(SystemTime, PathBuf)> =
+        subdirs(op_dir, report).into_iter().map(|ns| (recency(&ns), ns)).collect();
+    // Newest first; ties broken by name so the result is deterministic.
+    namespaces.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let keep = usize::try_from(keep).unwrap_or(usize::MAX);
+    for (_, ns) in namespaces.into_iter().skip(keep) {
+        match remove_namespace(cache, &ns, dry_run) {
+            Ok(Some(bytes)) => {
+                report.removed.push(Removal { path: ns, kind: "operator_version", bytes })
+            }
+            Ok(None) => report.skipped_busy.push(ns),
+            Err(e) => report.warnings.push(format!("cannot prune {}: {e}", ns.display())),
+        }
+    }
+}
+
+/// Locks every entry of the namespace, then moves it aside and deletes it. `Ok(None)` if
+/// an entry lock is busy.
+fn remove_namespace(cache: &CacheRoot, ns: &Path, dry_run: bool) -> Result<Option<u64>, Error> {
+    let actions = cache.actions_dir();
+    let mut guards: Vec<LockGuard> = Vec::new();
+    for action_dir in fs::read_dir(ns)? {
+        if is_hidden(&action_dir) || !fs::symlink_metadata(&action_dir)?.is_dir() {
+            continue;
+        }
+        for entry in fs::read_dir(&action_dir)? {
+            let Ok(rel) = entry.strip_prefix(&actions) else { continue };
+            let rel = rel.to_string_lossy().into_owned();
+            let lock = cache.entry_lock(&rel);
+            if let Some(parent) = lock.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            match fs::lock_exclusive(&lock, LockWait::Immediately, &mut |_| {}) {
+                Ok(g) => guards.push(g),
+                Err(e) if e.is_lock_timeout() => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let bytes = tree_bytes(ns);
+    if dry_run {
+        return Ok(Some(bytes));
+    }
+    let name = ns.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let trash = ns.with_file_name(format!(".{name}.trash-{:016x}", fastrand::u64(..)));
+    fs::rename(ns, &trash)?;
+    fs::remove_tree(&trash)?;
+    drop(guards);
+    Ok(Some(bytes))
+}
+
+fn tree_bytes(dir: &Path) -> u64 {
+    fs::walk(dir)
+        .filter_map(Result::ok)
+        .filter(|e| e.kind == fs::EntryKind::File)
+        .map(|e| e.metadata.len())
+        .sum()
+}
+
+/// Parses `.<key>.tmp-<hex>` / `.<key>.old-<hex>` / `.<name>.trash-<hex>`.
+fn leftover_kind(name: &str) -> Option<(&'static str, &str)> {
+    let rest = name.strip_prefix('.')?;
+    for (marker, kind) in
+        [(".tmp-", "staging_leftover"), (".old-", "replaced_entry"), (".trash-", "trash")]
+    {
+        if let Some((stem, suffix)) = rest.rsplit_once(marker)
+            && suffix.len() == 16
+            && suffix.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            return Some((kind, stem));
+        }
+    }
+    None
+}
+
+fn leftovers(cache: &CacheRoot, dir: &Path, dry_run: bool, report: &mut PruneReport) {
+    let children = match fs::read_dir(dir) {
+        Ok(c) => c,
+        Err(e) if e.is_not_found() => return,
+        Err(e) => {
+            report.warnings.push(e.to_string());
+            return;
+        }
+    };
+    for child in children {
+        let Ok(meta) = fs::symlink_metadata(&child) else { continue };
+        if !meta.is_dir() {
+            continue;
+        }
+        let name = child.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let Some((kind, stem)) = leftover_kind(&name) else {
+            if !name.starts_with('.') {
+                leftovers(cache, &child, dry_run, report);
+            }
+            continue;
+        };
+        // The entry lock of the key this leftover belongs to must be free.
+        let guard = if kind == "trash" {
+            None
+        } else {
+            let entry = dir.join(stem);
+            let Ok(rel) = entry.strip_prefix(cache.actions_dir()) else { continue };
+            match fs::try_lock_existing(&cache.entry_lock(&rel.to_string_lossy())) {
+                Ok(Some(g)) => Some(g),
+                Ok(None) => {
+                    // Busy, or the lock file does not exist (never used): only the latter is safe.
+                    if fs::symlink_metadata_opt(&cache.entry_lock(&rel.to_string_lossy()))
+                        .ok()
+                        .flatten()
+                        .is_some()
+                    {
+                        report.skipped_busy.push(child);
+                        continue;
+                    }
+                    None
+                }
+                Err(e) => {
+                    report.warnings.push(e.to_string());
+                    continue;
+                }
+            }
+        };
+        let bytes = tree_bytes(&child);
+        if !dry_run && let Err(e) = fs::remove_tree(&child) {
+            report.warnings.push(e.to_string());
+            continue;
+        }
+        drop(guard);
+        report.removed.push(Removal { path: child, kind, bytes });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leftover_names() {
+        let key = "a".repeat(64);
+        assert_eq!(
+            leftover_kind(&format!(".{key}.tmp-0123456789abcdef")),
+            Some(("staging_leftover", key.as_str()))
+        );
+        assert_eq!(
+            leftover_kind(&format!(".{key}.old-0123456789abcdef")),
+            Some(("replaced_entry", key.as_str()))
+        );
+        assert_eq!(leftover_kind(".ns.trash-0123456789abcdef"), Some(("trash", "ns")));
+        assert_eq!(leftover_kind(".last-used"), None);
+        assert_eq!(leftover_kind("x.tmp-0123456789abcdef"), None);
+    }
+}

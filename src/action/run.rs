@@ -1,0 +1,623 @@
+//! `strata action run`: one cache-aware build action (seed 003 "构建流程"; spec/engine.md §4).
+//!
+//! 1. Validate the request (command present; custom operators need `--soc`, `--operator`,
+//!    `--action`, `--operator-source`, `--publish-dir`, `--publish-state-dir`).
+//! 2. Compute the identity (a missing or unreadable declared input fails here, exit 1).
+//! 3. Take the *action lock*: per action for custom operators (in the publish state
+//!    directory), per output directory for third-party builds (in the cache root; the
+//!    reference had none and let two builds write one directory, §11 W15). Timeout → exit
+//!    75.
+//! 4. Take the *entry lock*. Anything wrong with it (timeout, unwritable cache) →
+//!    **BYPASS**: build without reading or writing the cache.
+//! 5. Look the entry up. Valid → **HIT**: restore (custom operators: into the wiped
+//!    private stage, then publish). A corrupt artifact, or any restore error, is a warning
+//!    and falls through to MISS; an ownership conflict is a hard error.
+//! 6. **MISS**: run the command (stdio inherited, `--set-env` applied, non-CLOEXEC file
+//!    descriptors such as a make jobserver inherited; strata's own lock descriptors are
+//!    CLOEXEC). A failing build returns its own exit code and saves nothing. Then collect
+//!    the artifacts, publish them (custom operators; failures are fatal), save the entry
+//!    (failures are warnings), and touch `.updated` only when an entry was saved.
+//!
+//! Lock order: action, entry, publish.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::action::artifacts::{self, Selection};
+use crate::action::entry::{self, Artifact, Described, EntryManifest, Lookup};
+use crate::action::events::{EventLog, ms};
+use crate::action::identity::{self, IdentityInputs, Patterns};
+use crate::action::layout::{CacheRoot, Domain, EntryName};
+use crate::action::publish::{ActionId, Publisher, action_lock_path};
+use crate::action::{ActionKey, Error, LockKind};
+use crate::fs::{self, LockGuard, LockProgress, LockWait};
+
+/// Lock timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Entry lock (default 60 s; timeout → BYPASS).
+    pub entry: LockWait,
+    /// Action lock (default 120 s; timeout → exit 75).
+    pub action: LockWait,
+    /// Publish lock (default 120 s; timeout → exit 75).
+    pub publish: LockWait,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            entry: LockWait::Timeout(Duration::from_secs(60)),
+            action: LockWait::Timeout(Duration::from_secs(120)),
+            publish: LockWait::Timeout(Duration::from_secs(120)),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Defaults overridden by `STRATA_ENTRY_LOCK_TIMEOUT_SECONDS`,
+    /// `STRATA_ACTION_LOCK_TIMEOUT_SECONDS`, `STRATA_PUBLISH_LOCK_TIMEOUT_SECONDS`: a
+    /// non-negative number of seconds (decimals allowed) or `inf`; `0` means one attempt.
+    ///
+    /// # Errors
+    /// [`Error::InvalidEnvironment`] for anything else (the reference silently used the
+    /// default for typos such as `60s`, §11 W28).
+    pub fn from_env() -> Result<Self, Error> {
+        let d = Self::default();
+        Ok(Self {
+            entry: parse_timeout("STRATA_ENTRY_LOCK_TIMEOUT_SECONDS")?.unwrap_or(d.entry),
+            action: parse_timeout("STRATA_ACTION_LOCK_TIMEOUT_SECONDS")?.unwrap_or(d.action),
+            publish: parse_timeout("STRATA_PUBLISH_LOCK_TIMEOUT_SECONDS")?.unwrap_or(d.publish),
+        })
+    }
+}
+
+fn parse_timeout(name: &'static str) -> Result<Option<LockWait>, Error> {
+    let Ok(value) = std::env::var(name) else { return Ok(None) };
+    let text = value.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    if text == "inf" {
+        return Ok(Some(LockWait::Forever));
+    }
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(Some(if s == 0.0 {
+            LockWait::Immediately
+        } else {
+            LockWait::Timeout(Duration::from_secs_f64(s))
+        })),
+        _ => Err(Error::InvalidEnvironment {
+            name,
+            value,
+            expected: "a non-negative number of seconds or `inf`",
+        }),
+    }
+}
+
+/// One `strata action run` request.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// `--cache-root`.
+    pub cache_root: PathBuf,
+    /// `--domain`.
+    pub domain: Domain,
+    /// `--unit`.
+    pub unit: String,
+    /// `--soc`.
+    pub soc: Option<String>,
+    /// `--operator`.
+    pub operator: Option<String>,
+    /// `--action`.
+    pub action: Option<String>,
+    /// `--output-dir` (custom operators: the private stage, wiped by strata).
+    pub output_dir: PathBuf,
+    /// `--publish-dir`.
+    pub publish_dir: Option<PathBuf>,
+    /// `--publish-state-dir`.
+    pub publish_state_dir: Option<PathBuf>,
+    /// `--artifact-include`.
+    pub artifact_include: Vec<String>,
+    /// Identity inputs, including the command.
+    pub identity: IdentityInputs,
+    /// Lock timeouts.
+    pub timeouts: Timeouts,
+    /// `--event-log` / `STRATA_EVENT_LOG`.
+    pub event_log: Option<PathBuf>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Restored from the cache.
+    Hit,
+    /// Built and saved a new entry.
+    Saved,
+    /// Built, but nothing was saved (the reason is in the warnings).
+    Built,
+    /// Built without the cache because the entry lock was unavailable.
+    Bypass,
+    /// The build command failed; nothing saved or published.
+    BuildFailed,
+}
+
+/// What the caller should print, in order, as it happens.
+#[derive(Debug, Clone)]
+pub enum Notice {
+    /// A HIT.
+    Hit {
+        /// The key.
+        key: ActionKey,
+        /// Artifacts restored.
+        artifacts: usize,
+    },
+    /// A MISS, before the build starts.
+    Miss {
+        /// The key.
+        key: ActionKey,
+    },
+    /// An entry was saved.
+    Saved {
+        /// The key.
+        key: ActionKey,
+        /// Artifacts saved.
+        artifacts: usize,
+        /// Build wall time.
+        build: Duration,
+    },
+    /// Building without the cache.
+    Bypass {
+        /// Why.
+        reason: String,
+    },
+    /// Something went wrong in the cache; the build goes on.
+    Warning {
+        /// Which step.
+        component: &'static str,
+        /// What happened.
+        message: String,
+    },
+    /// The build was killed by a signal.
+    Signal {
+        /// The signal number.
+        signal: i32,
+    },
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The action key.
+    pub key: ActionKey,
+    /// The process exit code to use: 0, or the build's own code (128 + signal when it was
+    /// killed by a signal).
+    pub exit_code: i32,
+}
+
+/// Takes a lock, reporting waits to the event log.
+///
+/// # Errors
+/// [`Error::LockTimeout`] on timeout; [`Error::Fs`] if the lock file cannot be opened.
+pub fn lock_with_events(
+    path: &Path,
+    kind: LockKind,
+    wait: LockWait,
+    events: &EventLog,
+) -> Result<LockGuard, Error> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    let path_text = path.display().to_string();
+    let mut report = |p: LockProgress| {
+        let (event, waited) = match p {
+            LockProgress::Waiting(w) => ("lock_wait", w),
+            LockProgress::Acquired(w) => ("lock_acquired", w),
+            LockProgress::TimedOut(w) => ("lock_timeout", w),
+        };
+        events.emit(
+            event,
+            &[
+                ("lock", kind.as_str().into()),
+                ("path", path_text.clone().into()),
+                ("waited_ms", ms(waited)),
+            ],
+        );
+    };
+    fs::lock_exclusive(path, wait, &mut report).map_err(|e| match e {
+        fs::Error::LockTimeout { path, waited } => Error::LockTimeout { kind, path, waited },
+        other => Error::Fs(other),
+    })
+}
+
+struct Ctx<'a> {
+    opts: &'a RunOptions,
+    events: EventLog,
+    notify: &'a mut dyn FnMut(Notice),
+    stage_or_output: PathBuf,
+    publish: Option<(PathBuf, PathBuf)>,
+    action_id: Option<ActionId>,
+    include: Option<Patterns>,
+}
+
+impl Ctx<'_> {
+    fn warn(&mut self, component: &'static str, message: String) {
+        self.events.emit(
+            "warning",
+            &[("component", component.into()), ("message", message.clone().into())],
+        );
+        (self.notify)(Notice::Warning { component, message });
+    }
+
+    fn publisher(&self) -> Option<Publisher<'_>> {
+        self.publish.as_ref().map(|(dir, state)| Publisher {
+            publish_dir: dir,
+            state_dir: state,
+            lock_wait: self.opts.timeouts.publish,
+            events: &self.events,
+        })
+    }
+
+    fn publish_artifacts(&self, stage: &Path, artifacts: &[Artifact]) -> Result<(), Error> {
+        match (self.publisher(), &self.action_id) {
+            (Some(p), Some(id)) => p.publish(id, stage, artifacts),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Runs one action (see the module docs). `notify` receives what to print, as it happens.
+///
+/// # Errors
+/// Usage errors ([`Error::is_usage`]), missing declared inputs, publication conflicts,
+/// non-bypassable lock timeouts ([`Error::is_lock_timeout`]), a command that cannot start.
+pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunReport, Error> {
+    let started = Instant::now();
+    if opts.identity.command.is_empty() {
+        return Err(Error::EmptyCommand);
+    }
+    let custom = opts.domain == Domain::CustomOperator;
+    if custom {
+        for (value, flag) in [
+            (opts.identity.operator_source.is_some(), "--operator-source"),
+            (opts.publish_dir.is_some(), "--publish-dir"),
+            (opts.publish_state_dir.is_some(), "--publish-state-dir"),
+            (opts.soc.is_some(), "--soc"),
+            (opts.operator.is_some(), "--operator"),
+            (opts.action.is_some(), "--action"),
+        ] {
+            if !value {
+                return Err(Error::MissingFlag { domain: opts.domain, flag });
+            }
+        }
+    }
+    let cache = CacheRoot::new(&opts.cache_root)?;
+    let output_dir = fs::resolve_nonstrict(&fs::expand_tilde(&opts.output_dir))?;
+    let publish = match (&opts.publish_dir, &opts.publish_state_dir) {
+        (Some(p), Some(s)) if custom => Some((
+            fs::resolve_nonstrict(&fs::expand_tilde(p))?,
+            fs::resolve_nonstrict(&fs::expand_tilde(s))?,
+        )),
+        _ => None,
+    };
+    let include = if opts.artifact_include.is_empty() {
+        None
+    } else {
+        Some(Patterns::new(&opts.artifact_include)?)
+    };
+    if !custom {
+        fs::create_dir_all(&output_dir)?;
+    }
+
+    let mut events = EventLog::open(opts.event_log.as_deref());
+    events.set_base("domain", opts.domain.as_str());
+    events.set_base("unit", opts.unit.clone());
+    events.set_base("soc", opts.soc.clone());
+    events.set_base("operator", opts.operator.clone());
+    events.set_base("action", opts.action.clone());
+
+    let memo = cache.memo_dir();
+    let identity = identity::compute(&opts.identity, Some(&memo))?;
+    let key = identity.key;
+    events.set_base("key", key.to_string());
+    let name = EntryName {
+        domain: opts.domain,
+        unit: &opts.unit,
+        soc: opts.soc.as_deref(),
+        operator: opts.operator.as_deref(),
+        action: opts.action.as_deref(),
+        operator_text_hash: identity.operator_text_hash.as_ref(),
+    };
+    let loc = cache.entry(&name, &key)?;
+    let action_id = custom.then(|| ActionId {
+        unit: opts.unit.clone(),
+        soc: opts.soc.clone().unwrap_or_default(),
+        operator: opts.operator.clone().unwrap_or_default(),
+        action: opts.action.clone().unwrap_or_default(),
+    });
+
+    let mut ctx = Ctx {
+        opts,
+        events,
+        notify,
+        stage_or_output: output_dir.clone(),
+        publish,
+        action_id,
+        include,
+    };
+
+    // Action lock.
+    let _action_lock = match (&ctx.publish, &ctx.action_id) {
+        (Some((_, state)), Some(id)) => Some(lock_with_events(
+            &action_lock_path(state, id),
+            LockKind::Action,
+            opts.timeouts.action,
+            &ctx.events,
+        )?),
+        _ => match lock_with_events(
+            &cache.output_lock(&output_dir),
+            LockKind::Action,
+            opts.timeouts.action,
+            &ctx.events,
+        ) {
+            Ok(g) => Some(g),
+            Err(e) if e.is_lock_timeout() => return Err(e),
+            // A cache root we cannot write: the entry lock will fail too, and we BYPASS.
+            Err(_) => None,
+        },
+    };
+
+    let hash_ms = ms(identity.elapsed);
+    let entry_lock =
+        match lock_with_events(&loc.lock, LockKind::Entry, opts.timeouts.entry, &ctx.events) {
+            Ok(g) => g,
+            Err(e) => {
+                let reason = format!("cache lock unavailable: {e}");
+                ctx.events.emit(
+                    "cache_result",
+                    &[("status", "BYPASS".into()), ("reason", reason.clone().into())],
+                );
+                (ctx.notify)(Notice::Bypass { reason });
+                return bypass(&mut ctx, key);
+            }
+        };
+
+    let lookup_start = Instant::now();
+    let expected = EntryManifest {
+        domain: opts.domain,
+        unit: opts.unit.clone(),
+        soc: opts.soc.clone(),
+        operator: opts.operator.clone(),
+        action: opts.action.clone(),
+        key,
+        operator_text_hash: identity.operator_text_hash,
+        prepared_input_hash: identity.prepared_input_hash,
+        recipe_hash: identity.recipe_hash,
+        compiler_environment_hash: identity.compiler_environment_hash,
+        artifacts: Vec::new(),
+        build_ms: 0,
+        created_at: String::new(),
+    };
+    match entry::lookup(&loc, &expected) {
+        Lookup::Valid(manifest) => {
+            let lookup_ms = ms(lookup_start.elapsed());
+            let restore_start = Instant::now();
+            match restore_hit(&mut ctx, &loc.dir, &manifest.artifacts) {
+                Ok(bytes) => {
+                    if let Some(ns) = &loc.namespace_dir {
+                        let _ = fs::touch(&ns.join(".last-used"));
+                    }
+                    ctx.events.emit(
+                        "cache_result",
+                        &[
+                            ("status", "HIT".into()),
+                            ("hash_ms", hash_ms),
+                            ("lookup_ms", lookup_ms),
+                            ("restore_ms", ms(restore_start.elapsed())),
+                            ("total_ms", ms(started.elapsed())),
+                            ("artifacts", manifest.artifacts.len().into()),
+                            ("bytes", bytes.into()),
+                        ],
+                    );
+                    (ctx.notify)(Notice::Hit { key, artifacts: manifest.artifacts.len() });
+                    return Ok(RunReport { outcome: Outcome::Hit, key, exit_code: 0 });
+                }
+                Err(e @ (Error::OwnershipConflict { .. } | Error::LockTimeout { .. })) => {
+                    return Err(e);
+                }
+                Err(e) => ctx.warn("restore", format!("restore failed; rebuilding: {}", chain(&e))),
+            }
+        }
+        Lookup::Invalid(reason) => {
+            ctx.warn(
+                "validate",
+                format!(
+                    "invalid cache entry {} ({reason}); rebuilding and replacing it",
+                    loc.dir.display()
+                ),
+            );
+        }
+        Lookup::Absent => {}
+    }
+
+    // MISS.
+    let lookup_ms = ms(lookup_start.elapsed());
+    ctx.events.emit(
+        "cache_result",
+        &[("status", "MISS".into()), ("hash_ms", hash_ms), ("lookup_ms", lookup_ms)],
+    );
+    (ctx.notify)(Notice::Miss { key });
+    let (build, code) = build(&mut ctx)?;
+    if code != 0 {
+        return Ok(RunReport { outcome: Outcome::BuildFailed, key, exit_code: code });
+    }
+    let Some(described) = collect_after(&mut ctx, build.before)? else {
+        return Ok(RunReport { outcome: Outcome::Built, key, exit_code: 0 });
+    };
+    let artifacts: Vec<Artifact> = described.iter().map(|d| d.artifact.clone()).collect();
+    ctx.publish_artifacts(&ctx.stage_or_output.clone(), &artifacts)?;
+    if described.is_empty() {
+        return Ok(RunReport { outcome: Outcome::Built, key, exit_code: 0 });
+    }
+    let save_start = Instant::now();
+    let manifest = EntryManifest {
+        artifacts,
+        build_ms: build.elapsed.as_millis() as u64,
+        created_at: now_rfc3339(),
+        ..expected
+    };
+    let saved = entry::save(&loc, &manifest, &identity.components, &described);
+    drop(entry_lock);
+    match saved {
+        Ok(()) => {
+            if let Err(e) = fs::touch(&cache.updated_marker()) {
+                ctx.warn("updated_marker", e.to_string());
+            }
+            if let Some(ns) = &loc.namespace_dir {
+                let _ = fs::touch(&ns.join(".last-used"));
+            }
+            ctx.events.emit(
+                "cache_result",
+                &[
+                    ("status", "SAVED".into()),
+                    ("build_ms", ms(build.elapsed)),
+                    ("save_ms", ms(save_start.elapsed())),
+                    ("total_ms", ms(started.elapsed())),
+                    ("artifacts", described.len().into()),
+                ],
+            );
+            (ctx.notify)(Notice::Saved { key, artifacts: described.len(), build: build.elapsed });
+            Ok(RunReport { outcome: Outcome::Saved, key, exit_code: 0 })
+        }
+        Err(e) => {
+            ctx.warn("save", format!("save failed; build result kept: {}", chain(&e)));
+            Ok(RunReport { outcome: Outcome::Built, key, exit_code: 0 })
+        }
+    }
+}
+
+fn restore_hit(ctx: &mut Ctx<'_>, entry_dir: &Path, artifacts: &[Artifact]) -> Result<u64, Error> {
+    let custom = ctx.publish.is_some();
+    if custom {
+        wipe(&ctx.stage_or_output)?;
+    }
+    let result = entry::restore(entry_dir, artifacts, &ctx.stage_or_output)
+        .and_then(|bytes| ctx.publish_artifacts(&ctx.stage_or_output, artifacts).map(|()| bytes));
+    if result.is_err() && custom {
+        let _ = wipe(&ctx.stage_or_output);
+    }
+    result
+}
+
+fn wipe(dir: &Path) -> Result<(), Error> {
+    fs::remove_tree(dir)?;
+    fs::create_dir_all(dir)?;
+    Ok(())
+}
+
+struct Build {
+    elapsed: Duration,
+    before: Option<artifacts::Before>,
+}
+
+fn build(ctx: &mut Ctx<'_>) -> Result<(Build, i32), Error> {
+    let custom = ctx.publish.is_some();
+    let before = if custom {
+        wipe(&ctx.stage_or_output)?;
+        None
+    } else if ctx.include.is_none() {
+        Some(artifacts::snapshot(&ctx.stage_or_output)?)
+    } else {
+        None
+    };
+    let opts = ctx.opts;
+    let argv = &opts.identity.command;
+    let program = argv.first().ok_or(Error::EmptyCommand)?;
+    let mut cmd = Command::new(program);
+    cmd.args(argv.iter().skip(1));
+    for e in &opts.identity.set_env {
+        cmd.env(e.name(), e.value());
+    }
+    if let Some(dir) = &opts.identity.working_directory {
+        cmd.current_dir(dir);
+    }
+    let start = Instant::now();
+    let status =
+        cmd.status().map_err(|source| Error::Spawn { program: program.clone(), source })?;
+    let elapsed = start.elapsed();
+    let code = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => {
+            (ctx.notify)(Notice::Signal { signal: sig });
+            128 + sig
+        }
+        (None, None) => 1,
+    };
+    Ok((Build { elapsed, before }, code))
+}
+
+/// Collects artifacts after a successful build. `Ok(None)`: nothing to save (warned).
+fn collect_after(
+    ctx: &mut Ctx<'_>,
+    before: Option<artifacts::Before>,
+) -> Result<Option<Vec<Described>>, Error> {
+    let root = ctx.stage_or_output.clone();
+    let selection = match (&ctx.include, &before) {
+        (Some(p), _) => Selection::Include(p),
+        (None, Some(b)) => Selection::ChangedSince(b),
+        (None, None) => Selection::All,
+    };
+    let custom = ctx.publish.is_some();
+    match artifacts::collect(&root, &selection) {
+        Ok(d) if d.is_empty() => {
+            ctx.warn(
+                "collect",
+                format!(
+                    "the build succeeded but produced no cacheable artifacts in {}; nothing saved (check --artifact-include)",
+                    root.display()
+                ),
+            );
+            Ok(if custom { Some(d) } else { None })
+        }
+        Ok(d) => Ok(Some(d)),
+        // Custom operators must publish what they built: the error is fatal.
+        Err(e) if custom => Err(e),
+        Err(e) => {
+            ctx.warn("collect", format!("cannot collect artifacts; nothing saved: {}", chain(&e)));
+            Ok(None)
+        }
+    }
+}
+
+fn bypass(ctx: &mut Ctx<'_>, key: ActionKey) -> Result<RunReport, Error> {
+    let (build, code) = build(ctx)?;
+    if code != 0 {
+        return Ok(RunReport { outcome: Outcome::BuildFailed, key, exit_code: code });
+    }
+    if ctx.publish.is_some()
+        && let Some(described) = collect_after(ctx, build.before)?
+    {
+        let artifacts: Vec<Artifact> = described.iter().map(|d| d.artifact.clone()).collect();
+        ctx.publish_artifacts(&ctx.stage_or_output.clone(), &artifacts)?;
+    }
+    Ok(RunReport { outcome: Outcome::Bypass, key, exit_code: 0 })
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// An error and its causes, joined with `: `.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}

@@ -1,0 +1,296 @@
+//! `strata action run | explain | prune`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::{Failure, action_failure};
+use strata::action::explain::{ExplainRequest, Verdict};
+use strata::action::run::{Notice, Timeouts};
+use strata::action::{Domain, IdentityInputs, Profile, RunOptions, SetEnv};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ActionCommand {
+    /// Run one build action through the cache: restore it on a HIT, build and save on a MISS.
+    Run(RunArgs),
+    /// Explain why an action would miss: the identity records that differ from the nearest
+    /// existing entry. Takes the same flags as `run`; builds nothing.
+    Explain {
+        #[command(flatten)]
+        args: RunArgs,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove old operator-text versions and crash leftovers. Run after a successful build.
+    Prune {
+        /// Cache root.
+        #[arg(long, env = "STRATA_CACHE_ROOT", value_name = "DIR")]
+        cache_root: PathBuf,
+        /// Operator-text versions kept per SoC/operator; 0 or less keeps all.
+        #[arg(long, default_value_t = strata::action::prune::DEFAULT_MAX_OPERATOR_VERSIONS, allow_negative_numbers = true)]
+        max_operator_versions: i64,
+        /// List what would be removed without removing it.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DomainArg {
+    #[value(name = "third_party")]
+    ThirdParty,
+    #[value(name = "custom_operator")]
+    CustomOperator,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProfileArg {
+    #[value(name = "host-cxx")]
+    HostCxx,
+    #[value(name = "ascendc")]
+    Ascendc,
+    #[value(name = "bare")]
+    Bare,
+}
+
+/// The flags of `strata action run` (the reference engine's flags, same names and meaning).
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Root of the persistent action cache (`~` expanded, symlinks resolved).
+    #[arg(long, env = "STRATA_CACHE_ROOT", value_name = "DIR")]
+    cache_root: PathBuf,
+    /// Cache domain.
+    #[arg(long, value_enum)]
+    domain: DomainArg,
+    /// Logical build unit (a path component for third_party; part of the action identity).
+    #[arg(long)]
+    unit: String,
+    /// SoC name (custom_operator).
+    #[arg(long)]
+    soc: Option<String>,
+    /// Operator name (custom_operator).
+    #[arg(long)]
+    operator: Option<String>,
+    /// Action name, e.g. `OpType-3` (custom_operator).
+    #[arg(long)]
+    action: Option<String>,
+    /// Operator source tree; its text is the entry namespace (custom_operator).
+    #[arg(long, value_name = "DIR")]
+    operator_source: Option<PathBuf>,
+    /// Git repository whose tracked files define the operator text.
+    #[arg(long, value_name = "DIR")]
+    repo_root: Option<PathBuf>,
+    /// Where the build writes outputs (custom_operator: the private stage, wiped by strata).
+    #[arg(long, value_name = "DIR")]
+    output_dir: PathBuf,
+    /// Shared directory stage artifacts are published into (custom_operator).
+    #[arg(long, value_name = "DIR")]
+    publish_dir: Option<PathBuf>,
+    /// Ownership state and locks of the publish directory (custom_operator).
+    #[arg(long, value_name = "DIR")]
+    publish_state_dir: Option<PathBuf>,
+    /// What is compiled: files or directories (repeatable; order matters).
+    #[arg(long, value_name = "PATH")]
+    prepared_input: Vec<PathBuf>,
+    /// Recipe files, e.g. a generated compile script (repeatable; order matters).
+    #[arg(long, value_name = "PATH")]
+    recipe_file: Vec<PathBuf>,
+    /// Explicit recipe strings (repeatable; order matters).
+    #[arg(long, value_name = "STR", allow_hyphen_values = true)]
+    recipe_value: Vec<String>,
+    /// Compiler environment profile.
+    #[arg(long, value_enum)]
+    environment_profile: ProfileArg,
+    /// Toolchain metadata files (repeatable; each must exist).
+    #[arg(long, value_name = "PATH")]
+    environment_file: Vec<PathBuf>,
+    /// Explicit environment strings (repeatable).
+    #[arg(long, value_name = "STR", allow_hyphen_values = true)]
+    environment_value: Vec<String>,
+    /// Tools whose `--version` output is identity, added to the profile's defaults.
+    #[arg(long, value_name = "TOOL")]
+    environment_tool: Vec<String>,
+    /// Physical roots replaced by `<PATH_i>` placeholders in text (repeatable; order gives i).
+    #[arg(long, value_name = "DIR")]
+    normalize_path: Vec<PathBuf>,
+    /// Only cache output paths matching these globs (`*` crosses `/`).
+    #[arg(long, value_name = "GLOB")]
+    artifact_include: Vec<String>,
+    /// Extra exclusions for directory walks of prepared inputs.
+    #[arg(long, value_name = "GLOB")]
+    exclude: Vec<String>,
+    /// Environment override for the build command, NAME=VALUE (part of the recipe).
+    #[arg(long, value_name = "NAME=VALUE", allow_hyphen_values = true)]
+    set_env: Vec<String>,
+    /// Working directory of the build command.
+    #[arg(long, value_name = "DIR")]
+    working_directory: Option<PathBuf>,
+    /// Append JSONL events to this file [env: STRATA_EVENT_LOG; empty means none].
+    #[arg(long, value_name = "FILE")]
+    event_log: Option<PathBuf>,
+    /// The build command and its arguments (after the options, optionally after `--`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD",
+        required = true
+    )]
+    command: Vec<String>,
+}
+
+impl RunArgs {
+    fn into_options(self) -> Result<RunOptions, Failure> {
+        let mut set_env = Vec::new();
+        for text in &self.set_env {
+            set_env.push(SetEnv::parse(text).map_err(action_failure)?);
+        }
+        let timeouts = Timeouts::from_env().map_err(action_failure)?;
+        let mut command = self.command;
+        if command.first().is_some_and(|c| c == "--") {
+            command.remove(0);
+        }
+        Ok(RunOptions {
+            cache_root: self.cache_root,
+            domain: match self.domain {
+                DomainArg::ThirdParty => Domain::ThirdParty,
+                DomainArg::CustomOperator => Domain::CustomOperator,
+            },
+            unit: self.unit,
+            soc: self.soc,
+            operator: self.operator,
+            action: self.action,
+            output_dir: self.output_dir,
+            publish_dir: self.publish_dir,
+            publish_state_dir: self.publish_state_dir,
+            artifact_include: self.artifact_include,
+            identity: IdentityInputs {
+                prepared_inputs: self.prepared_input,
+                excludes: self.exclude,
+                normalize_paths: self.normalize_path,
+                recipe_files: self.recipe_file,
+                recipe_values: self.recipe_value,
+                command,
+                set_env,
+                working_directory: self.working_directory,
+                profile: Some(match self.environment_profile {
+                    ProfileArg::HostCxx => Profile::HostCxx,
+                    ProfileArg::Ascendc => Profile::Ascendc,
+                    ProfileArg::Bare => Profile::Bare,
+                }),
+                environment_files: self.environment_file,
+                environment_values: self.environment_value,
+                environment_tools: self.environment_tool,
+                operator_source: self.operator_source,
+                repo_root: self.repo_root,
+            },
+            timeouts,
+            event_log: self.event_log.or_else(|| {
+                std::env::var_os("STRATA_EVENT_LOG").filter(|v| !v.is_empty()).map(PathBuf::from)
+            }),
+        })
+    }
+}
+
+pub(crate) fn run(cmd: ActionCommand) -> Result<i32, Failure> {
+    match cmd {
+        ActionCommand::Run(args) => run_action(args),
+        ActionCommand::Explain { args, json } => explain(args, json),
+        ActionCommand::Prune { cache_root, max_operator_versions, dry_run, json } => {
+            prune(cache_root, max_operator_versions, dry_run, json)
+        }
+    }
+}
+
+fn run_action(args: RunArgs) -> Result<i32, Failure> {
+    let opts = args.into_options()?;
+    let domain = opts.domain;
+    let unit = opts.unit.clone();
+    let mut notify = |n: Notice| {
+        let line = match n {
+            Notice::Hit { key, artifacts } => {
+                format!("strata: HIT domain={domain} unit={unit} key={key} artifacts={artifacts}")
+            }
+            Notice::Miss { key } => format!("strata: MISS domain={domain} unit={unit} key={key}"),
+            Notice::Saved { key, artifacts, build } => format!(
+                "strata: SAVED domain={domain} unit={unit} key={key} artifacts={artifacts} build_seconds={:.3}",
+                build.as_secs_f64()
+            ),
+            Notice::Bypass { reason } => {
+                format!("strata: BYPASS domain={domain} unit={unit} reason={reason}")
+            }
+            Notice::Warning { component, message } => {
+                format!("strata: WARNING {component} domain={domain} unit={unit}: {message}")
+            }
+            Notice::Signal { signal } => format!("strata: build command killed by signal {signal}"),
+        };
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+        let _ = err.flush();
+    };
+    let report = strata::action::run(&opts, &mut notify).map_err(action_failure)?;
+    Ok(report.exit_code)
+}
+
+fn explain(args: RunArgs, json: bool) -> Result<i32, Failure> {
+    let opts = args.into_options()?;
+    let req = ExplainRequest {
+        cache_root: &opts.cache_root,
+        domain: opts.domain,
+        unit: &opts.unit,
+        soc: opts.soc.as_deref(),
+        operator: opts.operator.as_deref(),
+        action: opts.action.as_deref(),
+        identity: &opts.identity,
+    };
+    let ex = strata::action::explain::explain(&req).map_err(action_failure)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&ex)?);
+        return Ok(0);
+    }
+    println!("strata: explain domain={} unit={} key={}", ex.domain, ex.unit, ex.key);
+    match &ex.verdict {
+        Verdict::Hit { entry } => println!("HIT: a valid entry exists at {}", entry.display()),
+        Verdict::Invalid { entry, reason } => {
+            println!("MISS: the entry at {} exists but is invalid: {reason}", entry.display())
+        }
+        Verdict::NoEntries => println!("MISS: the cache holds no entry for this unit/action yet"),
+        Verdict::Nearest { key, entry, created_at, differences } => {
+            println!(
+                "MISS: nearest entry {key} (saved {created_at}, {} difference{}) at {}",
+                differences.len(),
+                if differences.len() == 1 { "" } else { "s" },
+                entry.display()
+            );
+            for d in differences {
+                println!("  {}", d.describe());
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn prune(cache_root: PathBuf, max: i64, dry_run: bool, json: bool) -> Result<i32, Failure> {
+    let report = strata::action::prune::prune(&cache_root, max, dry_run);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(0);
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for r in &report.removed {
+        println!("strata: prune {verb} {} ({}, {} bytes)", r.path.display(), r.kind, r.bytes);
+    }
+    for p in &report.skipped_busy {
+        println!("strata: prune kept {} (in use)", p.display());
+    }
+    for w in &report.warnings {
+        eprintln!("strata: WARNING prune: {w}");
+    }
+    let total: u64 = report.removed.iter().map(|r| r.bytes).sum();
+    println!("strata: prune {verb} {} item(s), {total} bytes", report.removed.len());
+    Ok(0)
+}

@@ -1,0 +1,84 @@
+//! Command-line interface: clap argument structs (one file per subcommand group), each
+//! turned into one library call; printing and exit codes live here.
+//!
+//! Exit codes (docs/reference.md "Exit codes"): 0 success (HIT, MISS + successful build,
+//! BYPASS + successful build); the build's own code when it fails (128 + signal when it
+//! was killed by a signal); 1 other errors; 2 usage errors; 75 a lock timeout that cannot
+//! be bypassed.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod action;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for usage errors.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code for lock timeouts (`EX_TEMPFAIL`).
+pub const EXIT_LOCK_TIMEOUT: i32 = 75;
+
+/// strata: a layered, content-verified build cache for CI.
+#[derive(Debug, Parser)]
+#[command(name = "strata", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// L1 action cache: run, explain, prune.
+    #[command(subcommand)]
+    Action(action::ActionCommand),
+}
+
+/// A failure with the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    /// Exit code.
+    pub code: i32,
+    /// The error.
+    pub error: anyhow::Error,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure { code: 1, error: e.into() }
+    }
+}
+
+/// Parses arguments and runs the command; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { 0 };
+        }
+    };
+    let result = match cli.command {
+        Command::Action(cmd) => action::run(cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("strata: error: {}", f.error);
+            for cause in f.error.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            f.code
+        }
+    }
+}
+
+/// Maps a library action error to its exit code.
+pub(crate) fn action_failure(e: strata::action::Error) -> Failure {
+    let code = if e.is_lock_timeout() {
+        EXIT_LOCK_TIMEOUT
+    } else if e.is_usage() {
+        EXIT_USAGE
+    } else {
+        1
+    };
+    Failure { code, error: e.into() }
+}
