@@ -19,6 +19,7 @@
 pub mod action;
 pub mod digest;
 pub mod fs;
+pub mod parallel;
 pub mod record;
 pub mod transport;
 

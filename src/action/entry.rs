@@ -23,7 +23,6 @@
 
 use std::path::{Path, PathBuf};
 
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::action::identity::Components;
@@ -239,22 +238,23 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 pub fn restore(entry_dir: &Path, artifacts: &[Artifact], dest_root: &Path) -> Result<u64, Error> {
     let src_root = entry_dir.join("artifacts");
     fs::create_dir_all(dest_root)?;
-    let results: Vec<Result<u64, Error>> = artifacts
-        .par_iter()
+    let files: Vec<(&RelPath, &Sha256Digest, bool)> = artifacts
+        .iter()
         .filter_map(|a| match a {
             Artifact::File { path, sha256, executable, .. } => Some((path, sha256, *executable)),
             Artifact::Symlink { .. } => None,
         })
-        .map(|(path, sha256, executable)| {
+        .collect();
+    let results: Vec<Result<u64, Error>> =
+        crate::parallel::map(&files, |(path, sha256, executable)| {
             let dest = place_parent(dest_root, path)?;
             let opts = Placement {
-                expected: Some(*sha256),
-                mode: Sharing::Shared.file_mode(executable),
+                expected: Some(**sha256),
+                mode: Sharing::Shared.file_mode(*executable),
                 sync: false,
             };
             Ok(fs::place_file_atomic(&path.to_path(&src_root), &dest, opts)?.1)
-        })
-        .collect();
+        });
     let mut bytes = 0;
     for r in results {
         bytes += r?;

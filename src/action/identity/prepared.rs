@@ -29,8 +29,6 @@
 
 use std::path::{Path, PathBuf};
 
-use rayon::prelude::*;
-
 use super::glob::Patterns;
 use super::normalize::Normalizer;
 use super::records::Records;
@@ -151,13 +149,11 @@ impl Walker<'_> {
                 records.push(label, format!("special:{}", special_kind(&meta)));
             }
         }
-        let hashed: Vec<Result<(String, Sha256Digest), Error>> = jobs
-            .par_iter()
-            .map(|job| {
+        let hashed: Vec<Result<(String, Sha256Digest), Error>> =
+            crate::parallel::map(&jobs, |job| {
                 semantic_file_hash(&job.path, &job.rule_name, self.normalizer)
                     .map(|d| (job.name.clone(), d))
-            })
-            .collect();
+            });
         for item in hashed {
             let (name, digest) = item?;
             records.push(name, digest.to_hex());
