@@ -81,15 +81,16 @@ impl Sha256Digest {
     /// Any read error of `reader`, unchanged.
     pub fn of_reader(mut reader: impl Read) -> io::Result<(Self, u64)> {
         let mut h = Hasher::new();
-        let mut buf = vec![0u8; 256 * 1024];
-        loop {
-            match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => h.update(buf.get(..n).unwrap_or_default()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+        with_buffer(|buf| {
+            loop {
+                match reader.read(buf) {
+                    Ok(0) => return Ok(()),
+                    Ok(n) => h.update(buf.get(..n).unwrap_or_default()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
             }
-        }
+        })?;
         let len = h.len();
         Ok((h.finish(), len))
     }
@@ -191,6 +192,28 @@ impl<'de> serde::Deserialize<'de> for Sha256Digest {
         let text = String::deserialize(d)?;
         text.parse().map_err(serde::de::Error::custom)
     }
+}
+
+/// Size of the per-thread I/O buffer used for hashing and copying, in bytes.
+pub const BUFFER_BYTES: usize = 256 * 1024;
+
+thread_local! {
+    static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's reusable I/O buffer of [`BUFFER_BYTES`]. Reusing it avoids a
+/// fresh 256 KiB allocation (an `mmap` and its page faults) per file, which dominated
+/// hashing many small files. A nested call gets a temporary buffer instead.
+pub fn with_buffer<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    BUFFER.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < BUFFER_BYTES {
+                buf.resize(BUFFER_BYTES, 0);
+            }
+            f(&mut buf)
+        }
+        Err(_) => f(&mut vec![0u8; BUFFER_BYTES]),
+    })
 }
 
 /// Streaming SHA-256 with a byte counter.

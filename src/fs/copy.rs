@@ -13,8 +13,6 @@ use std::path::{Component, Path, PathBuf};
 use super::{Error, Result};
 use crate::digest::{Hasher, Sha256Digest};
 
-const BUF_BYTES: usize = 256 * 1024;
-
 /// SHA-256 and size in bytes of the file at `path` (following symlinks).
 ///
 /// # Errors
@@ -32,18 +30,19 @@ pub fn hash_file(path: &Path) -> Result<(Sha256Digest, u64)> {
 pub fn copy_verified(src: &Path, dest: &mut File, dest_path: &Path) -> Result<(Sha256Digest, u64)> {
     let mut input = File::open(src).map_err(|e| Error::io("read", src, e))?;
     let mut hasher = Hasher::new();
-    let mut buf = vec![0u8; BUF_BYTES];
-    loop {
-        let n = match input.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io("read", src, e)),
-        };
-        let chunk = buf.get(..n).unwrap_or_default();
-        hasher.update(chunk);
-        dest.write_all(chunk).map_err(|e| Error::io("write", dest_path, e))?;
-    }
+    crate::digest::with_buffer(|buf| {
+        loop {
+            let n = match input.read(buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io("read", src, e)),
+            };
+            let chunk = buf.get(..n).unwrap_or_default();
+            hasher.update(chunk);
+            dest.write_all(chunk).map_err(|e| Error::io("write", dest_path, e))?;
+        }
+    })?;
     let size = hasher.len();
     Ok((hasher.finish(), size))
 }
