@@ -25,9 +25,9 @@ pub(crate) enum ActionCommand {
     },
     /// Remove old operator-text versions and crash leftovers. Run after a successful build.
     Prune {
-        /// Cache root.
-        #[arg(long, env = "STRATA_CACHE_ROOT", value_name = "DIR")]
-        cache_root: PathBuf,
+        /// Cache root [env: STRATA_CACHE_ROOT].
+        #[arg(long, value_name = "DIR")]
+        cache_root: Option<PathBuf>,
         /// Operator-text versions kept per SoC/operator; 0 or less keeps all.
         #[arg(long, default_value_t = strata::action::prune::DEFAULT_MAX_OPERATOR_VERSIONS, allow_negative_numbers = true)]
         max_operator_versions: i64,
@@ -61,9 +61,10 @@ enum ProfileArg {
 /// The flags of `strata action run` (the reference engine's flags, same names and meaning).
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// Root of the persistent action cache (`~` expanded, symlinks resolved).
-    #[arg(long, env = "STRATA_CACHE_ROOT", value_name = "DIR")]
-    cache_root: PathBuf,
+    /// Root of the persistent action cache (`~` expanded, symlinks resolved)
+    /// [env: STRATA_CACHE_ROOT].
+    #[arg(long, value_name = "DIR")]
+    cache_root: Option<PathBuf>,
     /// Cache domain.
     #[arg(long, value_enum)]
     domain: DomainArg,
@@ -155,7 +156,7 @@ impl RunArgs {
             command.remove(0);
         }
         Ok(RunOptions {
-            cache_root: self.cache_root,
+            cache_root: cache_root(self.cache_root)?,
             domain: match self.domain {
                 DomainArg::ThirdParty => Domain::ThirdParty,
                 DomainArg::CustomOperator => Domain::CustomOperator,
@@ -196,12 +197,23 @@ impl RunArgs {
     }
 }
 
+/// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else a usage error.
+fn cache_root(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    flag.or_else(|| {
+        std::env::var_os("STRATA_CACHE_ROOT").filter(|v| !v.is_empty()).map(PathBuf::from)
+    })
+    .ok_or_else(|| Failure {
+        code: super::EXIT_USAGE,
+        error: anyhow::anyhow!("missing --cache-root (or set STRATA_CACHE_ROOT)"),
+    })
+}
+
 pub(crate) fn run(cmd: ActionCommand) -> Result<i32, Failure> {
     match cmd {
         ActionCommand::Run(args) => run_action(args),
         ActionCommand::Explain { args, json } => explain(args, json),
-        ActionCommand::Prune { cache_root, max_operator_versions, dry_run, json } => {
-            prune(cache_root, max_operator_versions, dry_run, json)
+        ActionCommand::Prune { cache_root: root, max_operator_versions, dry_run, json } => {
+            prune(cache_root(root)?, max_operator_versions, dry_run, json)
         }
     }
 }
