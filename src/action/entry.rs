@@ -144,7 +144,7 @@ fn validate(dir: &Path, expected: &EntryManifest) -> Result<EntryManifest, Strin
     }
     let bytes = fs::read(&manifest_path).map_err(|e| e.to_string())?;
     let (_, m) = record::load_as::<EntryManifest>(&bytes, &ENTRY_SCHEMA)
-        .map_err(|e| format!("manifest.json: {}", error_chain(&e)))?;
+        .map_err(|e| format!("manifest.json: {}", crate::action::run::chain(&e)))?;
     if m.domain != expected.domain
         || m.unit != expected.unit
         || m.soc != expected.soc
@@ -216,17 +216,6 @@ fn check_tree(root: &Path, artifacts: &[Artifact]) -> Result<(), String> {
         return Err(format!("artifacts/{} is missing", missing.path()));
     }
     Ok(())
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
 }
 
 /// Restores `artifacts` from the entry at `entry_dir` into `dest_root`: files first
