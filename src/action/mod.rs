@@ -32,6 +32,7 @@ pub mod layout;
 pub mod prune;
 pub mod publish;
 pub mod run;
+pub mod stats;
 
 use std::fmt;
 use std::path::PathBuf;

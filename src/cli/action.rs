@@ -306,3 +306,22 @@ fn prune(cache_root: PathBuf, max: i64, dry_run: bool, json: bool) -> Result<i32
     println!("strata: prune {verb} {} item(s), {total} bytes", report.removed.len());
     Ok(0)
 }
+
+pub(crate) fn stats(root: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
+    let s = strata::action::stats::stats(&cache_root(root)?);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(0);
+    }
+    println!("cache root: {}", s.cache_root.display());
+    for (name, d) in [("third_party", &s.third_party), ("custom_operator", &s.custom_operator)] {
+        println!("{name}: {} entries, {} artifact bytes", d.entries, d.artifact_bytes);
+    }
+    println!("operator namespaces: {}", s.operator_namespaces);
+    println!("leftovers (removed by prune): {}", s.leftovers);
+    println!(".updated: {}", if s.updated_marker { "set" } else { "not set" });
+    for w in &s.warnings {
+        eprintln!("strata: WARNING stats: {w}");
+    }
+    Ok(0)
+}

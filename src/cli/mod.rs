@@ -29,7 +29,16 @@ pub struct Cli {
 enum Command {
     /// L1 action cache: run, explain, prune.
     #[command(subcommand)]
-    Action(action::ActionCommand),
+    Action(Box<action::ActionCommand>),
+    /// What an L1 cache root holds: entries, bytes, namespaces, leftovers.
+    Stats {
+        /// Cache root [env: STRATA_CACHE_ROOT].
+        #[arg(long, value_name = "DIR")]
+        cache_root: Option<std::path::PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// A failure with the exit code it maps to.
@@ -57,7 +66,8 @@ pub fn main() -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Action(cmd) => action::run(cmd),
+        Command::Action(cmd) => action::run(*cmd),
+        Command::Stats { cache_root, json } => action::stats(cache_root, json),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,121 @@
+//! `strata stats`: what an L1 cache root holds (DESIGN.md §5).
+//!
+//! Counts entries and artifact bytes per domain, operator-text namespaces, dot-named
+//! leftovers of interrupted saves, and reports whether `.updated` is set. It only reads.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::action::Domain;
+use crate::action::layout::CacheRoot;
+use crate::fs::{self, EntryKind};
+
+/// Per-domain figures.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct DomainStats {
+    /// Entries (directories holding a `manifest.json`).
+    pub entries: u64,
+    /// Bytes of regular files under the entries' `artifacts/`.
+    pub artifact_bytes: u64,
+}
+
+/// What a cache root holds.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct CacheStats {
+    /// The resolved cache root.
+    pub cache_root: PathBuf,
+    /// Third-party entries.
+    pub third_party: DomainStats,
+    /// Custom-operator entries.
+    pub custom_operator: DomainStats,
+    /// Operator-text namespaces.
+    pub operator_namespaces: u64,
+    /// Dot-named leftovers (`.tmp-`, `.old-`, `.trash-`) that `prune` would remove.
+    pub leftovers: u64,
+    /// True if `.updated` exists (a snapshot save would upload).
+    pub updated_marker: bool,
+    /// Problems met while reading (unreadable directories…).
+    pub warnings: Vec<String>,
+}
+
+/// Reads the figures of `cache_root`.
+pub fn stats(cache_root: &Path) -> CacheStats {
+    let mut out = CacheStats::default();
+    let cache = match CacheRoot::new(cache_root) {
+        Ok(c) => c,
+        Err(e) => {
+            out.warnings.push(e.to_string());
+            return out;
+        }
+    };
+    out.cache_root = cache.path().to_path_buf();
+    out.updated_marker = fs::symlink_metadata_opt(&cache.updated_marker()).ok().flatten().is_some();
+    for domain in [Domain::ThirdParty, Domain::CustomOperator] {
+        let root = cache.domain_dir(domain);
+        if fs::symlink_metadata_opt(&root).ok().flatten().is_none() {
+            continue;
+        }
+        let mut d = DomainStats::default();
+        for entry in fs::walk(&root) {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    out.warnings.push(e.to_string());
+                    continue;
+                }
+            };
+            let rel = entry.rel.as_str();
+            let name = entry.rel.file_name();
+            let hidden = rel.split('/').any(|c| c.starts_with('.'));
+            match entry.kind {
+                EntryKind::Dir if name.starts_with('.') && is_leftover(name) => out.leftovers += 1,
+                EntryKind::File if name == "manifest.json" && !hidden => d.entries += 1,
+                EntryKind::File if !hidden && rel.contains("/artifacts/") => {
+                    d.artifact_bytes += entry.metadata.len();
+                }
+                EntryKind::File if name == ".last-used" && domain == Domain::CustomOperator => {
+                    out.operator_namespaces += 1;
+                }
+                _ => {}
+            }
+        }
+        match domain {
+            Domain::ThirdParty => out.third_party = d,
+            Domain::CustomOperator => out.custom_operator = d,
+        }
+    }
+    out
+}
+
+fn is_leftover(name: &str) -> bool {
+    [".tmp-", ".old-", ".trash-"].iter().any(|m| name.contains(m))
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_entries_bytes_and_leftovers() {
+        let d = tempfile::tempdir().unwrap();
+        let e = d.path().join("actions-v1/third_party/u/k1");
+        std::fs::create_dir_all(e.join("artifacts/sub")).unwrap();
+        std::fs::write(e.join("manifest.json"), b"{}").unwrap();
+        std::fs::write(e.join("artifacts/sub/a.o"), vec![0u8; 100]).unwrap();
+        std::fs::create_dir_all(
+            d.path().join("actions-v1/third_party/u/.k2.tmp-0123456789abcdef/artifacts"),
+        )
+        .unwrap();
+        std::fs::write(
+            d.path().join("actions-v1/third_party/u/.k2.tmp-0123456789abcdef/artifacts/x"),
+            b"zz",
+        )
+        .unwrap();
+        let s = stats(d.path());
+        assert_eq!(s.third_party, DomainStats { entries: 1, artifact_bytes: 100 });
+        assert_eq!(s.leftovers, 1);
+        assert!(!s.updated_marker);
+    }
+}
