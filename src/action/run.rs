@@ -11,7 +11,9 @@
 //!    **BYPASS**: build without reading or writing the cache.
 //! 5. Look the entry up. Valid → **HIT**: restore (custom operators: into the wiped
 //!    private stage, then publish). A corrupt artifact, or any restore error, is a warning
-//!    and falls through to MISS; an ownership conflict is a hard error.
+//!    and falls through to MISS; an ownership conflict is a hard error. Third party: the
+//!    artifacts a failed restore placed count as built, so the new entry still holds them
+//!    when an incremental build leaves them alone.
 //! 6. **MISS**: run the command (stdio inherited, `--set-env` applied, non-CLOEXEC file
 //!    descriptors such as a make jobserver inherited; strata's own lock descriptors are
 //!    CLOEXEC). A failing build returns its own exit code and saves nothing. Then collect
@@ -31,7 +33,7 @@ use crate::action::identity::{self, IdentityInputs, Patterns};
 use crate::action::layout::{CacheRoot, Domain, EntryName};
 use crate::action::publish::{ActionId, Publisher, action_lock_path};
 use crate::action::{ActionKey, Error, LockKind};
-use crate::fs::{self, LockGuard, LockProgress, LockWait};
+use crate::fs::{self, LockGuard, LockProgress, LockWait, RelPath};
 
 /// Lock timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,6 +241,10 @@ struct Ctx<'a> {
     publish: Option<(PathBuf, PathBuf)>,
     action_id: Option<ActionId>,
     include: Option<Patterns>,
+    /// Artifact paths a failed HIT restore may have placed into the output directory.
+    /// They are outputs of this very key, so the rebuild's entry must hold them even if an
+    /// incremental build leaves them untouched.
+    partially_restored: Vec<RelPath>,
 }
 
 impl Ctx<'_> {
@@ -345,6 +351,7 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
         publish,
         action_id,
         include,
+        partially_restored: Vec::new(),
     };
 
     // Action lock.
@@ -504,8 +511,12 @@ fn restore_hit(ctx: &mut Ctx<'_>, entry_dir: &Path, artifacts: &[Artifact]) -> R
     }
     let result = entry::restore(entry_dir, artifacts, &ctx.stage_or_output)
         .and_then(|bytes| ctx.publish_artifacts(&ctx.stage_or_output, artifacts).map(|()| bytes));
-    if result.is_err() && custom {
-        let _ = wipe(&ctx.stage_or_output);
+    if result.is_err() {
+        if custom {
+            let _ = wipe(&ctx.stage_or_output);
+        } else {
+            ctx.partially_restored = artifacts.iter().map(|a| a.path().clone()).collect();
+        }
     }
     result
 }
@@ -527,7 +538,9 @@ fn build(ctx: &mut Ctx<'_>) -> Result<(Build, i32), Error> {
         wipe(&ctx.stage_or_output)?;
         None
     } else if ctx.include.is_none() {
-        Some(artifacts::snapshot(&ctx.stage_or_output)?)
+        let mut before = artifacts::snapshot(&ctx.stage_or_output)?;
+        before.forget(&ctx.partially_restored);
+        Some(before)
     } else {
         None
     };
