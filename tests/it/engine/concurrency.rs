@@ -154,6 +154,29 @@ fn engine_concurrency_eight_custom_operators_publish_into_one_directory() {
 }
 
 #[test]
+fn engine_concurrency_eight_processes_one_custom_operator_action_build_once() {
+    let ctx = TestContext::new();
+    let op = Op::new(&ctx, "same");
+    let counter = ctx.path("counter");
+    let script = r#"echo run >> "$1"; sleep 0.3; echo object > "$0/same.o""#;
+    let c = counter.display().to_string();
+    let children: Vec<_> = (0..8).map(|_| ctx.spawn(&op.action(&ctx, script, &[&c]))).collect();
+    let mut statuses: Vec<Vec<&str>> = Vec::new();
+    let results: Vec<_> = children.into_iter().map(|ch| wait_bounded(ch, RUN_TIMEOUT)).collect();
+    for r in &results {
+        r.expect_code(0);
+        statuses.push(r.statuses());
+    }
+    statuses.sort();
+    let mut expected = vec![vec!["HIT"]; 7];
+    expected.push(vec!["MISS", "SAVED"]);
+    assert_eq!(statuses, expected);
+    assert_eq!(count_lines(&counter), 1, "the action lock serialises identical requests");
+    assert_eq!(tree_files(&op.publish), [("same.o".to_owned(), b"object\n".to_vec())]);
+    assert_eq!(owned_paths(&op.state).unwrap().into_values().collect::<Vec<_>>(), [op.id()]);
+}
+
+#[test]
 fn engine_concurrency_two_actions_claiming_one_output_is_a_hard_error() {
     let ctx = TestContext::new();
     let x = Op::new(&ctx, "opx");

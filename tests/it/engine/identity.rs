@@ -245,3 +245,21 @@ fn append(path: &Path, text: &str) {
     s.push_str(text);
     std::fs::write(path, s).unwrap();
 }
+
+#[test]
+fn engine_identity_an_explicit_tool_whose_version_fails_is_an_error() {
+    let ctx = TestContext::new();
+    let out = ctx.path("out");
+    for (name, body, reason) in [
+        ("silent", "exit 0", "printed nothing"),
+        ("failing", "echo 'unknown option --version' >&2; exit 2", "failed with exit status 2"),
+    ] {
+        let tool = ctx.path(&format!("tools/{name}"));
+        write_script(&tool, body);
+        let r = ctx.run(
+            &ctx.third_party(name, &out).flag("--environment-tool", &tool).sh("echo x > out/o"),
+        );
+        r.expect_code(1).expect_stderr(&tool.display().to_string()).expect_stderr(reason);
+        assert!(r.statuses().is_empty(), "{name}: nothing runs:\n{}", r.stderr);
+    }
+}

@@ -6,6 +6,7 @@
 //! flags; [`RunResult`] parses the `strata: HIT|MISS|SAVED|BYPASS … key=<64 hex>` lines
 //! from stderr. Every child process is waited for with a bound ([`RUN_TIMEOUT`]).
 
+mod artifacts;
 mod cmake;
 mod concurrency;
 mod crash;
