@@ -131,6 +131,17 @@ fn engine_explain_names_the_component_that_changed() {
         );
         assert_ne!(diffs[0]["old"], diffs[0]["new"]);
     }
+    // The whole human report, redacted.
+    let r = ctx.path("case0");
+    let text = ctx.explain(&action(&ctx, &r, "BUILD_GMOCK=ON"), false).stdout;
+    assert_eq!(
+        ctx.redact(&text),
+        "strata: explain domain=third_party unit=explained key=[KEY]\n\
+         MISS: nearest entry [KEY] (saved [TIME], 1 difference) at \
+         [ROOT]/cache/actions-v1/third_party/explained/[KEY]\n  \
+         prepared input input[0]/inc/foo.h changed\n"
+    );
+
     // Two changes at once: both named.
     let r = ctx.path("two");
     tree(&r, "#define FOO 3\n", "fake-cxx 1.0");

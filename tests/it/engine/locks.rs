@@ -25,6 +25,12 @@ fn runs(ctx: &TestContext, unit: &str) -> usize {
     count_lines(&ctx.path(&format!("{unit}.count")))
 }
 
+/// The seconds printed in a lock timeout message.
+fn waited_in(stderr: &str) -> f64 {
+    let rest = stderr.split("timed out after ").nth(1).unwrap();
+    rest.split('s').next().unwrap().parse().unwrap()
+}
+
 fn explain_key(ctx: &TestContext, action: &Action) -> String {
     let r = ctx.explain(action, true);
     r.expect_code(0);
@@ -55,9 +61,26 @@ fn engine_locks_entry_lock_timeout_bypasses_the_cache_and_still_builds() {
     assert_eq!(bypass[0]["key"], key.as_str());
     assert!(bypass[0]["reason"].as_str().unwrap().contains("entry lock"));
 
+    assert_eq!(
+        ctx.redact(&r.stderr),
+        "strata: BYPASS domain=third_party unit=busy reason=cache lock unavailable: timed out \
+         after 0.200s waiting for the entry lock [ROOT]/cache/.locks/entry/[KEY].lock (raise \
+         STRATA_ENTRY_LOCK_TIMEOUT_SECONDS or check for a hung build holding it)\n"
+            .replace("0.200s", &format!("{:.3}s", waited_in(&r.stderr)))
+    );
+
     drop(holder);
-    ctx.run(&action).expect(&["MISS", "SAVED"]);
-    ctx.run(&action).expect(&["HIT"]);
+    let r = ctx.run(&action);
+    assert_eq!(
+        ctx.redact(&r.stderr),
+        "strata: MISS domain=third_party unit=busy key=[KEY]\n\
+         strata: SAVED domain=third_party unit=busy key=[KEY] artifacts=1 build_seconds=[S]\n"
+    );
+    let r = ctx.run(&action);
+    assert_eq!(
+        ctx.redact(&r.stderr),
+        "strata: HIT domain=third_party unit=busy key=[KEY] artifacts=1\n"
+    );
     assert_eq!(runs(&ctx, "busy"), 2);
 }
 

@@ -64,6 +64,41 @@ impl TestContext {
         Self { _tmp: tmp, root, cache, events }
     }
 
+    /// `text` with the volatile parts replaced, for exact comparisons of human output:
+    /// this context's work directory → `[ROOT]`, 64-hex keys → `[KEY]`, RFC 3339 UTC
+    /// times → `[TIME]`, the value of `build_seconds=` → `[S]`.
+    pub fn redact(&self, text: &str) -> String {
+        let text = text.replace(&self.root.display().to_string(), "[ROOT]");
+        let b = text.as_bytes();
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        while i < b.len() {
+            let hex = b[i..]
+                .iter()
+                .take_while(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+                .count();
+            let word_start = i == 0 || !b[i - 1].is_ascii_alphanumeric();
+            if word_start && hex == 64 && b.get(i + 64).is_none_or(|c| !c.is_ascii_alphanumeric()) {
+                out.push_str("[KEY]");
+                i += 64;
+            } else if let Some(len) = rfc3339_len(&b[i..]).filter(|_| word_start) {
+                out.push_str("[TIME]");
+                i += len;
+            } else if b[i..].starts_with(b"build_seconds=") {
+                out.push_str("build_seconds=[S]");
+                i += "build_seconds=".len();
+                while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+                    i += 1;
+                }
+            } else {
+                let ch = text[i..].chars().next().unwrap();
+                out.push(ch);
+                i += ch.len_utf8();
+            }
+        }
+        out
+    }
+
     /// `<root>/<rel>`.
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
@@ -431,6 +466,28 @@ pub fn require_tool(tool: &str, hint: &str) {
         found,
         "`{tool}` is required by the engine tests and is not on PATH; install it: {hint}"
     );
+}
+
+/// Length of an RFC 3339 UTC time (`2026-01-02T03:04:05[.123…]Z`) at the start of `b`.
+fn rfc3339_len(b: &[u8]) -> Option<usize> {
+    let shape = b"dddd-dd-ddTdd:dd:dd";
+    if b.len() < shape.len() {
+        return None;
+    }
+    for (c, s) in b.iter().zip(shape) {
+        let ok = if *s == b'd' { c.is_ascii_digit() } else { c == s };
+        if !ok {
+            return None;
+        }
+    }
+    let mut n = shape.len();
+    if b.get(n) == Some(&b'.') {
+        n += 1;
+        while b.get(n).is_some_and(u8::is_ascii_digit) {
+            n += 1;
+        }
+    }
+    (b.get(n) == Some(&b'Z')).then_some(n + 1)
 }
 
 /// Writes `bytes` to `path`, creating parent directories.
