@@ -280,3 +280,28 @@ fn engine_concurrency_lost_owner_index_is_rebuilt_without_deleting_outputs() {
         .expect_stderr(&file.display().to_string());
     assert_eq!(tree_files(&x.publish), published, "outputs kept");
 }
+
+#[test]
+fn engine_concurrency_stale_directories_go_with_their_outputs() {
+    let ctx = TestContext::new();
+    let op = Op::new(&ctx, "shape");
+    // $1 = dir: publishes x/y.o and deep/a/b.o; $1 = file: publishes x (a file) only.
+    let script = r#"if [ "$1" = dir ]; then mkdir -p "$0/x" "$0/deep/a"; echo y > "$0/x/y.o"; echo b > "$0/deep/a/b.o"; else echo x > "$0/x"; fi"#;
+    let as_dir = op.action(&ctx, script, &["dir"]);
+    let as_file = op.action(&ctx, script, &["file"]);
+    ctx.run(&as_dir).expect(&["MISS", "SAVED"]);
+    // Someone else's file in a shared directory keeps that directory.
+    let other = Op::new(&ctx, "other");
+    ctx.run(&other.action(&ctx, r#"mkdir -p "$0/deep"; echo o > "$0/deep/other.o""#, &[]))
+        .expect(&["MISS", "SAVED"]);
+
+    ctx.run(&as_file).expect(&["MISS", "SAVED"]);
+    assert_eq!(
+        tree_files(&op.publish),
+        [("deep/other.o".to_owned(), b"o\n".to_vec()), ("x".to_owned(), b"x\n".to_vec())]
+    );
+    assert!(!op.publish.join("deep/a").exists(), "an emptied directory is removed");
+    ctx.run(&as_dir).expect(&["HIT"]);
+    let names: Vec<String> = tree_files(&op.publish).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["deep/a/b.o", "deep/other.o", "x/y.o"]);
+}

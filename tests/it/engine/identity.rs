@@ -263,3 +263,46 @@ fn engine_identity_an_explicit_tool_whose_version_fails_is_an_error() {
         assert!(r.statuses().is_empty(), "{name}: nothing runs:\n{}", r.stderr);
     }
 }
+
+#[test]
+fn engine_identity_excluded_paths_do_not_count_and_everything_else_does() {
+    let ctx = TestContext::new();
+    let src = ctx.path("src");
+    for (rel, text) in [
+        ("a.c", "int a;\n"),
+        ("build/gen.o", "object"),
+        ("sub/.git/HEAD", "ref: refs/heads/main\n"),
+        (".git", "gitdir: ../.git/modules/x\n"),
+        ("sub/__pycache__/m.cpython-311.pyc", "pyc"),
+        ("sub/run.log", "log"),
+    ] {
+        write_file(&src.join(rel), text);
+    }
+    let out = ctx.path("out");
+    let action = ctx
+        .third_party("excl", &out)
+        .flag("--prepared-input", &src)
+        .flag("--exclude", "build")
+        .sh("echo x > out/o");
+    let key = ctx.run(&action).expect(&["MISS", "SAVED"]).key();
+    // Excluded (by --exclude or the defaults, at any depth): still a HIT.
+    for rel in [
+        "build/gen.o",
+        "build/new/deep.o",
+        "sub/.git/HEAD",
+        ".git",
+        "sub/__pycache__/m.cpython-311.pyc",
+        "sub/run.log",
+    ] {
+        write_file(&src.join(rel), "changed");
+        assert_eq!(ctx.run(&action).expect(&["HIT"]).key(), key, "{rel} is excluded");
+    }
+    // Anything else: a MISS, including a new empty file and a file under a directory whose
+    // name merely starts like an excluded one.
+    for rel in ["a.c", "new.h", "builds/x.h", "sub/git/HEAD"] {
+        write_file(&src.join(rel), "");
+        let r = ctx.run(&action);
+        r.expect(&["MISS", "SAVED"]);
+        assert_ne!(r.key(), key, "{rel} counts");
+    }
+}
