@@ -384,7 +384,12 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
                 let reason = format!("cache lock unavailable: {e}");
                 ctx.events.emit(
                     "cache_result",
-                    &[("status", "BYPASS".into()), ("reason", reason.clone().into())],
+                    &[
+                        ("status", "BYPASS".into()),
+                        ("reason", reason.clone().into()),
+                        ("hash_ms", hash_ms),
+                        ("total_ms", ms(started.elapsed())),
+                    ],
                 );
                 (ctx.notify)(Notice::Bypass { reason });
                 return bypass(&mut ctx, key);
