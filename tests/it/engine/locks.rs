@@ -60,6 +60,8 @@ fn engine_locks_entry_lock_timeout_bypasses_the_cache_and_still_builds() {
     assert_eq!(bypass[0]["status"], "BYPASS");
     assert_eq!(bypass[0]["key"], key.as_str());
     assert!(bypass[0]["reason"].as_str().unwrap().contains("entry lock"));
+    assert!(bypass[0]["hash_ms"].as_u64().is_some(), "{}", bypass[0]);
+    assert!(bypass[0]["total_ms"].as_u64().is_some_and(|t| t >= 200), "{}", bypass[0]);
 
     assert_eq!(
         ctx.redact(&r.stderr),
