@@ -132,3 +132,67 @@ fn engine_prune_never_fails() {
     assert!(r.stdout.contains("removed 0 item(s)"), "{}", r.stdout);
     assert!(!ctx.cache.exists(), "pruning a missing cache creates nothing");
 }
+
+#[test]
+fn engine_prune_never_touches_the_inside_of_a_valid_entry() {
+    let ctx = TestContext::new();
+    let out = ctx.path("out");
+    // An output directory whose name looks like a save leftover, and one like a trash dir.
+    let script = "mkdir -p out/.gen.tmp-0123456789abcdef out/.ns.trash-0123456789abcdef; \
+                  echo h > out/.gen.tmp-0123456789abcdef/x.h; \
+                  echo t > out/.ns.trash-0123456789abcdef/t.txt; echo o > out/a.o";
+    let action = ctx.third_party("odd-names", &out).sh(script);
+    ctx.run(&action).expect(&["MISS", "SAVED"]);
+    let files = super::tree_files(&out);
+    let r = ctx.prune(&[]);
+    assert!(r.stdout.contains("removed 0 item(s)"), "{}", r.stdout);
+    std::fs::remove_dir_all(&out).unwrap();
+    let r = ctx.run(&action);
+    r.expect(&["HIT"]);
+    assert_eq!(super::tree_files(&out), files);
+}
+
+#[test]
+fn engine_prune_removes_custom_operator_leftovers_beside_entries_and_namespaces() {
+    let ctx = TestContext::new();
+    let source = ctx.path("ops/add");
+    write_file(&source.join("k.c"), "k");
+    let (stage, publish, state) = (ctx.path("stage"), ctx.path("publish"), ctx.path("state"));
+    let op = CustomOp {
+        unit: "u",
+        soc: "s",
+        operator: "add",
+        action: "a",
+        source: &source,
+        stage: &stage,
+        publish: &publish,
+        state: &state,
+    };
+    let action = ctx.custom(&op).cmd(&[
+        "sh".as_ref(),
+        "-c".as_ref(),
+        "echo o > \"$0\"/o.o".as_ref(),
+        stage.as_os_str(),
+    ]);
+    let key = ctx.run(&action).expect(&["MISS", "SAVED"]).key();
+    let op_dir = ctx.cache.join("actions-v1/custom_operator/s/add");
+    let ns = namespaces(&op_dir).pop().unwrap();
+    let action_dir = ns.join("a@u");
+    // What a killed save, a killed replacement and a killed prune leave behind.
+    let leftovers = [
+        action_dir.join(format!(".{key}.tmp-00000000000000aa")),
+        action_dir.join(format!(".{key}.old-00000000000000bb")),
+        op_dir
+            .join(format!(".{}.trash-00000000000000cc", ns.file_name().unwrap().to_string_lossy())),
+    ];
+    for l in &leftovers {
+        write_file(&l.join("artifacts/o.o"), "partial");
+    }
+    let r = ctx.prune(&["--dry-run"]);
+    assert!(r.stdout.contains("would remove 3 item(s)"), "{}", r.stdout);
+    assert!(leftovers.iter().all(|l| l.exists()));
+    let r = ctx.prune(&[]);
+    assert!(r.stdout.contains("removed 3 item(s)"), "{}", r.stdout);
+    assert!(leftovers.iter().all(|l| !l.exists()));
+    ctx.run(&action).expect(&["HIT"]);
+}
