@@ -94,10 +94,15 @@ fn engine_events_lock_wait_and_timeout_are_logged() {
     let key: Value = serde_json::from_str(&explained.stdout).unwrap();
     let loc = ctx.third_party_entry("wait", key["key"].as_str().unwrap());
 
-    // Held for 1.3 s with a 10 s timeout: a lock_wait at 1 s, then lock_acquired.
+    // Held until strata reports waiting (at 1 s), with a 30 s timeout: then lock_acquired.
     let holder = LockHolder::hold(&loc.lock);
-    let child = ctx.spawn(&action.clone().env("STRATA_ENTRY_LOCK_TIMEOUT_SECONDS", "10"));
-    std::thread::sleep(Duration::from_millis(1300));
+    let child = ctx.spawn(&action.clone().env("STRATA_ENTRY_LOCK_TIMEOUT_SECONDS", "30"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !ctx.events().iter().any(|e| e["event"] == "lock_wait") {
+        assert!(std::time::Instant::now() < deadline, "no lock_wait event");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     drop(holder);
     wait_bounded(child, RUN_TIMEOUT).expect(&["MISS", "SAVED"]);
     // Held throughout with a 0.2 s timeout: lock_timeout, then BYPASS.
@@ -116,7 +121,7 @@ fn engine_events_lock_wait_and_timeout_are_logged() {
         .collect();
     let names: Vec<&str> = locks.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["lock_wait", "lock_acquired", "lock_timeout"]);
-    assert!((1000..1300).contains(&locks[0].1), "{locks:?}");
-    assert!((1300..10_000).contains(&locks[1].1), "{locks:?}");
+    assert!((1000..2000).contains(&locks[0].1), "{locks:?}");
+    assert!((locks[0].1 + 100..30_000).contains(&locks[1].1), "{locks:?}");
     assert!((200..5_000).contains(&locks[2].1), "{locks:?}");
 }
