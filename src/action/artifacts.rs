@@ -7,7 +7,8 @@
 //! * custom operators without patterns: everything in the freshly wiped private stage;
 //! * third party without patterns: every file or symlink that is new or whose `lstat`
 //!   signature (kind, size, mtime, ctime, inode, link text) changed since just before the
-//!   build.
+//!   build, plus the paths a failed HIT restore of the same key may have placed (see
+//!   [`Before::forget`]).
 //!
 //! Symlink closure: a selected symlink whose text resolves *lexically* inside the output
 //! root pulls in its target — a file, a symlink (followed along the chain) or a directory
@@ -41,6 +42,17 @@ struct Signature {
 /// The state of an output directory before a build.
 #[derive(Debug, Default)]
 pub struct Before(HashMap<RelPath, Signature>);
+
+impl Before {
+    /// Treats `paths` as changed by the build even if their signature is unchanged (e.g.
+    /// files a failed restore placed just before the build, which an incremental build
+    /// then keeps).
+    pub fn forget(&mut self, paths: &[RelPath]) {
+        for p in paths {
+            self.0.remove(p);
+        }
+    }
+}
 
 /// How artifacts are selected.
 #[derive(Debug)]
@@ -218,6 +230,18 @@ mod tests {
         assert_eq!(paths(&got), ["lib/ext.so", "lib/libz.so", "lib/real/libz.so.1", "lib/realdir"]);
         let all = collect(&root, &Selection::All).unwrap();
         assert_eq!(all.len(), 5);
+    }
+
+    #[test]
+    fn forgotten_paths_count_as_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("restored.a"), b"x").unwrap();
+        std::fs::write(root.join("other.a"), b"y").unwrap();
+        let mut before = snapshot(&root).unwrap();
+        before.forget(&[RelPath::new("restored.a").unwrap(), RelPath::new("gone.a").unwrap()]);
+        let got = collect(&root, &Selection::ChangedSince(&before)).unwrap();
+        assert_eq!(paths(&got), ["restored.a"]);
     }
 
     #[test]

@@ -28,7 +28,7 @@
 //! or start with a dot (dot-names are reserved for strata's own files).
 //!
 //! Bumping the layout version means renaming `actions-v1` in [`CacheRoot::actions_dir`];
-//! the tests in `tests/it/engine.rs` that spell the path must follow.
+//! the tests in `tests/it/engine/` that spell the path must follow.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

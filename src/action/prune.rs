@@ -5,9 +5,11 @@
 //!   namespaces (default 2) with every action inside them, and remove the rest. Recency is
 //!   the mtime of `<namespace>/.last-used`, which every HIT and save touches (falling back
 //!   to the namespace directory's mtime). N ≤ 0 disables this part.
-//! * Remove crash leftovers anywhere under `actions-v1/`: save staging directories
-//!   (`.<key>.tmp-<hex>`), entries moved aside during replacement (`.<key>.old-<hex>`) and
-//!   namespaces moved aside by an interrupted prune (`.<hash>.trash-<hex>`).
+//! * Remove crash leftovers where strata leaves them: save staging directories
+//!   (`.<key>.tmp-<hex>`) and entries moved aside during replacement (`.<key>.old-<hex>`)
+//!   beside the entries of a unit/action, and namespaces moved aside by an interrupted
+//!   prune (`.<hash>.trash-<hex>`) beside the namespaces of an operator. The inside of an
+//!   entry is never looked at: artifact names are the build's, whatever they look like.
 //!
 //! Safety: an entry is removed only while its entry lock is held (taken without waiting;
 //! a busy lock means the entry is in use, and its whole namespace is kept this time). A
@@ -74,7 +76,7 @@ pub fn prune(cache_root: &Path, max_operator_versions: i64, dry_run: bool) -> Pr
             }
         }
     }
-    leftovers(&cache, &cache.actions_dir(), dry_run, &mut report);
+    leftovers(&cache, dry_run, &mut report);
     if !dry_run
         && !report.removed.is_empty()
         && let Err(e) = fs::touch(&cache.updated_marker())
@@ -192,7 +194,26 @@ fn leftover_kind(name: &str) -> Option<(&'static str, &str)> {
     None
 }
 
-fn leftovers(cache: &CacheRoot, dir: &Path, dry_run: bool, report: &mut PruneReport) {
+/// Looks for leftovers only where strata creates them: beside entries
+/// (`third_party/<unit>/`, `custom_operator/<soc>/<operator>/<namespace>/<action>/`) and
+/// beside namespaces (`custom_operator/<soc>/<operator>/`). Never inside an entry: an
+/// artifact directory may have any name, including one that looks like a leftover.
+fn leftovers(cache: &CacheRoot, dry_run: bool, report: &mut PruneReport) {
+    let mut parents = subdirs(&cache.domain_dir(Domain::ThirdParty), report);
+    for soc in subdirs(&cache.domain_dir(Domain::CustomOperator), report) {
+        for op in subdirs(&soc, report) {
+            for ns in subdirs(&op, report) {
+                parents.extend(subdirs(&ns, report));
+            }
+            parents.push(op);
+        }
+    }
+    for dir in parents {
+        leftovers_in(cache, &dir, dry_run, report);
+    }
+}
+
+fn leftovers_in(cache: &CacheRoot, dir: &Path, dry_run: bool, report: &mut PruneReport) {
     let children = match fs::read_dir(dir) {
         Ok(c) => c,
         Err(e) if e.is_not_found() => return,
@@ -207,12 +228,7 @@ fn leftovers(cache: &CacheRoot, dir: &Path, dry_run: bool, report: &mut PruneRep
             continue;
         }
         let name = child.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let Some((kind, stem)) = leftover_kind(&name) else {
-            if !name.starts_with('.') {
-                leftovers(cache, &child, dry_run, report);
-            }
-            continue;
-        };
+        let Some((kind, stem)) = leftover_kind(&name) else { continue };
         // The entry lock of the key this leftover belongs to must be free.
         let guard = if kind == "trash" {
             None

@@ -19,7 +19,8 @@
 //! 2. every path this action publishes must be unowned or owned by it, else
 //!    [`Error::OwnershipConflict`] naming both actions and the path;
 //! 3. every path it published last time and no longer produces must still hold exactly
-//!    what it published (else [`Error::PublishedArtifactChanged`]); those are removed;
+//!    what it published (else [`Error::PublishedArtifactChanged`]); those are removed,
+//!    with the directories they leave empty;
 //! 4. each artifact is placed atomically (temp + rename, digest verified before the
 //!    rename), files before symlinks; then the owners index and the action's file are
 //!    rewritten atomically.
@@ -185,6 +186,15 @@ impl Publisher<'_> {
         for rel in &stale {
             fs::remove_file(&rel.to_path(self.publish_dir))?;
             owners.owners.remove(rel.as_str());
+            // Directories the stale output leaves empty go too: one could be in the way
+            // of a file this action now publishes at that path.
+            let mut dir = rel.parent();
+            while let Some(d) = dir {
+                if !fs::remove_dir_if_empty(&d.to_path(self.publish_dir))? {
+                    break;
+                }
+                dir = d.parent();
+            }
         }
         let mut ordered: Vec<&Artifact> = artifacts.iter().collect();
         ordered.sort_by_key(|a| (matches!(a, Artifact::Symlink { .. }), a.path().clone()));

@@ -11,7 +11,10 @@
 //!    **BYPASS**: build without reading or writing the cache.
 //! 5. Look the entry up. Valid → **HIT**: restore (custom operators: into the wiped
 //!    private stage, then publish). A corrupt artifact, or any restore error, is a warning
-//!    and falls through to MISS; an ownership conflict is a hard error.
+//!    and falls through to MISS; a publication failure (ownership conflict, an output
+//!    changed outside its owner, …) is a hard error, as on the MISS path. Third party: the
+//!    artifacts a failed restore placed count as built, so the new entry still holds them
+//!    when an incremental build leaves them alone.
 //! 6. **MISS**: run the command (stdio inherited, `--set-env` applied, non-CLOEXEC file
 //!    descriptors such as a make jobserver inherited; strata's own lock descriptors are
 //!    CLOEXEC). A failing build returns its own exit code and saves nothing. Then collect
@@ -31,7 +34,7 @@ use crate::action::identity::{self, IdentityInputs, Patterns};
 use crate::action::layout::{CacheRoot, Domain, EntryName};
 use crate::action::publish::{ActionId, Publisher, action_lock_path};
 use crate::action::{ActionKey, Error, LockKind};
-use crate::fs::{self, LockGuard, LockProgress, LockWait};
+use crate::fs::{self, LockGuard, LockProgress, LockWait, RelPath};
 
 /// Lock timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,6 +242,10 @@ struct Ctx<'a> {
     publish: Option<(PathBuf, PathBuf)>,
     action_id: Option<ActionId>,
     include: Option<Patterns>,
+    /// Artifact paths a failed HIT restore may have placed into the output directory.
+    /// They are outputs of this very key, so the rebuild's entry must hold them even if an
+    /// incremental build leaves them untouched.
+    partially_restored: Vec<RelPath>,
 }
 
 impl Ctx<'_> {
@@ -345,6 +352,7 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
         publish,
         action_id,
         include,
+        partially_restored: Vec::new(),
     };
 
     // Action lock.
@@ -376,7 +384,12 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
                 let reason = format!("cache lock unavailable: {e}");
                 ctx.events.emit(
                     "cache_result",
-                    &[("status", "BYPASS".into()), ("reason", reason.clone().into())],
+                    &[
+                        ("status", "BYPASS".into()),
+                        ("reason", reason.clone().into()),
+                        ("hash_ms", hash_ms),
+                        ("total_ms", ms(started.elapsed())),
+                    ],
                 );
                 (ctx.notify)(Notice::Bypass { reason });
                 return bypass(&mut ctx, key);
@@ -403,7 +416,7 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
         Lookup::Valid(manifest) => {
             let lookup_ms = ms(lookup_start.elapsed());
             let restore_start = Instant::now();
-            match restore_hit(&mut ctx, &loc.dir, &manifest.artifacts) {
+            match restore_hit(&mut ctx, &loc.dir, &manifest.artifacts)? {
                 Ok(bytes) => {
                     if let Some(ns) = &loc.namespace_dir {
                         let _ = fs::touch(&ns.join(".last-used"));
@@ -422,9 +435,6 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
                     );
                     (ctx.notify)(Notice::Hit { key, artifacts: manifest.artifacts.len() });
                     return Ok(RunReport { outcome: Outcome::Hit, key, exit_code: 0 });
-                }
-                Err(e @ (Error::OwnershipConflict { .. } | Error::LockTimeout { .. })) => {
-                    return Err(e);
                 }
                 Err(e) => ctx.warn("restore", format!("restore failed; rebuilding: {}", chain(&e))),
             }
@@ -497,17 +507,35 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
     }
 }
 
-fn restore_hit(ctx: &mut Ctx<'_>, entry_dir: &Path, artifacts: &[Artifact]) -> Result<u64, Error> {
+/// Restores a HIT and, for custom operators, publishes it. `Ok(Err(_))`: the entry could
+/// not be restored, and the caller rebuilds. `Err(_)`: publication failed (ownership
+/// conflict, an output changed by hand, corrupt state, lock timeout, I/O), which a rebuild
+/// would only meet again after wasting a build, so it is fatal as on the MISS path.
+fn restore_hit(
+    ctx: &mut Ctx<'_>,
+    entry_dir: &Path,
+    artifacts: &[Artifact],
+) -> Result<Result<u64, Error>, Error> {
     let custom = ctx.publish.is_some();
     if custom {
         wipe(&ctx.stage_or_output)?;
     }
-    let result = entry::restore(entry_dir, artifacts, &ctx.stage_or_output)
-        .and_then(|bytes| ctx.publish_artifacts(&ctx.stage_or_output, artifacts).map(|()| bytes));
-    if result.is_err() && custom {
+    let bytes = match entry::restore(entry_dir, artifacts, &ctx.stage_or_output) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            if custom {
+                let _ = wipe(&ctx.stage_or_output);
+            } else {
+                ctx.partially_restored = artifacts.iter().map(|a| a.path().clone()).collect();
+            }
+            return Ok(Err(e));
+        }
+    };
+    if let Err(e) = ctx.publish_artifacts(&ctx.stage_or_output, artifacts) {
         let _ = wipe(&ctx.stage_or_output);
+        return Err(e);
     }
-    result
+    Ok(Ok(bytes))
 }
 
 fn wipe(dir: &Path) -> Result<(), Error> {
@@ -527,7 +555,9 @@ fn build(ctx: &mut Ctx<'_>) -> Result<(Build, i32), Error> {
         wipe(&ctx.stage_or_output)?;
         None
     } else if ctx.include.is_none() {
-        Some(artifacts::snapshot(&ctx.stage_or_output)?)
+        let mut before = artifacts::snapshot(&ctx.stage_or_output)?;
+        before.forget(&ctx.partially_restored);
+        Some(before)
     } else {
         None
     };

@@ -166,6 +166,28 @@ pub fn remove_file(path: &Path) -> Result<()> {
     }
 }
 
+/// Removes the directory `path` only if it is empty. Returns `true` if it was removed;
+/// `false` if it is not empty, missing, or not a directory.
+///
+/// # Errors
+/// [`Error::Io`] with op "remove directory" for other failures (e.g. permissions).
+pub fn remove_dir_if_empty(path: &Path) -> Result<bool> {
+    match fs::remove_dir(path) {
+        Ok(()) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound
+                    | io::ErrorKind::DirectoryNotEmpty
+                    | io::ErrorKind::NotADirectory
+            ) || e.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(Error::io("remove directory", path, e)),
+    }
+}
+
 /// Removes whatever is at `path` (file, symlink or directory tree) without following
 /// symlinks; a missing path is not an error.
 ///
@@ -322,5 +344,20 @@ mod tests {
         // Truncation on re-open.
         drop(create_truncate(&path, 0o644).unwrap());
         assert_eq!(read(&path).unwrap(), b"");
+    }
+
+    #[test]
+    fn only_empty_directories_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = dir.path().join("full");
+        create_dir_all(&full.join("sub")).unwrap();
+        assert!(!remove_dir_if_empty(&full).unwrap());
+        assert!(remove_dir_if_empty(&full.join("sub")).unwrap());
+        assert!(remove_dir_if_empty(&full).unwrap());
+        assert!(!remove_dir_if_empty(&full).unwrap(), "missing");
+        let file = dir.path().join("f");
+        write_new(&file, b"x", 0o644).unwrap();
+        assert!(!remove_dir_if_empty(&file).unwrap(), "not a directory");
+        assert!(file.exists());
     }
 }

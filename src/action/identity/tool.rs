@@ -5,7 +5,8 @@
 //! (symlinks resolved). Its identity is the output of `<canonical> --version` with stdout
 //! and stderr merged, CRLF/CR turned into LF, surrounding whitespace trimmed; output that
 //! is not UTF-8 is recorded as `sha256:<hex>` of the raw bytes. The run is killed after
-//! [`VERSION_TIMEOUT`].
+//! [`VERSION_TIMEOUT`]. A non-zero exit status or empty output is an error
+//! ([`Error::ToolVersion`]), never an identity.
 //!
 //! # Memo
 //! Outputs are memoised in `<memo_dir>/<sha256(canonical path)>.json`, a
@@ -134,9 +135,9 @@ fn run_version(canonical: &Path) -> Result<String, Error> {
         out
     });
     let start = Instant::now();
-    loop {
+    let status = loop {
         match child.try_wait() {
-            Ok(Some(_)) => break,
+            Ok(Some(status)) => break status,
             Ok(None) if start.elapsed() >= VERSION_TIMEOUT => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -148,8 +149,19 @@ fn run_version(canonical: &Path) -> Result<String, Error> {
             Ok(None) => std::thread::sleep(Duration::from_millis(2)),
             Err(e) => return Err(fail(format!("cannot wait for it: {e}"))),
         }
-    }
+    };
     let out = reader_thread.join().unwrap_or_default();
+    if !status.success() {
+        // An error message is not a version: hashing it would make identity depend on
+        // whatever went wrong (a missing library, a licence server, …).
+        let said = String::from_utf8_lossy(&out);
+        let first = said.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+        let how = match status.code() {
+            Some(code) => format!("exit status {code}"),
+            None => "a signal".to_owned(),
+        };
+        return Err(fail(format!("`--version` failed with {how}: {first:?}")));
+    }
     let text = match String::from_utf8(out) {
         Ok(s) => s.replace("\r\n", "\n").replace('\r', "\n").trim().to_owned(),
         Err(e) => format!("sha256:{}", Sha256Digest::of_bytes(e.as_bytes()).to_hex()),
@@ -203,6 +215,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let tool = script(d.path(), "quiet", "exit 0");
         assert!(matches!(tool_version(&tool, None), Err(Error::ToolVersion { .. })));
+        let failing = script(d.path(), "failing", "echo 'bad option' >&2; exit 2");
+        let err = tool_version(&failing, Some(&d.path().join("memo"))).unwrap_err();
+        assert!(err.to_string().contains("exit status 2: \"bad option\""), "{err}");
+        assert!(!d.path().join("memo").exists(), "a failure is never memoised");
         assert!(resolve_tool("definitely-not-a-tool-xyz").is_none());
         assert_eq!(
             resolve_tool(tool.to_str().unwrap()),
