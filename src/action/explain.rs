@@ -119,7 +119,7 @@ pub enum Verdict {
     /// No exact entry; the nearest one and how it differs.
     Nearest {
         /// Its key.
-        key: ActionKey,
+        nearest_key: ActionKey,
         /// Its directory.
         entry: PathBuf,
         /// When it was saved.
@@ -140,7 +140,9 @@ pub struct Explanation {
     pub domain: Domain,
     /// Unit.
     pub unit: String,
-    /// Verdict.
+    /// Verdict (flattened into this object in JSON: `"verdict": "hit" | "invalid" |
+    /// "nearest" | "no_entries"` plus that verdict's fields).
+    #[serde(flatten)]
     pub verdict: Verdict,
 }
 
@@ -259,8 +261,8 @@ fn nearest(
     }
     Ok(match best {
         None => Verdict::NoEntries,
-        Some((_, created_at, entry, key, differences)) => {
-            Verdict::Nearest { key, entry, created_at, differences }
+        Some((_, created_at, entry, nearest_key, differences)) => {
+            Verdict::Nearest { nearest_key, entry, created_at, differences }
         }
     })
 }

@@ -271,7 +271,7 @@ fn explain(args: RunArgs, json: bool) -> Result<i32, Failure> {
             println!("MISS: the entry at {} exists but is invalid: {reason}", entry.display())
         }
         Verdict::NoEntries => println!("MISS: the cache holds no entry for this unit/action yet"),
-        Verdict::Nearest { key, entry, created_at, differences } => {
+        Verdict::Nearest { nearest_key: key, entry, created_at, differences } => {
             println!(
                 "MISS: nearest entry {key} (saved {created_at}, {} difference{}) at {}",
                 differences.len(),

@@ -64,10 +64,7 @@ fn engine_explain_names_the_component_that_changed() {
     let (text, json) = explain_both(&ctx, &action(&ctx, &root, "BUILD_GMOCK=ON"));
     assert!(text.contains(&format!("HIT: a valid entry exists at {}", entry.display())), "{text}");
     assert!(text.contains(&format!("key={key}")), "{text}");
-    assert_eq!(
-        (json["verdict"]["verdict"].as_str(), json["key"].as_str()),
-        (Some("hit"), Some(key.as_str()))
-    );
+    assert_eq!((json["verdict"].as_str(), json["key"].as_str()), (Some("hit"), Some(key.as_str())));
     let moved = ctx.path("moved/checkout");
     tree(&moved, "#define FOO 1\n", "fake-cxx 1.0");
     let (text, _) = explain_both(&ctx, &action(&ctx, &moved, "BUILD_GMOCK=ON"));
@@ -115,11 +112,11 @@ fn engine_explain_names_the_component_that_changed() {
         assert!(text.contains(&format!("MISS: nearest entry {key}")), "{text}");
         assert!(text.contains("(saved ") && text.contains(", 1 difference)"), "{text}");
         assert!(text.lines().any(|l| l.trim() == *line), "case {i}: {line:?} not in:\n{text}");
-        assert_eq!(json["verdict"]["verdict"], "nearest");
-        assert_eq!(json["verdict"]["key"], key.as_str(), "the nearest entry is the saved one");
+        assert_eq!(json["verdict"], "nearest");
+        assert_eq!(json["nearest_key"], key.as_str(), "the nearest entry is the saved one");
         assert_eq!(json["key"].as_str().unwrap().len(), 64);
         assert_ne!(json["key"], key.as_str());
-        let diffs = json["verdict"]["differences"].as_array().unwrap();
+        let diffs = json["differences"].as_array().unwrap();
         assert_eq!(diffs.len(), 1, "{json}");
         assert_eq!(
             (
@@ -149,7 +146,7 @@ fn engine_explain_names_the_component_that_changed() {
     assert!(text.contains(", 2 differences)"), "{text}");
     assert!(text.contains("prepared input input[0]/inc/foo.h changed"), "{text}");
     assert!(text.contains("recipe recipe_value[1] differs"), "{text}");
-    assert_eq!(json["verdict"]["differences"].as_array().unwrap().len(), 2);
+    assert_eq!(json["differences"].as_array().unwrap().len(), 2);
 
     assert_eq!(cache_listing(&ctx), listing, "explain never writes to the cache");
 
@@ -157,12 +154,12 @@ fn engine_explain_names_the_component_that_changed() {
     std::fs::write(entry.join("manifest.json"), "null").unwrap();
     let (text, json) = explain_both(&ctx, &action(&ctx, &root, "BUILD_GMOCK=ON"));
     assert!(text.contains("exists but is invalid"), "{text}");
-    assert_eq!(json["verdict"]["verdict"], "invalid");
+    assert_eq!(json["verdict"], "invalid");
     // No entry for the unit at all.
     let other = action_of(&ctx, "never-built", &root, "BUILD_GMOCK=ON");
     let (text, json) = explain_both(&ctx, &other);
     assert!(text.contains("no entry for this unit/action yet"), "{text}");
-    assert_eq!(json["verdict"]["verdict"], "no_entries");
+    assert_eq!(json["verdict"], "no_entries");
 }
 
 #[test]
@@ -192,7 +189,7 @@ fn engine_explain_names_a_changed_operator_text() {
     write_file(&source.join("kernel.c"), "/* v2 */\n");
     let (text, json) = explain_both(&ctx, &action);
     assert!(text.lines().any(|l| l.trim() == "operator text kernel.c changed"), "{text}");
-    let diffs = json["verdict"]["differences"].as_array().unwrap();
+    let diffs = json["differences"].as_array().unwrap();
     assert_eq!(diffs.len(), 1, "{json}");
     assert_eq!(diffs[0]["component"], "operator_text");
 }
