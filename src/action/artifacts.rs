@@ -109,7 +109,8 @@ pub fn collect(root: &Path, selection: &Selection<'_>) -> Result<Vec<Described>,
     let mut selected: BTreeSet<RelPath> = BTreeSet::new();
     for entry in fs::walk(root) {
         let entry = entry?;
-        let is_candidate = matches!(entry.kind, EntryKind::File | EntryKind::Symlink);
+        let is_candidate = matches!(entry.kind, EntryKind::File | EntryKind::Symlink)
+            && !is_placement_temp(entry.rel.file_name());
         if is_candidate {
             let pick = match selection {
                 Selection::Include(p) => p.is_match(entry.rel.as_str()),
@@ -176,6 +177,14 @@ pub fn collect(root: &Path, selection: &Selection<'_>) -> Result<Vec<Described>,
         out.push(Described { artifact, source: entry.path.clone() });
     }
     Ok(out)
+}
+
+/// True for the temporary names strata's own atomic placement uses (`.strata-*.tmp`,
+/// `.<name>.strata-<hex>.tmp`): a process killed mid-placement can leave one behind, and it
+/// must never become an artifact.
+fn is_placement_temp(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp") && name.contains(".strata-")
+        || name.starts_with(".strata-") && name.ends_with(".tmp")
 }
 
 /// The target of the link at `rel` with text `text`, relative to `root`, if it lies inside
@@ -257,6 +266,18 @@ mod tests {
             collect(&root, &Selection::Include(&p)),
             Err(Error::ArtifactLinkDangling { .. })
         ));
+    }
+
+    #[test]
+    fn placement_temps_are_never_artifacts() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join(".strata-Ab12.tmp"), b"partial").unwrap();
+        std::fs::write(root.join(".x.o.strata-00ff.tmp"), b"partial").unwrap();
+        std::fs::write(root.join("x.o"), b"whole").unwrap();
+        std::fs::write(root.join(".hidden.tmp"), b"user file").unwrap();
+        let got = collect(&root, &Selection::All).unwrap();
+        assert_eq!(paths(&got), [".hidden.tmp", "x.o"]);
     }
 
     #[test]
