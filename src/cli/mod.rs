@@ -4,11 +4,13 @@
 //! Exit codes (docs/reference.md "Exit codes"): 0 success (HIT, MISS + successful build,
 //! BYPASS + successful build); the build's own code when it fails (128 + signal when it
 //! was killed by a signal); 1 other errors; 2 usage errors; 75 a lock timeout that cannot
-//! be bypassed.
+//! be bypassed; `strata artifact` adds 3 MISS / not available, 4 INVALID, 5 STORAGE_ERROR
+//! and 6 "unsupported" (scan-includes), see `docs/artifact-store.md`.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod action;
+mod artifact;
 
 use clap::{Parser, Subcommand};
 
@@ -25,11 +27,17 @@ pub struct Cli {
     command: Command,
 }
 
+// Parsed once per process: variant sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// L1 action cache: run, explain, prune.
     #[command(subcommand)]
     Action(action::ActionCommand),
+    /// L0 artifact store: lookup, get-or-build, materialize, promote, verify, gc, push,
+    /// pull, scan-includes.
+    #[command(subcommand)]
+    Artifact(artifact::ArtifactCommand),
 }
 
 /// A failure with the exit code it maps to.
@@ -58,6 +66,7 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Action(cmd) => action::run(cmd),
+        Command::Artifact(cmd) => artifact::run(cmd),
     };
     match result {
         Ok(code) => code,
