@@ -14,7 +14,8 @@
 //! * `verify`: validation by enumerating the real tree;
 //! * `handle`: verified handles, the per-handle verification memo, materialization;
 //! * `flight`: in-process single-flight;
-//! * `store`: lookup, get_or_build, publication, promotion, read-only mode;
+//! * `store`: lookup, get_or_build, promotion, read-only mode;
+//! * `publish`: the write order of a publication;
 //! * `gc`: offline cleanup;
 //! * [`archive`]: packing a ready artifact for L0 transfer (tar + zstd) and checking one;
 //! * [`include`]: the conservative include scanner for extern packaging.
@@ -46,6 +47,7 @@ mod identity;
 pub mod include;
 mod layout;
 mod manifest;
+mod publish;
 mod store;
 mod verify;
 

@@ -48,13 +48,12 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use super::flight::{self, Joined, RequestKey, Role};
 use super::handle::ArtifactHandle;
-use super::identity::{ArtifactKey, ArtifactSpec, MANIFEST_NAME};
-use super::layout::{Bucket, SlotPath, StoreRoot};
-use super::manifest::{FileRecord, ManifestDigest, ManifestPayload};
+use super::identity::{ArtifactKey, ArtifactSpec};
+use super::layout::{SlotPath, StoreRoot};
+use super::manifest::{FileRecord, ManifestDigest};
+use super::publish::{self, Published};
 use super::verify::{self, Problem};
 use super::{BuilderError, Error};
 use crate::fs::{self, LockGuard, LockProgress, LockWait, Sharing};
@@ -470,7 +469,16 @@ impl ArtifactStore {
         }
         let built = self.build_private(spec, builder)?;
         let slot = self.slot(key, spec);
-        let outcome = self.publish(&slot, &built, key, spec);
+        let outcome = publish::publish(
+            &self.root,
+            &slot,
+            &built.dir,
+            &built.files,
+            &built.parents,
+            key,
+            spec,
+            || self.lookup(key, spec),
+        );
         drop(lock);
         match outcome {
             Ok(Published::New(warnings)) => match self.lookup(key, spec) {
@@ -580,65 +588,6 @@ impl ArtifactStore {
         Ok(Built { dir, value, parents, files })
     }
 
-    /// The write order of the module docs. `Err` is the reason of a publication failure.
-    fn publish<T>(
-        &self,
-        slot: &SlotPath,
-        built: &Built<T>,
-        key: &ArtifactKey,
-        spec: &ArtifactSpec,
-    ) -> Result<Published, String> {
-        let manifest = ManifestPayload::new(key, spec, built.files.clone(), built.parents.clone());
-        let (manifest_bytes, _) = manifest.seal().map_err(|e| e.to_string())?;
-        let rel = Path::new(Bucket::NAME).join(slot.spec_relative());
-        let spec_dir =
-            fs::create_dir_all_within(self.root.path(), &rel, Sharing::Private.dir_mode())
-                .map_err(|e| e.to_string())?;
-        // Make the chain of (possibly new) directories durable, each in its parent.
-        let mut dir = spec_dir.clone();
-        while dir != self.root.path() {
-            let Some(parent) = dir.parent() else { break };
-            fs::fsync_dir(parent).map_err(|e| e.to_string())?;
-            dir = parent.to_path_buf();
-        }
-        let staging = fs::StagingDir::new_beside(&slot.dir(), Sharing::Private.dir_mode())
-            .map_err(|e| e.to_string())?;
-        copy_into(&built.dir, staging.path(), &built.files)?;
-        let (files, _) = verify::enumerate(staging.path(), false).map_err(|p| p.reason())?;
-        verify::compare_listing(staging.path(), &files, &built.files).map_err(|p| p.reason())?;
-        verify::hash_files(staging.path(), &files, Some(&built.files), None)
-            .map_err(|p| format!("changed while copying to publication staging: {}", p.reason()))?;
-        fs::fsync_tree(staging.path()).map_err(|e| e.to_string())?;
-        fs::write_new(&staging.path().join(MANIFEST_NAME), &manifest_bytes, 0o600)
-            .map_err(|e| e.to_string())?;
-        fs::fsync_dir(staging.path()).map_err(|e| e.to_string())?;
-        match fs::rename_noreplace_strict(staging.path(), &slot.dir()) {
-            Ok(()) => {
-                let _published = staging.keep();
-                let mut warnings = Vec::new();
-                if let Err(e) = fs::fsync_dir(&spec_dir) {
-                    let warning = format!(
-                        "published {} but could not make the rename durable: {e}",
-                        slot.dir().display()
-                    );
-                    tracing::warn!("{warning}");
-                    warnings.push(warning);
-                }
-                Ok(Published::New(warnings))
-            }
-            Err(fs::Error::AlreadyExists { path }) => match self.lookup(key, spec) {
-                Lookup::Hit(handle) => Ok(Published::AlreadyThere(handle)),
-                other => Err(format!(
-                    "{} already exists and is not a valid slot ({}); it is never replaced \
-                     online, run `strata artifact gc` offline",
-                    path.display(),
-                    other.reason().unwrap_or("not found")
-                )),
-            },
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
     /// Promotes a GENERATED artifact: looks up `generated` (it must HIT), then
     /// [`ArtifactStore::get_or_build_derived`] of `ready` whose builder first materializes
     /// the verified GENERATED files into its private directory, then calls
@@ -686,37 +635,6 @@ impl ArtifactStore {
     }
 }
 
-/// What a publication ended with.
-enum Published {
-    New(Vec<String>),
-    AlreadyThere(ArtifactHandle),
-}
-
-/// Copies `files` from `src` into `dest` (a fresh staging directory), comparing digests.
-fn copy_into(src: &Path, dest: &Path, files: &[FileRecord]) -> Result<(), String> {
-    for file in files {
-        if let Some(parent) = file.path.parent() {
-            fs::create_dir_all_within(
-                dest,
-                Path::new(parent.as_str()),
-                Sharing::Private.dir_mode(),
-            )
-            .map_err(|e| e.to_string())?;
-        }
-    }
-    files.par_iter().try_for_each(|file| {
-        let from = file.path.to_path(src);
-        let to = file.path.to_path(dest);
-        let mode = Sharing::Private.file_mode(file.executable);
-        let (digest, size) =
-            fs::copy_new_file(&from, &to, mode, false).map_err(|e| e.to_string())?;
-        if digest != file.sha256 || size != file.size_bytes {
-            return Err(format!("{} changed while copying to publication staging", from.display()));
-        }
-        Ok(())
-    })
-}
-
 fn private_reason(lookup: &Lookup, default: &str) -> (String, Option<BuildFailure>) {
     match lookup {
         Lookup::Invalid(r) => (r.clone(), Some(BuildFailure::Invalid)),
@@ -741,7 +659,7 @@ fn check_private_root(root: &StoreRoot, private_root: &Path) -> Result<PathBuf, 
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use crate::artifact::identity::{BuildKind, EnvironmentIdentity, Stage};
+    use crate::artifact::identity::{BuildKind, EnvironmentIdentity, MANIFEST_NAME, Stage};
     use std::os::unix::fs::PermissionsExt;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
