@@ -8,7 +8,8 @@
 //!    ("cache is read-only" for a MISS) and failure INVALID / STORAGE / none.
 //! 4. Writable: create `<root>/locks` (never through a symlink), take the key's `flock`
 //!    (`O_NOFOLLOW`, 0600, waiting per [`StoreOptions::lock_wait`]); failure → PRIVATE/LOCK.
-//!    Under the lock, look up again: HIT → HIT; INVALID / STORAGE_ERROR → PRIVATE with that
+//!    Under the lock, look up again: HIT → HIT; INVALID / STORAGE_ERROR → build privately,
+//!    still under the lock (private builds of a key are serialized), PRIVATE with that
 //!    failure (an invalid slot is never repaired online; `gc` removes it offline).
 //! 5. MISS: build privately, then publish (write order below); a publication failure
 //!    returns the usable private build as PRIVATE/PUBLICATION.
@@ -462,9 +463,10 @@ impl ArtifactStore {
             return Ok(ArtifactBuild::hit(handle));
         }
         if second.status() != LookupStatus::Miss {
-            drop(lock);
+            // Still under the lock: private builds of one key are serialized (seed 000).
             let (reason, failure) = private_reason(&second, "");
             let built = self.build_private(spec, builder)?;
+            drop(lock);
             return Ok(ArtifactBuild::private(built, reason, failure));
         }
         let built = self.build_private(spec, builder)?;
@@ -809,6 +811,28 @@ mod tests {
             })
             .unwrap_err();
         assert!(matches!(err, Error::Builder { .. }));
+    }
+
+    #[test]
+    fn lock_timeout_builds_privately() {
+        let f = fixture();
+        let options = StoreOptions {
+            private_root: Some(f.private.clone()),
+            lock_wait: LockWait::Timeout(std::time::Duration::from_millis(100)),
+            ..Default::default()
+        };
+        let s = ArtifactStore::open(&f.root, options).unwrap();
+        let sp = spec(Stage::Generated, &["cfg.txt"]);
+        std::fs::create_dir_all(f.root.join("locks")).unwrap();
+        let lock = s.root().lock_file(&key().digest());
+        let held = crate::fs::lock_exclusive(&lock, LockWait::Immediately, &mut |_| {}).unwrap();
+        let built = s.get_or_build(&key(), &sp, write_outputs).unwrap();
+        assert_eq!(built.disposition, Disposition::Private);
+        assert_eq!(built.failure, Some(BuildFailure::Lock));
+        assert!(built.reason.unwrap().contains("lock"));
+        drop(held);
+        let built = s.get_or_build(&key(), &sp, write_outputs).unwrap();
+        assert_eq!(built.disposition, Disposition::Published);
     }
 
     #[test]
