@@ -2,7 +2,7 @@
 //!
 //! * L1, the action cache ([`action`]): each build action's outputs, keyed by what is
 //!   compiled, how, and by which toolchain (seed 003).
-//! * L0, the artifact store (`artifact`): immutable, verified final outputs with stage
+//! * L0, the artifact store ([`artifact`]): immutable, verified final outputs with stage
 //!   promotion (seed 000).
 //! * Records ([`record`]): the canonical, verified envelope every persisted JSON document
 //!   uses (seed 004).
@@ -17,8 +17,10 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod action;
+pub mod artifact;
 pub mod digest;
 pub mod fs;
+pub mod l0;
 pub mod parallel;
 pub mod record;
 pub mod transport;

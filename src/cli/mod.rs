@@ -4,11 +4,13 @@
 //! Exit codes (docs/reference.md "Exit codes"): 0 success (HIT, MISS + successful build,
 //! BYPASS + successful build); the build's own code when it fails (128 + signal when it
 //! was killed by a signal); 1 other errors; 2 usage errors; 75 a lock timeout that cannot
-//! be bypassed.
+//! be bypassed; `strata artifact` adds 3 MISS / not available, 4 INVALID, 5 STORAGE_ERROR
+//! and 6 "unsupported" (scan-includes), see `docs/artifact-store.md`.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod action;
+mod artifact;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +41,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// L0 artifact store: lookup, get-or-build, materialize, promote, verify, gc, push,
+    /// pull, scan-includes.
+    #[command(subcommand)]
+    Artifact(Box<artifact::ArtifactCommand>),
 }
 
 /// A failure with the exit code it maps to.
@@ -68,6 +74,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Action(cmd) => action::run(*cmd),
         Command::Stats { cache_root, json } => action::stats(cache_root, json),
+        Command::Artifact(cmd) => artifact::run(*cmd),
     };
     match result {
         Ok(code) => code,

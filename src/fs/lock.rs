@@ -81,6 +81,42 @@ pub fn lock_exclusive(
         .mode(0o644)
         .open(path)
         .map_err(|e| Error::io("open lock file", path, e))?;
+    acquire(file, path, wait, progress)
+}
+
+/// Like [`lock_exclusive`], but the lock file is opened with `O_NOFOLLOW` (a symlink at
+/// `path` is an error, never followed), created with permission bits `mode` (before umask),
+/// and must be a regular file.
+///
+/// # Errors
+/// [`Error::WrongFileType`] if `path` is not a regular file; otherwise as
+/// [`lock_exclusive`].
+pub fn lock_exclusive_nofollow(
+    path: &Path,
+    mode: u32,
+    wait: LockWait,
+    progress: &mut dyn FnMut(LockProgress),
+) -> Result<LockGuard> {
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(mode)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
+        .open(path)
+        .map_err(|e| Error::io("open lock file", path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
+    if !meta.is_file() {
+        return Err(Error::WrongFileType { path: path.into(), expected: "regular file" });
+    }
+    acquire(file, path, wait, progress)
+}
+
+fn acquire(
+    file: File,
+    path: &Path,
+    wait: LockWait,
+    progress: &mut dyn FnMut(LockProgress),
+) -> Result<LockGuard> {
     let start = Instant::now();
     let mut next_report = Duration::from_secs(1);
     let mut pause = Duration::from_millis(1);

@@ -30,6 +30,7 @@
 
 pub mod copy;
 pub mod lock;
+pub mod nofollow;
 pub mod ops;
 pub mod path;
 pub mod perm;
@@ -46,11 +47,18 @@ pub use copy::{
     Placement, copy_verified, create_dir_all_within, hash_file, place_file_atomic,
     place_symlink_atomic,
 };
-pub use lock::{LockGuard, LockProgress, LockWait, lock_exclusive, try_lock_existing};
+pub use lock::{
+    LockGuard, LockProgress, LockWait, lock_exclusive, lock_exclusive_nofollow, try_lock_existing,
+};
+pub use nofollow::{
+    FileStamp, copy_new_file, hash_file_stable, open_nofollow, read_capped_nofollow,
+};
 pub use ops::*;
 pub use path::{RelPath, absolute, expand_tilde, resolve_nonstrict};
 pub use perm::Sharing;
-pub use publish::{StagingDir, fsync_dir, fsync_tree, publish_dir, rename_noreplace};
+pub use publish::{
+    StagingDir, fsync_dir, fsync_tree, publish_dir, rename_noreplace, rename_noreplace_strict,
+};
 pub use walk::{EntryKind, InventoryEntry, InventoryKind, WalkEntry, inventory, walk};
 
 /// Result alias for this module.
@@ -144,6 +152,27 @@ pub enum Error {
         /// The digest it had.
         actual: Sha256Digest,
     },
+    /// A file changed or was replaced while it was being read.
+    #[error("{} changed or was replaced while it was being read", path.display())]
+    ChangedWhileReading {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The filesystem cannot rename without replacing (`renameat2(RENAME_NOREPLACE)` gave
+    /// `EINVAL` or `ENOSYS`).
+    #[error("the filesystem holding {} does not support renameat2(RENAME_NOREPLACE); put the store on a local Linux filesystem (ext4, xfs, btrfs, tmpfs)", path.display())]
+    NoReplaceUnsupported {
+        /// The destination of the rename.
+        path: PathBuf,
+    },
+    /// A path exists but is not what it must be (a lock file that is not a regular file).
+    #[error("{} is not a {expected}", path.display())]
+    WrongFileType {
+        /// The path.
+        path: PathBuf,
+        /// What it must be ("regular file", "directory").
+        expected: &'static str,
+    },
     /// A lock could not be acquired in time.
     #[error("timed out after {:.3}s waiting for lock {} (another strata process holds it)", waited.as_secs_f64(), path.display())]
     LockTimeout {
@@ -173,5 +202,24 @@ impl Error {
     /// True if the data read was not what it should have been (digest mismatch).
     pub fn is_corrupt(&self) -> bool {
         matches!(self, Error::DigestMismatch { .. })
+    }
+
+    /// True if the underlying cause is a permission error (`EACCES`, `EPERM`, `EROFS`).
+    pub fn is_permission_denied(&self) -> bool {
+        match self {
+            Error::Io { source, .. } | Error::Rename { source, .. } => {
+                source.kind() == io::ErrorKind::PermissionDenied
+                    || source.kind() == io::ErrorKind::ReadOnlyFilesystem
+            }
+            _ => false,
+        }
+    }
+
+    /// The OS error number of the underlying I/O error, if there is one.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. } | Error::Rename { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
     }
 }

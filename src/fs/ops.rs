@@ -154,6 +154,26 @@ pub fn create_dir(path: &Path) -> Result<bool> {
     }
 }
 
+/// Creates a new directory `<parent>/<prefix><16 hex>` with permission bits `mode` and
+/// returns its path. The name is random; an existing name is never reused.
+///
+/// # Errors
+/// [`Error::Io`] with op "create directory" (the parent must exist).
+pub fn create_unique_dir(parent: &Path, prefix: &str, mode: u32) -> Result<PathBuf> {
+    for _ in 0..16 {
+        let path = parent.join(format!("{prefix}{:016x}", fastrand::u64(..)));
+        match fs::create_dir(&path) {
+            Ok(()) => {
+                set_mode(&path, mode)?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("create directory", path, e)),
+        }
+    }
+    Err(Error::io("create directory", parent, io::Error::other("no free name after 16 tries")))
+}
+
 /// Removes a file or symlink; a missing path is not an error.
 ///
 /// # Errors

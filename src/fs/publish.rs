@@ -47,6 +47,28 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> Result<()> {
     }
 }
 
+/// Renames `from` to `to` only if `to` does not exist, with no fallback: a filesystem
+/// without `renameat2(RENAME_NOREPLACE)` is an error, never a check-then-rename (which could
+/// replace an empty directory created in between).
+///
+/// # Errors
+/// [`Error::AlreadyExists`] if `to` exists (even an empty directory);
+/// [`Error::NoReplaceUnsupported`] for `EINVAL`/`ENOSYS`; [`Error::Rename`].
+pub fn rename_noreplace_strict(from: &Path, to: &Path) -> Result<()> {
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::EXIST) => Err(Error::AlreadyExists { path: to.into() }),
+        Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
+            Err(Error::NoReplaceUnsupported { path: to.into() })
+        }
+        Err(errno) => Err(Error::Rename {
+            from: from.into(),
+            to: to.into(),
+            source: io::Error::from_raw_os_error(errno.raw_os_error()),
+        }),
+    }
+}
+
 /// fsyncs a directory (makes its entries durable).
 ///
 /// # Errors

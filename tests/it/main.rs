@@ -4,5 +4,6 @@
 // Test helpers outside #[test] functions unwrap freely too: a failure is a test failure.
 #![allow(clippy::unwrap_used)]
 
+mod artifact;
 mod engine;
 mod transport;

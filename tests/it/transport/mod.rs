@@ -7,7 +7,7 @@ mod fs_store;
 mod logs;
 mod proxy;
 mod s3_store;
-mod server;
+pub mod server;
 
 /// `len` bytes of pseudo-random data from `seed` (deterministic per test).
 pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {

@@ -1,0 +1,284 @@
+//! [`ArtifactHandle`]: a verified published slot, and materialization out of the store
+//! (seed 000, "只读使用与阶段升级"; docs/artifact-store.md "Handles").
+//!
+//! # Verification memo and its trust boundary
+//!
+//! A handle remembers, for each file it hashed, the file's stamp (device, inode, size,
+//! mtime and ctime in nanoseconds, mode) and digest. [`ArtifactHandle::verify`] walks the
+//! slot again, re-reads and re-checks the manifest, compares the listing, and re-hashes
+//! only files whose stamp changed. Clones of a handle share the memo; a new lookup starts
+//! with an empty one. The memo lives in memory only, for the life of the handle.
+//!
+//! The rule relies on the kernel updating `ctime` whenever a file's bytes or inode change,
+//! which no unprivileged process can forge (`utimensat` can set mtime, never ctime). What
+//! an attacker with write access to the store can still do without a re-hash being forced:
+//! * write through a `MAP_SHARED` mapping made before the check (mtime/ctime are updated
+//!   lazily, possibly after the check);
+//! * with `CAP_SYS_TIME` (root), set the clock back and rewrite the file so size, mtime and
+//!   ctime match again; or write the block device underneath the filesystem;
+//! * on a network or FUSE filesystem, serve timestamps that do not follow the content.
+//!
+//! A writer with those powers can also replace code and manifest together, which no digest
+//! check detects (seed 000: writers of the root must be trusted). The first verification of
+//! every handle always hashes every byte. Materialization hashes every byte it copies and
+//! compares it with the manifest, memo or not, so copied bytes are always the verified ones.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+
+use super::Error;
+use super::identity::{ArtifactKey, ArtifactSpec};
+use super::layout::{SlotPath, StoreRoot};
+use super::manifest::{ManifestDigest, ManifestPayload};
+use super::verify::{self, Memo, Problem, Verified};
+use crate::fs::{self, Sharing};
+
+/// A published slot that verified against its key and spec.
+///
+/// Two handles are equal when they name the same slot, key, spec and root. Consumers must
+/// treat [`ArtifactHandle::dir`] as immutable.
+#[derive(Clone)]
+pub struct ArtifactHandle {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    root: StoreRoot,
+    slot: SlotPath,
+    key: ArtifactKey,
+    spec: ArtifactSpec,
+    manifest: ManifestPayload,
+    digest: ManifestDigest,
+    memo: Memo,
+}
+
+impl std::fmt::Debug for ArtifactHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArtifactHandle")
+            .field("dir", &self.inner.slot.dir())
+            .field("manifest_digest", &self.inner.digest)
+            .finish()
+    }
+}
+
+impl PartialEq for ArtifactHandle {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.slot == other.inner.slot
+            && self.inner.key == other.inner.key
+            && self.inner.spec == other.inner.spec
+            && self.inner.root == other.inner.root
+    }
+}
+
+impl Eq for ArtifactHandle {}
+
+/// What [`ArtifactHandle::verify`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Payload files.
+    pub files: usize,
+    /// Payload bytes.
+    pub total_bytes: u64,
+    /// Bytes actually read and hashed this time (0 when every stamp was unchanged).
+    pub hashed_bytes: u64,
+}
+
+/// What [`ArtifactHandle::materialize`] copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaterializeReport {
+    /// The canonical destination.
+    pub dest: PathBuf,
+    /// Files copied.
+    pub files: usize,
+    /// Bytes copied (each hashed while copied).
+    pub bytes: u64,
+}
+
+impl ArtifactHandle {
+    pub(crate) fn from_verified(
+        root: StoreRoot,
+        slot: SlotPath,
+        verified: Verified,
+        memo: Memo,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                root,
+                slot,
+                key: verified.key,
+                spec: verified.spec,
+                manifest: verified.manifest,
+                digest: verified.digest,
+                memo,
+            }),
+        }
+    }
+
+    pub(crate) fn new_memo() -> Memo {
+        Mutex::new(HashMap::new())
+    }
+
+    /// The slot directory (absolute, under the canonical root).
+    pub fn dir(&self) -> PathBuf {
+        self.inner.slot.dir()
+    }
+
+    /// The slot.
+    pub fn slot(&self) -> &SlotPath {
+        &self.inner.slot
+    }
+
+    /// The canonical store root.
+    pub fn root(&self) -> &Path {
+        self.inner.root.path()
+    }
+
+    /// The key.
+    pub fn key(&self) -> &ArtifactKey {
+        &self.inner.key
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &ArtifactSpec {
+        &self.inner.spec
+    }
+
+    /// The verified manifest payload.
+    pub fn manifest(&self) -> &ManifestPayload {
+        &self.inner.manifest
+    }
+
+    /// The manifest record's digest (what lineage refers to).
+    pub fn manifest_digest(&self) -> ManifestDigest {
+        self.inner.digest
+    }
+
+    /// Verifies the slot again: walk, manifest, listing, and the SHA-256 of every file whose
+    /// stamp changed since this handle last hashed it (see the module docs for the rule and
+    /// its trust boundary).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] if the slot no longer verifies or its manifest changed;
+    /// [`Error::Storage`] if it cannot be read.
+    pub fn verify(&self) -> Result<VerifyReport, Error> {
+        let inner = &self.inner;
+        let verified = verify::verify_slot(
+            &inner.root,
+            &inner.slot,
+            Some((&inner.key, &inner.spec)),
+            Some(&inner.memo),
+        )
+        .map_err(|p| self.problem(p))?;
+        if verified.digest != inner.digest {
+            return Err(Error::Corrupt {
+                path: inner.slot.dir(),
+                reason: format!(
+                    "the manifest changed since the handle was created ({} → {})",
+                    inner.digest, verified.digest
+                ),
+            });
+        }
+        Ok(VerifyReport {
+            files: verified.manifest.files.len(),
+            total_bytes: verified.manifest.total_bytes(),
+            hashed_bytes: verified.hashed_bytes,
+        })
+    }
+
+    fn problem(&self, problem: Problem) -> Error {
+        match problem {
+            Problem::Storage(reason) => Error::Storage { path: self.inner.slot.dir(), reason },
+            other => Error::Corrupt { path: self.inner.slot.dir(), reason: other.reason() },
+        }
+    }
+
+    /// Copies the verified payload (not the manifest) into `dest`, an existing empty
+    /// directory outside the store root (checked after resolving symlinks, so a link
+    /// outside pointing inside is refused). Files are new files (never hard links), owner
+    /// writable: mode 0600, or 0700 with owner-exec; directories 0700. Every byte copied is
+    /// hashed and compared with the manifest. On failure the partial destination belongs
+    /// to the caller.
+    ///
+    /// # Errors
+    /// [`Error::Destination`] for a destination that is missing, not a directory, not
+    /// empty, or inside the store; [`Error::Corrupt`] if the slot does not verify or a byte
+    /// differs; [`Error::Fs`] for I/O errors.
+    pub fn materialize(&self, dest: &Path) -> Result<MaterializeReport, Error> {
+        let dest = check_destination(&self.inner.root, dest)?;
+        self.verify()?;
+        let files = &self.inner.manifest.files;
+        for file in files {
+            if let Some(parent) = file.path.parent() {
+                fs::create_dir_all_within(
+                    &dest,
+                    Path::new(parent.as_str()),
+                    Sharing::Private.dir_mode(),
+                )?;
+            }
+        }
+        let src_dir = self.inner.slot.dir();
+        let results: Vec<Result<u64, Error>> = files
+            .par_iter()
+            .map(|file| {
+                let src = file.path.to_path(&src_dir);
+                let target = file.path.to_path(&dest);
+                let mode = Sharing::Private.file_mode(file.executable);
+                let (digest, size) = fs::copy_new_file(&src, &target, mode, false)
+                    .map_err(|e| match verify::classify(&e) {
+                        Problem::Storage(_) => Error::from(e),
+                        other => Error::Corrupt { path: src.clone(), reason: other.reason() },
+                    })?;
+                if digest != file.sha256 || size != file.size_bytes {
+                    return Err(Error::Corrupt {
+                        path: src,
+                        reason: format!(
+                            "copied bytes have SHA-256 {digest} ({size} bytes), the manifest records {} ({} bytes)",
+                            file.sha256, file.size_bytes
+                        ),
+                    });
+                }
+                Ok(size)
+            })
+            .collect();
+        let mut bytes = 0;
+        for r in results {
+            bytes += r?;
+        }
+        Ok(MaterializeReport { dest, files: files.len(), bytes })
+    }
+}
+
+/// Resolves `dest` and checks it is an existing empty real directory outside `root`.
+pub(crate) fn check_destination(root: &StoreRoot, dest: &Path) -> Result<PathBuf, Error> {
+    let canonical = fs::canonicalize(dest).map_err(|e| Error::Destination {
+        path: dest.to_path_buf(),
+        reason: format!("it must be an existing directory ({e})"),
+    })?;
+    if root.contains(&canonical) {
+        return Err(Error::Destination {
+            path: dest.to_path_buf(),
+            reason: format!(
+                "it resolves to {}, inside the cache root {}; materialize outside the cache root",
+                canonical.display(),
+                root.path().display()
+            ),
+        });
+    }
+    let meta = fs::symlink_metadata(&canonical)?;
+    if !meta.is_dir() {
+        return Err(Error::Destination {
+            path: dest.to_path_buf(),
+            reason: "it is not a directory".into(),
+        });
+    }
+    if !fs::read_dir(&canonical)?.is_empty() {
+        return Err(Error::Destination {
+            path: dest.to_path_buf(),
+            reason: "it is not empty; materialize into a new empty directory".into(),
+        });
+    }
+    Ok(canonical)
+}

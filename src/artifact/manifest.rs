@@ -1,0 +1,248 @@
+//! The artifact manifest: the completion marker of a slot, written last (seed 000, "布局与
+//! 校验"; docs/artifact-store.md "Manifest").
+//!
+//! A `strata.artifact_manifest` v1 record ([`crate::record`]) whose payload is
+//! [`ManifestPayload`]: the full key and spec records, their digests, the environment digest,
+//! the lineage (`parents`: manifest digests this artifact derives from) and one
+//! [`FileRecord`] per payload file, sorted by path. The manifest itself and directories are
+//! not listed. At most [`MAX_MANIFEST_BYTES`] are written or read.
+//!
+//! Comparison is strict: the stored bytes must be the canonical encoding (the record loader
+//! rejects anything else), so a re-formatted marker is INVALID, unlike the reference, which
+//! compared re-encodings (spec/artifact-store.md §3.4, §10.2 item 7).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::Error;
+use super::identity::{
+    ArtifactKey, ArtifactSpec, EnvDigest, KeyDigest, KeyRecord, MANIFEST_NAME, SpecDigest,
+    SpecRecord,
+};
+use crate::digest::Sha256Digest;
+use crate::fs::RelPath;
+use crate::record::{self, Envelope, Schema};
+
+/// Schema of the artifact manifest.
+pub const MANIFEST_SCHEMA: Schema =
+    Schema { name: "strata.artifact_manifest", version: 1, features: &[] };
+/// Largest manifest written or read, in bytes (16 MiB).
+pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The digest of a manifest record (its envelope `content_digest`), stored as
+/// `sha256:<64 lowercase hex>`. Lineage (`parents`) is a list of these.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ManifestDigest(Sha256Digest);
+
+impl ManifestDigest {
+    /// The underlying SHA-256.
+    pub fn digest(&self) -> Sha256Digest {
+        self.0
+    }
+}
+
+impl fmt::Display for ManifestDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.to_prefixed())
+    }
+}
+
+impl fmt::Debug for ManifestDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ManifestDigest({})", self.0.to_prefixed())
+    }
+}
+
+impl Serialize for ManifestDigest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0.to_prefixed())
+    }
+}
+
+impl<'de> Deserialize<'de> for ManifestDigest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Sha256Digest::parse_prefixed(&text).map(Self).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One payload file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileRecord {
+    /// Owner-execute bit (`S_IXUSR`): the only permission bit that is part of identity.
+    pub executable: bool,
+    /// Relative POSIX path inside the slot.
+    pub path: RelPath,
+    /// SHA-256 of the bytes.
+    pub sha256: Sha256Digest,
+    /// Size in bytes.
+    pub size_bytes: u64,
+}
+
+/// The manifest payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestPayload {
+    /// Environment digest (first path level).
+    pub env_digest: EnvDigest,
+    /// Payload files sorted by path (code-point order), no duplicates.
+    pub files: Vec<FileRecord>,
+    /// The key record.
+    pub key: KeyRecord,
+    /// Key digest (second path level).
+    pub key_digest: KeyDigest,
+    /// Manifests this artifact was derived from (a BINARY_READY artifact names its
+    /// GENERATED parent). Empty for a first-stage artifact.
+    pub parents: Vec<ManifestDigest>,
+    /// The spec record.
+    pub spec: SpecRecord,
+    /// Spec digest (third path level).
+    pub spec_digest: SpecDigest,
+}
+
+impl ManifestPayload {
+    /// Assembles the payload for `key`, `spec`, `files` (any order) and `parents`.
+    pub fn new(
+        key: &ArtifactKey,
+        spec: &ArtifactSpec,
+        mut files: Vec<FileRecord>,
+        parents: Vec<ManifestDigest>,
+    ) -> Self {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Self {
+            env_digest: key.environment().digest(),
+            files,
+            key: key.record(),
+            key_digest: key.digest(),
+            parents,
+            spec: spec.record(),
+            spec_digest: spec.digest(),
+        }
+    }
+
+    /// Total payload size in bytes.
+    pub fn total_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size_bytes).sum()
+    }
+
+    /// Checks the payload's internal consistency: files sorted and unique, no file named
+    /// like the manifest at the top level, digests equal to those recomputed from the key
+    /// and spec records, every required file listed. Returns the key and spec.
+    ///
+    /// # Errors
+    /// A reason (the caller reports INVALID).
+    pub fn check(&self) -> Result<(ArtifactKey, ArtifactSpec), String> {
+        if let Some(pair) = self.files.windows(2).find(|w| match (w.first(), w.get(1)) {
+            (Some(a), Some(b)) => a.path >= b.path,
+            _ => false,
+        }) {
+            let path = pair.get(1).map(|f| f.path.as_str()).unwrap_or_default();
+            return Err(format!("manifest files are not sorted and unique at {path:?}"));
+        }
+        if self.files.iter().any(|f| f.path.as_str() == MANIFEST_NAME) {
+            return Err(format!("manifest lists the reserved name {MANIFEST_NAME:?} as a file"));
+        }
+        let key = ArtifactKey::from_record(&self.key).map_err(|e| e.to_string())?;
+        let spec = ArtifactSpec::from_record(&self.spec).map_err(|e| e.to_string())?;
+        if key.digest() != self.key_digest || key.environment().digest() != self.env_digest {
+            return Err("manifest key digest does not match its key record".into());
+        }
+        if spec.digest() != self.spec_digest {
+            return Err("manifest spec digest does not match its spec record".into());
+        }
+        let missing: Vec<&str> = spec
+            .required()
+            .iter()
+            .filter(|r| self.files.binary_search_by(|f| f.path.cmp(r)).is_err())
+            .map(|r| r.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!("missing required files: {missing:?}"));
+        }
+        Ok((key, spec))
+    }
+
+    /// Seals the payload as a record and returns its stored bytes and digest.
+    ///
+    /// # Errors
+    /// [`Error::ManifestTooLarge`] above [`MAX_MANIFEST_BYTES`]; [`Error::Record`].
+    pub fn seal(&self) -> Result<(Vec<u8>, ManifestDigest), Error> {
+        let envelope = Envelope::seal(&MANIFEST_SCHEMA, vec![], self)?;
+        let bytes = envelope.to_bytes();
+        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(Error::ManifestTooLarge {
+                size_bytes: bytes.len() as u64,
+                files: self.files.len(),
+            });
+        }
+        Ok((bytes, ManifestDigest(envelope.content_digest)))
+    }
+}
+
+/// Loads stored manifest bytes strictly (UTF-8, duplicate keys, integers, envelope,
+/// schema, digest, canonical bytes, payload shape) and checks the payload
+/// ([`ManifestPayload::check`]).
+///
+/// # Errors
+/// A reason (the caller reports INVALID).
+pub fn decode(bytes: &[u8]) -> Result<(ManifestPayload, ManifestDigest), String> {
+    let (envelope, payload) = record::load_as::<ManifestPayload>(bytes, &MANIFEST_SCHEMA)
+        .map_err(|e| format!("manifest does not load: {e}"))?;
+    payload.check()?;
+    Ok((payload, ManifestDigest(envelope.content_digest)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::artifact::identity::{BuildKind, EnvironmentIdentity, Stage};
+
+    pub(crate) fn sample() -> ManifestPayload {
+        let env = EnvironmentIdentity::new([("cc", Some("1".repeat(64)))]).unwrap();
+        let key = ArtifactKey::new(env, &"2".repeat(64), &"3".repeat(64)).unwrap();
+        let spec = ArtifactSpec::new(Stage::Generated, BuildKind::Single, ["a.txt"]).unwrap();
+        let file = |p: &str| FileRecord {
+            executable: false,
+            path: RelPath::new(p).unwrap(),
+            sha256: Sha256Digest::of_bytes(p.as_bytes()),
+            size_bytes: 1,
+        };
+        ManifestPayload::new(&key, &spec, vec![file("b/c"), file("a.txt")], vec![])
+    }
+
+    #[test]
+    fn seal_decode_round_trip_and_strictness() {
+        let payload = sample();
+        assert_eq!(payload.files[0].path.as_str(), "a.txt");
+        let (bytes, digest) = payload.seal().unwrap();
+        let (back, back_digest) = decode(&bytes).unwrap();
+        assert_eq!((back, back_digest), (payload.clone(), digest));
+        // Re-formatted bytes (same value) are rejected: comparison is byte-exact.
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let pretty = serde_json::to_vec_pretty(&value).unwrap();
+        assert!(decode(&pretty).is_err());
+        // A duplicate key deep inside is rejected.
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let dup =
+            text.replacen("\"executable\":false", "\"executable\":false,\"executable\":false", 1);
+        assert!(decode(dup.as_bytes()).unwrap_err().contains("duplicate"));
+    }
+
+    #[test]
+    fn check_catches_inconsistent_payloads() {
+        let mut p = sample();
+        p.files.swap(0, 1);
+        assert!(p.check().unwrap_err().contains("sorted"));
+        let mut p = sample();
+        p.files.retain(|f| f.path.as_str() != "a.txt");
+        assert!(p.check().unwrap_err().contains("missing required"));
+        let mut p = sample();
+        p.spec_digest = SpecDigest::from_digest(Sha256Digest::of_bytes(b"x"));
+        assert!(p.check().is_err());
+        let mut p = sample();
+        p.key.source = Sha256Digest::of_bytes(b"other");
+        assert!(p.check().is_err());
+    }
+}

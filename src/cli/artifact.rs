@@ -1,0 +1,881 @@
+//! `strata artifact lookup | get-or-build | materialize | promote | verify | gc | push |
+//! pull | scan-includes` (docs/artifact-store.md "Command line").
+//!
+//! Exit codes (all subcommands): 0 success; 1 error; 2 usage error; 3 MISS / not
+//! available; 4 INVALID; 5 STORAGE_ERROR; 6 scan-includes "unsupported"; a build command's
+//! own exit code (128 + signal when killed) for `get-or-build` and `promote`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+
+use super::Failure;
+use strata::artifact::{
+    self, ArtifactBuild, ArtifactKey, ArtifactSpec, ArtifactStore, BuildKind, EnvironmentIdentity,
+    Lookup, LookupStatus, Mode, Stage, StoreOptions, include,
+};
+use strata::fs::{self, LockWait};
+use strata::l0::{self, PullOutcome, PushOutcome};
+use strata::transport::{TransportOptions, open_store};
+
+/// MISS or not available.
+pub const EXIT_MISS: i32 = 3;
+/// INVALID slot(s).
+pub const EXIT_INVALID: i32 = 4;
+/// STORAGE_ERROR.
+pub const EXIT_STORAGE: i32 = 5;
+/// scan-includes: the input cannot be packaged.
+pub const EXIT_UNSUPPORTED: i32 = 6;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ArtifactCommand {
+    /// Look up and verify one slot; writes nothing. Exit 0 HIT, 3 MISS, 4 INVALID, 5
+    /// STORAGE_ERROR.
+    Lookup {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        id: IdArgs,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// Return the artifact, running CMD only when no valid slot can be used. CMD writes
+    /// its outputs into $STRATA_ARTIFACT_OUT (a fresh private directory).
+    GetOrBuild {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        id: IdArgs,
+        /// Copy the result (from the slot or the private build) into this empty or new
+        /// directory outside the cache root.
+        #[arg(long, value_name = "DIR")]
+        output: Option<PathBuf>,
+        /// Keep the private build directory after a successful publication.
+        #[arg(long)]
+        keep_private: bool,
+        #[command(flatten)]
+        out: OutArgs,
+        /// The build command.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Copy a verified artifact into an empty or new directory outside the cache root
+    /// (no manifest, owner-writable). Exit 3/4/5 when the slot does not HIT.
+    Materialize {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        id: IdArgs,
+        /// Destination directory.
+        #[arg(long, value_name = "DIR")]
+        dest: PathBuf,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// Promote GENERATED to BINARY_READY: materialize the generated artifact into
+    /// $STRATA_ARTIFACT_OUT, run CMD there, publish the ready stage. The spec flags
+    /// describe the generated stage (--stage is ignored).
+    Promote {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        id: IdArgs,
+        /// Extra files the ready stage requires (repeatable); the ready spec requires
+        /// these plus the generated spec's files.
+        #[arg(long = "ready-require", value_name = "PATH", required = true)]
+        ready_require: Vec<String>,
+        /// Copy the ready result into this empty or new directory.
+        #[arg(long, value_name = "DIR")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        out: OutArgs,
+        /// The build command.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Verify one slot (with key and spec flags) or every slot (--all). Reads only.
+    /// Exit 0 valid, 3 MISS, 4 INVALID, 5 STORAGE_ERROR.
+    Verify {
+        /// Cache root.
+        #[arg(long, env = "STRATA_ARTIFACT_ROOT", value_name = "DIR")]
+        root: PathBuf,
+        /// Verify every slot against its own manifest.
+        #[arg(long, conflicts_with_all = ["env", "source", "specialization", "require"])]
+        all: bool,
+        /// Verify the one slot this many times with one handle, reporting seconds and
+        /// bytes hashed per pass (passes after the first re-hash only changed files).
+        #[arg(long, default_value_t = 1, value_name = "N", conflicts_with = "all")]
+        repeat: u32,
+        #[command(flatten)]
+        id: OptionalIdArgs,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// Offline cleanup: invalid slots, crash leftovers (staging), unexpected entries,
+    /// empty directories, unused lock files. Stop every writer and consumer first.
+    Gc {
+        /// Cache root.
+        #[arg(long, env = "STRATA_ARTIFACT_ROOT", value_name = "DIR")]
+        root: PathBuf,
+        /// List what would be removed without removing it.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// Upload one published artifact to the L0 object store (never overwrites). A
+    /// transport failure is a warning (exit 0) unless --strict.
+    Push {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        id: IdArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// Make one artifact available locally from the L0 object store (verified before
+    /// use). Exit 0 available (local HIT or pulled), 3 not available (not in the store,
+    /// rejected, or a transport failure without --strict).
+    Pull {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        id: IdArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
+        /// Also materialize the artifact into this empty or new directory.
+        #[arg(long, value_name = "DIR")]
+        dest: Option<PathBuf>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+    /// List the closure of local quoted includes of SOURCES (conservatively). Exit 0
+    /// complete, 6 unsupported input (compile privately), 1 I/O error or malformed input.
+    ScanIncludes {
+        /// Source files.
+        #[arg(required = true, value_name = "SOURCE")]
+        sources: Vec<PathBuf>,
+        /// Include directory, searched in order (repeatable).
+        #[arg(short = 'I', long = "include-dir", value_name = "DIR")]
+        include_dirs: Vec<PathBuf>,
+        /// Copy the closure into this new or empty directory, keeping the relative layout.
+        #[arg(long, value_name = "DIR")]
+        package: Option<PathBuf>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OutArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// Cache root (resolved once; created on first write).
+    #[arg(long, env = "STRATA_ARTIFACT_ROOT", value_name = "DIR")]
+    root: PathBuf,
+    /// Read-only: create, lock and modify nothing under the root; misses build privately.
+    #[arg(long, env = "STRATA_ARTIFACT_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    read_only: bool,
+    /// Directory for private builds and transfers, outside the cache root. By default a
+    /// fresh directory under $TMPDIR (removed unless it holds a PRIVATE result).
+    #[arg(long, env = "STRATA_ARTIFACT_PRIVATE_ROOT", value_name = "DIR")]
+    private_root: Option<PathBuf>,
+    /// Seconds to wait for a key lock before building privately; 0 waits forever.
+    #[arg(
+        long,
+        env = "STRATA_ARTIFACT_LOCK_TIMEOUT",
+        default_value_t = 3600,
+        value_name = "SECONDS"
+    )]
+    lock_timeout: u64,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum StageArg {
+    Generated,
+    Ready,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum KindArg {
+    Single,
+    Distributed,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct IdArgs {
+    /// Environment component digest NAME=SHA256 (repeatable; at least one).
+    #[arg(long = "env", value_name = "NAME=SHA256", required = true)]
+    env: Vec<String>,
+    /// Source digest (64 lowercase hex).
+    #[arg(long, value_name = "SHA256")]
+    source: String,
+    /// Specialization digest (64 lowercase hex).
+    #[arg(long, value_name = "SHA256")]
+    specialization: String,
+    /// Stage.
+    #[arg(long, value_enum, default_value = "generated")]
+    stage: StageArg,
+    /// Build kind.
+    #[arg(long, value_enum, default_value = "single")]
+    kind: KindArg,
+    /// Required relative path (repeatable; at least one).
+    #[arg(long, value_name = "PATH", required = true)]
+    require: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OptionalIdArgs {
+    /// Environment component digest NAME=SHA256 (repeatable).
+    #[arg(long = "env", value_name = "NAME=SHA256")]
+    env: Vec<String>,
+    /// Source digest.
+    #[arg(long, value_name = "SHA256")]
+    source: Option<String>,
+    /// Specialization digest.
+    #[arg(long, value_name = "SHA256")]
+    specialization: Option<String>,
+    /// Stage.
+    #[arg(long, value_enum, default_value = "generated")]
+    stage: StageArg,
+    /// Build kind.
+    #[arg(long, value_enum, default_value = "single")]
+    kind: KindArg,
+    /// Required relative path (repeatable).
+    #[arg(long, value_name = "PATH")]
+    require: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RemoteArgs {
+    /// Object store URL (file:///abs/dir or s3://bucket/prefix?...). By default
+    /// file://$XDG_CACHE_HOME/strata/store.
+    #[arg(long = "store", env = "STRATA_STORE", value_name = "URL")]
+    store: Option<String>,
+    /// Fail (exit 1) on transport failures and rejected objects instead of warning.
+    #[arg(long)]
+    strict: bool,
+}
+
+fn usage(e: impl Into<anyhow::Error>) -> Failure {
+    Failure { code: super::EXIT_USAGE, error: e.into() }
+}
+
+fn artifact_failure(e: artifact::Error) -> Failure {
+    let code = if e.is_usage() {
+        super::EXIT_USAGE
+    } else if e.is_not_available() {
+        EXIT_MISS
+    } else {
+        1
+    };
+    Failure { code, error: e.into() }
+}
+
+impl IdArgs {
+    fn key(&self) -> Result<ArtifactKey, Failure> {
+        key_from(&self.env, &self.source, &self.specialization)
+    }
+
+    fn spec(&self) -> Result<ArtifactSpec, Failure> {
+        let stage = match self.stage {
+            StageArg::Generated => Stage::Generated,
+            StageArg::Ready => Stage::BinaryReady,
+        };
+        spec_from(stage, self.kind, &self.require)
+    }
+}
+
+fn key_from(env: &[String], source: &str, specialization: &str) -> Result<ArtifactKey, Failure> {
+    let mut components = Vec::new();
+    for item in env {
+        let Some((name, digest)) = item.split_once('=') else {
+            return Err(usage(anyhow::anyhow!("--env {item:?} must be NAME=SHA256")));
+        };
+        components.push((name.to_owned(), (!digest.is_empty()).then(|| digest.to_owned())));
+    }
+    let environment = EnvironmentIdentity::new(components).map_err(usage)?;
+    ArtifactKey::new(environment, source, specialization).map_err(usage)
+}
+
+fn spec_from(stage: Stage, kind: KindArg, require: &[String]) -> Result<ArtifactSpec, Failure> {
+    let kind = match kind {
+        KindArg::Single => BuildKind::Single,
+        KindArg::Distributed => BuildKind::Distributed,
+    };
+    ArtifactSpec::new(stage, kind, require).map_err(usage)
+}
+
+/// A private root for this invocation: the given one, or a fresh one under $TMPDIR that
+/// is removed on drop unless kept.
+struct PrivateRoot {
+    path: PathBuf,
+    temporary: bool,
+    keep: bool,
+}
+
+impl PrivateRoot {
+    fn new(given: Option<&Path>) -> Result<Self, Failure> {
+        match given {
+            Some(p) => Ok(Self { path: p.to_path_buf(), temporary: false, keep: true }),
+            None => {
+                let path = fs::create_unique_dir(&std::env::temp_dir(), "strata-artifact-", 0o700)?;
+                Ok(Self { path, temporary: true, keep: false })
+            }
+        }
+    }
+}
+
+impl Drop for PrivateRoot {
+    fn drop(&mut self) {
+        if self.temporary && !self.keep {
+            let _ = fs::remove_tree(&self.path);
+        }
+    }
+}
+
+impl StoreArgs {
+    fn open(&self, private: Option<&PrivateRoot>) -> Result<ArtifactStore, Failure> {
+        let options = StoreOptions {
+            mode: if self.read_only { Mode::ReadOnly } else { Mode::ReadWrite },
+            private_root: private.map(|p| p.path.clone()),
+            lock_wait: match self.lock_timeout {
+                0 => LockWait::Forever,
+                s => LockWait::Timeout(Duration::from_secs(s)),
+            },
+        };
+        ArtifactStore::open(&self.root, options).map_err(artifact_failure)
+    }
+}
+
+fn print(json: bool, value: &Value, text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    let result = if json { writeln!(out, "{value}") } else { writeln!(out, "{text}") };
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("write to stdout").map_err(Failure::from),
+    }
+}
+
+fn lookup_code(status: LookupStatus) -> i32 {
+    match status {
+        LookupStatus::Hit => 0,
+        LookupStatus::Miss => EXIT_MISS,
+        LookupStatus::Invalid => EXIT_INVALID,
+        LookupStatus::StorageError => EXIT_STORAGE,
+    }
+}
+
+fn lookup_json(lookup: &Lookup, key: &ArtifactKey, spec: &ArtifactSpec) -> Value {
+    json!({
+        "status": lookup.status().as_str(),
+        "key": key.digest().to_string(),
+        "spec": spec.digest().to_string(),
+        "stage": spec.stage().as_str(),
+        "dir": lookup.handle().map(|h| h.dir()),
+        "manifest_digest": lookup.handle().map(|h| h.manifest_digest().to_string()),
+        "reason": lookup.reason(),
+    })
+}
+
+fn lookup_text(lookup: &Lookup, key: &ArtifactKey) -> String {
+    let mut text =
+        format!("strata: {} key={}", lookup.status().as_str().to_uppercase(), key.digest());
+    if let Some(h) = lookup.handle() {
+        text.push_str(&format!(" dir={}", h.dir().display()));
+    }
+    if let Some(r) = lookup.reason() {
+        text.push_str(&format!(" reason={r}"));
+    }
+    text
+}
+
+/// A build command that did not succeed.
+#[derive(Debug, thiserror::Error)]
+#[error("build command {program:?} {how}")]
+struct CommandFailed {
+    program: String,
+    how: String,
+    code: i32,
+}
+
+fn run_command(command: &[String], out_dir: &Path) -> Result<(), CommandFailed> {
+    let program = command.first().cloned().unwrap_or_default();
+    let status = Process::new(&program)
+        .args(command.iter().skip(1))
+        .env("STRATA_ARTIFACT_OUT", out_dir)
+        .status()
+        .map_err(|e| CommandFailed {
+            program: program.clone(),
+            how: format!("could not start: {e}"),
+            code: 127,
+        })?;
+    if status.success() {
+        return Ok(());
+    }
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Err(CommandFailed { program, how: format!("exited with {code}"), code }),
+        (None, Some(signal)) => Err(CommandFailed {
+            program,
+            how: format!("was killed by signal {signal}"),
+            code: 128 + signal,
+        }),
+        _ => Err(CommandFailed { program, how: "failed".into(), code: 1 }),
+    }
+}
+
+fn build_failure(e: artifact::Error) -> Failure {
+    if let Some(failed) = e.builder_error().and_then(|b| b.downcast_ref::<CommandFailed>()) {
+        return Failure { code: failed.code, error: anyhow::anyhow!("{failed}") };
+    }
+    artifact_failure(e)
+}
+
+/// Copies a private build tree into `dest` (new or empty), outside any store.
+fn copy_private(src: &Path, dest: &Path) -> Result<(), Failure> {
+    fs::create_dir_all(dest)?;
+    if !fs::read_dir(dest)?.is_empty() {
+        return Err(usage(anyhow::anyhow!("--output {} is not empty", dest.display())));
+    }
+    for entry in fs::walk(src) {
+        let entry = entry?;
+        let target = entry.rel.to_path(dest);
+        match entry.kind {
+            fs::EntryKind::Dir => {
+                fs::create_dir_all_within(dest, Path::new(entry.rel.as_str()), 0o700)?;
+            }
+            fs::EntryKind::File => {
+                let exec = fs::perm::is_owner_exec(std::os::unix::fs::PermissionsExt::mode(
+                    &entry.metadata.permissions(),
+                ));
+                fs::copy_new_file(
+                    &entry.path,
+                    &target,
+                    fs::Sharing::Private.file_mode(exec),
+                    false,
+                )?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn ensure_dir(dest: &Path) -> Result<(), Failure> {
+    fs::create_dir_all(dest).map_err(|e| Failure::from(anyhow::Error::from(e)))
+}
+
+fn build_report<T>(
+    build: &ArtifactBuild<T>,
+    key: &ArtifactKey,
+    spec: &ArtifactSpec,
+) -> (Value, String) {
+    let value = json!({
+        "disposition": build.disposition.as_str(),
+        "key": key.digest().to_string(),
+        "spec": spec.digest().to_string(),
+        "stage": spec.stage().as_str(),
+        "dir": build.dir(),
+        "manifest_digest": build.handle.as_ref().map(|h| h.manifest_digest().to_string()),
+        "private_dir": build.private_dir,
+        "reason": build.reason,
+        "failure": build.failure.map(|f| f.as_str()),
+        "warnings": build.warnings,
+    });
+    let mut text = format!(
+        "strata: {} key={} stage={}",
+        build.disposition.as_str().to_uppercase(),
+        key.digest(),
+        spec.stage()
+    );
+    if let Some(dir) = build.dir() {
+        text.push_str(&format!(" dir={}", dir.display()));
+    }
+    if let Some(f) = build.failure {
+        text.push_str(&format!(" failure={}", f.as_str()));
+    }
+    if let Some(r) = &build.reason {
+        text.push_str(&format!(" reason={r}"));
+    }
+    for w in &build.warnings {
+        text.push_str(&format!("\nstrata: warning: {w}"));
+    }
+    (value, text)
+}
+
+/// After a build: copy to --output, drop the private build when it was published.
+fn finish_build<T>(
+    build: &ArtifactBuild<T>,
+    output: Option<&Path>,
+    keep_private: bool,
+    private: &mut PrivateRoot,
+) -> Result<(), Failure> {
+    if let Some(dest) = output {
+        ensure_dir(dest)?;
+        match (&build.handle, &build.private_dir) {
+            (Some(handle), _) => {
+                handle.materialize(dest).map_err(artifact_failure)?;
+            }
+            (None, Some(dir)) => copy_private(dir, dest)?,
+            (None, None) => {}
+        }
+    }
+    match (&build.handle, &build.private_dir) {
+        (Some(_), Some(dir)) if !keep_private => {
+            let _ = fs::remove_tree(dir);
+        }
+        (None, Some(_)) if output.is_none() => private.keep = true,
+        _ => {}
+    }
+    Ok(())
+}
+
+pub(crate) fn run(cmd: ArtifactCommand) -> Result<i32, Failure> {
+    match cmd {
+        ArtifactCommand::Lookup { store, id, out } => {
+            let (key, spec) = (id.key()?, id.spec()?);
+            let store = store.open(None)?;
+            let lookup = store.lookup(&key, &spec);
+            print(out.json, &lookup_json(&lookup, &key, &spec), &lookup_text(&lookup, &key))?;
+            Ok(lookup_code(lookup.status()))
+        }
+        ArtifactCommand::GetOrBuild { store, id, output, keep_private, out, command } => {
+            let (key, spec) = (id.key()?, id.spec()?);
+            let mut private = PrivateRoot::new(store.private_root.as_deref())?;
+            let store = store.open(Some(&private))?;
+            let build = store
+                .get_or_build(&key, &spec, |dir| run_command(&command, dir))
+                .map_err(build_failure)?;
+            finish_build(&build, output.as_deref(), keep_private, &mut private)?;
+            let (value, text) = build_report(&build, &key, &spec);
+            print(out.json, &value, &text)?;
+            Ok(0)
+        }
+        ArtifactCommand::Materialize { store, id, dest, out } => {
+            let (key, spec) = (id.key()?, id.spec()?);
+            let store = store.open(None)?;
+            let lookup = store.lookup(&key, &spec);
+            let Lookup::Hit(handle) = &lookup else {
+                print(out.json, &lookup_json(&lookup, &key, &spec), &lookup_text(&lookup, &key))?;
+                return Ok(lookup_code(lookup.status()));
+            };
+            ensure_dir(&dest)?;
+            let report = handle.materialize(&dest).map_err(artifact_failure)?;
+            let value = json!({
+                "status": "hit", "key": key.digest().to_string(), "spec": spec.digest().to_string(),
+                "dir": handle.dir(), "dest": report.dest, "files": report.files, "bytes": report.bytes,
+            });
+            let text = format!(
+                "strata: MATERIALIZED key={} files={} bytes={} dest={}",
+                key.digest(),
+                report.files,
+                report.bytes,
+                report.dest.display()
+            );
+            print(out.json, &value, &text)?;
+            Ok(0)
+        }
+        ArtifactCommand::Promote { store, id, ready_require, output, out, command } => {
+            let key = id.key()?;
+            let generated = spec_from(Stage::Generated, id.kind, &id.require)?;
+            let ready =
+                generated.with_stage_and_more(Stage::BinaryReady, &ready_require).map_err(usage)?;
+            let mut private = PrivateRoot::new(store.private_root.as_deref())?;
+            let store = store.open(Some(&private))?;
+            let (parent, build) = store
+                .promote(&key, &generated, &ready, |dir| run_command(&command, dir))
+                .map_err(build_failure)?;
+            finish_build(&build, output.as_deref(), false, &mut private)?;
+            let (mut value, text) = build_report(&build, &key, &ready);
+            value["parent"] = json!(parent.manifest_digest().to_string());
+            print(out.json, &value, &text)?;
+            Ok(0)
+        }
+        ArtifactCommand::Verify { root, all, repeat, id, out } => {
+            verify(root, all, repeat, id, out.json)
+        }
+        ArtifactCommand::Gc { root, dry_run, out } => {
+            let store =
+                ArtifactStore::open(&root, StoreOptions::default()).map_err(artifact_failure)?;
+            let report = artifact::gc(store.root(), artifact::GcOptions { dry_run })
+                .map_err(artifact_failure)?;
+            let mut text = String::new();
+            for a in &report.actions {
+                text.push_str(&format!(
+                    "{} {} {} ({})\n",
+                    a.result,
+                    a.kind,
+                    a.path.display(),
+                    a.reason
+                ));
+            }
+            for s in &report.skipped {
+                text.push_str(&format!("skipped {} (its key lock is held)\n", s.display()));
+            }
+            text.push_str(&format!(
+                "strata: gc kept {} valid slot(s), {} action(s){}",
+                report.kept_slots,
+                report.actions.len(),
+                if dry_run { " (dry run)" } else { "" }
+            ));
+            print(out.json, &serde_json::to_value(&report).unwrap_or_default(), &text)?;
+            Ok(if report.has_failures() { 1 } else { 0 })
+        }
+        ArtifactCommand::Push { store, id, remote, out } => {
+            let (key, spec) = (id.key()?, id.spec()?);
+            let private = PrivateRoot::new(store.private_root.as_deref())?;
+            let store = store.open(Some(&private))?;
+            let objects = open_remote(&remote)?;
+            match l0::push(&store, objects.as_ref(), &key, &spec) {
+                Ok(report) => {
+                    let outcome = match report.outcome {
+                        PushOutcome::Uploaded => "uploaded",
+                        PushOutcome::AlreadyPresent => "already_present",
+                    };
+                    let value = json!({
+                        "outcome": outcome, "object": report.object.as_str(), "store": objects.describe(),
+                        "archive_bytes": report.archive_bytes, "payload_bytes": report.payload_bytes,
+                        "seconds": report.seconds,
+                    });
+                    let text = format!(
+                        "strata: L0 push {outcome} object={} bytes={} store={}",
+                        report.object,
+                        report.archive_bytes,
+                        objects.describe()
+                    );
+                    print(out.json, &value, &text)?;
+                    Ok(0)
+                }
+                Err(l0::Error::Artifact(e)) => Err(artifact_failure(e)),
+                Err(e) if remote.strict => Err(Failure::from(anyhow::Error::from(e))),
+                Err(e) => {
+                    let message = chain(&e);
+                    eprintln!("strata: warning: {message} (continuing; use --strict to fail)");
+                    print(
+                        out.json,
+                        &json!({"outcome": "transport_error", "reason": message}),
+                        "strata: L0 push skipped",
+                    )?;
+                    Ok(0)
+                }
+            }
+        }
+        ArtifactCommand::Pull { store, id, remote, dest, out } => {
+            let (key, spec) = (id.key()?, id.spec()?);
+            let mut private = PrivateRoot::new(store.private_root.as_deref())?;
+            let store = store.open(Some(&private))?;
+            let objects = open_remote(&remote)?;
+            let report = match l0::pull(&store, objects.as_ref(), &key, &spec) {
+                Ok(r) => r,
+                Err(l0::Error::Artifact(e)) => return Err(artifact_failure(e)),
+                Err(e) if remote.strict => return Err(Failure::from(anyhow::Error::from(e))),
+                Err(e) => {
+                    let message = chain(&e);
+                    eprintln!(
+                        "strata: warning: {message} (treated as a miss; use --strict to fail)"
+                    );
+                    let value = json!({"outcome": "transport_error", "reason": message});
+                    print(out.json, &value, "strata: L0 MISS (transport error)")?;
+                    return Ok(EXIT_MISS);
+                }
+            };
+            let (outcome, reason) = match &report.outcome {
+                PullOutcome::LocalHit => ("local_hit", None),
+                PullOutcome::Pulled => ("pulled", report.reason.clone()),
+                PullOutcome::NotInRemote => ("not_in_store", None),
+                PullOutcome::Rejected(r) => ("rejected", Some(r.clone())),
+            };
+            if let PullOutcome::Rejected(r) = &report.outcome {
+                if remote.strict {
+                    return Err(Failure::from(anyhow::anyhow!(
+                        "rejected L0 object {}: {r}",
+                        report.object
+                    )));
+                }
+                eprintln!("strata: warning: rejected L0 object {}: {r}", report.object);
+            }
+            let available = report.dir();
+            if report.handle.is_none() && report.private_dir.is_some() && dest.is_none() {
+                private.keep = true;
+            }
+            if let (Some(dest), Some(dir)) = (&dest, &available) {
+                ensure_dir(dest)?;
+                match &report.handle {
+                    Some(h) => {
+                        h.materialize(dest).map_err(artifact_failure)?;
+                    }
+                    None => copy_private(dir, dest)?,
+                }
+            }
+            let value = json!({
+                "outcome": outcome, "object": report.object.as_str(), "store": objects.describe(),
+                "dir": available, "disposition": report.disposition.map(|d| d.as_str()),
+                "reason": reason, "downloaded_bytes": report.downloaded_bytes, "seconds": report.seconds,
+                "dest": dest,
+            });
+            let mut text = format!(
+                "strata: L0 {} ({outcome}) key={}",
+                if available.is_some() { "HIT" } else { "MISS" },
+                key.digest()
+            );
+            if let Some(dir) = &available {
+                text.push_str(&format!(" dir={}", dir.display()));
+            }
+            print(out.json, &value, &text)?;
+            Ok(if available.is_some() { 0 } else { EXIT_MISS })
+        }
+        ArtifactCommand::ScanIncludes { sources, include_dirs, package, out } => {
+            match include::scan(&sources, &include_dirs).map_err(artifact_failure)? {
+                include::Verdict::Unsupported(u) => {
+                    let value = json!({"verdict": "unsupported", "file": u.file, "line": u.line, "reason": u.reason});
+                    let text = format!(
+                        "strata: unsupported {}:{}: {}",
+                        u.file.display(),
+                        u.line,
+                        u.reason
+                    );
+                    print(out.json, &value, &text)?;
+                    Ok(EXIT_UNSUPPORTED)
+                }
+                include::Verdict::Closure(closure) => {
+                    if let Some(dest) = &package {
+                        include::package(&closure, dest).map_err(artifact_failure)?;
+                    }
+                    let value = json!({
+                        "verdict": "complete",
+                        "common_root": closure.common_root,
+                        "files": closure.files,
+                        "relative_files": closure.relative_files,
+                        "include_dirs": closure.relative_include_dirs,
+                        "system_includes": closure.system_includes,
+                        "package": package,
+                    });
+                    let mut text = String::new();
+                    for f in &closure.files {
+                        text.push_str(&format!("{}\n", f.display()));
+                    }
+                    for s in &closure.system_includes {
+                        text.push_str(&format!(
+                            "system <{}> ({}:{})\n",
+                            s.name,
+                            s.file.display(),
+                            s.line
+                        ));
+                    }
+                    text.push_str(&format!("strata: complete, {} file(s)", closure.files.len()));
+                    print(out.json, &value, &text)?;
+                    Ok(0)
+                }
+            }
+        }
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
+/// The default L0 store: `file://$XDG_CACHE_HOME/strata/store` (`~/.cache` when unset).
+fn default_store_url() -> Result<String, Failure> {
+    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => fs::expand_tilde(Path::new("~/.cache")),
+    };
+    let dir = fs::absolute(&base.join("strata").join("store"))?;
+    Ok(format!("file://{}", dir.display()))
+}
+
+fn open_remote(args: &RemoteArgs) -> Result<Box<dyn strata::transport::ObjectStore>, Failure> {
+    let url = match &args.store {
+        Some(url) => url.clone(),
+        None => default_store_url()?,
+    };
+    let options = TransportOptions::from_env().map_err(usage)?;
+    open_store(&url, &options).map_err(usage)
+}
+
+fn verify(
+    root: PathBuf,
+    all: bool,
+    repeat: u32,
+    id: OptionalIdArgs,
+    json_out: bool,
+) -> Result<i32, Failure> {
+    let store = ArtifactStore::open(
+        &root,
+        StoreOptions { mode: Mode::ReadOnly, ..StoreOptions::default() },
+    )
+    .map_err(artifact_failure)?;
+    if !all {
+        let (Some(source), Some(specialization)) = (&id.source, &id.specialization) else {
+            return Err(usage(anyhow::anyhow!(
+                "give --all, or the key and spec flags (--env, --source, --specialization, --require)"
+            )));
+        };
+        let key = key_from(&id.env, source, specialization)?;
+        let stage = match id.stage {
+            StageArg::Generated => Stage::Generated,
+            StageArg::Ready => Stage::BinaryReady,
+        };
+        let spec = spec_from(stage, id.kind, &id.require)?;
+        let start = std::time::Instant::now();
+        let lookup = store.lookup(&key, &spec);
+        let mut passes = vec![json!({"seconds": start.elapsed().as_secs_f64(),
+            "hashed_bytes": lookup.handle().map(|h| h.manifest().total_bytes())})];
+        let mut text = lookup_text(&lookup, &key);
+        if let Some(handle) = lookup.handle() {
+            for _ in 1..repeat.max(1) {
+                let start = std::time::Instant::now();
+                let report = handle.verify().map_err(artifact_failure)?;
+                let seconds = start.elapsed().as_secs_f64();
+                text.push_str(&format!(
+                    "\nstrata: re-verified in {seconds:.4}s, hashed {} of {} bytes",
+                    report.hashed_bytes, report.total_bytes
+                ));
+                passes.push(json!({"seconds": seconds, "hashed_bytes": report.hashed_bytes}));
+            }
+        }
+        let mut value = lookup_json(&lookup, &key, &spec);
+        value["passes"] = json!(passes);
+        print(json_out, &value, &text)?;
+        return Ok(lookup_code(lookup.status()));
+    }
+    let reports = artifact::verify_all(store.root()).map_err(artifact_failure)?;
+    let mut text = String::new();
+    let mut code = 0;
+    for r in &reports {
+        text.push_str(&format!("{} {}", r.status, r.path.display()));
+        if let Some(reason) = &r.reason {
+            text.push_str(&format!(" ({reason})"));
+        }
+        text.push('\n');
+        code = code.max(match r.status {
+            "invalid" => EXIT_INVALID,
+            "storage_error" => EXIT_STORAGE,
+            _ => 0,
+        });
+    }
+    let valid = reports.iter().filter(|r| r.status == "hit").count();
+    text.push_str(&format!("strata: {valid} of {} slot(s) valid", reports.len()));
+    print(json_out, &json!({"slots": reports, "valid": valid}), &text)?;
+    Ok(code)
+}

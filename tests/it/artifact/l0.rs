@@ -1,0 +1,189 @@
+//! L0 push/pull: round trips through a directory store and a real s3s-fs server, put-if-absent,
+//! rejection of corrupt objects, fail-open transport errors.
+
+use std::path::{Path, PathBuf};
+
+use strata::artifact::{LookupStatus, Mode, Stage};
+
+use super::*;
+use crate::transport::server::S3sServer;
+
+fn publish(ws: &Workspace) -> PathBuf {
+    let store = ws.store(Mode::ReadWrite);
+    let s = spec(Stage::BinaryReady, REQUIRED);
+    store.get_or_build(&key(), &s, write_outputs).unwrap().handle.unwrap().dir()
+}
+
+fn l0(cmd: &str, root: &Path, store_url: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = strata()
+        .args(["artifact", cmd, "--json", "--store", store_url])
+        .args(id_flags(root, &hex('b'), "ready", REQUIRED))
+        .args(extra)
+        .env("STRATA_S3_MAX_RETRIES", "0")
+        .env("STRATA_S3_TIMEOUT_SECONDS", "5")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = if out.stdout.is_empty() { serde_json::Value::Null } else { json(&out.stdout) };
+    (out.status.code().unwrap(), v, stderr)
+}
+
+fn round_trip(url: &str, envs: &[(String, String)]) {
+    let producer = Workspace::new();
+    let slot = publish(&producer);
+    let with_env = |cmd: &str, root: &Path, extra: &[&str]| {
+        let mut c = strata();
+        c.args(["artifact", cmd, "--json", "--store", url])
+            .args(id_flags(root, &hex('b'), "ready", REQUIRED))
+            .args(extra);
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code().unwrap(),
+            json(&out.stdout),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, v, err) = with_env("push", &producer.root(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["outcome"], "uploaded", "{v}");
+    let (code, v, _) = with_env("push", &producer.root(), &[]);
+    assert_eq!((code, v["outcome"].as_str()), (0, Some("already_present")));
+    let consumer = Workspace::new();
+    let dest = consumer.path().join("out");
+    let (code, v, err) = with_env("pull", &consumer.root(), &["--dest", dest.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["outcome"], "pulled");
+    assert_eq!(v["disposition"], "published");
+    assert_eq!(
+        std::fs::read(dest.join("lib/libx.a")).unwrap(),
+        std::fs::read(slot.join("lib/libx.a")).unwrap()
+    );
+    // The pulled slot is a normal verified slot with the same manifest payload.
+    let pulled = consumer.store(Mode::ReadOnly).lookup(&key(), &spec(Stage::BinaryReady, REQUIRED));
+    assert_eq!(pulled.status(), LookupStatus::Hit);
+    let original =
+        producer.store(Mode::ReadOnly).lookup(&key(), &spec(Stage::BinaryReady, REQUIRED));
+    assert_eq!(pulled.handle().unwrap().manifest(), original.handle().unwrap().manifest());
+    // A second pull is a local HIT.
+    let (code, v, _) = with_env("pull", &consumer.root(), &[]);
+    assert_eq!((code, v["outcome"].as_str()), (0, Some("local_hit")));
+}
+
+#[test]
+fn l0_round_trip_through_a_directory_store() {
+    let remote = tempfile::tempdir().unwrap();
+    round_trip(&format!("file://{}", remote.path().display()), &[]);
+}
+
+#[test]
+fn l0_round_trip_through_s3s_fs() {
+    let server = S3sServer::start();
+    let envs = vec![
+        ("AWS_ACCESS_KEY_ID".to_owned(), server.access_key.clone()),
+        ("AWS_SECRET_ACCESS_KEY".to_owned(), server.secret_key.clone()),
+    ];
+    round_trip(&server.url("ci/l0"), &envs);
+}
+
+#[test]
+fn l0_default_store_is_under_xdg_cache_home() {
+    let producer = Workspace::new();
+    publish(&producer);
+    let xdg = producer.path().join("xdg");
+    let out = strata()
+        .args(["artifact", "push", "--json"])
+        .args(id_flags(&producer.root(), &hex('b'), "ready", REQUIRED))
+        .env_remove("STRATA_STORE")
+        .env("XDG_CACHE_HOME", &xdg)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let object = json(&out.stdout)["object"].as_str().unwrap().to_owned();
+    assert!(xdg.join("strata/store").join(object).is_file());
+}
+
+#[test]
+fn l0_corrupt_object_is_rejected_and_nothing_is_published() {
+    let producer = Workspace::new();
+    publish(&producer);
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let (code, v, err) = l0("push", &producer.root(), &url, &[]);
+    assert_eq!(code, 0, "{err}");
+    let object = remote.path().join(v["object"].as_str().unwrap());
+    let original = std::fs::read(&object).unwrap();
+    for flip in [original.len() / 2, original.len() - 5, 40] {
+        let mut bytes = original.clone();
+        bytes[flip] ^= 0x55;
+        std::fs::write(&object, &bytes).unwrap();
+        let consumer = Workspace::new();
+        let (code, v, err) = l0("pull", &consumer.root(), &url, &[]);
+        assert_eq!(code, 3, "flip at {flip}: {v} {err}");
+        assert_eq!(v["outcome"], "rejected", "{v}");
+        assert!(err.contains("rejected"), "{err}");
+        let lookup =
+            consumer.store(Mode::ReadOnly).lookup(&key(), &spec(Stage::BinaryReady, REQUIRED));
+        assert_eq!(lookup.status(), LookupStatus::Miss);
+        let (code, _, _) = l0("pull", &consumer.root(), &url, &["--strict"]);
+        assert_eq!(code, 1);
+    }
+    // An intact archive of another key under this key's name is rejected too.
+    std::fs::write(&object, &original).unwrap();
+    let other_key_flags = id_flags(&Workspace::new().root(), &hex('d'), "ready", REQUIRED);
+    let other_object = remote.path().join(
+        strata::l0::object_key(&key_with(&hex('d')), &spec(Stage::BinaryReady, REQUIRED)).as_str(),
+    );
+    std::fs::create_dir_all(other_object.parent().unwrap()).unwrap();
+    std::fs::copy(&object, &other_object).unwrap();
+    let out = strata()
+        .args(["artifact", "pull", "--json", "--store", &url])
+        .args(&other_key_flags)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(json(&out.stdout)["reason"].as_str().unwrap().contains("another key"));
+}
+
+#[test]
+fn l0_missing_object_and_transport_failures_fail_open() {
+    let producer = Workspace::new();
+    publish(&producer);
+    let remote = tempfile::tempdir().unwrap();
+    let consumer = Workspace::new();
+    let (code, v, _) =
+        l0("pull", &consumer.root(), &format!("file://{}", remote.path().display()), &[]);
+    assert_eq!((code, v["outcome"].as_str()), (3, Some("not_in_store")));
+    let port = crate::transport::server::free_port();
+    let dead = format!("s3://b/p?endpoint=http://127.0.0.1:{port}&region=us-east-1");
+    let creds = [("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "s")];
+    for (cmd, root, expected) in [("push", producer.root(), 0), ("pull", consumer.root(), 3)] {
+        let run = |strict: bool| {
+            let mut c = strata();
+            c.args(["artifact", cmd, "--json", "--store", &dead])
+                .args(id_flags(&root, &hex('b'), "ready", REQUIRED))
+                .env("STRATA_S3_MAX_RETRIES", "0");
+            if strict {
+                c.arg("--strict");
+            }
+            c.envs(creds);
+            c.output().unwrap()
+        };
+        let out = run(false);
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
+        assert_eq!(run(true).status.code(), Some(1), "{cmd} --strict");
+    }
+    // Pushing an artifact that is not published locally is "not available" (exit 3).
+    let empty = Workspace::new();
+    let (code, _, err) =
+        l0("push", &empty.root(), &format!("file://{}", remote.path().display()), &[]);
+    assert_eq!(code, 3, "{err}");
+}

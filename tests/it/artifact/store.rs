@@ -1,0 +1,369 @@
+//! Store behaviour through the CLI and the library: publication, HIT, spec changes, read-only
+//! mode, permissions, promotion, materialization, gc.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use strata::artifact::{Disposition, LookupStatus, Mode, Stage};
+
+use super::*;
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn layout_is_documented() {
+    let ws = Workspace::new();
+    let store = ws.store(Mode::ReadWrite);
+    let s = spec(Stage::Generated, REQUIRED);
+    let built = store.get_or_build(&key(), &s, write_outputs).unwrap();
+    let dir = built.handle.unwrap().dir();
+    let k = key();
+    let expected = std::fs::canonicalize(ws.root()).unwrap().join(format!(
+        "artifacts-v1/{}/{}/{}/generated",
+        k.environment().digest(),
+        k.digest(),
+        s.digest()
+    ));
+    assert_eq!(dir, expected);
+    assert!(ws.root().join(format!("locks/{}.lock", k.digest())).is_file());
+    assert_eq!(mode(&ws.root().join(format!("locks/{}.lock", k.digest()))), 0o600);
+    assert!(dir.join("artifact_manifest.json").is_file());
+}
+
+#[test]
+fn cli_get_or_build_publishes_then_hits_without_running() {
+    let ws = Workspace::new();
+    let flags = id_flags(&ws.root(), &hex('b'), "generated", REQUIRED);
+    let script = "mkdir -p \"$STRATA_ARTIFACT_OUT/lib\" \"$STRATA_ARTIFACT_OUT/bin\" && \
+                  head -c 4096 /dev/zero > \"$STRATA_ARTIFACT_OUT/lib/libx.a\" && \
+                  printf x > \"$STRATA_ARTIFACT_OUT/bin/tool\" && chmod 755 \"$STRATA_ARTIFACT_OUT/bin/tool\" && \
+                  echo '{}' > \"$STRATA_ARTIFACT_OUT/meta.json\"";
+    let out = strata()
+        .args(["artifact", "get-or-build", "--json"])
+        .args(&flags)
+        .args(["--private-root", ws.private().to_str().unwrap()])
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json(&out.stdout);
+    assert_eq!(v["disposition"], "published");
+    let slot = PathBuf::from(v["dir"].as_str().unwrap());
+    assert_eq!(mode(&slot), 0o700);
+    assert_eq!(mode(&slot.join("bin/tool")), 0o700);
+    assert_eq!(mode(&slot.join("lib/libx.a")), 0o600);
+    // The published private build was removed (no --keep-private).
+    assert_eq!(std::fs::read_dir(ws.private()).unwrap().count(), 0);
+    // HIT: the command (which would fail) never runs.
+    let out = strata()
+        .args(["artifact", "get-or-build", "--json"])
+        .args(&flags)
+        .args(["--", "false"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(json(&out.stdout)["disposition"], "hit");
+    let out = strata().args(["artifact", "lookup"]).args(&flags).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("strata: HIT key="));
+}
+
+#[test]
+fn cli_build_failure_returns_the_command_code_and_publishes_nothing() {
+    let ws = Workspace::new();
+    let flags = id_flags(&ws.root(), &hex('b'), "generated", REQUIRED);
+    let out = strata()
+        .args(["artifact", "get-or-build"])
+        .args(&flags)
+        .args(["--", "sh", "-c", "exit 42"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(42));
+    let out = strata().args(["artifact", "lookup"]).args(&flags).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "MISS");
+    // Missing required outputs are an error too (exit 1), never a publication.
+    let out = strata()
+        .args(["artifact", "get-or-build"])
+        .args(&flags)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing required files"));
+    // Usage errors: a truncated digest is exit 2.
+    let mut bad = flags.clone();
+    let pos = bad.iter().position(|a| a == "--source").unwrap();
+    bad[pos + 1] = "abc".into();
+    let out = strata().args(["artifact", "lookup"]).args(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SHA-256"));
+}
+
+#[test]
+fn changed_spec_is_a_clean_miss_and_old_spec_stays_usable() {
+    let ws = Workspace::new();
+    let store = ws.store(Mode::ReadWrite);
+    let old = spec(Stage::Generated, REQUIRED);
+    store.get_or_build(&key(), &old, write_outputs).unwrap();
+    let new = spec(Stage::Generated, &["meta.json"]);
+    assert_eq!(store.lookup(&key(), &new).status(), LookupStatus::Miss);
+    let built = store.get_or_build(&key(), &new, write_outputs).unwrap();
+    assert_eq!(built.disposition, Disposition::Published);
+    assert_eq!(store.lookup(&key(), &old).status(), LookupStatus::Hit);
+    // Reordering required files is the same spec.
+    let reordered = spec(Stage::Generated, &["meta.json", "lib/libx.a", "bin/tool"]);
+    assert_eq!(store.lookup(&key(), &reordered).status(), LookupStatus::Hit);
+}
+
+/// Everything observable about a tree except access times: path → (kind, mode, size, mtime,
+/// ctime, inode).
+type Observed = (u32, u64, i64, i64, i64, i64, u64);
+
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, Observed> {
+    let mut out = BTreeMap::new();
+    if !root.exists() {
+        return out;
+    }
+    for entry in walkdir::WalkDir::new(root).follow_links(false) {
+        let entry = entry.unwrap();
+        let m = entry.path().symlink_metadata().unwrap();
+        out.insert(
+            entry.path().to_path_buf(),
+            (m.mode(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec(), m.ino()),
+        );
+    }
+    out
+}
+
+/// Read-only mode is checked by snapshotting the whole tree (mode, size, mtime, ctime, inode
+/// of every path) before and after: tests run as root, which bypasses permission bits, so an
+/// unwritable root would prove nothing. The root is also made unwritable (`chmod -R a-w`) to
+/// show that permission changes by the sharing recipe keep slots valid.
+#[test]
+fn read_only_hits_and_builds_privately_without_touching_the_root() {
+    let ws = Workspace::new();
+    let s = spec(Stage::Generated, REQUIRED);
+    ws.store(Mode::ReadWrite).get_or_build(&key(), &s, write_outputs).unwrap();
+    let status = Command::new("chmod").args(["-R", "a-w"]).arg(ws.root()).status().unwrap();
+    assert!(status.success());
+    let before = snapshot(&ws.root());
+    let ro = ws.store(Mode::ReadOnly);
+    assert!(ro.lookup(&key(), &s).handle().is_some());
+    let hit =
+        ro.get_or_build(&key(), &s, |_| -> std::io::Result<()> { panic!("no build") }).unwrap();
+    assert_eq!(hit.disposition, Disposition::Hit);
+    // A miss (other key) builds privately, outside the root.
+    let other = key_with(&hex('d'));
+    let private = ro.get_or_build(&other, &s, write_outputs).unwrap();
+    assert_eq!(private.disposition, Disposition::Private);
+    assert_eq!(private.reason.as_deref(), Some("cache is read-only"));
+    assert!(
+        private
+            .private_dir
+            .as_ref()
+            .unwrap()
+            .starts_with(std::fs::canonicalize(ws.private()).unwrap())
+    );
+    // Through the CLI too, with materialize.
+    let flags = id_flags(&ws.root(), &hex('b'), "generated", REQUIRED);
+    let dest = ws.path().join("run");
+    let out = strata()
+        .args(["artifact", "materialize", "--read-only", "--dest", dest.to_str().unwrap()])
+        .args(&flags)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(dest.join("meta.json")).unwrap(), br#"{"ok":true}"#);
+    assert_eq!(snapshot(&ws.root()), before, "read-only mode changed the cache root");
+    // Without a private root a needed build fails clearly (the CLI would pick $TMPDIR).
+    let bare = ArtifactStore::open(
+        &ws.root(),
+        StoreOptions { mode: Mode::ReadOnly, ..StoreOptions::default() },
+    )
+    .unwrap();
+    let err = bare.get_or_build(&other, &s, write_outputs).unwrap_err();
+    assert!(err.to_string().contains("private root"), "{err}");
+    let _ = Command::new("chmod").args(["-R", "u+w"]).arg(ws.root()).status();
+}
+
+#[test]
+fn read_only_does_not_create_a_missing_root() {
+    let ws = Workspace::new();
+    let ro = ws.store(Mode::ReadOnly);
+    let s = spec(Stage::Generated, REQUIRED);
+    assert_eq!(ro.lookup(&key(), &s).status(), LookupStatus::Miss);
+    ro.get_or_build(&key(), &s, write_outputs).unwrap();
+    assert!(!ws.root().exists());
+}
+
+#[test]
+fn materialize_refuses_destinations_inside_the_root_even_through_symlinks() {
+    let ws = Workspace::new();
+    let store = ws.store(Mode::ReadWrite);
+    let s = spec(Stage::Generated, REQUIRED);
+    let handle = store.get_or_build(&key(), &s, write_outputs).unwrap().handle.unwrap();
+    std::fs::create_dir_all(ws.root().join("inside")).unwrap();
+    std::os::unix::fs::symlink(ws.root().join("inside"), ws.path().join("sneaky")).unwrap();
+    for dest in [ws.root().join("inside"), ws.path().join("sneaky")] {
+        let err = handle.materialize(&dest).unwrap_err();
+        assert!(err.to_string().contains("outside the cache root"), "{err}");
+    }
+    let full = ws.path().join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    std::fs::write(full.join("x"), b"x").unwrap();
+    assert!(handle.materialize(&full).unwrap_err().to_string().contains("not empty"));
+    let dest = ws.path().join("dest");
+    std::fs::create_dir(&dest).unwrap();
+    let report = handle.materialize(&dest).unwrap();
+    assert_eq!(report.files, 3);
+    assert!(!dest.join("artifact_manifest.json").exists(), "no marker");
+    assert_eq!(mode(&dest.join("bin/tool")), 0o700);
+    assert_eq!(mode(&dest.join("meta.json")), 0o600, "owner-writable");
+    assert_ne!(
+        std::fs::metadata(dest.join("meta.json")).unwrap().ino(),
+        std::fs::metadata(handle.dir().join("meta.json")).unwrap().ino(),
+        "copies, not hard links"
+    );
+}
+
+fn tree_bytes(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+    let mut out = BTreeMap::new();
+    for entry in walkdir::WalkDir::new(root) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() {
+            let m = entry.metadata().unwrap();
+            out.insert(
+                entry.path().to_path_buf(),
+                (std::fs::read(entry.path()).unwrap(), m.mode()),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn cli_promotion_leaves_generated_byte_identical_and_ready_restores_without_building() {
+    let ws = Workspace::new();
+    let g_flags = id_flags(&ws.root(), &hex('b'), "generated", &["src/kernel.c"]);
+    let out = strata()
+        .args(["artifact", "get-or-build"])
+        .args(&g_flags)
+        .args(["--", "sh", "-c", "mkdir -p \"$STRATA_ARTIFACT_OUT/src\" && echo 'int k;' > \"$STRATA_ARTIFACT_OUT/src/kernel.c\""])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let generated_dir = {
+        let out = strata().args(["artifact", "lookup", "--json"]).args(&g_flags).output().unwrap();
+        PathBuf::from(json(&out.stdout)["dir"].as_str().unwrap())
+    };
+    let before = tree_bytes(&generated_dir);
+    // The compiler rewrites a generated file in its private copy and adds a binary.
+    let compile = "cd \"$STRATA_ARTIFACT_OUT\" && echo '// patched' >> src/kernel.c && \
+                   mkdir -p prebuilt && cat src/kernel.c > prebuilt/kernel_0.bin";
+    let out = strata()
+        .args(["artifact", "promote", "--json", "--ready-require", "prebuilt/kernel_0.bin"])
+        .args(&g_flags)
+        .args(["--", "sh", "-c", compile])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json(&out.stdout);
+    assert_eq!(v["disposition"], "published");
+    assert_eq!(v["stage"], "ready");
+    assert_eq!(tree_bytes(&generated_dir), before, "GENERATED must stay byte-identical");
+    let ready_dir = PathBuf::from(v["dir"].as_str().unwrap());
+    let manifest = std::fs::read_to_string(ready_dir.join("artifact_manifest.json")).unwrap();
+    let parent = v["parent"].as_str().unwrap();
+    assert!(manifest.contains(&format!("\"parents\":[\"{parent}\"]")), "{manifest}");
+    // Restoring the ready artifact: verify + materialize, no build step.
+    let r_flags =
+        id_flags(&ws.root(), &hex('b'), "ready", &["prebuilt/kernel_0.bin", "src/kernel.c"]);
+    let run = ws.path().join("run");
+    let out = strata()
+        .args(["artifact", "materialize", "--read-only", "--dest", run.to_str().unwrap()])
+        .args(&r_flags)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(run.join("prebuilt/kernel_0.bin")).unwrap(),
+        "int k;\n// patched\n"
+    );
+    // Promotion is idempotent: a second promote HITs without running the command.
+    let out = strata()
+        .args(["artifact", "promote", "--json", "--ready-require", "prebuilt/kernel_0.bin"])
+        .args(&g_flags)
+        .args(["--", "false"])
+        .output()
+        .unwrap();
+    assert_eq!(json(&out.stdout)["disposition"], "hit");
+}
+
+#[test]
+fn single_flight_coalesces_across_store_instances() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ws = Workspace::new();
+    let builds = Arc::new(AtomicUsize::new(0));
+    let s = spec(Stage::Generated, REQUIRED);
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let store = ws.store(Mode::ReadOnly); // a separate instance per thread
+            let builds = builds.clone();
+            let s = s.clone();
+            std::thread::spawn(move || {
+                store
+                    .get_or_build(&key(), &s, |dir| {
+                        builds.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(300));
+                        write_outputs(dir).map(|_| 5u8)
+                    })
+                    .unwrap()
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(builds.load(Ordering::SeqCst), 1);
+    // PRIVATE results are shared: same directory, same value.
+    let dirs: std::collections::HashSet<_> =
+        results.iter().map(|r| r.private_dir.clone()).collect();
+    assert_eq!(dirs.len(), 1);
+    assert!(results.iter().all(|r| r.value.as_deref() == Some(&5)));
+}
+
+#[test]
+fn gc_removes_invalid_slots_staging_and_unused_locks_offline() {
+    let ws = Workspace::new();
+    let store = ws.store(Mode::ReadWrite);
+    let s = spec(Stage::Generated, REQUIRED);
+    let good = store.get_or_build(&key(), &s, write_outputs).unwrap().handle.unwrap();
+    let bad = store.get_or_build(&key_with(&hex('d')), &s, write_outputs).unwrap().handle.unwrap();
+    std::fs::write(bad.dir().join("extra"), b"x").unwrap();
+    let staging = good.dir().parent().unwrap().join(".generated.tmp-0123456789abcdef");
+    std::fs::create_dir(&staging).unwrap();
+    let root = ws.root();
+    let flags = ["artifact", "gc", "--json", "--root", root.to_str().unwrap()];
+    let out = strata().args(flags).arg("--dry-run").output().unwrap();
+    let v = json(&out.stdout);
+    assert_eq!(v["kept_slots"], 1);
+    assert!(bad.dir().exists() && staging.exists(), "dry run removed something");
+    let out = strata().args(flags).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json(&out.stdout);
+    let kinds: Vec<&str> =
+        v["actions"].as_array().unwrap().iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    for kind in ["invalid_slot", "staging", "unused_lock", "empty_dir"] {
+        assert!(kinds.contains(&kind), "{kinds:?}");
+    }
+    assert!(!bad.dir().exists() && !staging.exists());
+    assert!(!ws.root().join(format!("locks/{}.lock", key_with(&hex('d')).digest())).exists());
+    good.verify().unwrap();
+    let out = strata()
+        .args(["artifact", "verify", "--all", "--root", ws.root().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+}
