@@ -27,6 +27,7 @@ pub mod artifacts;
 pub mod entry;
 pub mod events;
 pub mod explain;
+pub mod guard;
 pub mod identity;
 pub mod layout;
 pub mod prune;
@@ -271,6 +272,22 @@ pub enum Error {
         /// How long we waited.
         waited: Duration,
     },
+    /// A custom operator's stage would wipe something that is not a stage.
+    #[error("refusing to use {} as the private stage (--output-dir of a custom_operator action): strata empties it before every build and restore, and it is or contains {what} {}; give each action its own dedicated directory", stage.display(), path.display())]
+    UnsafeStage {
+        /// The stage.
+        stage: PathBuf,
+        /// What it would destroy ("a prepared input", "the publish directory", …).
+        what: &'static str,
+        /// That path.
+        path: PathBuf,
+    },
+    /// `--working-directory` does not exist.
+    #[error("working directory {} does not exist (--working-directory)", path.display())]
+    WorkingDirectoryMissing {
+        /// The path.
+        path: PathBuf,
+    },
     /// An environment variable has a value strata cannot use.
     #[error("environment variable {name}={value:?} is invalid: {expected}")]
     InvalidEnvironment {
@@ -295,6 +312,8 @@ impl Error {
             self,
             Error::InvalidSetEnv { .. }
                 | Error::InvalidGlob { .. }
+                | Error::InvalidName { .. }
+                | Error::UnsafeStage { .. }
                 | Error::MissingFlag { .. }
                 | Error::EmptyCommand
                 | Error::InvalidEnvironment { .. }

@@ -33,7 +33,7 @@ use crate::action::events::{EventLog, ms};
 use crate::action::identity::{self, IdentityInputs, Patterns};
 use crate::action::layout::{CacheRoot, Domain, EntryName};
 use crate::action::publish::{ActionId, Publisher, action_lock_path};
-use crate::action::{ActionKey, Error, LockKind};
+use crate::action::{ActionKey, Error, LockKind, guard};
 use crate::fs::{self, LockGuard, LockProgress, LockWait, RelPath};
 
 /// Lock timeouts.
@@ -324,8 +324,41 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
     events.set_base("operator", opts.operator.clone());
     events.set_base("action", opts.action.clone());
 
+    if custom {
+        let mut protected = guard::Protected::default();
+        protected.add("the cache root", cache.path());
+        for p in [&opts.identity.operator_source, &opts.identity.repo_root].into_iter().flatten() {
+            protected.add("a declared input directory", p);
+        }
+        for p in opts.identity.prepared_inputs.iter().chain(&opts.identity.recipe_files) {
+            protected.add("a declared input", p);
+        }
+        for p in &opts.identity.environment_files {
+            protected.add("an environment file", p);
+        }
+        let mut inside = Vec::new();
+        if let Some((dir, state)) = &publish {
+            protected.add("the publish directory", dir);
+            protected.add("the publish state directory", state);
+            inside.push(("the publish directory", dir.clone()));
+            inside.push(("the publish state directory", state.clone()));
+        }
+        guard::check_stage(&output_dir, &protected, &inside)?;
+    }
+    if let Some(dir) = &opts.identity.working_directory
+        && !fs::metadata(dir).is_ok_and(|m| m.is_dir())
+    {
+        return Err(Error::WorkingDirectoryMissing { path: dir.clone() });
+    }
+
     let memo = cache.memo_dir();
-    let identity = identity::compute(&opts.identity, Some(&memo))?;
+    let mut identity_inputs = opts.identity.clone();
+    identity_inputs.skip_dirs = [Some(cache.path().to_path_buf()), Some(output_dir.clone())]
+        .into_iter()
+        .chain(publish.iter().flat_map(|(d, s)| [Some(d.clone()), Some(s.clone())]))
+        .flatten()
+        .collect();
+    let identity = identity::compute(&identity_inputs, Some(&memo))?;
     let key = identity.key;
     events.set_base("key", key.to_string());
     let name = EntryName {
@@ -357,23 +390,20 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
 
     // Action lock.
     let _action_lock = match (&ctx.publish, &ctx.action_id) {
-        (Some((_, state)), Some(id)) => Some(lock_with_events(
+        (Some((_, state)), Some(id)) => Some(vec![lock_with_events(
             &action_lock_path(state, id),
             LockKind::Action,
             opts.timeouts.action,
             &ctx.events,
-        )?),
-        _ => match lock_with_events(
-            &cache.output_lock(&output_dir),
-            LockKind::Action,
-            opts.timeouts.action,
-            &ctx.events,
-        ) {
-            Ok(g) => Some(g),
-            Err(e) if e.is_lock_timeout() => return Err(e),
-            // A cache root we cannot write: the entry lock will fail too, and we BYPASS.
-            Err(_) => None,
-        },
+        )?]),
+        _ => {
+            match guard::lock_output_tree(&cache, &output_dir, opts.timeouts.action, &ctx.events) {
+                Ok(g) => Some(g),
+                Err(e) if e.is_lock_timeout() => return Err(e),
+                // A cache root we cannot write: the entry lock will fail too, and we BYPASS.
+                Err(_) => None,
+            }
+        }
     };
 
     let hash_ms = ms(identity.elapsed);

@@ -135,12 +135,7 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "FILE")]
     event_log: Option<PathBuf>,
     /// The build command and its arguments (after the options, optionally after `--`).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD",
-        required = true
-    )]
+    #[arg(trailing_var_arg = true, value_name = "CMD", required = true)]
     command: Vec<String>,
 }
 
@@ -155,8 +150,13 @@ impl RunArgs {
         if command.first().is_some_and(|c| c == "--") {
             command.remove(0);
         }
+        let t = |p: PathBuf| strata::fs::expand_tilde(&p);
+        let ts = |v: Vec<PathBuf>| {
+            v.into_iter().map(|p| strata::fs::expand_tilde(&p)).collect::<Vec<_>>()
+        };
+        let output_dir = t(self.output_dir);
         Ok(RunOptions {
-            cache_root: cache_root(self.cache_root)?,
+            cache_root: t(cache_root(self.cache_root)?),
             domain: match self.domain {
                 DomainArg::ThirdParty => Domain::ThirdParty,
                 DomainArg::CustomOperator => Domain::CustomOperator,
@@ -165,32 +165,35 @@ impl RunArgs {
             soc: self.soc,
             operator: self.operator,
             action: self.action,
-            output_dir: self.output_dir,
-            publish_dir: self.publish_dir,
-            publish_state_dir: self.publish_state_dir,
-            artifact_include: self.artifact_include,
+            output_dir: output_dir.clone(),
+            publish_dir: self.publish_dir.map(t),
+            publish_state_dir: self.publish_state_dir.map(t),
+            artifact_include: self.artifact_include.clone(),
             identity: IdentityInputs {
-                prepared_inputs: self.prepared_input,
+                prepared_inputs: ts(self.prepared_input),
                 excludes: self.exclude,
-                normalize_paths: self.normalize_path,
-                recipe_files: self.recipe_file,
+                normalize_paths: ts(self.normalize_path),
+                recipe_files: ts(self.recipe_file),
                 recipe_values: self.recipe_value,
                 command,
                 set_env,
-                working_directory: self.working_directory,
+                working_directory: self.working_directory.map(t),
                 profile: Some(match self.environment_profile {
                     ProfileArg::HostCxx => Profile::HostCxx,
                     ProfileArg::Ascendc => Profile::Ascendc,
                     ProfileArg::Bare => Profile::Bare,
                 }),
-                environment_files: self.environment_file,
+                environment_files: ts(self.environment_file),
                 environment_values: self.environment_value,
                 environment_tools: self.environment_tool,
-                operator_source: self.operator_source,
-                repo_root: self.repo_root,
+                operator_source: self.operator_source.map(t),
+                repo_root: self.repo_root.map(t),
+                output_dir: Some(output_dir),
+                artifact_include: self.artifact_include,
+                skip_dirs: Vec::new(),
             },
             timeouts,
-            event_log: self.event_log.or_else(|| {
+            event_log: self.event_log.map(t).or_else(|| {
                 std::env::var_os("STRATA_EVENT_LOG").filter(|v| !v.is_empty()).map(PathBuf::from)
             }),
         })

@@ -75,13 +75,33 @@ pub fn lock_exclusive(
     wait: LockWait,
     progress: &mut dyn FnMut(LockProgress),
 ) -> Result<LockGuard> {
-    let file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o644)
-        .open(path)
-        .map_err(|e| Error::io("open lock file", path, e))?;
-    acquire(file, path, wait, progress)
+    acquire(open_lock_file(path)?, path, FlockOperation::NonBlockingLockExclusive, wait, progress)
+}
+
+/// Like [`lock_exclusive`], but a shared lock: any number of shared holders, excluded by
+/// an exclusive holder. Used for intention locks on ancestors of a locked directory.
+///
+/// # Errors
+/// As [`lock_exclusive`].
+pub fn lock_shared(
+    path: &Path,
+    wait: LockWait,
+    progress: &mut dyn FnMut(LockProgress),
+) -> Result<LockGuard> {
+    acquire(open_lock_file(path)?, path, FlockOperation::NonBlockingLockShared, wait, progress)
+}
+
+/// Opens (creating with mode 0666 before umask) a lock file for appending; if that is not
+/// permitted, opens an existing one read-only — `flock` works on any descriptor, so a user
+/// who can read another user's lock file can still take part in locking.
+fn open_lock_file(path: &Path) -> Result<File> {
+    match OpenOptions::new().append(true).create(true).mode(0o666).open(path) {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            File::open(path).map_err(|_| Error::io("open lock file", path, e))
+        }
+        Err(e) => Err(Error::io("open lock file", path, e)),
+    }
 }
 
 /// Like [`lock_exclusive`], but the lock file is opened with `O_NOFOLLOW` (a symlink at
@@ -108,12 +128,13 @@ pub fn lock_exclusive_nofollow(
     if !meta.is_file() {
         return Err(Error::WrongFileType { path: path.into(), expected: "regular file" });
     }
-    acquire(file, path, wait, progress)
+    acquire(file, path, FlockOperation::NonBlockingLockExclusive, wait, progress)
 }
 
 fn acquire(
     file: File,
     path: &Path,
+    operation: FlockOperation,
     wait: LockWait,
     progress: &mut dyn FnMut(LockProgress),
 ) -> Result<LockGuard> {
@@ -121,7 +142,7 @@ fn acquire(
     let mut next_report = Duration::from_secs(1);
     let mut pause = Duration::from_millis(1);
     loop {
-        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        match flock(&file, operation) {
             Ok(()) => {
                 let waited = start.elapsed();
                 if waited >= Duration::from_secs(1) {

@@ -48,7 +48,8 @@ pub use copy::{
     place_symlink_atomic,
 };
 pub use lock::{
-    LockGuard, LockProgress, LockWait, lock_exclusive, lock_exclusive_nofollow, try_lock_existing,
+    LockGuard, LockProgress, LockWait, lock_exclusive, lock_exclusive_nofollow, lock_shared,
+    try_lock_existing,
 };
 pub use nofollow::{
     FileStamp, copy_new_file, hash_file_stable, open_nofollow, read_capped_nofollow,

@@ -328,7 +328,9 @@ pub fn canonicalize(path: &Path) -> Result<PathBuf> {
     fs::canonicalize(path).map_err(|e| Error::io("resolve", path, e))
 }
 
-/// Opens `path` for appending (`O_WRONLY|O_APPEND|O_CREAT`, mode 0644).
+/// Opens `path` for appending without ever blocking (`O_WRONLY|O_APPEND|O_CREAT|O_NONBLOCK`,
+/// mode 0644): a FIFO without a reader fails to open (`ENXIO`) instead of hanging, and a
+/// full pipe makes writes fail instead of wait.
 ///
 /// # Errors
 /// [`Error::Io`] with op "open for appending".
@@ -337,6 +339,7 @@ pub fn open_append(path: &Path) -> Result<File> {
         .append(true)
         .create(true)
         .mode(0o644)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
         .open(path)
         .map_err(|e| Error::io("open for appending", path, e))
 }

@@ -126,6 +126,14 @@ pub struct IdentityInputs {
     pub operator_source: Option<PathBuf>,
     /// `--repo-root`.
     pub repo_root: Option<PathBuf>,
+    /// `--output-dir` (part of the recipe: it decides what an entry captures).
+    pub output_dir: Option<PathBuf>,
+    /// `--artifact-include` (part of the recipe).
+    pub artifact_include: Vec<String>,
+    /// Absolute directories never walked inside prepared inputs (the cache root, output,
+    /// publish and state directories): strata's own and the build's products are not
+    /// inputs. Not identity themselves.
+    pub skip_dirs: Vec<PathBuf>,
 }
 
 /// The computed identity of an action.
@@ -174,8 +182,12 @@ pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Ident
     }
     let normalizer = Normalizer::new(&roots);
     let excludes = Patterns::excludes_with(&inputs.excludes)?;
-    let prepared =
-        prepared::prepared_input_records(&inputs.prepared_inputs, &excludes, &normalizer)?;
+    let prepared = prepared::prepared_input_records(
+        &inputs.prepared_inputs,
+        &excludes,
+        &inputs.skip_dirs,
+        &normalizer,
+    )?;
     let recipe = recipe::recipe_records(
         &RecipeInputs {
             files: &inputs.recipe_files,
@@ -183,14 +195,22 @@ pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Ident
             command: &inputs.command,
             set_env: &inputs.set_env,
             working_directory: inputs.working_directory.as_deref(),
+            output_dir: inputs.output_dir.as_deref(),
+            artifact_include: &inputs.artifact_include,
         },
         &normalizer,
     )?;
+    let mut tools = inputs.environment_tools.clone();
+    if let Some(compiler) = inputs.command.first().filter(|c| tool::looks_like_compiler(c))
+        && tool::resolve_tool(compiler).is_some()
+    {
+        tools.push(compiler.clone());
+    }
     let environment = environment::environment_records(&EnvironmentInputs {
         profile: inputs.profile.unwrap_or(Profile::HostCxx),
         files: &inputs.environment_files,
         values: &inputs.environment_values,
-        tools: &inputs.environment_tools,
+        tools: &tools,
         memo_dir,
     })?;
     let operator_text = match &inputs.operator_source {

@@ -26,6 +26,9 @@ const LEFT_DELIMS: &[char] = &['"', '\'', '=', ',', ':', ';', '(', '[', '{'];
 /// Characters allowed right after a root (besides whitespace).
 const RIGHT_DELIMS: &[char] = &['\\', '/', '"', '\'', '=', ',', ':', ';', ')', ']', '}'];
 
+/// The prefix every placeholder starts with; literal occurrences are escaped.
+const ESCAPED: &str = "<PATH_";
+
 /// The replacement table built from the ordered `--normalize-path` roots.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Normalizer {
@@ -65,12 +68,20 @@ impl Normalizer {
 
     /// True if `bytes` contains any spelling (a cheap pre-check before decoding).
     pub fn may_apply(&self, bytes: &[u8]) -> bool {
-        self.table.iter().any(|(s, _)| contains(bytes, s.as_bytes()))
+        !self.table.is_empty()
+            && (contains(bytes, ESCAPED.as_bytes())
+                || self.table.iter().any(|(s, _)| contains(bytes, s.as_bytes())))
     }
 
-    /// Normalises `text`.
+    /// Normalises `text`. With at least one root, a literal `<PATH_` already in the text is
+    /// first escaped to `<PATH_<`, so no text can spell a placeholder itself: normalisation
+    /// stays one-to-one (a file containing `<PATH_0>/x` never collides with one containing
+    /// `<root>/x`).
     pub fn apply(&self, text: &str) -> String {
-        let mut current = text.to_owned();
+        if self.table.is_empty() {
+            return text.to_owned();
+        }
+        let mut current = text.replace(ESCAPED, "<PATH_<");
         for (spelling, placeholder) in &self.table {
             if current.contains(spelling.as_str()) {
                 current = replace_bounded(&current, spelling, placeholder);
@@ -201,6 +212,16 @@ mod tests {
         let root = n(&["/"]);
         assert!(root.is_empty());
         assert_eq!(root.apply("/x"), "/x");
+    }
+
+    #[test]
+    fn literal_placeholders_cannot_collide() {
+        let z = n(&["/root"]);
+        assert_ne!(z.apply("<PATH_0>/data"), z.apply("/root/data"));
+        assert_eq!(z.apply("<PATH_0>/data"), "<PATH_<0>/data");
+        assert!(z.may_apply(b"<PATH_0>"));
+        // Without roots nothing is rewritten.
+        assert_eq!(n(&[]).apply("<PATH_0>"), "<PATH_0>");
     }
 
     #[test]

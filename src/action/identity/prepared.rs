@@ -101,6 +101,8 @@ struct Job {
 
 struct Walker<'a> {
     excludes: &'a Patterns,
+    /// Absolute directories whose subtrees are never walked (cache root, outputs).
+    skip_dirs: &'a [PathBuf],
     normalizer: &'a Normalizer,
     /// Canonical directories currently being hashed (cycle detection).
     stack: Vec<PathBuf>,
@@ -113,9 +115,10 @@ struct Walker<'a> {
 pub fn prepared_input_records(
     inputs: &[PathBuf],
     excludes: &Patterns,
+    skip_dirs: &[PathBuf],
     normalizer: &Normalizer,
 ) -> Result<Records, Error> {
-    let mut walker = Walker { excludes, normalizer, stack: Vec::new() };
+    let mut walker = Walker { excludes, skip_dirs, normalizer, stack: Vec::new() };
     walker.inputs(inputs)
 }
 
@@ -173,6 +176,10 @@ impl Walker<'_> {
         while let Some(entry) = walk.next() {
             let entry = entry?;
             let rel = entry.rel.as_str();
+            if entry.kind == EntryKind::Dir && self.skip_dirs.contains(&entry.path) {
+                walk.skip_subtree(&entry.path);
+                continue;
+            }
             if self.excludes.is_match(rel) {
                 if entry.kind == EntryKind::Dir {
                     walk.skip_subtree(&entry.path);
@@ -233,6 +240,7 @@ impl Walker<'_> {
             }
             let mut nested = Walker {
                 excludes: self.excludes,
+                skip_dirs: self.skip_dirs,
                 normalizer: self.normalizer,
                 stack: std::mem::take(&mut self.stack),
             };
@@ -293,7 +301,7 @@ mod tests {
 
     fn records(inputs: &[PathBuf], roots: &[String]) -> Result<Records, Error> {
         let ex = Patterns::excludes_with::<&str>(&[]).unwrap();
-        prepared_input_records(inputs, &ex, &Normalizer::new(roots))
+        prepared_input_records(inputs, &ex, &[], &Normalizer::new(roots))
     }
 
     #[test]
@@ -365,8 +373,8 @@ mod tests {
         stdfs::write(d.path().join("build/sub/o.o"), b"x").unwrap();
         stdfs::write(d.path().join("keep.c"), b"y").unwrap();
         let ex = Patterns::excludes_with(&["build"]).unwrap();
-        let r =
-            prepared_input_records(&[d.path().to_path_buf()], &ex, &Normalizer::default()).unwrap();
+        let r = prepared_input_records(&[d.path().to_path_buf()], &ex, &[], &Normalizer::default())
+            .unwrap();
         let names: Vec<_> = r.iter().map(|r| r.name.clone()).collect();
         assert_eq!(names, ["input[0]/keep.c"]);
     }

@@ -10,6 +10,9 @@
 //! * `set_env[j]` → SHA-256 hex of the exact `NAME=VALUE` text (not normalised: an
 //!   override may point at inputs nothing else covers, seed 003).
 //! * `working_directory` → the normalised absolute `--working-directory`, only when given.
+//! * `output_dir` → the normalised absolute `--output-dir`, and `artifact_include[k]` → each
+//!   `--artifact-include` pattern: they decide which files an entry holds and where a HIT
+//!   puts them, so changing them must not HIT an entry captured differently.
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +36,10 @@ pub struct RecipeInputs<'a> {
     pub set_env: &'a [SetEnv],
     /// `--working-directory`, if given.
     pub working_directory: Option<&'a Path>,
+    /// `--output-dir`, if given.
+    pub output_dir: Option<&'a Path>,
+    /// `--artifact-include`, in order.
+    pub artifact_include: &'a [String],
 }
 
 /// Computes the recipe records.
@@ -68,6 +75,13 @@ pub fn recipe_records(
         let abs = fs::resolve_nonstrict(dir)?;
         records.push("working_directory", normalizer.apply(&abs.to_string_lossy()));
     }
+    if let Some(dir) = inputs.output_dir {
+        let abs = fs::resolve_nonstrict(dir)?;
+        records.push("output_dir", normalizer.apply(&abs.to_string_lossy()));
+    }
+    for (k, pattern) in inputs.artifact_include.iter().enumerate() {
+        records.push(format!("artifact_include[{k}]"), pattern.clone());
+    }
     Ok(records)
 }
 
@@ -92,6 +106,8 @@ mod tests {
             command: &cmd_a,
             set_env: &[],
             working_directory: None,
+            output_dir: None,
+            artifact_include: &[],
         };
         let ha = hash(&base, &["/a/root"]);
         assert_eq!(ha, hash(&RecipeInputs { command: &cmd_b, ..base }, &["/b/root"]));
@@ -110,6 +126,8 @@ mod tests {
             command: &cmd,
             set_env: &e1,
             working_directory: None,
+            output_dir: None,
+            artifact_include: &[],
         };
         let h = hash(&base, &[]);
         assert_ne!(h, hash(&RecipeInputs { set_env: &e2, ..base }, &[]));
@@ -132,6 +150,8 @@ mod tests {
             command: &cmd,
             set_env: &[],
             working_directory: None,
+            output_dir: None,
+            artifact_include: &[],
         };
         assert_eq!(hash(&base, &[]), hash(&RecipeInputs { files: &fb, ..base }, &[]));
         assert_ne!(hash(&base, &[]), hash(&RecipeInputs { files: &fc, ..base }, &[]));

@@ -64,6 +64,33 @@ impl Memo {
     }
 }
 
+/// Compiler driver names whose `--version` is safe to run and identifies the toolchain.
+const COMPILER_NAMES: &[&str] = &[
+    "cc", "c++", "gcc", "g++", "cpp", "clang", "clang++", "clang-cl", "icx", "icpx", "nvcc",
+    "armclang", "bisheng", "ccec", "gfortran",
+];
+
+/// True if `argv0` (a build command's program) names a C/C++ compiler driver: one of
+/// [`COMPILER_NAMES`], optionally with a target prefix ending in `-`
+/// (`x86_64-linux-gnu-gcc`) and a version suffix (`gcc-12`, `clang++-17`). Such a command's
+/// program is added to the toolchain identity automatically, so the compiler that actually
+/// runs is identity even when it is not the profile's `cc`/`c++`.
+pub fn looks_like_compiler(argv0: &str) -> bool {
+    let base = argv0.rsplit('/').next().unwrap_or(argv0);
+    let unversioned = match base.rsplit_once('-') {
+        Some((stem, ver))
+            if !ver.is_empty() && ver.bytes().all(|b| b.is_ascii_digit() || b == b'.') =>
+        {
+            stem
+        }
+        _ => base,
+    };
+    COMPILER_NAMES.iter().any(|name| {
+        unversioned == *name
+            || unversioned.strip_suffix(name).is_some_and(|prefix| prefix.ends_with('-'))
+    })
+}
+
 /// Finds a tool: a value with `/` is a path (after `~` expansion) and must exist; otherwise
 /// `PATH` is searched for an executable regular file. Returns the canonical path.
 pub fn resolve_tool(spec: &str) -> Option<PathBuf> {
@@ -208,6 +235,16 @@ mod tests {
         );
         assert_eq!(tool_version(&canon, Some(&memo)).unwrap(), "cc 2.0\nwarn");
         assert_eq!(std::fs::read_to_string(&counter).unwrap().lines().count(), 2);
+    }
+
+    #[test]
+    fn compiler_names() {
+        for yes in ["gcc", "/usr/bin/g++", "x86_64-linux-gnu-gcc-12", "clang++-17", "cc", "nvcc"] {
+            assert!(looks_like_compiler(yes), "{yes}");
+        }
+        for no in ["sh", "make", "cmake", "ccache", "./build.sh", "gcc-ar", "mycc", "python3"] {
+            assert!(!looks_like_compiler(no), "{no}");
+        }
     }
 
     #[test]

@@ -16,11 +16,11 @@ fn engine_concurrency_eight_processes_one_action_build_once() {
     let ctx = TestContext::new();
     let src = ctx.write("src/data.bin", random_bytes(1 << 20, 11));
     let counter = ctx.path("counter");
-    // Relative output paths: each process runs in its own output directory, so the command
-    // (and therefore the key) is the same for all eight.
+    // One output directory for all eight (the output directory is part of the action's
+    // identity): the first builds, the others wait for the locks and then HIT.
     let script =
         r#"echo run >> "$0"; sleep 0.3; mkdir -p lib; cp "$1" lib/data.bin; echo done > stamp.txt"#;
-    let outs: Vec<PathBuf> = (0..8).map(|i| ctx.path(&format!("out/{i}"))).collect();
+    let outs: Vec<PathBuf> = (0..8).map(|_| ctx.path("out/shared")).collect();
     let children: Vec<_> = outs
         .iter()
         .map(|out| {
