@@ -52,6 +52,22 @@ impl Before {
             self.0.remove(p);
         }
     }
+
+    /// Paths recorded before the build that still exist and were not selected: outputs an
+    /// incremental build left alone, which an entry captured by "what changed" lacks.
+    pub fn untouched(&self, root: &Path, selected: &[Described]) -> Vec<RelPath> {
+        let chosen: std::collections::HashSet<&RelPath> =
+            selected.iter().map(|d| d.artifact.path()).collect();
+        let mut out: Vec<RelPath> = self
+            .0
+            .keys()
+            .filter(|p| !chosen.contains(p))
+            .filter(|p| fs::symlink_metadata_opt(&p.to_path(root)).ok().flatten().is_some())
+            .cloned()
+            .collect();
+        out.sort();
+        out
+    }
 }
 
 /// How artifacts are selected.

@@ -127,6 +127,8 @@ pub fn action_lock_path(state_dir: &Path, id: &ActionId) -> PathBuf {
 impl Publisher<'_> {
     /// Publishes `artifacts` of `id` from `stage` (see the module docs).
     ///
+    /// Returns warnings for the caller to show (a rebuilt ownership index).
+    ///
     /// # Errors
     /// [`Error::OwnershipConflict`], [`Error::PublishedArtifactChanged`],
     /// [`Error::PublishStateCorrupt`], [`Error::LockTimeout`], I/O errors.
@@ -135,7 +137,7 @@ impl Publisher<'_> {
         id: &ActionId,
         stage: &Path,
         artifacts: &[Artifact],
-    ) -> Result<(), Error> {
+    ) -> Result<Vec<String>, Error> {
         fs::create_dir_all(self.publish_dir)?;
         fs::create_dir_all(&self.state_dir.join("actions"))?;
         let _lock = lock_with_events(
@@ -144,23 +146,38 @@ impl Publisher<'_> {
             self.lock_wait,
             self.events,
         )?;
-        let mut owners = self.load_owners()?;
+        let mut warnings = Vec::new();
+        let mut owners = self.load_owners(&mut warnings)?;
         let state_path = self.action_path(id);
         let previous = match read_state(&state_path, self.state_dir)? {
             Some(s) => s.artifacts,
             None => Vec::new(),
         };
 
-        // Plan: conflicts first, nothing changed yet.
+        // Plan: conflicts first, nothing changed yet. A path this action already owns must
+        // still hold what it published (nobody else may have edited it); one that already
+        // holds exactly the new bytes need not be copied again.
+        let mut unchanged = std::collections::BTreeSet::new();
         for a in artifacts {
-            if let Some(owner) = owners.owners.get(a.path().as_str())
-                && owner.id != *id
-            {
+            let Some(owner) = owners.owners.get(a.path().as_str()) else { continue };
+            if owner.id != *id {
                 return Err(Error::OwnershipConflict {
                     path: a.path().to_path(self.publish_dir),
                     owner: owner.id.to_string(),
                     requester: id.to_string(),
                 });
+            }
+            let dest = a.path().to_path(self.publish_dir);
+            if fs::symlink_metadata_opt(&dest)?.is_some() {
+                if !matches_record(&dest, &owner.artifact)? {
+                    return Err(Error::PublishedArtifactChanged {
+                        path: dest,
+                        owner: id.to_string(),
+                    });
+                }
+                if owner.artifact == *a {
+                    unchanged.insert(a.path().as_str());
+                }
             }
         }
         let current: BTreeMap<&str, &Artifact> =
@@ -199,6 +216,9 @@ impl Publisher<'_> {
         let mut ordered: Vec<&Artifact> = artifacts.iter().collect();
         ordered.sort_by_key(|a| (matches!(a, Artifact::Symlink { .. }), a.path().clone()));
         for a in ordered {
+            if unchanged.contains(a.path().as_str()) {
+                continue;
+            }
             let dest = place_parent(self.publish_dir, a.path())?;
             match a {
                 Artifact::File { path, sha256, executable, .. } => {
@@ -219,38 +239,23 @@ impl Publisher<'_> {
         write_atomic_record(&self.state_dir.join("owners.json"), &OWNERS_SCHEMA, &owners)?;
         let state = ActionState { id: id.clone(), artifacts: artifacts.to_vec() };
         write_atomic_record(&state_path, &ACTION_SCHEMA, &state)?;
-        Ok(())
+        Ok(warnings)
     }
 
     fn action_path(&self, id: &ActionId) -> PathBuf {
         self.state_dir.join("actions").join(format!("{}.json", id.digest()))
     }
 
-    fn load_owners(&self) -> Result<Owners, Error> {
+    fn load_owners(&self, warnings: &mut Vec<String>) -> Result<Owners, Error> {
         let path = self.state_dir.join("owners.json");
-        match fs::read(&path) {
+        let problem = match fs::read(&path) {
             Ok(bytes) => match record::load_as::<Owners>(&bytes, &OWNERS_SCHEMA) {
                 Ok((_, o)) => return Ok(o),
-                Err(e) => {
-                    self.events.emit(
-                        "warning",
-                        &[
-                            ("component", "publish_state".into()),
-                            (
-                                "message",
-                                format!(
-                                    "{}: {e}; rebuilding it from per-action state",
-                                    path.display()
-                                )
-                                .into(),
-                            ),
-                        ],
-                    );
-                }
+                Err(e) => Some(format!("{} is unusable ({e})", path.display())),
             },
-            Err(e) if e.is_not_found() => {}
+            Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e.into()),
-        }
+        };
         // Rebuild the index from the per-action files.
         let mut owners = Owners::default();
         for file in fs::read_dir(&self.state_dir.join("actions"))? {
@@ -271,6 +276,15 @@ impl Publisher<'_> {
                 }
                 owners.owners.insert(key, Owner { id: state.id.clone(), artifact: a });
             }
+        }
+        let problem = problem.or_else(|| {
+            (!owners.owners.is_empty()).then(|| format!("{} is missing", path.display()))
+        });
+        if let Some(problem) = problem {
+            warnings.push(format!(
+                "{problem}; rebuilt the ownership index from {} per-action records",
+                self.state_dir.join("actions").display()
+            ));
         }
         Ok(owners)
     }

@@ -266,11 +266,15 @@ impl Ctx<'_> {
         })
     }
 
-    fn publish_artifacts(&self, stage: &Path, artifacts: &[Artifact]) -> Result<(), Error> {
-        match (self.publisher(), &self.action_id) {
-            (Some(p), Some(id)) => p.publish(id, stage, artifacts),
-            _ => Ok(()),
+    fn publish_artifacts(&mut self, stage: &Path, artifacts: &[Artifact]) -> Result<(), Error> {
+        let warnings = match (self.publisher(), &self.action_id) {
+            (Some(p), Some(id)) => p.publish(id, stage, artifacts)?,
+            _ => Vec::new(),
+        };
+        for w in warnings {
+            self.warn("publish_state", w);
         }
+        Ok(())
     }
 }
 
@@ -561,7 +565,7 @@ fn restore_hit(
             return Ok(Err(e));
         }
     };
-    if let Err(e) = ctx.publish_artifacts(&ctx.stage_or_output, artifacts) {
+    if let Err(e) = ctx.publish_artifacts(&ctx.stage_or_output.clone(), artifacts) {
         let _ = wipe(&ctx.stage_or_output);
         return Err(e);
     }
@@ -640,7 +644,23 @@ fn collect_after(
             );
             Ok(if custom { Some(d) } else { None })
         }
-        Ok(d) => Ok(Some(d)),
+        Ok(d) => {
+            if let Some(b) = &before {
+                let untouched = b.untouched(&root, &d);
+                if let Some(first) = untouched.first() {
+                    let message = format!(
+                        "{} file(s) already in {} were not rewritten by this build (e.g. {first}) and \
+                         are not in the entry; a HIT into an empty directory restores only what this \
+                         build wrote. Name the outputs with --artifact-include, or build into an empty \
+                         directory",
+                        untouched.len(),
+                        root.display()
+                    );
+                    ctx.warn("collect", message);
+                }
+            }
+            Ok(Some(d))
+        }
         // Custom operators must publish what they built: the error is fatal.
         Err(e) if custom => Err(e),
         Err(e) => {

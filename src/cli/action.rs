@@ -224,7 +224,15 @@ pub(crate) fn run(cmd: ActionCommand) -> Result<i32, Failure> {
 fn run_action(args: RunArgs) -> Result<i32, Failure> {
     let opts = args.into_options()?;
     let domain = opts.domain;
-    let unit = opts.unit.clone();
+    // `unit=<u>` for third-party actions; custom operators also name soc, operator, action.
+    let mut unit = opts.unit.clone();
+    for (name, value) in
+        [("soc", &opts.soc), ("operator", &opts.operator), ("action", &opts.action)]
+    {
+        if let Some(v) = value.as_ref().filter(|_| domain == Domain::CustomOperator) {
+            unit.push_str(&format!(" {name}={v}"));
+        }
+    }
     let mut notify = |n: Notice| {
         let line = match n {
             Notice::Hit { key, artifacts } => {
@@ -274,6 +282,18 @@ fn explain(args: RunArgs, json: bool) -> Result<i32, Failure> {
             println!("MISS: the entry at {} exists but is invalid: {reason}", entry.display())
         }
         Verdict::NoEntries => println!("MISS: the cache holds no entry for this unit/action yet"),
+        Verdict::Nearest { nearest_key, entry, created_at, differences }
+            if *nearest_key == ex.key =>
+        {
+            println!(
+                "MISS: an entry with this action key exists under another operator-text namespace \
+                 (saved {created_at}) at {}; the operator's source text changed:",
+                entry.display()
+            );
+            for d in differences {
+                println!("  {}", d.describe());
+            }
+        }
         Verdict::Nearest { nearest_key: key, entry, created_at, differences } => {
             println!(
                 "MISS: nearest entry {key} (saved {created_at}, {} difference{}) at {}",
