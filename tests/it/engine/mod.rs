@@ -16,6 +16,7 @@ mod explain;
 mod identity;
 mod locks;
 mod prune;
+mod review;
 mod updated;
 
 use std::ffi::{OsStr, OsString};

@@ -1,0 +1,190 @@
+//! Regressions from the fresh-user review of the engine (each test names the finding).
+
+use super::{CustomOp, RUN_TIMEOUT, TestContext, write_file, write_script};
+
+/// A custom operator's stage that contains a prepared input, the working directory, the
+/// publish directory or the cache root is refused before anything is wiped (exit 2).
+#[test]
+fn engine_review_unsafe_stages_are_refused_and_nothing_is_deleted() {
+    let ctx = TestContext::new();
+    let src = ctx.write("src/z.c", "int z;\n");
+    let source = ctx.path("ops/op");
+    write_file(&source.join("k.c"), "k\n");
+    let (publish, state) = (ctx.path("build/pub"), ctx.path("build/state"));
+    for (stage, what) in [
+        (ctx.path("src"), "a declared input"),
+        (ctx.path(""), "the current directory"),
+        (ctx.path("build"), "the publish directory"),
+        (ctx.path("build/pub/stage"), "the publish directory"),
+        (ctx.path("ops"), "a declared input directory"),
+    ] {
+        let op = CustomOp {
+            unit: "u",
+            soc: "s",
+            operator: "op",
+            action: "a",
+            source: &source,
+            stage: &stage,
+            publish: &publish,
+            state: &state,
+        };
+        let action = ctx.custom(&op).flag("--prepared-input", &src).sh("true");
+        let r = ctx.run(&action);
+        r.expect_code(2).expect_stderr("refusing to use").expect_stderr(what);
+        assert!(src.exists(), "the prepared input survived {}", stage.display());
+        assert!(source.join("k.c").exists());
+    }
+}
+
+/// The output directory and the artifact patterns are identity: changing either is a MISS,
+/// never a HIT that restores a differently captured entry.
+#[test]
+fn engine_review_output_dir_and_patterns_are_identity() {
+    let ctx = TestContext::new();
+    let out = ctx.path("out");
+    let script = "mkdir -p \"$0\"; echo a > \"$0\"/lib.a; echo so > \"$0\"/lib.so";
+    let base = ctx.third_party("u", &out).cmd(&["sh", "-c", script, out.to_str().unwrap()]);
+    let k1 =
+        ctx.run(&base.clone().flag("--artifact-include", "*.a")).expect(&["MISS", "SAVED"]).key();
+    let both = base.clone().flag("--artifact-include", "*.a").flag("--artifact-include", "*.so");
+    let k2 = ctx.run(&both).expect(&["MISS", "SAVED"]).key();
+    assert_ne!(k1, k2);
+    let other = ctx.path("elsewhere");
+    let moved = ctx.third_party("u", &other).cmd(&["sh", "-c", script, out.to_str().unwrap()]);
+    let k3 = ctx.run(&moved.flag("--artifact-include", "*.a")).key();
+    assert_ne!(k1, k3, "another --output-dir is another action");
+}
+
+/// Overlapping output directories of concurrent third-party builds serialise: the outer
+/// build never captures the inner build's files.
+#[test]
+fn engine_review_nested_output_dirs_do_not_capture_each_other() {
+    let ctx = TestContext::new();
+    let outer = ctx.path("out");
+    let inner = ctx.path("out/sub");
+    std::fs::create_dir_all(&inner).unwrap();
+    let a = ctx.third_party("outer", &outer).cmd(&[
+        "sh",
+        "-c",
+        "sleep 0.6; echo a > \"$0\"/a",
+        outer.to_str().unwrap(),
+    ]);
+    let b = ctx.third_party("inner", &inner).cmd(&[
+        "sh",
+        "-c",
+        "echo b > \"$0\"/b",
+        inner.to_str().unwrap(),
+    ]);
+    let first = ctx.spawn(&a);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let second = ctx.spawn(&b);
+    let ra = super::wait_bounded(first, RUN_TIMEOUT);
+    let rb = super::wait_bounded(second, RUN_TIMEOUT);
+    ra.expect_code(0);
+    rb.expect_code(0);
+    let entry = ctx.third_party_entry("outer", &ra.key());
+    let manifest = super::load_manifest(&entry.dir);
+    let paths: Vec<_> = manifest.artifacts.iter().map(|x| x.path().as_str().to_owned()).collect();
+    assert_eq!(paths, ["a"], "the outer entry must not hold sub/b");
+}
+
+/// A misspelled flag is a usage error, not the start of the build command.
+#[test]
+fn engine_review_misspelled_flag_is_a_usage_error() {
+    let ctx = TestContext::new();
+    let mut cmd = ctx.strata();
+    cmd.args(["action", "run", "--cache-root"]).arg(ctx.path("c")).args([
+        "--domain",
+        "third_party",
+        "--unit",
+        "u",
+        "--output-dir",
+        "o",
+        "--environment-profile",
+        "bare",
+        "--prepared-inputs",
+        "src",
+        "--",
+        "true",
+    ]);
+    let r = super::run_bounded(cmd, RUN_TIMEOUT);
+    r.expect_code(2).expect_stderr("--prepared-inputs");
+    assert!(!r.stderr.contains("strata: MISS"), "{}", r.stderr);
+}
+
+/// The compiler the command runs is toolchain identity even when it is not `cc`/`c++`.
+#[test]
+fn engine_review_the_commands_compiler_is_identity() {
+    let ctx = TestContext::new();
+    let bin = ctx.path("bin");
+    let out = ctx.path("out");
+    let fake = |version: &str| {
+        write_script(
+            &bin.join("gcc"),
+            &format!(
+                "if [ \"$1\" = --version ]; then echo '{version}'; exit 0; fi\necho obj > \"$2\"\n"
+            ),
+        );
+    };
+    fake("fakegcc 1.0");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let action = ctx.third_party("u", &out).env("PATH", &path).cmd(&[
+        "gcc",
+        "-o",
+        out.join("z.o").to_str().unwrap(),
+    ]);
+    let k1 = ctx.run(&action).expect(&["MISS", "SAVED"]).key();
+    ctx.run(&action).expect(&["HIT"]);
+    fake("fakegcc 2.0");
+    let k2 = ctx.run(&action).expect(&["MISS", "SAVED"]).key();
+    assert_ne!(k1, k2);
+}
+
+/// A FIFO without a reader as the event log must not hang the build.
+#[test]
+fn engine_review_fifo_event_log_does_not_hang() {
+    let ctx = TestContext::new();
+    let fifo = ctx.path("events.fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let out = ctx.path("out");
+    let action = ctx.third_party("u", &out).env("STRATA_EVENT_LOG", &fifo).cmd(&[
+        "sh",
+        "-c",
+        "mkdir -p \"$0\"; echo x > \"$0\"/x",
+        out.to_str().unwrap(),
+    ]);
+    ctx.run(&action).expect(&["MISS", "SAVED"]);
+}
+
+/// Someone else editing a published output is a hard error on the next HIT, and the edit
+/// is not silently overwritten.
+#[test]
+fn engine_review_edited_published_output_is_a_hard_error() {
+    let ctx = TestContext::new();
+    let source = ctx.path("ops/op");
+    write_file(&source.join("k.c"), "k\n");
+    let (stage, publish, state) = (ctx.path("stage"), ctx.path("pub"), ctx.path("state"));
+    let op = CustomOp {
+        unit: "u",
+        soc: "s",
+        operator: "op",
+        action: "a",
+        source: &source,
+        stage: &stage,
+        publish: &publish,
+        state: &state,
+    };
+    let action = ctx.custom(&op).cmd(&["sh", "-c", "echo o > \"$0\"/o.o", stage.to_str().unwrap()]);
+    ctx.run(&action).expect(&["MISS", "SAVED"]);
+    write_file(&publish.join("o.o"), "tampered\n");
+    let r = ctx.run(&action);
+    r.expect_code(1).expect_stderr("changed outside its owning action");
+    assert_eq!(std::fs::read(publish.join("o.o")).unwrap(), b"tampered\n");
+}
