@@ -20,6 +20,11 @@
 #   STRATA_CACHE_DIR   the L1 cache root (default: $ENV{STRATA_CACHE_ROOT}, else
 #                      ${CMAKE_SOURCE_DIR}/.strata-cache)
 #
+# Relative OUTPUT_DIR, PUBLISH_DIR and PUBLISH_STATE_DIR are taken relative to
+# ${CMAKE_CURRENT_BINARY_DIR}; relative input paths relative to ${CMAKE_CURRENT_SOURCE_DIR}.
+# The C and C++ compilers of the project (CMAKE_C_COMPILER, CMAKE_CXX_COMPILER, when set) are
+# always passed as ENVIRONMENT_TOOL, so their --version output is toolchain identity.
+#
 # ${CMAKE_SOURCE_DIR} and ${CMAKE_BINARY_DIR} are always passed as --normalize-path (they become
 # <PATH_0> and <PATH_1>), so a checkout or build tree at another absolute path reuses entries.
 # Only normalise a root when everything compiled through it is declared as PREPARED_INPUT,
@@ -27,13 +32,14 @@
 
 include_guard(GLOBAL)
 
-if(NOT DEFINED STRATA_EXECUTABLE OR STRATA_EXECUTABLE STREQUAL "")
+if(NOT DEFINED STRATA_EXECUTABLE OR STRATA_EXECUTABLE STREQUAL "" OR STRATA_EXECUTABLE MATCHES "-NOTFOUND$")
   if(DEFINED ENV{STRATA_EXECUTABLE} AND NOT "$ENV{STRATA_EXECUTABLE}" STREQUAL "")
     set(_strata_default "$ENV{STRATA_EXECUTABLE}")
   else()
+    unset(_strata_default CACHE)
     find_program(_strata_default strata)
   endif()
-  set(STRATA_EXECUTABLE "${_strata_default}" CACHE FILEPATH "The strata executable")
+  set(STRATA_EXECUTABLE "${_strata_default}" CACHE FILEPATH "The strata executable" FORCE)
 endif()
 
 if(NOT DEFINED STRATA_CACHE_DIR OR STRATA_CACHE_DIR STREQUAL "")
@@ -78,6 +84,23 @@ function(strata_cache_command out_var)
     message(FATAL_ERROR "strata_cache_command: STRATA_EXECUTABLE ('${STRATA_EXECUTABLE}') does not exist; "
                         "build strata and pass -DSTRATA_EXECUTABLE=/path/to/strata")
   endif()
+
+  foreach(_dir OUTPUT_DIR PUBLISH_DIR PUBLISH_STATE_DIR)
+    if(DEFINED S_${_dir} AND NOT "${S_${_dir}}" STREQUAL "")
+      get_filename_component(S_${_dir} "${S_${_dir}}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
+    endif()
+  endforeach()
+  foreach(_dir OPERATOR_SOURCE REPO_ROOT)
+    if(DEFINED S_${_dir} AND NOT "${S_${_dir}}" STREQUAL "")
+      get_filename_component(S_${_dir} "${S_${_dir}}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    endif()
+  endforeach()
+  foreach(_compiler CMAKE_C_COMPILER CMAKE_CXX_COMPILER)
+    if(DEFINED ${_compiler} AND NOT "${${_compiler}}" STREQUAL "")
+      list(APPEND S_ENVIRONMENT_TOOL "${${_compiler}}")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES S_ENVIRONMENT_TOOL)
 
   set(_cmd "${STRATA_EXECUTABLE}" action run
       "--cache-root=${STRATA_CACHE_DIR}"
