@@ -50,7 +50,7 @@ pub use lock::{LockGuard, LockProgress, LockWait, lock_exclusive, try_lock_exist
 pub use ops::*;
 pub use path::{RelPath, absolute, expand_tilde, resolve_nonstrict};
 pub use perm::Sharing;
-pub use publish::{StagingDir, fsync_dir, fsync_tree, publish_dir, rename_noreplace};
+pub use publish::{StagingDir, exchange, fsync_dir, fsync_tree, publish_dir, rename_noreplace};
 pub use walk::{EntryKind, InventoryEntry, InventoryKind, WalkEntry, inventory, walk};
 
 /// Result alias for this module.

@@ -299,6 +299,24 @@ pub fn open_append(path: &Path) -> Result<File> {
         .map_err(|e| Error::io("open for appending", path, e))
 }
 
+/// Creates an empty file `<parent>/.<name>.<label>-<random>` beside `dest` (mode 0600) and
+/// returns its path, which is deleted when the returned guard is dropped. Used for
+/// downloads and packs that must live on the destination's filesystem without ever being
+/// mistaken for data (dot-named, never packed).
+///
+/// # Errors
+/// [`Error::Io`] with op "create temporary file in" naming the parent directory.
+pub fn temp_path_beside(dest: &Path, label: &str) -> Result<tempfile::TempPath> {
+    let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let file = tempfile::Builder::new()
+        .prefix(&format!(".{name}.{label}-"))
+        .permissions(fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create temporary file in", dir, e))?;
+    Ok(file.into_temp_path())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
