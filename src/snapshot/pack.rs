@@ -1,0 +1,366 @@
+//! Packing: `<cache root>/actions-v1/` → one compressed tar stream in a file (seed 003
+//! "持久化传输与信任"; `docs/snapshots.md` "Format").
+//!
+//! Stream layout:
+//! ```text
+//! object   = compress( tar( entry* || manifest || end-of-archive ) )
+//! entry    = directory | regular file | symlink, path "actions-v1[/…]" relative to the
+//!            cache root, in walk order (depth first, names sorted byte-wise)
+//! manifest = regular file "strata-snapshot-manifest.json": a strata.snapshot_manifest record
+//! ```
+//! Tar headers are GNU format (long names as GNU long-name entries), mode 0755/0644 from the
+//! owner-exec bit only, uid/gid 0, mtime 0, no user names, so the same tree packs to the
+//! same tar bytes. Each file is read once: hashed while it is written, so packing streams
+//! with one 1 MiB buffer plus the compressor's own windows (zstd: one job buffer per
+//! worker), whatever the snapshot size. The output is hashed as it is written, giving the
+//! object's SHA-256 without a second pass.
+//!
+//! Not packed: anything outside `actions-v1/` (`.locks/`, `.local/`, `.updated`), and crash
+//! leftovers inside it (`.<name>.tmp-<16 hex>`, `.<name>.old-<16 hex>`,
+//! `.<name>.trash-<16 hex>`, and strata's temp files `.strata-*.tmp`,
+//! `.<name>.strata-*.tmp`). FIFOs, sockets and devices are skipped with a warning.
+//!
+//! # Limitations
+//! * A file that grows while it is packed is packed with its size at `stat` time (the
+//!   manifest describes exactly the packed bytes); one that shrinks aborts the pack.
+//! * An artifact whose own name looks like a crash leftover is not packed; the entry that
+//!   holds it then fails validation after a restore and is rebuilt (a miss, never a wrong
+//!   hit).
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+use super::manifest::{
+    FileRecord, MANIFEST_ENTRY, MANIFEST_SCHEMA, Producer, SnapshotManifest, SymlinkRecord,
+};
+use super::{CARRIED_DIR, Compression, Error, manifest};
+use crate::digest::{Hasher, Sha256Digest};
+use crate::fs::{self, EntryKind, RelPath};
+
+/// Read buffer for file data, in bytes.
+const BUF_BYTES: usize = 1024 * 1024;
+
+/// How to pack.
+#[derive(Debug, Clone)]
+pub struct PackOptions {
+    /// Compression format.
+    pub compression: Compression,
+    /// Compression level ([`Compression::levels`]).
+    pub level: i32,
+    /// zstd worker threads; 0 means one per available CPU.
+    pub threads: u32,
+    /// The key recorded in the manifest.
+    pub key: String,
+    /// The producer recorded in the manifest.
+    pub producer: Producer,
+    /// Parent manifest digests recorded in the manifest.
+    pub parents: Vec<String>,
+}
+
+impl PackOptions {
+    /// zstd at its default level on every CPU, for `key`, with no producer or parents.
+    pub fn new(key: impl Into<String>) -> Self {
+        Self {
+            compression: Compression::Zstd,
+            level: Compression::Zstd.default_level(),
+            threads: 0,
+            key: key.into(),
+            producer: Producer::default(),
+            parents: Vec::new(),
+        }
+    }
+}
+
+/// What [`pack`] produced.
+#[derive(Debug, Clone)]
+pub struct PackReport {
+    /// The manifest written as the last entry.
+    pub manifest: SnapshotManifest,
+    /// Its record digest (`sha256:<hex>`).
+    pub manifest_digest: String,
+    /// Size of the output file in bytes.
+    pub object_size_bytes: u64,
+    /// SHA-256 of the output file.
+    pub object_sha256: Sha256Digest,
+    /// Paths skipped, with the reason (special files).
+    pub warnings: Vec<String>,
+}
+
+/// True for crash leftovers and temp files that are never packed (see the module docs).
+pub fn is_leftover(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.') else { return false };
+    for marker in [".tmp-", ".old-", ".trash-"] {
+        if let Some((_, suffix)) = rest.rsplit_once(marker)
+            && suffix.len() == 16
+            && suffix.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            return true;
+        }
+    }
+    (rest.starts_with("strata-") || rest.contains(".strata-")) && rest.ends_with(".tmp")
+}
+
+/// A writer that hashes and counts what passes through.
+struct HashWriter<W: Write> {
+    inner: W,
+    hasher: Hasher,
+}
+
+impl<W: Write> Write for HashWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(buf.get(..n).unwrap_or_default());
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The compressing writer of either format.
+enum Encoder<W: Write> {
+    Zstd(zstd::stream::write::Encoder<'static, W>),
+    Gzip(flate2::write::GzEncoder<W>),
+}
+
+impl<W: Write> Encoder<W> {
+    fn new(out: W, options: &PackOptions) -> io::Result<Self> {
+        match options.compression {
+            Compression::Zstd => {
+                let mut encoder = zstd::stream::write::Encoder::new(out, options.level)?;
+                let threads = if options.threads == 0 {
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                } else {
+                    options.threads as usize
+                };
+                encoder.multithread(u32::try_from(threads).unwrap_or(1))?;
+                encoder.include_checksum(true)?;
+                Ok(Encoder::Zstd(encoder))
+            }
+            Compression::Gzip => {
+                let level = u32::try_from(options.level).unwrap_or(6);
+                Ok(Encoder::Gzip(flate2::write::GzEncoder::new(
+                    out,
+                    flate2::Compression::new(level),
+                )))
+            }
+        }
+    }
+
+    fn finish(self) -> io::Result<W> {
+        match self {
+            Encoder::Zstd(e) => e.finish(),
+            Encoder::Gzip(e) => e.finish(),
+        }
+    }
+}
+
+impl<W: Write> Write for Encoder<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Encoder::Zstd(e) => e.write(buf),
+            Encoder::Gzip(e) => e.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Encoder::Zstd(e) => e.flush(),
+            Encoder::Gzip(e) => e.flush(),
+        }
+    }
+}
+
+fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(kind);
+    header.set_mode(mode);
+    header.set_size(size);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mtime(0);
+    header
+}
+
+/// Copies exactly `size` bytes of `file` into `out` while hashing them, then the tar
+/// padding.
+fn copy_file_data(
+    file: &mut File,
+    path: &Path,
+    size: u64,
+    out: &mut dyn Write,
+    buf: &mut [u8],
+) -> Result<Sha256Digest, Error> {
+    let mut hasher = Hasher::new();
+    let mut remaining = size;
+    while remaining > 0 {
+        let want = usize::try_from(remaining.min(buf.len() as u64)).unwrap_or(buf.len());
+        let chunk = buf.get_mut(..want).unwrap_or_default();
+        let n = match file.read(chunk) {
+            Ok(0) => {
+                let e =
+                    io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while packing");
+                return Err(Error::Pack { path: path.to_path_buf(), source: e });
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::Pack { path: path.to_path_buf(), source: e }),
+        };
+        let data = chunk.get(..n).unwrap_or_default();
+        hasher.update(data);
+        out.write_all(data).map_err(|e| Error::Pack { path: path.to_path_buf(), source: e })?;
+        remaining -= n as u64;
+    }
+    let padding = (512 - size % 512) % 512;
+    let zeros = [0u8; 512];
+    out.write_all(zeros.get(..padding as usize).unwrap_or_default())
+        .map_err(|e| Error::Pack { path: path.to_path_buf(), source: e })?;
+    Ok(hasher.finish())
+}
+
+/// Packs `<cache_root>/actions-v1/` into the file `out` (created or truncated). A cache root
+/// without `actions-v1/` packs an empty snapshot (the directory entry and the manifest).
+///
+/// # Errors
+/// [`Error::Pack`] for read or compression failures, [`Error::Local`] for walk failures,
+/// [`Error::Record`] if the manifest cannot be sealed.
+pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<PackReport, Error> {
+    let pack_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source: io::Error| Error::Pack { path: path.clone(), source }
+    };
+    let file = fs::create_truncate(out, 0o600)?;
+    let hashing = HashWriter { inner: file, hasher: Hasher::new() };
+    let encoder = Encoder::new(hashing, options).map_err(pack_err(out))?;
+    let mut builder = tar::Builder::new(encoder);
+
+    let carried = cache_root.join(CARRIED_DIR);
+    let mut directories = Vec::new();
+    let mut files = Vec::new();
+    let mut symlinks = Vec::new();
+    let mut warnings = Vec::new();
+    let mut file_bytes = 0u64;
+    let mut buf = vec![0u8; BUF_BYTES];
+
+    let root_rel = RelPath::new(CARRIED_DIR)?;
+    let mut dir_header = header(tar::EntryType::Directory, 0o755, 0);
+    builder
+        .append_data(&mut dir_header, root_rel.as_str(), io::empty())
+        .map_err(pack_err(&carried))?;
+    directories.push(root_rel.clone());
+
+    if fs::symlink_metadata_opt(&carried)?.is_some_and(|m| m.is_dir()) {
+        let mut skipping: Option<String> = None;
+        for entry in fs::walk(&carried) {
+            let entry = entry?;
+            let inner = entry.rel.as_str();
+            if let Some(prefix) = &skipping {
+                if inner.len() > prefix.len()
+                    && inner.starts_with(prefix.as_str())
+                    && inner.as_bytes().get(prefix.len()) == Some(&b'/')
+                {
+                    continue;
+                }
+                skipping = None;
+            }
+            if is_leftover(entry.rel.file_name()) {
+                if entry.kind == EntryKind::Dir {
+                    skipping = Some(inner.to_owned());
+                }
+                continue;
+            }
+            let rel = root_rel.join(inner)?;
+            match entry.kind {
+                EntryKind::Dir => {
+                    let mut h = header(tar::EntryType::Directory, 0o755, 0);
+                    builder
+                        .append_data(&mut h, rel.as_str(), io::empty())
+                        .map_err(pack_err(&entry.path))?;
+                    directories.push(rel);
+                }
+                EntryKind::Symlink => {
+                    let target = fs::read_link(&entry.path)?;
+                    let mut h = header(tar::EntryType::Symlink, 0o777, 0);
+                    builder
+                        .append_link(&mut h, rel.as_str(), &target)
+                        .map_err(pack_err(&entry.path))?;
+                    symlinks.push(SymlinkRecord { path: rel, target });
+                }
+                EntryKind::File => {
+                    let mut file = fs::open(&entry.path)?;
+                    let size =
+                        file.metadata().map_err(|e| fs::Error::io("stat", &entry.path, e))?.len();
+                    let executable = fs::perm::is_owner_exec(
+                        std::os::unix::fs::PermissionsExt::mode(&entry.metadata.permissions()),
+                    );
+                    let mode = if executable { 0o755 } else { 0o644 };
+                    let mut h = header(tar::EntryType::Regular, mode, size);
+                    // The header goes through the builder (long names); the data is written
+                    // here, hashed on the way, so it is read exactly once.
+                    builder
+                        .append_data(&mut h, rel.as_str(), io::empty())
+                        .map_err(pack_err(&entry.path))?;
+                    let sha256 =
+                        copy_file_data(&mut file, &entry.path, size, builder.get_mut(), &mut buf)?;
+                    file_bytes += size;
+                    files.push(FileRecord { path: rel, size_bytes: size, executable, sha256 });
+                }
+                EntryKind::Special(kind) => {
+                    warnings.push(format!("skipped {} ({kind})", entry.path.display()));
+                }
+            }
+        }
+    }
+
+    let manifest = SnapshotManifest {
+        key: options.key.clone(),
+        layout: CARRIED_DIR.to_owned(),
+        created_at: manifest::now_rfc3339(),
+        producer: options.producer.clone(),
+        parents: options.parents.clone(),
+        directories,
+        files,
+        symlinks,
+        file_bytes,
+    };
+    let envelope = manifest::seal(&MANIFEST_SCHEMA, "manifest", &manifest)?;
+    let bytes = envelope.to_bytes();
+    let mut h = header(tar::EntryType::Regular, 0o644, bytes.len() as u64);
+    builder.append_data(&mut h, MANIFEST_ENTRY, bytes.as_slice()).map_err(pack_err(out))?;
+    let encoder = builder.into_inner().map_err(pack_err(out))?;
+    let mut hashing = encoder.finish().map_err(pack_err(out))?;
+    hashing.flush().map_err(pack_err(out))?;
+    let object_size_bytes = hashing.hasher.len();
+    Ok(PackReport {
+        manifest,
+        manifest_digest: envelope.content_digest.to_prefixed(),
+        object_size_bytes,
+        object_sha256: hashing.hasher.finish(),
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leftover_names() {
+        let hex = "0123456789abcdef";
+        for yes in [
+            format!(".{}.tmp-{hex}", "a".repeat(64)),
+            format!(".k.old-{hex}"),
+            format!(".ns.trash-{hex}"),
+            ".strata-Ab12Cd.tmp".to_owned(),
+            format!(".lib.so.strata-{hex}.tmp"),
+        ] {
+            assert!(is_leftover(&yes), "{yes}");
+        }
+        for no in [".last-used", "manifest.json", ".hidden", "x.tmp-0123456789abcdef", ".a.tmp-xyz"]
+        {
+            assert!(!is_leftover(no), "{no}");
+        }
+    }
+}
