@@ -18,6 +18,7 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod action;
+pub mod ci;
 pub mod digest;
 pub mod fs;
 pub mod record;
