@@ -9,6 +9,8 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod action;
+mod log;
+mod snapshot;
 
 use clap::{Parser, Subcommand};
 
@@ -25,11 +27,16 @@ pub struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// L1 action cache: run, explain, prune.
     #[command(subcommand)]
     Action(action::ActionCommand),
+    /// L1 snapshots between machines: key, restore, save.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
 }
 
 /// A failure with the exit code it maps to.
@@ -58,6 +65,7 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Action(cmd) => action::run(cmd),
+        Command::Snapshot(cmd) => snapshot::run(cmd),
     };
     match result {
         Ok(code) => code,
