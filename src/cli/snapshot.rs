@@ -20,7 +20,7 @@ use strata::snapshot::restore::LookupMode;
 use strata::snapshot::save::has_writer_credentials;
 use strata::snapshot::{
     self, Compression, KeyRequest, MatchLevel, Producer, RestoreRequest, SaveOutcome, SaveRequest,
-    SnapshotKey,
+    SkipReason, SnapshotKey,
 };
 use strata::transport::{TransportOptions, open_store};
 
@@ -525,17 +525,26 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         ));
     }
     let url = store_url(common.store)?;
-    let store = open(&url)?;
-    let request = SaveRequest {
+    let writer_credentials = has_writer_credentials(&url, env);
+    // Gates that need no store come first: a read-only consumer never opens it.
+    let skip_reason =
+        snapshot::save::local_gate(&literal_dir, Some(&args.key), writer_credentials).map_err(
+            |e| Failure { code: if e.is_usage() { EXIT_USAGE } else { 1 }, error: e.into() },
+        )?;
+    let store = match skip_reason {
+        None => Some(open(&url)?),
+        Some(_) => None,
+    };
+    let request = store.as_ref().map(|store| SaveRequest {
         store: store.as_ref(),
-        cache_dir: literal_dir,
+        cache_dir: literal_dir.clone(),
         key: Some(args.key.clone()),
-        writer_credentials: has_writer_credentials(&url, env),
+        writer_credentials,
         compression: args.compression,
         level,
         threads: args.threads,
         producer: Producer::from_env_with(env),
-    };
+    });
     let counts = log_path.as_deref().map(EventCounts::read).and_then(Result::ok);
     let write_github = |status: &str, reason: &str, key: &str, bytes: u64, secs: f64| {
         if !common.github_output {
@@ -565,7 +574,15 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         }
         github_write(&gh, gh.append_summary(&ci::summary_table("strata snapshot save", &rows)));
     };
-    match snapshot::save(&request) {
+    let result = match &request {
+        Some(request) => snapshot::save(request),
+        None => {
+            let reason = skip_reason.unwrap_or(SkipReason::NoKey);
+            Ok(snapshot::save::skipped_report(&literal_dir, Some(&args.key), reason))
+        }
+    };
+    let describe_store = || store.as_ref().map_or_else(|| url.clone(), |s| s.describe());
+    match result {
         Ok(report) => {
             let key = report.key.clone().unwrap_or_default();
             let (status, reason) = match &report.outcome {
@@ -594,7 +611,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             write_github(status, &reason, &key, report.object_size_bytes, report.seconds);
             if common.json {
                 let mut value = serde_json::to_value(&report)?;
-                value["store"] = json!(store.describe());
+                value["store"] = json!(describe_store());
                 if let SaveOutcome::Skipped { .. } = report.outcome {
                     value["message"] = json!(reason);
                 }
@@ -606,7 +623,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
                     report.object_size_bytes,
                     report.pack_seconds,
                     report.upload_seconds,
-                    store.describe()
+                    describe_store()
                 );
             } else {
                 notice(&gh, "snapshot save skipped", &reason);

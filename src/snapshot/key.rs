@@ -11,8 +11,12 @@
 //!   with a letter or digit; put a repository or branch in it to scope a namespace.
 //! * `N` is [`LAYOUT_VERSION`](super::LAYOUT_VERSION): a layout bump makes every older
 //!   snapshot unreachable by prefix.
-//! * The compat digest is 64 lowercase hex ([`super::compat`]); the source hash 64 hex or
-//!   a given value without `-` ([`super::source`]).
+//! * The compat digest and a computed source hash appear as the first
+//!   [`KEY_DIGEST_HEX`] (32) lowercase hex characters of their SHA-256 (128 bits: ample to
+//!   keep namespaces apart, and it keeps keys near 125 characters, so `<key>.json` and
+//!   stores that derive file names from keys stay under the usual 255-byte name limit).
+//!   The full 64-hex values are in `--json` output. A given `--source-hash` is used
+//!   verbatim and must not contain `-` ([`super::source`]).
 //! * The suffix starts with the UTC time, so among keys of one same-source prefix the
 //!   lexicographically largest is the newest, deterministically (§7.4); the run id
 //!   (`GITHUB_RUN_ID`, else `local`; only letters and digits kept), the attempt
@@ -39,6 +43,8 @@ pub const DEFAULT_PREFIX: &str = "strata-l1";
 pub const MAX_KEY_CHARS: usize = 512;
 /// Longest namespace prefix, in characters.
 pub const MAX_PREFIX_CHARS: usize = 64;
+/// Hex characters of a digest that go into a key (the first 128 bits).
+pub const KEY_DIGEST_HEX: usize = 32;
 
 fn allowed(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
@@ -74,7 +80,7 @@ pub fn check_key_text(what: &'static str, text: &str) -> Result<(), Error> {
 /// ```
 /// use strata::snapshot::SnapshotKey;
 /// let text = format!("strata-l1-schema1-{}-{}-20250102T030405Z-77-1-42-0a0b0c0d",
-///     "c".repeat(64), "s".repeat(64));
+///     "c".repeat(32), "s".repeat(32));
 /// let key: SnapshotKey = text.parse().unwrap();
 /// assert_eq!(key.to_string(), text);
 /// let parts = key.parts().unwrap();
@@ -133,7 +139,7 @@ pub struct KeyParts {
     pub prefix: String,
     /// Layout version.
     pub schema: u32,
-    /// Compatibility digest (64 lowercase hex).
+    /// Compatibility digest as it appears in keys ([`KEY_DIGEST_HEX`] lowercase hex).
     pub compat: String,
     /// Source hash.
     pub source: String,
@@ -151,7 +157,7 @@ fn is_suffix_time(text: &str) -> bool {
 }
 
 impl KeyParts {
-    /// Parses `<prefix>-schema<N>-<64 hex>-<source>-<time>-<run>-<attempt>-<pid>-<hex>`.
+    /// Parses `<prefix>-schema<N>-<32 hex>-<source>-<time>-<run>-<attempt>-<pid>-<hex>`.
     pub fn parse(text: &str) -> Option<Self> {
         let mut fields: Vec<&str> = text.rsplitn(7, '-').collect();
         fields.reverse();
@@ -170,7 +176,9 @@ impl KeyParts {
         }
         let (rest, compat) = head.rsplit_once('-')?;
         let (prefix, schema) = rest.rsplit_once("-schema")?;
-        if compat.len() != 64 || !compat.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        if compat.len() != KEY_DIGEST_HEX
+            || !compat.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
             return None;
         }
         Some(Self {
@@ -325,7 +333,8 @@ pub struct Keys {
     pub compat_prefix: String,
     /// The source hash in the key.
     pub source_hash: String,
-    /// The compatibility digest in the key (64 lowercase hex).
+    /// The full compatibility digest (64 lowercase hex; the key holds its first
+    /// [`KEY_DIGEST_HEX`] characters).
     pub compat_digest: String,
 }
 
@@ -440,13 +449,14 @@ pub fn compute_key(request: &KeyRequest) -> Result<KeyReport, Error> {
     let source_hash = match &request.source_hash {
         Some(hash) => hash.clone(),
         None => match source::tracked_source_hash(&root, &request.source_paths) {
-            Ok(hash) => hash,
+            Ok(hash) => hash.get(..KEY_DIGEST_HEX).unwrap_or(&hash).to_owned(),
             Err(reason) => {
                 return Ok(KeyReport::unsupported(reason, warnings, Some(descriptor)));
             }
         },
     };
-    let compat_prefix = format!("{}-schema{LAYOUT_VERSION}-{compat_digest}-", request.prefix);
+    let short_compat = compat_digest.get(..KEY_DIGEST_HEX).unwrap_or(&compat_digest);
+    let compat_prefix = format!("{}-schema{LAYOUT_VERSION}-{short_compat}-", request.prefix);
     let same_source_prefix = format!("{compat_prefix}{source_hash}-");
     let primary_key =
         format!("{same_source_prefix}{}", unique_suffix(&request.run, SystemTime::now()));

@@ -437,7 +437,7 @@ mod tests {
 
     #[test]
     fn derived_prefixes_come_first() {
-        let text = format!("p-schema1-{}-src-20250102T030405Z-1-1-1-ab", "c".repeat(64));
+        let text = format!("p-schema1-{}-src-20250102T030405Z-1-1-1-ab", "c".repeat(32));
         let key: SnapshotKey = text.parse().unwrap();
         let list = prefixes(&key, &["p-".into(), key.parts().unwrap().compat_prefix()]).unwrap();
         let levels: Vec<MatchLevel> = list.iter().map(|(_, l)| *l).collect();

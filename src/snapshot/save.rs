@@ -22,7 +22,7 @@
 //! `parents` comes from `.local/snapshot-origin.json`, written by the restore that filled
 //! the cache.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::key::check_key_text;
@@ -188,6 +188,41 @@ fn object_key(name: &str) -> Result<ObjectKey, Error> {
     ObjectKey::new(name).map_err(|e| Error::InvalidInput { what: "--key", reason: e.to_string() })
 }
 
+/// Gates 1–3 (see the module docs), which need no store: the reason to skip, if any.
+/// `key` is trimmed; an empty key is `NoKey`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a malformed key or cache directory; [`Error::Local`] if the
+/// cache directory cannot be inspected.
+pub fn local_gate(
+    cache_dir: &Path,
+    key: Option<&str>,
+    writer_credentials: bool,
+) -> Result<Option<SkipReason>, Error> {
+    let cache_dir = resolve_cache_dir(cache_dir)?;
+    let Some(key) = key.map(str::trim).filter(|k| !k.is_empty()) else {
+        return Ok(Some(SkipReason::NoKey));
+    };
+    check_key_text("--key", key)?;
+    if !fs::symlink_metadata_opt(&cache_dir)?.is_some_and(|m| m.is_dir()) {
+        return Ok(Some(SkipReason::NoCacheDir));
+    }
+    if fs::symlink_metadata_opt(&cache_dir.join(".updated"))?.is_none() {
+        return Ok(Some(SkipReason::NotUpdated));
+    }
+    if !writer_credentials {
+        return Ok(Some(SkipReason::NoWriterCredentials));
+    }
+    Ok(None)
+}
+
+/// A report for a save skipped by [`local_gate`] (nothing was touched).
+pub fn skipped_report(cache_dir: &Path, key: Option<&str>, reason: SkipReason) -> SaveReport {
+    let key = key.map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned);
+    let cache_dir = resolve_cache_dir(cache_dir).unwrap_or_else(|_| cache_dir.to_path_buf());
+    SaveReport::skipped(reason, key, cache_dir, Instant::now())
+}
+
 /// Saves the cache as a snapshot if every gate passes (see the module docs).
 ///
 /// # Errors
@@ -198,21 +233,14 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let started = Instant::now();
     let cache_dir = resolve_cache_dir(&request.cache_dir)?;
     let key = request.key.as_deref().map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned);
+    if let Some(reason) = local_gate(&cache_dir, key.as_deref(), request.writer_credentials)? {
+        return Ok(SaveReport::skipped(reason, key, cache_dir, started));
+    }
     let Some(key) = key else {
         return Ok(SaveReport::skipped(SkipReason::NoKey, None, cache_dir, started));
     };
-    check_key_text("--key", &key)?;
     let skip =
         |reason| Ok(SaveReport::skipped(reason, Some(key.clone()), cache_dir.clone(), started));
-    if !fs::symlink_metadata_opt(&cache_dir)?.is_some_and(|m| m.is_dir()) {
-        return skip(SkipReason::NoCacheDir);
-    }
-    if fs::symlink_metadata_opt(&cache_dir.join(".updated"))?.is_none() {
-        return skip(SkipReason::NotUpdated);
-    }
-    if !request.writer_credentials {
-        return skip(SkipReason::NoWriterCredentials);
-    }
     let object = object_key(&key)?;
     let sidecar_key = object_key(&format!("{key}.json"))?;
     let store = request.store;

@@ -2,8 +2,8 @@
 //!
 //! In the source root, strata runs
 //! `git -c safe.directory=<root> ls-files -s -- <pathspecs>` and takes the SHA-256 (64
-//! lowercase hex) of the **raw stdout bytes** (lines `<mode> <blob id> <stage>\t<path>\n`,
-//! git's default quoting). No pathspec means every tracked file. So the hash reflects the
+//! lowercase hex; keys use its first 32) of the **raw stdout bytes** (lines
+//! `<mode> <blob id> <stage>\t<path>\n`, git's default quoting). No pathspec means every tracked file. So the hash reflects the
 //! git *index*: staged blob ids, not unstaged work-tree edits, and a submodule only by its
 //! commit id. A caller that builds from an edited work tree passes its own hash with
 //! `--source-hash`.
