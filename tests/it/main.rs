@@ -4,4 +4,5 @@
 // Test helpers outside #[test] functions unwrap freely too: a failure is a test failure.
 #![allow(clippy::unwrap_used)]
 
+mod snapshot;
 mod transport;

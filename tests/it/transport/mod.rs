@@ -4,10 +4,10 @@
 
 mod faults;
 mod fs_store;
-mod logs;
-mod proxy;
+pub mod logs;
+pub mod proxy;
 mod s3_store;
-mod server;
+pub mod server;
 
 /// `len` bytes of pseudo-random data from `seed` (deterministic per test).
 pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
