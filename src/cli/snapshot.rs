@@ -38,6 +38,49 @@ pub(crate) enum SnapshotCommand {
     /// Save the cache directory as a new snapshot (only with a key, a .updated marker and
     /// writer credentials).
     Save(SaveArgs),
+    /// Pack a cache directory into a local snapshot file (no store; for inspection and
+    /// benchmarks).
+    Pack(PackArgs),
+    /// Verify and unpack a local snapshot file into a new directory (no store).
+    Unpack(UnpackArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PackArgs {
+    /// Cache directory whose actions-v1/ is packed.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: PathBuf,
+    /// The snapshot file to write (replaced if it exists).
+    #[arg(long, value_name = "FILE")]
+    output: PathBuf,
+    /// Key recorded in the manifest.
+    #[arg(long, value_name = "KEY", default_value = "local")]
+    key: String,
+    /// Compression: zstd (multi-threaded) or gzip.
+    #[arg(long, value_name = "FORMAT", default_value = "zstd")]
+    compression: Compression,
+    /// Compression level [default: zstd 1, gzip 6].
+    #[arg(long, value_name = "N")]
+    level: Option<i32>,
+    /// zstd worker threads [default: one per CPU].
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: u32,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UnpackArgs {
+    /// The snapshot file.
+    #[arg(long, value_name = "FILE")]
+    input: PathBuf,
+    /// A directory that must not exist yet; it receives actions-v1/.
+    #[arg(long, value_name = "DIR")]
+    dest: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Flags shared by restore and save.
@@ -148,7 +191,7 @@ pub(crate) struct SaveArgs {
     /// Compression: zstd (multi-threaded) or gzip.
     #[arg(long, value_name = "FORMAT", default_value = "zstd")]
     compression: Compression,
-    /// Compression level [default: zstd 3, gzip 6].
+    /// Compression level [default: zstd 1, gzip 6].
     #[arg(long, value_name = "N")]
     level: Option<i32>,
     /// zstd worker threads [default: one per CPU].
@@ -240,6 +283,8 @@ pub(crate) fn run(cmd: SnapshotCommand) -> Result<i32, Failure> {
         SnapshotCommand::Key(args) => key(args),
         SnapshotCommand::Restore(args) => restore(args),
         SnapshotCommand::Save(args) => save(args),
+        SnapshotCommand::Pack(args) => pack(args),
+        SnapshotCommand::Unpack(args) => unpack(args),
     }
 }
 
@@ -517,13 +562,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
     let literal_dir = cache_dir(args.cache_dir)?;
     let log_path = event_log(common.event_log);
     let events = EventLog::open(log_path.as_deref());
-    let level = args.level.unwrap_or_else(|| args.compression.default_level());
-    if !args.compression.levels().contains(&level) {
-        return Err(usage(
-            "--level",
-            format!("{level} is outside {:?} for {}", args.compression.levels(), args.compression),
-        ));
-    }
+    let level = check_level(args.compression, args.level)?;
     let url = store_url(common.store)?;
     let writer_credentials = has_writer_credentials(&url, env);
     // Gates that need no store come first: a read-only consumer never opens it.
@@ -653,4 +692,80 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             Ok(if common.strict { EXIT_CACHE_FAILURE } else { 0 })
         }
     }
+}
+
+fn check_level(compression: Compression, level: Option<i32>) -> Result<i32, Failure> {
+    let level = level.unwrap_or_else(|| compression.default_level());
+    if !compression.levels().contains(&level) {
+        return Err(usage(
+            "--level",
+            format!("{level} is outside {:?} for {compression}", compression.levels()),
+        ));
+    }
+    Ok(level)
+}
+
+fn pack(args: PackArgs) -> Result<i32, Failure> {
+    let level = check_level(args.compression, args.level)?;
+    let options = snapshot::pack::PackOptions {
+        compression: args.compression,
+        level,
+        threads: args.threads,
+        key: args.key,
+        producer: Producer::from_env_with(env),
+        parents: Vec::new(),
+    };
+    let started = std::time::Instant::now();
+    let report = snapshot::pack::pack(&args.cache_dir, &args.output, &options)?;
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        print_json(&json!({
+            "output": args.output,
+            "object_size_bytes": report.object_size_bytes,
+            "object_sha256": report.object_sha256,
+            "manifest_digest": report.manifest_digest,
+            "file_count": report.manifest.files.len(),
+            "file_bytes": report.manifest.file_bytes,
+            "seconds": seconds,
+            "warnings": report.warnings,
+        }))?;
+    } else {
+        for warning in &report.warnings {
+            eprintln!("strata: WARNING snapshot pack: {warning}");
+        }
+        eprintln!(
+            "strata: snapshot PACKED files={} file_bytes={} bytes={} sha256={} seconds={seconds:.3} into {}",
+            report.manifest.files.len(),
+            report.manifest.file_bytes,
+            report.object_size_bytes,
+            report.object_sha256,
+            args.output.display()
+        );
+    }
+    Ok(0)
+}
+
+fn unpack(args: UnpackArgs) -> Result<i32, Failure> {
+    let started = std::time::Instant::now();
+    let report = snapshot::unpack::unpack_into_new(&args.input, &args.dest)?;
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        print_json(&json!({
+            "dest": args.dest,
+            "key": report.manifest.key,
+            "manifest_digest": report.manifest_digest,
+            "file_count": report.files,
+            "file_bytes": report.file_bytes,
+            "seconds": seconds,
+        }))?;
+    } else {
+        eprintln!(
+            "strata: snapshot UNPACKED key={} files={} file_bytes={} seconds={seconds:.3} into {}",
+            report.manifest.key,
+            report.files,
+            report.file_bytes,
+            args.dest.display()
+        );
+    }
+    Ok(0)
 }

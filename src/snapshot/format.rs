@@ -11,7 +11,7 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
-    /// Zstandard, multi-threaded, level 3 by default. The default.
+    /// Zstandard, multi-threaded, level 1 by default. The default.
     #[default]
     Zstd,
     /// gzip (DEFLATE), level 6 by default; single-threaded, for consumers without zstd.
@@ -41,10 +41,11 @@ impl Compression {
         }
     }
 
-    /// The default compression level (zstd 3, gzip 6).
+    /// The default compression level: zstd 1 (ccache's default too: a cache is read and
+    /// written on every job, so speed beats the last few percent of size), gzip 6.
     pub fn default_level(self) -> i32 {
         match self {
-            Compression::Zstd => 3,
+            Compression::Zstd => 1,
             Compression::Gzip => 6,
         }
     }

@@ -36,6 +36,7 @@ pub mod restore;
 pub mod save;
 pub mod source;
 pub mod unpack;
+mod writer;
 
 pub use error::Error;
 pub use format::Compression;

@@ -10,9 +10,10 @@
 //! ```
 //! Tar headers are GNU format (long names as GNU long-name entries), mode 0755/0644 from the
 //! owner-exec bit only, uid/gid 0, mtime 0, no user names, so the same tree packs to the
-//! same tar bytes. Each file is read once: hashed while it is written, so packing streams
-//! with one 1 MiB buffer plus the compressor's own windows (zstd: one job buffer per
-//! worker), whatever the snapshot size. The output is hashed as it is written, giving the
+//! same tar bytes. Each file is read once, by a reader thread that hashes it and hands it
+//! over in 1 MiB chunks (at most 8 in flight); the calling thread writes the tar stream
+//! into the compressor (zstd: one job buffer per worker). Memory does not grow with the
+//! snapshot size. The output is hashed as it is written, giving the
 //! object's SHA-256 without a second pass.
 //!
 //! Not packed: anything outside `actions-v1/` (`.locks/`, `.local/`, `.updated`), and crash
@@ -29,7 +30,8 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use super::manifest::{
     FileRecord, MANIFEST_ENTRY, MANIFEST_SCHEMA, Producer, SnapshotManifest, SymlinkRecord,
@@ -184,44 +186,199 @@ fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
     header
 }
 
-/// Copies exactly `size` bytes of `file` into `out` while hashing them, then the tar
-/// padding.
-fn copy_file_data(
+/// What the reader thread hands to the writing thread, in walk order.
+enum Item {
+    Dir(RelPath, PathBuf),
+    Symlink {
+        rel: RelPath,
+        path: PathBuf,
+        target: String,
+    },
+    /// A regular file starts; `Chunk`s of exactly `size` bytes in total and a `FileDone`
+    /// follow.
+    File {
+        rel: RelPath,
+        path: PathBuf,
+        size: u64,
+        executable: bool,
+    },
+    Chunk(Vec<u8>),
+    FileDone(Sha256Digest),
+    Skipped(String),
+}
+
+/// Items in flight between the threads (each chunk at most [`BUF_BYTES`]).
+const QUEUE_ITEMS: usize = 8;
+
+/// Reads exactly `size` bytes of `file`, hashing them, and sends them in chunks. Returns
+/// false if the receiver is gone.
+fn send_file_data(
     file: &mut File,
     path: &Path,
     size: u64,
-    out: &mut dyn Write,
-    buf: &mut [u8],
-) -> Result<Sha256Digest, Error> {
+    sender: &SyncSender<Result<Item, Error>>,
+) -> Result<bool, Error> {
     let mut hasher = Hasher::new();
     let mut remaining = size;
     while remaining > 0 {
-        let want = usize::try_from(remaining.min(buf.len() as u64)).unwrap_or(buf.len());
-        let chunk = buf.get_mut(..want).unwrap_or_default();
-        let n = match file.read(chunk) {
-            Ok(0) => {
-                let e =
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while packing");
-                return Err(Error::Pack { path: path.to_path_buf(), source: e });
+        let want = usize::try_from(remaining.min(BUF_BYTES as u64)).unwrap_or(BUF_BYTES);
+        let mut chunk = vec![0u8; want];
+        let mut filled = 0;
+        while filled < want {
+            match file.read(chunk.get_mut(filled..).unwrap_or_default()) {
+                Ok(0) => {
+                    let e = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the file shrank while packing",
+                    );
+                    return Err(Error::Pack { path: path.to_path_buf(), source: e });
+                }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::Pack { path: path.to_path_buf(), source: e }),
             }
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::Pack { path: path.to_path_buf(), source: e }),
-        };
-        let data = chunk.get(..n).unwrap_or_default();
-        hasher.update(data);
-        out.write_all(data).map_err(|e| Error::Pack { path: path.to_path_buf(), source: e })?;
-        remaining -= n as u64;
+        }
+        hasher.update(&chunk);
+        remaining -= want as u64;
+        if sender.send(Ok(Item::Chunk(chunk))).is_err() {
+            return Ok(false);
+        }
     }
-    let padding = (512 - size % 512) % 512;
-    let zeros = [0u8; 512];
-    out.write_all(zeros.get(..padding as usize).unwrap_or_default())
-        .map_err(|e| Error::Pack { path: path.to_path_buf(), source: e })?;
-    Ok(hasher.finish())
+    Ok(sender.send(Ok(Item::FileDone(hasher.finish()))).is_ok())
+}
+
+/// The reader thread: walks `carried`, skipping leftovers, and sends every item.
+fn read_tree(
+    carried: &Path,
+    root_rel: &RelPath,
+    sender: &SyncSender<Result<Item, Error>>,
+) -> Result<(), Error> {
+    let mut skipping: Option<String> = None;
+    for entry in fs::walk(carried) {
+        let entry = entry?;
+        let inner = entry.rel.as_str();
+        if let Some(prefix) = &skipping {
+            if inner.len() > prefix.len()
+                && inner.starts_with(prefix.as_str())
+                && inner.as_bytes().get(prefix.len()) == Some(&b'/')
+            {
+                continue;
+            }
+            skipping = None;
+        }
+        if is_leftover(entry.rel.file_name()) {
+            if entry.kind == EntryKind::Dir {
+                skipping = Some(inner.to_owned());
+            }
+            continue;
+        }
+        let rel = root_rel.join(inner)?;
+        let item = match entry.kind {
+            EntryKind::Dir => Item::Dir(rel, entry.path),
+            EntryKind::Symlink => {
+                let target = fs::read_link(&entry.path)?;
+                Item::Symlink { rel, path: entry.path, target }
+            }
+            EntryKind::File => {
+                let mut file = fs::open(&entry.path)?;
+                let size =
+                    file.metadata().map_err(|e| fs::Error::io("stat", &entry.path, e))?.len();
+                let executable = fs::perm::is_owner_exec(std::os::unix::fs::PermissionsExt::mode(
+                    &entry.metadata.permissions(),
+                ));
+                let start = Item::File { rel, path: entry.path.clone(), size, executable };
+                if sender.send(Ok(start)).is_err()
+                    || !send_file_data(&mut file, &entry.path, size, sender)?
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            EntryKind::Special(kind) => {
+                Item::Skipped(format!("skipped {} ({kind})", entry.path.display()))
+            }
+        };
+        if sender.send(Ok(item)).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// What the writing thread collects for the manifest.
+#[derive(Default)]
+struct Collected {
+    directories: Vec<RelPath>,
+    files: Vec<FileRecord>,
+    symlinks: Vec<SymlinkRecord>,
+    warnings: Vec<String>,
+    file_bytes: u64,
+}
+
+/// The writing side: tar headers and data into the compressor, in the reader's order.
+fn write_items<W: Write>(
+    receiver: &Receiver<Result<Item, Error>>,
+    builder: &mut tar::Builder<W>,
+    collected: &mut Collected,
+) -> Result<(), Error> {
+    let pack_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source: io::Error| Error::Pack { path: path.clone(), source }
+    };
+    let mut open: Option<(RelPath, PathBuf, u64, bool)> = None;
+    for item in receiver {
+        match item? {
+            Item::Dir(rel, path) => {
+                let mut h = header(tar::EntryType::Directory, 0o755, 0);
+                builder.append_data(&mut h, rel.as_str(), io::empty()).map_err(pack_err(&path))?;
+                collected.directories.push(rel);
+            }
+            Item::Symlink { rel, path, target } => {
+                let mut h = header(tar::EntryType::Symlink, 0o777, 0);
+                builder.append_link(&mut h, rel.as_str(), &target).map_err(pack_err(&path))?;
+                collected.symlinks.push(SymlinkRecord { path: rel, target });
+            }
+            Item::File { rel, path, size, executable } => {
+                let mode = if executable { 0o755 } else { 0o644 };
+                let mut h = header(tar::EntryType::Regular, mode, size);
+                // The header goes through the builder (long names); the data follows as
+                // chunks, written straight into the stream.
+                builder.append_data(&mut h, rel.as_str(), io::empty()).map_err(pack_err(&path))?;
+                open = Some((rel, path, size, executable));
+            }
+            Item::Chunk(bytes) => {
+                let path = open.as_ref().map(|o| o.1.clone()).unwrap_or_default();
+                builder.get_mut().write_all(&bytes).map_err(pack_err(&path))?;
+            }
+            Item::FileDone(sha256) => {
+                if let Some((rel, path, size, executable)) = open.take() {
+                    let padding = (512 - size % 512) % 512;
+                    let zeros = [0u8; 512];
+                    builder
+                        .get_mut()
+                        .write_all(zeros.get(..padding as usize).unwrap_or_default())
+                        .map_err(pack_err(&path))?;
+                    collected.file_bytes += size;
+                    collected.files.push(FileRecord {
+                        path: rel,
+                        size_bytes: size,
+                        executable,
+                        sha256,
+                    });
+                }
+            }
+            Item::Skipped(warning) => collected.warnings.push(warning),
+        }
+    }
+    Ok(())
 }
 
 /// Packs `<cache_root>/actions-v1/` into the file `out` (created or truncated). A cache root
 /// without `actions-v1/` packs an empty snapshot (the directory entry and the manifest).
+///
+/// One thread walks, reads and hashes the files; the calling thread writes the tar stream
+/// into the compressor (whose workers compress); so reading, hashing and compressing
+/// overlap, with at most [`QUEUE_ITEMS`] chunks of 1 MiB in flight.
 ///
 /// # Errors
 /// [`Error::Pack`] for read or compression failures, [`Error::Local`] for walk failures,
@@ -235,82 +392,34 @@ pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<Pack
     let hashing = HashWriter { inner: file, hasher: Hasher::new() };
     let encoder = Encoder::new(hashing, options).map_err(pack_err(out))?;
     let mut builder = tar::Builder::new(encoder);
-
     let carried = cache_root.join(CARRIED_DIR);
-    let mut directories = Vec::new();
-    let mut files = Vec::new();
-    let mut symlinks = Vec::new();
-    let mut warnings = Vec::new();
-    let mut file_bytes = 0u64;
-    let mut buf = vec![0u8; BUF_BYTES];
-
     let root_rel = RelPath::new(CARRIED_DIR)?;
+    let mut collected = Collected::default();
     let mut dir_header = header(tar::EntryType::Directory, 0o755, 0);
     builder
         .append_data(&mut dir_header, root_rel.as_str(), io::empty())
         .map_err(pack_err(&carried))?;
-    directories.push(root_rel.clone());
+    collected.directories.push(root_rel.clone());
 
     if fs::symlink_metadata_opt(&carried)?.is_some_and(|m| m.is_dir()) {
-        let mut skipping: Option<String> = None;
-        for entry in fs::walk(&carried) {
-            let entry = entry?;
-            let inner = entry.rel.as_str();
-            if let Some(prefix) = &skipping {
-                if inner.len() > prefix.len()
-                    && inner.starts_with(prefix.as_str())
-                    && inner.as_bytes().get(prefix.len()) == Some(&b'/')
-                {
-                    continue;
+        let (sender, receiver) = sync_channel(QUEUE_ITEMS);
+        let reader = {
+            let carried = carried.clone();
+            let root_rel = root_rel.clone();
+            std::thread::spawn(move || {
+                if let Err(e) = read_tree(&carried, &root_rel, &sender) {
+                    let _ = sender.send(Err(e));
                 }
-                skipping = None;
-            }
-            if is_leftover(entry.rel.file_name()) {
-                if entry.kind == EntryKind::Dir {
-                    skipping = Some(inner.to_owned());
-                }
-                continue;
-            }
-            let rel = root_rel.join(inner)?;
-            match entry.kind {
-                EntryKind::Dir => {
-                    let mut h = header(tar::EntryType::Directory, 0o755, 0);
-                    builder
-                        .append_data(&mut h, rel.as_str(), io::empty())
-                        .map_err(pack_err(&entry.path))?;
-                    directories.push(rel);
-                }
-                EntryKind::Symlink => {
-                    let target = fs::read_link(&entry.path)?;
-                    let mut h = header(tar::EntryType::Symlink, 0o777, 0);
-                    builder
-                        .append_link(&mut h, rel.as_str(), &target)
-                        .map_err(pack_err(&entry.path))?;
-                    symlinks.push(SymlinkRecord { path: rel, target });
-                }
-                EntryKind::File => {
-                    let mut file = fs::open(&entry.path)?;
-                    let size =
-                        file.metadata().map_err(|e| fs::Error::io("stat", &entry.path, e))?.len();
-                    let executable = fs::perm::is_owner_exec(
-                        std::os::unix::fs::PermissionsExt::mode(&entry.metadata.permissions()),
-                    );
-                    let mode = if executable { 0o755 } else { 0o644 };
-                    let mut h = header(tar::EntryType::Regular, mode, size);
-                    // The header goes through the builder (long names); the data is written
-                    // here, hashed on the way, so it is read exactly once.
-                    builder
-                        .append_data(&mut h, rel.as_str(), io::empty())
-                        .map_err(pack_err(&entry.path))?;
-                    let sha256 =
-                        copy_file_data(&mut file, &entry.path, size, builder.get_mut(), &mut buf)?;
-                    file_bytes += size;
-                    files.push(FileRecord { path: rel, size_bytes: size, executable, sha256 });
-                }
-                EntryKind::Special(kind) => {
-                    warnings.push(format!("skipped {} ({kind})", entry.path.display()));
-                }
-            }
+            })
+        };
+        let written = write_items(&receiver, &mut builder, &mut collected);
+        // Dropping the receiver stops a reader that is still sending.
+        drop(receiver);
+        let joined = reader.join();
+        written?;
+        if joined.is_err() {
+            let e = io::Error::other("the snapshot reader thread panicked");
+            return Err(Error::Pack { path: carried, source: e });
         }
     }
 
@@ -320,10 +429,10 @@ pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<Pack
         created_at: manifest::now_rfc3339(),
         producer: options.producer.clone(),
         parents: options.parents.clone(),
-        directories,
-        files,
-        symlinks,
-        file_bytes,
+        directories: collected.directories,
+        files: collected.files,
+        symlinks: collected.symlinks,
+        file_bytes: collected.file_bytes,
     };
     let envelope = manifest::seal(&MANIFEST_SCHEMA, "manifest", &manifest)?;
     let bytes = envelope.to_bytes();
@@ -338,7 +447,7 @@ pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<Pack
         manifest_digest: envelope.content_digest.to_prefixed(),
         object_size_bytes,
         object_sha256: hashing.hasher.finish(),
-        warnings,
+        warnings: collected.warnings,
     })
 }
 

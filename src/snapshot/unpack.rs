@@ -24,6 +24,12 @@
 //!   exactly the directories, files (size, owner-exec bit, SHA-256 of the bytes actually
 //!   written) and symlinks that were unpacked.
 //!
+//! The parsing thread decompresses and checks; regular files are written, hashed and
+//! chmodded by a few writer threads (`writer.rs`) so that decompression, hashing and
+//! writing overlap. Every check above happens before a file is handed to a writer, and
+//! the writers are always joined before [`unpack`] returns, so nothing is written into
+//! the destination after an error is reported.
+//!
 //! Symlink *targets* are kept as given (an L1 entry may record `lib.so -> /usr/lib/x.so`);
 //! strata never follows them while restoring.
 //!
@@ -31,17 +37,17 @@
 //! GNU long-name and pax extension headers are read into memory by the `tar` crate before
 //! strata sees the entry; their size is bounded only by the (already verified) object.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::manifest::{
     FileRecord, MANIFEST_ENTRY, MANIFEST_SCHEMA, MAX_MANIFEST_BYTES, SnapshotManifest,
     SymlinkRecord,
 };
+use super::writer::{FeedError, WriteError, WriterPool};
 use super::{CARRIED_DIR, Compression, Error, manifest};
-use crate::digest::{Hasher, Sha256Digest};
+use crate::digest::Sha256Digest;
 use crate::fs::{self, RelPath};
 
 const BUF_BYTES: usize = 1024 * 1024;
@@ -84,9 +90,25 @@ struct Unpacker<'a> {
     directories: BTreeSet<RelPath>,
     files: BTreeMap<RelPath, FileRecord>,
     symlinks: BTreeMap<RelPath, SymlinkRecord>,
+    /// Files and symlinks unpacked so far (true for a symlink).
+    non_dirs: HashMap<String, bool>,
     entries: u64,
     file_bytes: u64,
-    buf: Vec<u8>,
+    pool: WriterPool,
+}
+
+/// Why the entry loop stopped early.
+enum Stop {
+    /// A check failed.
+    Error(Error),
+    /// A writer failed; its error comes from [`WriterPool::finish`].
+    Writer,
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Error(e)
+    }
 }
 
 impl Unpacker<'_> {
@@ -118,6 +140,23 @@ impl Unpacker<'_> {
         let path = self.dest.join(rel);
         if self.known_dirs.contains(rel) {
             return Ok(path);
+        }
+        let mut prefix_end = 0;
+        for component in rel.split('/') {
+            prefix_end += component.len();
+            let prefix = rel.get(..prefix_end).unwrap_or(rel);
+            match self.non_dirs.get(prefix) {
+                Some(true) => {
+                    return Err(self.corrupt(format!(
+                        "{rel}: {prefix} is a symlink; writing through symlinks is not allowed"
+                    )));
+                }
+                Some(false) => {
+                    return Err(self.corrupt(format!("{rel}: {prefix} is a file, not a directory")));
+                }
+                None => {}
+            }
+            prefix_end += 1;
         }
         fs::create_dir_all_within(self.dest, Path::new(rel), 0o755)
             .map_err(|e| self.create_error(rel, e))?;
@@ -158,46 +197,28 @@ impl Unpacker<'_> {
         mode: u32,
         size: u64,
         data: &mut dyn Read,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Stop> {
         self.count_entry()?;
         if self.file_bytes.saturating_add(size) > self.limits.max_file_bytes {
-            return Err(self.corrupt(format!(
+            return Err(Stop::Error(self.corrupt(format!(
                 "{rel}: {size} bytes would exceed the {} bytes of file content its sidecar \
                  declares",
                 self.limits.max_file_bytes
-            )));
+            ))));
         }
         self.ensure_parent(&rel)?;
-        let path = rel.to_path(self.dest);
-        let executable = fs::perm::is_owner_exec(mode);
-        let mut file =
-            fs::create_new(&path, 0o600).map_err(|e| self.create_error(rel.as_str(), e))?;
-        let mut hasher = Hasher::new();
-        let mut remaining = size;
-        while remaining > 0 {
-            let want = usize::try_from(remaining.min(BUF_BYTES as u64)).unwrap_or(BUF_BYTES);
-            let chunk = self.buf.get_mut(..want).unwrap_or_default();
-            let n = match data.read(chunk) {
-                Ok(0) => {
-                    return Err(self.corrupt(format!("{rel}: the archive ends inside the file")));
-                }
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(self.corrupt(format!("{rel}: cannot read the archive: {e}"))),
-            };
-            let bytes = chunk.get(..n).unwrap_or_default();
-            hasher.update(bytes);
-            file.write_all(bytes).map_err(|e| fs::Error::io("write", &path, e))?;
-            remaining -= n as u64;
+        if self.pool.failed() {
+            return Err(Stop::Writer);
         }
-        let mode = if executable { 0o755 } else { 0o644 };
-        file.set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(|e| fs::Error::io("chmod", &path, e))?;
+        let path = rel.to_path(self.dest);
+        self.non_dirs.insert(rel.as_str().to_owned(), false);
         self.file_bytes += size;
-        let record =
-            FileRecord { path: rel.clone(), size_bytes: size, executable, sha256: hasher.finish() };
-        self.files.insert(rel, record);
-        Ok(())
+        let executable = fs::perm::is_owner_exec(mode);
+        match self.pool.write_file(rel, path, executable, size, data) {
+            Ok(()) => Ok(()),
+            Err(FeedError::Archive(reason)) => Err(Stop::Error(self.corrupt(reason))),
+            Err(FeedError::WriterStopped) => Err(Stop::Writer),
+        }
     }
 
     fn symlink(&mut self, rel: RelPath, target: &[u8]) -> Result<(), Error> {
@@ -210,6 +231,7 @@ impl Unpacker<'_> {
         self.ensure_parent(&rel)?;
         fs::symlink(target, &rel.to_path(self.dest))
             .map_err(|e| self.create_error(rel.as_str(), e))?;
+        self.non_dirs.insert(rel.as_str().to_owned(), true);
         self.symlinks.insert(rel.clone(), SymlinkRecord { path: rel, target: target.to_owned() });
         Ok(())
     }
@@ -334,7 +356,6 @@ pub fn unpack(
     label: &str,
 ) -> Result<UnpackReport, Error> {
     let reader = open_decoder(object, label, limits)?;
-    let mut archive = tar::Archive::new(reader);
     let mut state = Unpacker {
         dest,
         object: label.to_owned(),
@@ -344,10 +365,45 @@ pub fn unpack(
         directories: BTreeSet::new(),
         files: BTreeMap::new(),
         symlinks: BTreeMap::new(),
+        non_dirs: HashMap::new(),
         entries: 0,
         file_bytes: 0,
-        buf: vec![0u8; BUF_BYTES],
+        pool: WriterPool::new(),
     };
+    let looped = read_entries(&mut state, reader);
+    // Always wait for the writers, so that nothing writes into `dest` after we return.
+    let pool = std::mem::replace(&mut state.pool, WriterPool::empty());
+    let written = pool.finish();
+    let found = match looped {
+        Ok(found) => found,
+        Err(Stop::Error(e)) => return Err(e),
+        Err(Stop::Writer) => None,
+    };
+    let records = written.map_err(|e| match e {
+        WriteError::Exists(rel) => state.corrupt(format!("{rel}: conflicts with an earlier entry")),
+        WriteError::Io(e) => Error::Local(e),
+    })?;
+    state.files = records.into_iter().map(|r| (r.path.clone(), r)).collect();
+    let Some((manifest, manifest_digest)) = found else {
+        return Err(state
+            .corrupt("no manifest at the end: the object is truncated or not a strata snapshot"));
+    };
+    state.check_manifest(&manifest)?;
+    Ok(UnpackReport {
+        manifest,
+        manifest_digest,
+        files: state.files.len() as u64,
+        file_bytes: state.file_bytes,
+    })
+}
+
+/// Reads and applies every entry; returns the manifest and its digest if one was found.
+fn read_entries(
+    state: &mut Unpacker<'_>,
+    reader: Box<dyn Read>,
+) -> Result<Option<(SnapshotManifest, String)>, Stop> {
+    let limits = state.limits;
+    let mut archive = tar::Archive::new(reader);
     let mut found: Option<(SnapshotManifest, String)> = None;
     let entries =
         archive.entries().map_err(|e| state.corrupt(format!("cannot read the archive: {e}")))?;
@@ -355,7 +411,7 @@ pub fn unpack(
         let mut entry =
             entry.map_err(|e| state.corrupt(format!("cannot read the archive: {e}")))?;
         if found.is_some() {
-            return Err(state.corrupt("an entry follows the manifest, which must be last"));
+            return Err(state.corrupt("an entry follows the manifest, which must be last").into());
         }
         let raw = entry.path_bytes().into_owned();
         let text = std::str::from_utf8(&raw).map_err(|_| {
@@ -370,11 +426,13 @@ pub fn unpack(
             other => state.corrupt(format!("entry path {text:?}: {other}")),
         })?;
         if !state.seen.insert(rel.as_str().to_owned()) {
-            return Err(state.corrupt(format!("{rel} appears twice")));
+            return Err(state.corrupt(format!("{rel} appears twice")).into());
         }
         if rel.as_str() == MANIFEST_ENTRY {
             if !kind.is_file() || entry.size() > MAX_MANIFEST_BYTES {
-                return Err(state.corrupt("the manifest entry is not a file of at most 64 MiB"));
+                return Err(state
+                    .corrupt("the manifest entry is not a file of at most 64 MiB")
+                    .into());
             }
             let mut bytes = Vec::new();
             entry
@@ -387,9 +445,11 @@ pub fn unpack(
             if let Some(expected) = &limits.manifest_digest
                 && expected != &digest
             {
-                return Err(state.corrupt(format!(
-                    "the manifest digest {digest} differs from the sidecar's {expected}"
-                )));
+                return Err(state
+                    .corrupt(format!(
+                        "the manifest digest {digest} differs from the sidecar's {expected}"
+                    ))
+                    .into());
             }
             found = Some((parsed, digest));
             continue;
@@ -397,7 +457,7 @@ pub fn unpack(
         let inside = rel.as_str() == CARRIED_DIR
             || rel.as_str().strip_prefix(CARRIED_DIR).is_some_and(|r| r.starts_with('/'));
         if !inside {
-            return Err(state.corrupt(format!("{rel} is outside {CARRIED_DIR}/")));
+            return Err(state.corrupt(format!("{rel} is outside {CARRIED_DIR}/")).into());
         }
         let header_type = entry.header().entry_type().as_byte();
         if kind.is_dir() {
@@ -419,20 +479,34 @@ pub fn unpack(
             } else {
                 format!("an entry of unsupported type {:?}", char::from(header_type))
             };
-            return Err(state.corrupt(format!("{rel} is {what}")));
+            return Err(state.corrupt(format!("{rel} is {what}")).into());
         }
     }
-    let Some((manifest, manifest_digest)) = found else {
-        return Err(state
-            .corrupt("no manifest at the end: the object is truncated or not a strata snapshot"));
-    };
-    state.check_manifest(&manifest)?;
-    Ok(UnpackReport {
-        manifest,
-        manifest_digest,
-        files: state.files.len() as u64,
-        file_bytes: state.file_bytes,
-    })
+    Ok(found)
+}
+
+/// Unpacks a local snapshot file into `dest`, which must not exist: into a staging
+/// directory beside it first, then renamed into place (no replace). Without a sidecar the
+/// entry count and byte bounds are not enforced (the file is the caller's own); every
+/// other check of [`unpack`] applies.
+///
+/// # Errors
+/// As [`unpack`]; [`Error::Local`] if `dest` exists or its parent cannot be written.
+pub fn unpack_into_new(object: &Path, dest: &Path) -> Result<UnpackReport, Error> {
+    let dest = fs::absolute(dest)?;
+    if fs::symlink_metadata_opt(&dest)?.is_some() {
+        return Err(fs::Error::AlreadyExists { path: dest }.into());
+    }
+    if let Some(parent) = dest.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    let staging = fs::StagingDir::new_beside(&dest, 0o755)?;
+    let limits =
+        UnpackLimits { max_entries: u64::MAX, max_file_bytes: u64::MAX, ..UnpackLimits::default() };
+    let label = object.display().to_string();
+    let report = unpack(object, staging.path(), &limits, &label)?;
+    fs::publish_dir(staging, &dest, false).map_err(|(e, _staging)| Error::Local(e))?;
+    Ok(report)
 }
 
 /// Hashes a whole file (SHA-256, size) for object verification; a thin alias kept here so
@@ -446,6 +520,7 @@ pub(crate) fn hash_object(path: &Path) -> Result<(Sha256Digest, u64), Error> {
 mod tests {
     use super::*;
     use crate::snapshot::pack::{PackOptions, pack};
+    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::fs::symlink;
 
     fn inventory(root: &Path) -> Vec<(String, String)> {

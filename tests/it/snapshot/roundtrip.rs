@@ -211,3 +211,48 @@ fn snapshot_gzip_snapshots_restore_by_magic_number() {
     assert_eq!(run.json()["status"], "restored", "{}", run.stderr);
     assert_eq!(tree(&scratch.path("b/actions-v1")), tree(&cache.join("actions-v1")));
 }
+
+#[test]
+fn snapshot_pack_and_unpack_local_files() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 5);
+    let object = scratch.path("snap.tzst").display().to_string();
+    let run = strata(
+        &scratch,
+        &[
+            "snapshot",
+            "pack",
+            "--cache-dir",
+            &cache.display().to_string(),
+            "--output",
+            &object,
+            "--json",
+        ],
+        &[],
+    );
+    let packed = run.json();
+    assert_eq!(packed["file_count"], 5, "{packed}");
+    let dest = scratch.path("out").display().to_string();
+    let run = strata(
+        &scratch,
+        &["snapshot", "unpack", "--input", &object, "--dest", &dest, "--json"],
+        &[],
+    );
+    let unpacked = run.json();
+    assert_eq!(unpacked["manifest_digest"], packed["manifest_digest"]);
+    assert_eq!(tree(&scratch.path("out/actions-v1")), tree(&cache.join("actions-v1")));
+    // The destination must be new; a damaged file is rejected and leaves nothing.
+    let again = strata(&scratch, &["snapshot", "unpack", "--input", &object, "--dest", &dest], &[]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    let mut bytes = std::fs::read(scratch.path("snap.tzst")).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(scratch.path("bad.tzst"), &bytes).unwrap();
+    let bad =
+        strata(&scratch, &["snapshot", "unpack", "--input", "bad.tzst", "--dest", "bad-out"], &[]);
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(bad.stderr.contains("rejected"), "{}", bad.stderr);
+    assert!(super::names(scratch.dir.path()).iter().all(|n| !n.starts_with(".bad-out")));
+    assert!(!scratch.path("bad-out").exists());
+}
