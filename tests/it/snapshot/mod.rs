@@ -7,6 +7,7 @@
 //! sets), so nothing from the developer's machine leaks in. [`Run::assert_no_secret`]
 //! checks captured output for the S3 test credentials.
 
+mod actions;
 mod craft;
 mod faults;
 mod gating;
