@@ -34,5 +34,9 @@ cp -r "$zstd_lib" "$src/zstd/lib"
 chmod -R u+w "$src"
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_MODULE_PATH="$repo/cmake" \
   -DSTRATA_EXECUTABLE="$(command -v strata)" -DSTRATA_CACHE_DIR="$STRATA_CACHE_ROOT" >/dev/null
-cmake --build "$build" -j "$(nproc)" 2>&1 | grep -E '^strata: (HIT|MISS|BYPASS|WARNING)' || true
-[ "${PIPESTATUS[0]}" -eq 0 ]
+# Show strata's one-line outcomes only; the build's own status decides.
+set +e +o pipefail
+cmake --build "$build" -j "$(nproc)" 2>&1 | grep -E '^strata: (HIT|MISS|BYPASS|WARNING)'
+status=${PIPESTATUS[0]}
+set -e -o pipefail
+exit "$status"
