@@ -9,7 +9,7 @@
 //!
 //! * `<prefix>` (default `strata-l1`): 1–64 characters from `[A-Za-z0-9._-]`, starting
 //!   with a letter or digit; put a repository or branch in it to scope a namespace.
-//! * `N` is [`LAYOUT_VERSION`](super::LAYOUT_VERSION): a layout bump makes every older
+//! * `N` is [`super::LAYOUT_VERSION`]: a layout bump makes every older
 //!   snapshot unreachable by prefix.
 //! * The compat digest and a computed source hash appear as the first
 //!   [`KEY_DIGEST_HEX`] (32) lowercase hex characters of their SHA-256 (128 bits: ample to

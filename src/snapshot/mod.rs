@@ -8,7 +8,7 @@
 //! * [`pack`] / [`unpack`]: one tar stream of `<cache root>/actions-v1/`, compressed with
 //!   zstd or gzip ([`Compression`]), whose last entry is a `strata.snapshot_manifest` record
 //!   ([`manifest`]). Both directions stream with bounded buffers.
-//! * [`restore`] and [`save`]: the orchestration over an
+//! * [`mod@restore`] and [`mod@save`]: the orchestration over an
 //!   [`ObjectStore`](crate::transport::ObjectStore): lookup order, whole-object verification,
 //!   staging and atomic swap, writer gating, the sidecar commit point.
 //!
@@ -21,7 +21,7 @@
 //! # Invariants
 //! * Restores stay inside their target (DESIGN.md invariant 4): see [`unpack`].
 //! * A cache directory is never half restored: it is either untouched or replaced as a
-//!   whole by a verified tree ([`restore`]).
+//!   whole by a verified tree ([`mod@restore`]).
 //! * Nothing published is overwritten: uploads use
 //!   [`put_file_if_absent`](crate::transport::ObjectStore::put_file_if_absent).
 //! * This module knows no S3 wire details and never prints; the CLI reports.

@@ -378,7 +378,7 @@ fn write_items<W: Write>(
 ///
 /// One thread walks, reads and hashes the files; the calling thread writes the tar stream
 /// into the compressor (whose workers compress); so reading, hashing and compressing
-/// overlap, with at most [`QUEUE_ITEMS`] chunks of 1 MiB in flight.
+/// overlap, with at most 8 chunks of 1 MiB in flight.
 ///
 /// # Errors
 /// [`Error::Pack`] for read or compression failures, [`Error::Local`] for walk failures,
