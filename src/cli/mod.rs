@@ -4,7 +4,8 @@
 //! Exit codes (docs/reference.md "Exit codes"): 0 success (HIT, MISS + successful build,
 //! BYPASS + successful build); the build's own code when it fails (128 + signal when it
 //! was killed by a signal); 1 other errors; 2 usage errors; 75 a lock timeout that cannot
-//! be bypassed.
+//! be bypassed. `strata snapshot …` exits 0 for every fail-open outcome, 1 with `--strict`
+//! or `--fail-on-cache-miss` (docs/snapshots.md "Exit codes"), 2 for usage errors.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
