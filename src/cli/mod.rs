@@ -5,12 +5,16 @@
 //! BYPASS + successful build); the build's own code when it fails (128 + signal when it
 //! was killed by a signal); 1 other errors; 2 usage errors; 75 a lock timeout that cannot
 //! be bypassed; `strata artifact` adds 3 MISS / not available, 4 INVALID, 5 STORAGE_ERROR
-//! and 6 "unsupported" (scan-includes), see `docs/artifact-store.md`.
+//! and 6 "unsupported" (scan-includes), see `docs/artifact-store.md`;
+//! `strata snapshot …` exits 0 for every fail-open outcome, 1 with `--strict` or
+//! `--fail-on-cache-miss` (docs/snapshots.md "Exit codes"), 2 for usage errors.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod action;
 mod artifact;
+mod log;
+mod snapshot;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +31,8 @@ pub struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// L1 action cache: run, explain, prune.
@@ -45,6 +51,9 @@ enum Command {
     /// pull, scan-includes.
     #[command(subcommand)]
     Artifact(Box<artifact::ArtifactCommand>),
+    /// L1 snapshots between machines: key, restore, save.
+    #[command(subcommand)]
+    Snapshot(Box<snapshot::SnapshotCommand>),
 }
 
 /// A failure with the exit code it maps to.
@@ -75,6 +84,7 @@ pub fn main() -> i32 {
         Command::Action(cmd) => action::run(*cmd),
         Command::Stats { cache_root, json } => action::stats(cache_root, json),
         Command::Artifact(cmd) => artifact::run(*cmd),
+        Command::Snapshot(cmd) => snapshot::run(*cmd),
     };
     match result {
         Ok(code) => code,

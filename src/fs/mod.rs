@@ -58,7 +58,8 @@ pub use ops::*;
 pub use path::{RelPath, absolute, expand_tilde, resolve_nonstrict};
 pub use perm::Sharing;
 pub use publish::{
-    StagingDir, fsync_dir, fsync_tree, publish_dir, rename_noreplace, rename_noreplace_strict,
+    StagingDir, exchange, fsync_dir, fsync_tree, publish_dir, rename_noreplace,
+    rename_noreplace_strict,
 };
 pub use walk::{EntryKind, InventoryEntry, InventoryKind, WalkEntry, inventory, walk};
 

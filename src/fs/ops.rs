@@ -89,6 +89,26 @@ pub fn set_len(file: &File, path: &Path, len_bytes: u64) -> Result<()> {
     file.set_len(len_bytes).map_err(|e| Error::io("resize", path, e))
 }
 
+/// Reserves `len_bytes` of disk space for `file` (opened from `path`) with `fallocate`, so
+/// a file written sequentially gets its blocks in one allocation. Best effort: filesystems
+/// without `fallocate` (`EOPNOTSUPP`) are not an error. The file's size becomes
+/// `len_bytes` (zeros until written).
+///
+/// # Errors
+/// [`Error::Io`] with op "preallocate" for other failures (e.g. `ENOSPC`).
+pub fn preallocate(file: &File, path: &Path, len_bytes: u64) -> Result<()> {
+    if len_bytes == 0 {
+        return Ok(());
+    }
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len_bytes) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::OPNOTSUPP) | Err(rustix::io::Errno::NOSYS) => Ok(()),
+        Err(errno) => {
+            Err(Error::io("preallocate", path, io::Error::from_raw_os_error(errno.raw_os_error())))
+        }
+    }
+}
+
 /// fsyncs an open file (data and metadata).
 ///
 /// # Errors
@@ -342,6 +362,24 @@ pub fn open_append(path: &Path) -> Result<File> {
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
         .open(path)
         .map_err(|e| Error::io("open for appending", path, e))
+}
+
+/// Creates an empty file `<parent>/.<name>.<label>-<random>` beside `dest` (mode 0600) and
+/// returns its path, which is deleted when the returned guard is dropped. Used for
+/// downloads and packs that must live on the destination's filesystem without ever being
+/// mistaken for data (dot-named, never packed).
+///
+/// # Errors
+/// [`Error::Io`] with op "create temporary file in" naming the parent directory.
+pub fn temp_path_beside(dest: &Path, label: &str) -> Result<tempfile::TempPath> {
+    let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let file = tempfile::Builder::new()
+        .prefix(&format!(".{name}.{label}-"))
+        .permissions(fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create temporary file in", dir, e))?;
+    Ok(file.into_temp_path())
 }
 
 #[cfg(test)]

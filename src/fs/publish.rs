@@ -69,6 +69,27 @@ pub fn rename_noreplace_strict(from: &Path, to: &Path) -> Result<()> {
     }
 }
 
+/// Atomically swaps two existing paths (`renameat2(RENAME_EXCHANGE)`): afterwards `a` names
+/// what `b` named and the other way round. Readers of either path see the old or the new
+/// object, never a missing one. Both must be on one filesystem.
+///
+/// On filesystems or kernels without `RENAME_EXCHANGE` (`EINVAL`, `ENOSYS`) this returns
+/// `Ok(false)` and changes nothing; the caller falls back to two renames.
+///
+/// # Errors
+/// [`Error::Rename`] naming both paths.
+pub fn exchange(a: &Path, b: &Path) -> Result<bool> {
+    match renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => Ok(false),
+        Err(errno) => Err(Error::Rename {
+            from: a.into(),
+            to: b.into(),
+            source: io::Error::from_raw_os_error(errno.raw_os_error()),
+        }),
+    }
+}
+
 /// fsyncs a directory (makes its entries durable).
 ///
 /// # Errors
@@ -204,5 +225,20 @@ mod tests {
         fs::write(staging.path().join("f"), b"y").unwrap();
         publish_dir(staging, &dest, true).unwrap();
         assert_eq!(fs::read(dest.join("f")).unwrap(), b"y");
+    }
+
+    #[test]
+    fn exchange_swaps_two_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        fs::create_dir(&a).unwrap();
+        fs::create_dir(&b).unwrap();
+        fs::write(a.join("fa"), b"a").unwrap();
+        fs::write(b.join("fb"), b"b").unwrap();
+        if exchange(&a, &b).unwrap() {
+            assert!(a.join("fb").exists() && b.join("fa").exists());
+        }
+        let err = exchange(&a, &dir.path().join("missing")).unwrap_err();
+        assert!(err.is_not_found(), "{err}");
     }
 }

@@ -29,7 +29,7 @@ pub struct TransportOptions {
     /// moved with one request. Multipart uploads use at least 5 MiB (the S3 minimum) and
     /// grow the part size if the object would need more than 10,000 parts.
     pub part_size_bytes: u64,
-    /// Parts in flight at once (each holds at most one part in memory on upload).
+    /// Parts in flight at once (uploads stream each part from the file in 256 KiB reads).
     pub parallelism: usize,
 }
 

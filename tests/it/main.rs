@@ -6,4 +6,5 @@
 
 mod artifact;
 mod engine;
+mod snapshot;
 mod transport;

@@ -1,8 +1,9 @@
 //! Multipart uploads: CreateMultipartUpload, parallel UploadPart, CompleteMultipartUpload
 //! with `If-None-Match: *`, and AbortMultipartUpload on any failure.
 //!
-//! * Parts are read from the file at their offsets when their upload starts, so at most
-//!   `parallelism` part buffers exist at once; a retried part reuses its buffer.
+//! * Part bodies are streamed from the file at their offsets while they are sent (256 KiB
+//!   reads), so memory holds a few read buffers per part in flight, not whole parts; a
+//!   retried part reads its range again.
 //! * Part bodies are sent with `x-amz-content-sha256: UNSIGNED-PAYLOAD` (no aws-chunked
 //!   encoding, no CRC trailers).
 //! * The part size is the configured one, raised to the S3 minimum of 5 MiB and, for very
@@ -15,6 +16,7 @@
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
 use bytes::Bytes;
@@ -23,7 +25,7 @@ use reqwest::Method;
 
 use super::put::is_precondition_failed;
 use super::response::{child_text, parse_error_body, xml_escape};
-use super::sign::Payload;
+use super::sign::{FileRange, Payload};
 use super::{Call, Inner};
 use crate::transport::{Attempts, Error, ObjectKey, PutOutcome};
 
@@ -65,7 +67,7 @@ async fn body_text(
 pub(crate) async fn upload(
     inner: &Inner,
     key: &ObjectKey,
-    file: &File,
+    file: &Arc<File>,
     src: &Path,
     size: u64,
     retries: &AtomicU32,
@@ -103,7 +105,7 @@ pub(crate) async fn upload(
 async fn upload_parts_and_complete(
     inner: &Inner,
     key: &ObjectKey,
-    file: &File,
+    file: &Arc<File>,
     src: &Path,
     size: u64,
     upload_id: &str,
@@ -128,7 +130,7 @@ async fn upload_parts_and_complete(
 async fn upload_part(
     inner: &Inner,
     key: &ObjectKey,
-    file: &File,
+    file: &Arc<File>,
     src: &Path,
     upload_id: &str,
     number: u64,
@@ -136,15 +138,15 @@ async fn upload_part(
     length: u64,
     retries: &AtomicU32,
 ) -> Result<(u64, String), Error> {
-    let capacity = usize::try_from(length).map_err(|_| {
-        crate::fs::Error::io("read", src, std::io::Error::other("part larger than memory"))
-    })?;
-    let mut buffer = vec![0u8; capacity];
-    crate::fs::read_exact_at(file, src, &mut buffer, offset)?;
     let mut call = Call::object(inner, Method::PUT, key.as_str());
     call.query.push(("partNumber", number.to_string()));
     call.query.push(("uploadId", upload_id.to_owned()));
-    call.payload = Payload::Unsigned(Bytes::from(buffer));
+    call.payload = Payload::UnsignedFile(FileRange {
+        file: Arc::clone(file),
+        path: Arc::from(src),
+        offset,
+        length,
+    });
     let location = call.location.clone();
     let etag = inner
         .send(&call, retries, |response| {

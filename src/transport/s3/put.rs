@@ -54,7 +54,7 @@ pub(crate) async fn upload(
         }
         put_single(inner, key, body, retries).await
     } else {
-        multipart::upload(inner, key, &file, src, size, retries).await
+        multipart::upload(inner, key, &std::sync::Arc::new(file), src, size, retries).await
     }
 }
 

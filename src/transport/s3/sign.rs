@@ -22,6 +22,8 @@ use aws_sigv4::http_request::{
     UriPathNormalizationMode, sign,
 };
 use aws_sigv4::sign::v4;
+use std::sync::Arc;
+
 use bytes::Bytes;
 use reqwest::Method;
 use reqwest::header::{HeaderName, HeaderValue};
@@ -37,15 +39,62 @@ pub(crate) enum Payload {
     Empty,
     /// A body whose SHA-256 is signed (small PUTs, XML documents).
     Signed(Bytes),
-    /// A body sent with `x-amz-content-sha256: UNSIGNED-PAYLOAD` (upload parts).
-    Unsigned(Bytes),
+    /// A byte range of a file, sent with `UNSIGNED-PAYLOAD` and read while it is sent
+    /// (upload parts): memory holds one read buffer, not the part.
+    UnsignedFile(FileRange),
+}
+
+/// A byte range of an open file.
+#[derive(Clone)]
+pub(crate) struct FileRange {
+    /// The file.
+    pub file: Arc<std::fs::File>,
+    /// Its path, for errors.
+    pub path: Arc<std::path::Path>,
+    /// First byte.
+    pub offset: u64,
+    /// Length in bytes.
+    pub length: u64,
+}
+
+/// Bytes read per step of a [`FileRange`] body.
+const FILE_READ_BYTES: u64 = 256 * 1024;
+
+impl FileRange {
+    /// The range as a stream of chunks, read on the blocking pool.
+    fn stream(self) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+        futures::stream::try_unfold((self, 0u64), |(range, done)| async move {
+            if done >= range.length {
+                return Ok(None);
+            }
+            let want = (range.length - done).min(FILE_READ_BYTES);
+            let (file, path, offset) =
+                (Arc::clone(&range.file), Arc::clone(&range.path), range.offset + done);
+            let chunk = tokio::task::spawn_blocking(move || {
+                let mut buffer = vec![0u8; usize::try_from(want).unwrap_or(0)];
+                crate::fs::read_exact_at(&file, &path, &mut buffer, offset)
+                    .map(|()| buffer)
+                    .map_err(std::io::Error::other)
+            })
+            .await
+            .map_err(std::io::Error::other)??;
+            Ok(Some((Bytes::from(chunk), (range, done + want))))
+        })
+    }
+}
+
+/// The body of a signed request.
+enum Body {
+    Bytes(Bytes),
+    File(FileRange),
 }
 
 impl Payload {
-    fn body(&self) -> Bytes {
+    fn body(&self) -> Body {
         match self {
-            Payload::Empty => Bytes::new(),
-            Payload::Signed(b) | Payload::Unsigned(b) => b.clone(),
+            Payload::Empty => Body::Bytes(Bytes::new()),
+            Payload::Signed(b) => Body::Bytes(b.clone()),
+            Payload::UnsignedFile(range) => Body::File(range.clone()),
         }
     }
 }
@@ -63,7 +112,7 @@ pub(crate) struct SignedRequest {
     method: Method,
     url: String,
     headers: Vec<(HeaderName, HeaderValue)>,
-    body: Bytes,
+    body: Body,
 }
 
 impl fmt::Debug for UnsignedRequest {
@@ -139,7 +188,7 @@ impl UnsignedRequest {
             Payload::Signed(bytes) => {
                 SignableBody::Precomputed(Sha256Digest::of_bytes(bytes).to_hex())
             }
-            Payload::Unsigned(_) => SignableBody::UnsignedPayload,
+            Payload::UnsignedFile(_) => SignableBody::UnsignedPayload,
         };
         let signable = SignableRequest::new(
             self.method.as_str(),
@@ -187,10 +236,13 @@ impl SignedRequest {
         for (name, value) in self.headers {
             builder = builder.header(name, value);
         }
-        if !self.body.is_empty() {
-            builder = builder.body(self.body);
+        match self.body {
+            Body::Bytes(bytes) if bytes.is_empty() => builder,
+            Body::Bytes(bytes) => builder.body(bytes),
+            Body::File(range) => builder
+                .header(reqwest::header::CONTENT_LENGTH, range.length)
+                .body(reqwest::Body::wrap_stream(range.stream())),
         }
-        builder
     }
 
     #[cfg(test)]
@@ -273,7 +325,12 @@ mod tests {
             Method::PUT,
             "http://127.0.0.1:9000/b/k?partNumber=1&uploadId=x".into(),
             Vec::new(),
-            Payload::Unsigned(Bytes::from_static(b"part")),
+            Payload::UnsignedFile(FileRange {
+                file: Arc::new(tempfile::tempfile().unwrap()),
+                path: Arc::from(std::path::Path::new("part")),
+                offset: 0,
+                length: 0,
+            }),
         );
         let signed = request.sign(&credentials, "us-east-1", time).unwrap();
         assert_eq!(signed.header_value("x-amz-content-sha256"), Some("UNSIGNED-PAYLOAD"));

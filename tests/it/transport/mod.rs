@@ -4,8 +4,8 @@
 
 mod faults;
 mod fs_store;
-mod logs;
-mod proxy;
+pub mod logs;
+pub mod proxy;
 mod s3_store;
 pub mod server;
 

@@ -26,8 +26,9 @@ pub enum Fault {
     Answer(&'static str, &'static str, &'static str),
 }
 
-/// Applies `fault` to requests whose method is `method` and whose path+query contains
-/// `contains`, for the first `times` such requests (`None`: always).
+/// Applies `fault` to requests whose method is `method` and whose path+query (followed by
+/// ` range=bytes=a-b` when the request has a `Range` header) contains `contains`, for the
+/// first `times` such requests (`None`: always).
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub method: &'static str,
@@ -89,6 +90,7 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
     let target = parts.next().unwrap_or_default().to_owned();
     let mut head = request_line.clone();
     let mut content_length = 0usize;
+    let mut range = String::new();
     loop {
         let mut line = String::new();
         reader.read_line(&mut line)?;
@@ -98,6 +100,9 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
         let lower = line.to_ascii_lowercase();
         if let Some(value) = lower.strip_prefix("content-length:") {
             content_length = value.trim().parse().unwrap_or(0);
+        }
+        if let Some(value) = lower.strip_prefix("range:") {
+            range = format!(" range={}", value.trim());
         }
         if lower.starts_with("connection:") {
             continue;
@@ -113,7 +118,8 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
         state.seen.push(format!("{method} {target}"));
         let mut chosen = None;
         for rule in state.rules.iter_mut() {
-            if rule.method == method && target.contains(rule.contains) && rule.times != Some(0) {
+            let matched = format!("{target}{range}");
+            if rule.method == method && matched.contains(rule.contains) && rule.times != Some(0) {
                 if let Some(times) = rule.times.as_mut() {
                     *times -= 1;
                 }

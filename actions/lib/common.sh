@@ -1,0 +1,52 @@
+# Shared helpers of strata's composite actions (sourced, never executed).
+#
+# Inputs arrive as INPUT_* environment variables set by each step's `env:` block, never
+# interpolated into script text (so an input can never become shell code).
+
+# Prints `::add-mask::` for each non-empty argument: the runner hides those values in
+# every later log line of the job.
+strata_mask() {
+  local value
+  for value in "$@"; do
+    if [ -n "$value" ]; then
+      printf '::add-mask::%s\n' "$value"
+    fi
+  done
+}
+
+# Exports credentials given as action inputs for the strata process (and masks them).
+# Inputs left empty keep whatever the job's environment holds (AWS_* or HW_OBS_*).
+strata_credentials() {
+  strata_mask "${INPUT_ACCESS_KEY_ID:-}" "${INPUT_SECRET_ACCESS_KEY:-}" "${INPUT_SESSION_TOKEN:-}"
+  if [ -n "${INPUT_ACCESS_KEY_ID:-}" ] || [ -n "${INPUT_SECRET_ACCESS_KEY:-}" ]; then
+    export AWS_ACCESS_KEY_ID="${INPUT_ACCESS_KEY_ID:-}"
+    export AWS_SECRET_ACCESS_KEY="${INPUT_SECRET_ACCESS_KEY:-}"
+  fi
+  if [ -n "${INPUT_SESSION_TOKEN:-}" ]; then
+    export AWS_SESSION_TOKEN="$INPUT_SESSION_TOKEN"
+  fi
+}
+
+# The strata binary: the `strata` input, else `strata` on PATH.
+strata_binary() {
+  printf '%s' "${INPUT_STRATA:-strata}"
+}
+
+# Appends `name=value` to $GITHUB_OUTPUT (single-line values only).
+strata_output() {
+  printf '%s=%s\n' "$1" "$2" >>"$GITHUB_OUTPUT"
+}
+
+# Reads a multi-line input into the array named $1 (blank lines and surrounding spaces
+# dropped).
+strata_lines() {
+  local -n out=$1
+  local line
+  out=()
+  while IFS= read -r line; do
+    line="${line#"${line%%[![:space:]]*}"}"
+    line="${line%"${line##*[![:space:]]}"}"
+    [ -n "$line" ] && out+=("$line")
+  done <<<"${2:-}"
+  return 0
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Benchmark: snapshot pack+compress and extract of a ~300 MB, ~2,000-file build-cache-like
+# tree, strata vs `tar | zstd -3 -T0` and `zstd -d | tar -x`.
+#
+#   bash scripts/bench/snapshot-pack.sh [RUNS]      (default 5 runs each, alternated)
+#
+# The tree: ~2,000 ELF binaries and libraries picked evenly (by sorted path) from /usr/lib,
+# /usr/libexec and /usr/bin files of 24 KiB to 3 MiB, laid out like an L1 cache
+# (actions-v1/third_party/<unit>/<key>/artifacts/<file>). Inputs are read once before
+# every pack run; every extraction goes into a new directory (all deleted at the end).
+# Prints speed-ups (peer median / strata median); strata runs at its default zstd level 1
+# and, for comparison at equal level, at level 3.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+runs=${1:-5}
+work=${BENCH_DIR:-${TMPDIR:-/tmp}/strata-bench-pack}
+strata=$(bench_strata)
+command -v zstd >/dev/null || { echo "needs zstd (apt-get install zstd)" >&2; exit 1; }
+
+rm -rf "$work"; mkdir -p "$work/cache/actions-v1" "$work/out"
+mapfile -t candidates < <(find /usr/lib /usr/libexec /usr/bin -type f -size +24k -size -3M 2>/dev/null | LC_ALL=C sort)
+count=${#candidates[@]}
+want=2000
+[ "$count" -ge "$want" ] || { echo "only $count candidate files" >&2; exit 1; }
+for ((i = 0; i < want; i++)); do
+  src=${candidates[$((i * count / want))]}
+  dir="$work/cache/actions-v1/third_party/unit$((i % 40))/$(printf '%064x' $((i / 40)))/artifacts"
+  mkdir -p "$dir"
+  cp "$src" "$dir/$i-$(basename "$src")"
+done
+bytes=$(du -sb "$work/cache/actions-v1" | cut -f1)
+files=$(find "$work/cache/actions-v1" -type f | wc -l)
+echo "data set: $files files, $((bytes / 1000000)) MB in $work/cache"
+
+pack_strata() { "$strata" snapshot pack --cache-dir "$work/cache" --output "$work/out/strata.tzst" "$@"; }
+pack_peer() { tar -C "$work/cache" -cf - actions-v1 | zstd -3 -T0 -q -f -o "$work/out/peer.tzst"; }
+
+# Warm-up (not timed).
+bench_warm "$work/cache"; pack_strata >/dev/null 2>&1; pack_peer
+s=""; p=""; s3=""
+for ((r = 1; r <= runs; r++)); do
+  bench_warm "$work/cache"; s+=" $(bench_time pack_strata)"
+  bench_warm "$work/cache"; p+=" $(bench_time pack_peer)"
+  bench_warm "$work/cache"; s3+=" $(bench_time pack_strata --level 3)"
+done
+pack_strata >/dev/null 2>&1
+echo "sizes: strata level 1 $(stat -c %s "$work/out/strata.tzst") B, zstd -3 $(stat -c %s "$work/out/peer.tzst") B"
+bench_report "pack (strata zstd-1 vs tar|zstd -3)" "$s" "$p"
+bench_report "pack (strata zstd-3 vs tar|zstd -3)" "$s3" "$p"
+
+unpack_strata() { "$strata" snapshot unpack --input "$work/out/strata.tzst" --dest "$work/x/s$1"; }
+unpack_peer() { mkdir -p "$work/x/p$1" && zstd -d -c -q "$work/out/peer.tzst" | tar -x -C "$work/x/p$1"; }
+mkdir -p "$work/x"
+cat "$work/out/strata.tzst" "$work/out/peer.tzst" >/dev/null
+unpack_strata w >/dev/null 2>&1; unpack_peer w
+s=""; p=""
+for ((r = 1; r <= runs; r++)); do
+  cat "$work/out/strata.tzst" >/dev/null; s+=" $(bench_time unpack_strata "$r")"
+  cat "$work/out/peer.tzst" >/dev/null; p+=" $(bench_time unpack_peer "$r")"
+done
+bench_report "extract (strata vs zstd -d|tar -x)" "$s" "$p"
+rm -rf "$work"

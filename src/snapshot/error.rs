@@ -1,0 +1,126 @@
+//! [`Error`]: what can go wrong computing keys, packing, unpacking, restoring and saving.
+//!
+//! Callers classify with predicates ([`Error::is_usage`], [`Error::is_corrupt`],
+//! [`Error::is_transport`]), never by message text (STYLE rule 15). No variant holds a
+//! credential: transport errors are already secret-free.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::{fs, record, transport};
+
+/// A snapshot failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A flag or input is malformed (a usage error: exit code 2).
+    #[error("invalid {what}: {reason}")]
+    InvalidInput {
+        /// The flag or value, e.g. `--prefix`.
+        what: &'static str,
+        /// What is wrong and what is expected.
+        reason: String,
+    },
+    /// The object store failed (network, permission, missing bucket).
+    #[error("cannot {operation} {object}")]
+    Transport {
+        /// What was attempted ("list", "download", "upload", …).
+        operation: &'static str,
+        /// The object key or prefix.
+        object: String,
+        /// The transport's error (names the location, never a secret); boxed to keep
+        /// results small.
+        #[source]
+        source: Box<transport::Error>,
+    },
+    /// A local file or directory could not be read or written.
+    #[error(transparent)]
+    Local(#[from] fs::Error),
+    /// Packing the cache failed while reading or compressing.
+    #[error("cannot pack {}", path.display())]
+    Pack {
+        /// The file or directory being packed, or the output file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// A snapshot failed verification: its bytes, an entry, or its manifest are not what
+    /// they must be. Nothing was written outside the staging directory.
+    #[error("snapshot {object} rejected: {reason}")]
+    Corrupt {
+        /// The snapshot key or file.
+        object: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A record (manifest, sidecar, origin) could not be encoded or did not verify.
+    #[error("snapshot {what} is not a valid record")]
+    Record {
+        /// Which record.
+        what: String,
+        /// The record error.
+        #[source]
+        source: record::Error,
+    },
+}
+
+impl Error {
+    /// A [`Error::Corrupt`] for `object`.
+    pub(crate) fn corrupt(object: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Corrupt { object: object.into(), reason: reason.into() }
+    }
+
+    /// A [`Error::Transport`].
+    pub(crate) fn transport(
+        operation: &'static str,
+        object: impl Into<String>,
+        source: transport::Error,
+    ) -> Self {
+        Error::Transport { operation, object: object.into(), source: Box::new(source) }
+    }
+
+    /// True for malformed flags or inputs (exit code 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Error::InvalidInput { .. })
+    }
+
+    /// True if a snapshot or record failed verification (bad bytes, unsafe entries, a
+    /// manifest mismatch).
+    pub fn is_corrupt(&self) -> bool {
+        match self {
+            Error::Corrupt { .. } => true,
+            Error::Record { source, .. } => source.is_corrupt(),
+            _ => false,
+        }
+    }
+
+    /// True if the object store failed.
+    pub fn is_transport(&self) -> bool {
+        matches!(self, Error::Transport { .. })
+    }
+
+    /// Retries the transport made before failing (0 for other errors).
+    pub fn retries(&self) -> u32 {
+        match self {
+            Error::Transport { source, .. } => source.retries(),
+            _ => 0,
+        }
+    }
+
+    /// The message and all its causes on one line (`a: b: c`), for warnings and
+    /// annotations that must stay on one line.
+    pub fn one_line(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            let next = e.to_string();
+            if !text.contains(&next) {
+                text.push_str(": ");
+                text.push_str(&next);
+            }
+            cause = e.source();
+        }
+        text.replace(['\n', '\r'], " ")
+    }
+}

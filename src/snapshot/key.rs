@@ -1,0 +1,602 @@
+//! Snapshot keys (seed 003 "Schema 与快照兼容性"; reference §1, fixes §7.4, §7.13–16).
+//!
+//! ```text
+//! compat prefix       = <prefix>-schema<N>-<compat digest>-
+//! same-source prefix  = <compat prefix><source hash>-
+//! primary key         = <same-source prefix><suffix>
+//! suffix              = <UTC yyyymmddThhmmssZ>-<run id>-<attempt>-<pid>-<8 hex random>
+//! ```
+//!
+//! * `<prefix>` (default `strata-l1`): 1–64 characters from `[A-Za-z0-9._-]`, starting
+//!   with a letter or digit; put a repository or branch in it to scope a namespace.
+//! * `N` is [`super::LAYOUT_VERSION`]: a layout bump makes every older
+//!   snapshot unreachable by prefix.
+//! * The compat digest and a computed source hash appear as the first
+//!   [`KEY_DIGEST_HEX`] (32) lowercase hex characters of their SHA-256 (128 bits: ample to
+//!   keep namespaces apart, and it keeps keys near 125 characters, so `<key>.json` and
+//!   stores that derive file names from keys stay under the usual 255-byte name limit).
+//!   The full 64-hex values are in `--json` output. A given `--source-hash` is used
+//!   verbatim and must not contain `-` ([`super::source`]).
+//! * The suffix starts with the UTC time, so among keys of one same-source prefix the
+//!   lexicographically largest is the newest, deterministically (§7.4); the run id
+//!   (`GITHUB_RUN_ID`, else `local`; only letters and digits kept), the attempt
+//!   (`GITHUB_RUN_ATTEMPT`, else `0`), the pid and 4 random bytes make it unique.
+//!
+//! Every key and prefix uses only `[A-Za-z0-9._-]`, so it is a valid object key, has no
+//! comma (actions/cache), and is at most [`MAX_KEY_CHARS`] long. A key never ends in
+//! `.json` (that names its sidecar).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use super::compat::{self, PlatformFiles, SocTable, ToolchainSource};
+use super::{Error, LAYOUT_VERSION, source};
+use crate::fs;
+
+/// The default key namespace prefix.
+pub const DEFAULT_PREFIX: &str = "strata-l1";
+/// Longest key, in characters (actions/cache's limit).
+pub const MAX_KEY_CHARS: usize = 512;
+/// Longest namespace prefix, in characters.
+pub const MAX_PREFIX_CHARS: usize = 64;
+/// Hex characters of a digest that go into a key (the first 128 bits).
+pub const KEY_DIGEST_HEX: usize = 32;
+
+fn allowed(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}
+
+/// Checks a key or key prefix: non-empty, at most [`MAX_KEY_CHARS`], only
+/// `[A-Za-z0-9._-]`, not starting with `.` or `-`, not ending with `.json`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming `what` and the rule.
+pub fn check_key_text(what: &'static str, text: &str) -> Result<(), Error> {
+    let reason = if text.is_empty() {
+        Some("it is empty".to_owned())
+    } else if text.len() > MAX_KEY_CHARS {
+        Some(format!("it is longer than {MAX_KEY_CHARS} characters"))
+    } else if let Some(c) = text.chars().find(|c| !allowed(*c)) {
+        Some(format!("it contains {c:?}; keys use only letters, digits, '.', '_' and '-'"))
+    } else if text.starts_with(['.', '-']) {
+        Some("it starts with '.' or '-'".to_owned())
+    } else if text.ends_with(".json") {
+        Some("it ends with .json, which names a sidecar".to_owned())
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidInput { what, reason }),
+        None => Ok(()),
+    }
+}
+
+/// A validated snapshot key (see the module docs).
+///
+/// ```
+/// use strata::snapshot::SnapshotKey;
+/// let text = format!("strata-l1-schema1-{}-{}-20250102T030405Z-77-1-42-0a0b0c0d",
+///     "c".repeat(32), "s".repeat(32));
+/// let key: SnapshotKey = text.parse().unwrap();
+/// assert_eq!(key.to_string(), text);
+/// let parts = key.parts().unwrap();
+/// assert!(key.as_str().starts_with(&parts.same_source_prefix()));
+/// assert_eq!(parts.suffix_time(), "20250102T030405Z");
+/// assert!("a,b".parse::<SnapshotKey>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SnapshotKey(String);
+
+impl SnapshotKey {
+    /// Validates `text` with [`check_key_text`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] (what: `--key`).
+    pub fn new(text: impl Into<String>) -> Result<Self, Error> {
+        let text = text.into();
+        check_key_text("--key", &text)?;
+        Ok(Self(text))
+    }
+
+    /// The key text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The name of the key's sidecar object, `<key>.json`.
+    pub fn sidecar_name(&self) -> String {
+        format!("{}.json", self.0)
+    }
+
+    /// The key's fields, if it has strata's shape (a key made by another tool has none).
+    pub fn parts(&self) -> Option<KeyParts> {
+        KeyParts::parse(&self.0)
+    }
+}
+
+impl FromStr for SnapshotKey {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self, Error> {
+        Self::new(text)
+    }
+}
+
+impl fmt::Display for SnapshotKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The fields of a strata-shaped key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyParts {
+    /// Namespace prefix.
+    pub prefix: String,
+    /// Layout version.
+    pub schema: u32,
+    /// Compatibility digest as it appears in keys ([`KEY_DIGEST_HEX`] lowercase hex).
+    pub compat: String,
+    /// Source hash.
+    pub source: String,
+    /// Unique suffix (five `-`-separated fields, the first a UTC time).
+    pub suffix: String,
+}
+
+/// True for `yyyymmddThhmmssZ`.
+fn is_suffix_time(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() == 16
+        && b.get(8) == Some(&b'T')
+        && b.get(15) == Some(&b'Z')
+        && b.iter().enumerate().all(|(i, c)| i == 8 || i == 15 || c.is_ascii_digit())
+}
+
+impl KeyParts {
+    /// Parses `<prefix>-schema<N>-<32 hex>-<source>-<time>-<run>-<attempt>-<pid>-<hex>`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut fields: Vec<&str> = text.rsplitn(7, '-').collect();
+        fields.reverse();
+        // fields: [head, source, time, run, attempt, pid, random]; head = prefix-schemaN-compat
+        let [head, source, time, run, attempt, pid, random] = fields.as_slice() else {
+            return None;
+        };
+        if !is_suffix_time(time)
+            || run.is_empty()
+            || attempt.is_empty()
+            || pid.is_empty()
+            || random.is_empty()
+            || source.is_empty()
+        {
+            return None;
+        }
+        let (rest, compat) = head.rsplit_once('-')?;
+        let (prefix, schema) = rest.rsplit_once("-schema")?;
+        if compat.len() != KEY_DIGEST_HEX
+            || !compat.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return None;
+        }
+        Some(Self {
+            prefix: prefix.to_owned(),
+            schema: schema.parse().ok()?,
+            compat: compat.to_owned(),
+            source: (*source).to_owned(),
+            suffix: [*time, *run, *attempt, *pid, *random].join("-"),
+        })
+    }
+
+    /// `<prefix>-schema<N>-<compat>-`.
+    pub fn compat_prefix(&self) -> String {
+        format!("{}-schema{}-{}-", self.prefix, self.schema, self.compat)
+    }
+
+    /// `<compat prefix><source>-`.
+    pub fn same_source_prefix(&self) -> String {
+        format!("{}{}-", self.compat_prefix(), self.source)
+    }
+
+    /// The suffix's UTC time field, `yyyymmddThhmmssZ`.
+    pub fn suffix_time(&self) -> &str {
+        self.suffix.split('-').next().unwrap_or_default()
+    }
+}
+
+/// The time sort field of any key: the `yyyymmddThhmmssZ` field that starts strata's
+/// suffix, if the key has one.
+pub fn key_time(key: &str) -> Option<&str> {
+    let mut fields = key.rsplitn(6, '-');
+    let _random = fields.next()?;
+    let _pid = fields.next()?;
+    let _attempt = fields.next()?;
+    let _run = fields.next()?;
+    let time = fields.next()?;
+    is_suffix_time(time).then_some(time)
+}
+
+/// Formats a time as `yyyymmddThhmmssZ` (UTC).
+pub fn format_time(time: SystemTime) -> String {
+    let t = time::OffsetDateTime::from(time);
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+/// The CI run a key is made in (`GITHUB_RUN_ID`, `GITHUB_RUN_ATTEMPT`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunContext {
+    /// Run id; `local` when absent.
+    pub run_id: Option<String>,
+    /// Run attempt; `0` when absent.
+    pub attempt: Option<String>,
+}
+
+/// A fresh unique suffix (see the module docs).
+pub fn unique_suffix(run: &RunContext, now: SystemTime) -> String {
+    let clean = |value: &Option<String>, default: &str| {
+        let kept: String = value
+            .as_deref()
+            .unwrap_or_default()
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(32)
+            .collect();
+        if kept.is_empty() { default.to_owned() } else { kept }
+    };
+    format!(
+        "{}-{}-{}-{}-{:08x}",
+        format_time(now),
+        clean(&run.run_id, "local"),
+        clean(&run.attempt, "0"),
+        std::process::id(),
+        fastrand::u32(..)
+    )
+}
+
+/// What `strata snapshot key` needs.
+#[derive(Debug, Clone)]
+pub struct KeyRequest {
+    /// Namespace prefix (default [`DEFAULT_PREFIX`]).
+    pub prefix: String,
+    /// Architecture as given (default: the host's `uname -m`).
+    pub architecture: String,
+    /// SoC as given; `None` records `none`.
+    pub soc: Option<String>,
+    /// Extra SoC aliases (`alias = canonical` lines).
+    pub soc_aliases: Option<PathBuf>,
+    /// `--toolchain-image`.
+    pub toolchain_image: Option<String>,
+    /// `--toolchain-tool` (repeatable).
+    pub toolchain_tools: Vec<String>,
+    /// CANN metadata file (default by architecture, [`compat::default_cann_metadata`]).
+    pub cann_metadata: Option<PathBuf>,
+    /// Platform files (os-release).
+    pub platform: PlatformFiles,
+    /// Source root (default `.`).
+    pub source_root: PathBuf,
+    /// Pathspecs hashed under the source root (none: every tracked file).
+    pub source_paths: Vec<String>,
+    /// Files (relative to the source root) that must exist for strata support.
+    pub require: Vec<String>,
+    /// A given source hash (skips git).
+    pub source_hash: Option<String>,
+    /// The CI run.
+    pub run: RunContext,
+}
+
+impl KeyRequest {
+    /// A request for the host with defaults: prefix `strata-l1`, the host architecture,
+    /// no SoC, no toolchain, source root `.`.
+    pub fn new() -> Self {
+        Self {
+            prefix: DEFAULT_PREFIX.to_owned(),
+            architecture: compat::host_machine(),
+            soc: None,
+            soc_aliases: None,
+            toolchain_image: None,
+            toolchain_tools: Vec::new(),
+            cann_metadata: None,
+            platform: PlatformFiles::default(),
+            source_root: PathBuf::from("."),
+            source_paths: Vec::new(),
+            require: Vec::new(),
+            source_hash: None,
+            run: RunContext::default(),
+        }
+    }
+}
+
+impl Default for KeyRequest {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The three strings a supported key computation yields.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Keys {
+    /// The unique key to save under.
+    pub primary_key: String,
+    /// The newest snapshot of the same sources is found under this prefix.
+    pub same_source_prefix: String,
+    /// The newest compatible snapshot is found under this prefix.
+    pub compat_prefix: String,
+    /// The source hash in the key.
+    pub source_hash: String,
+    /// The full compatibility digest (64 lowercase hex; the key holds its first
+    /// [`KEY_DIGEST_HEX`] characters).
+    pub compat_digest: String,
+}
+
+/// The result of [`compute_key`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct KeyReport {
+    /// True if a key was computed.
+    pub supported: bool,
+    /// Why not, when unsupported.
+    pub reason: Option<String>,
+    /// Things the user should fix that did not prevent a key (unknown SoC, mutable tag).
+    pub warnings: Vec<String>,
+    /// The keys, when supported.
+    pub keys: Option<Keys>,
+    /// The compatibility descriptor that was hashed, when it could be built.
+    pub descriptor: Option<Value>,
+}
+
+impl KeyReport {
+    fn unsupported(reason: String, warnings: Vec<String>, descriptor: Option<Value>) -> Self {
+        Self { supported: false, reason: Some(reason), warnings, keys: None, descriptor }
+    }
+}
+
+fn check_prefix(prefix: &str) -> Result<(), Error> {
+    let ok_start = prefix.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+    if prefix.len() > MAX_PREFIX_CHARS || !ok_start || !prefix.chars().all(allowed) {
+        return Err(Error::InvalidInput {
+            what: "--prefix",
+            reason: format!(
+                "{prefix:?} must be 1 to {MAX_PREFIX_CHARS} characters from [A-Za-z0-9._-], \
+                 starting with a letter or digit"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Computes the snapshot key (see the module docs). Environment problems (unknown
+/// architecture, no toolchain identity, a tree without strata support, git failures) give
+/// `supported: false` with the reason, not an error: key preparation fails open.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a malformed `--prefix` or `--source-hash`.
+pub fn compute_key(request: &KeyRequest) -> Result<KeyReport, Error> {
+    check_prefix(&request.prefix)?;
+    if let Some(hash) = &request.source_hash {
+        source::check_given_hash(hash)
+            .map_err(|reason| Error::InvalidInput { what: "--source-hash", reason })?;
+    }
+    let mut warnings = Vec::new();
+
+    // The source tree must exist and carry the files that mark strata support.
+    let root = match fs::canonicalize(&request.source_root) {
+        Ok(root) => root,
+        Err(e) => return Ok(KeyReport::unsupported(format!("source root: {e}"), warnings, None)),
+    };
+    for required in &request.require {
+        let path = root.join(required);
+        if !matches!(fs::symlink_metadata_opt(&path), Ok(Some(_))) {
+            let reason = format!(
+                "the source tree {} has no {required} (--require): it predates strata support",
+                root.display()
+            );
+            return Ok(KeyReport::unsupported(reason, warnings, None));
+        }
+    }
+
+    let architecture = match compat::canonical_architecture(&request.architecture) {
+        Ok(a) => a,
+        Err(reason) => return Ok(KeyReport::unsupported(reason, warnings, None)),
+    };
+    let mut table = SocTable::builtin();
+    if let Some(path) = &request.soc_aliases
+        && let Err(reason) = compat::load_aliases(&mut table, path)
+    {
+        return Ok(KeyReport::unsupported(reason, warnings, None));
+    }
+    let soc = match request.soc.as_deref() {
+        None => "none".to_owned(),
+        Some(text) => match table.canonical(text) {
+            Ok((soc, warning)) => {
+                warnings.extend(warning);
+                soc
+            }
+            Err(reason) => return Ok(KeyReport::unsupported(reason, warnings, None)),
+        },
+    };
+    let toolchain_source = match (&request.toolchain_image, request.toolchain_tools.is_empty()) {
+        (Some(image), _) if !image.trim().is_empty() => ToolchainSource::Image(image.clone()),
+        (_, false) => ToolchainSource::HostTools(request.toolchain_tools.clone()),
+        _ => ToolchainSource::Cann(
+            request
+                .cann_metadata
+                .clone()
+                .unwrap_or_else(|| compat::default_cann_metadata(architecture)),
+        ),
+    };
+    let toolchain = match compat::toolchain_identity(&toolchain_source, &request.platform) {
+        Ok((toolchain, more)) => {
+            warnings.extend(more);
+            toolchain
+        }
+        Err(reason) => return Ok(KeyReport::unsupported(reason, warnings, None)),
+    };
+    let descriptor = compat::descriptor(architecture, &soc, toolchain);
+    let compat_digest = match compat::descriptor_digest(&descriptor) {
+        Ok(d) => d.to_hex(),
+        Err(reason) => return Ok(KeyReport::unsupported(reason, warnings, Some(descriptor))),
+    };
+
+    let source_hash = match &request.source_hash {
+        Some(hash) => hash.clone(),
+        None => match source::tracked_source_hash(&root, &request.source_paths) {
+            Ok(hash) => hash.get(..KEY_DIGEST_HEX).unwrap_or(&hash).to_owned(),
+            Err(reason) => {
+                return Ok(KeyReport::unsupported(reason, warnings, Some(descriptor)));
+            }
+        },
+    };
+    let short_compat = compat_digest.get(..KEY_DIGEST_HEX).unwrap_or(&compat_digest);
+    let compat_prefix = format!("{}-schema{LAYOUT_VERSION}-{short_compat}-", request.prefix);
+    let same_source_prefix = format!("{compat_prefix}{source_hash}-");
+    let primary_key =
+        format!("{same_source_prefix}{}", unique_suffix(&request.run, SystemTime::now()));
+    check_key_text("the computed key", &primary_key)?;
+    Ok(KeyReport {
+        supported: true,
+        reason: None,
+        warnings,
+        keys: Some(Keys {
+            primary_key,
+            same_source_prefix,
+            compat_prefix,
+            source_hash,
+            compat_digest,
+        }),
+        descriptor: Some(descriptor),
+    })
+}
+
+/// The event log path a CI job uses: `<dir>/strata-events-<job>.jsonl`, where `dir` is
+/// `RUNNER_TEMP` (else the cache directory's parent) and `job` is `GITHUB_JOB` (else
+/// `job`) with every character other than letters, digits, `_`, `.` and `-` replaced by
+/// `_`.
+pub fn event_log_path(runner_temp: Option<&Path>, cache_dir: &Path, job: Option<&str>) -> PathBuf {
+    let dir = runner_temp
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| cache_dir.parent().unwrap_or(Path::new("/tmp")).to_path_buf());
+    let job: String = job
+        .filter(|j| !j.is_empty())
+        .unwrap_or("job")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '_' })
+        .collect();
+    dir.join(format!("strata-events-{job}.jsonl"))
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn request(dir: &Path) -> KeyRequest {
+        KeyRequest {
+            architecture: "x86_64".into(),
+            toolchain_image: Some("img@sha256:".to_owned() + &"b".repeat(64)),
+            source_root: dir.to_path_buf(),
+            source_hash: Some("h".repeat(64)),
+            ..KeyRequest::new()
+        }
+    }
+
+    #[test]
+    fn keys_nest_and_parse_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = compute_key(&request(dir.path())).unwrap();
+        assert!(report.supported, "{report:?}");
+        let keys = report.keys.unwrap();
+        assert!(keys.primary_key.starts_with(&keys.same_source_prefix));
+        assert!(keys.same_source_prefix.starts_with(&keys.compat_prefix));
+        assert!(keys.compat_prefix.starts_with("strata-l1-schema1-"));
+        let key: SnapshotKey = keys.primary_key.parse().unwrap();
+        let parts = key.parts().unwrap();
+        assert_eq!(parts.same_source_prefix(), keys.same_source_prefix);
+        assert_eq!(parts.compat_prefix(), keys.compat_prefix);
+        assert_eq!(parts.prefix, "strata-l1");
+        assert_eq!(key_time(key.as_str()), Some(parts.suffix_time()));
+        // Same inputs, same prefixes; a new primary key every time.
+        let again = compute_key(&request(dir.path())).unwrap().keys.unwrap();
+        assert_eq!(again.same_source_prefix, keys.same_source_prefix);
+        assert_ne!(again.primary_key, keys.primary_key);
+        // The architecture spelling does not matter; the SoC does.
+        let arm = compute_key(&KeyRequest { architecture: "amd64".into(), ..request(dir.path()) })
+            .unwrap()
+            .keys
+            .unwrap();
+        assert_eq!(arm.compat_prefix, keys.compat_prefix);
+        let soc = compute_key(&KeyRequest { soc: Some("a2".into()), ..request(dir.path()) })
+            .unwrap()
+            .keys
+            .unwrap();
+        assert_ne!(soc.compat_prefix, keys.compat_prefix);
+    }
+
+    #[test]
+    fn suffix_sorts_by_time_first() {
+        let run = RunContext { run_id: Some("9/9".into()), attempt: None };
+        let early =
+            unique_suffix(&run, SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        let late = unique_suffix(&run, SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_001));
+        assert!(early < late);
+        assert!(early.starts_with("20231114T221320Z-99-0-"), "{early}");
+    }
+
+    #[test]
+    fn unsupported_cases_fail_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let report =
+            compute_key(&KeyRequest { architecture: "X86".into(), ..request(dir.path()) }).unwrap();
+        assert!(
+            !report.supported && report.reason.unwrap().contains("X86".to_lowercase().as_str())
+        );
+        let report = compute_key(&KeyRequest {
+            require: vec!["CMakeLists.txt".into()],
+            ..request(dir.path())
+        })
+        .unwrap();
+        assert!(report.reason.unwrap().contains("predates strata support"));
+        let report = compute_key(&KeyRequest {
+            toolchain_image: None,
+            cann_metadata: Some(dir.path().join("none")),
+            ..request(dir.path())
+        })
+        .unwrap();
+        assert!(!report.supported && report.reason.unwrap().contains("--toolchain-tool"));
+        let report = compute_key(&KeyRequest { source_hash: None, ..request(dir.path()) }).unwrap();
+        assert!(!report.supported, "not a git repository");
+        let err = compute_key(&KeyRequest { prefix: "-x".into(), ..request(dir.path()) });
+        assert!(err.unwrap_err().is_usage());
+        let err =
+            compute_key(&KeyRequest { source_hash: Some("a-b".into()), ..request(dir.path()) });
+        assert!(err.unwrap_err().is_usage());
+    }
+
+    #[test]
+    fn key_texts() {
+        for bad in ["", "a,b", "a b", "a/b", ".a", "-a", "k.json", &"k".repeat(513)] {
+            assert!(check_key_text("--key", bad).is_err(), "{bad:?}");
+        }
+        check_key_text("--key", "strata-l1-schema1-").unwrap();
+        assert!(KeyParts::parse("plain-key").is_none());
+        assert_eq!(key_time("x-20250101T000000Z-local-0-1-abcd"), Some("20250101T000000Z"));
+        assert_eq!(key_time("x-2025-local-0-1-abcd"), None);
+    }
+
+    #[test]
+    fn event_log_names() {
+        let p = event_log_path(Some(Path::new("/rt")), Path::new("/c/cache"), Some("selected/a2"));
+        assert_eq!(p, Path::new("/rt/strata-events-selected_a2.jsonl"));
+        let p = event_log_path(None, Path::new("/c/cache"), None);
+        assert_eq!(p, Path::new("/c/strata-events-job.jsonl"));
+    }
+}

@@ -1,0 +1,54 @@
+//! Snapshots: moving a whole L1 cache between machines through an object store (seed 003
+//! "Schema 与快照兼容性", "准备、恢复和保存操作", "持久化传输与信任"; DESIGN.md §1, §2;
+//! user guide in `docs/snapshots.md`).
+//!
+//! * [`key`]: the snapshot key `<prefix>-schema<N>-<compat digest>-<source hash>-<suffix>`
+//!   and its two prefixes; [`compat`] builds the compatibility descriptor (architecture,
+//!   SoC, toolchain identity) and [`source`] the tracked-source hash.
+//! * [`pack`] / [`unpack`]: one tar stream of `<cache root>/actions-v1/`, compressed with
+//!   zstd or gzip ([`Compression`]), whose last entry is a `strata.snapshot_manifest` record
+//!   ([`manifest`]). Both directions stream with bounded buffers.
+//! * [`mod@restore`] and [`mod@save`]: the orchestration over an
+//!   [`ObjectStore`](crate::transport::ObjectStore): lookup order, whole-object verification,
+//!   staging and atomic swap, writer gating, the sidecar commit point.
+//!
+//! # Objects in the store
+//! A snapshot is two objects: `<key>` (the compressed tar stream) and `<key>.json`, a
+//! `strata.snapshot_sidecar` record holding the object's size and SHA-256, the format, the
+//! manifest digest and the producer. The sidecar is uploaded last: it is the commit point,
+//! and restore only considers keys whose sidecar exists.
+//!
+//! # Invariants
+//! * Restores stay inside their target (DESIGN.md invariant 4): see [`unpack`].
+//! * A cache directory is never half restored: it is either untouched or replaced as a
+//!   whole by a verified tree ([`mod@restore`]).
+//! * Nothing published is overwritten: uploads use
+//!   [`put_file_if_absent`](crate::transport::ObjectStore::put_file_if_absent).
+//! * This module knows no S3 wire details and never prints; the CLI reports.
+
+pub mod compat;
+mod error;
+mod format;
+pub mod key;
+pub mod manifest;
+pub mod pack;
+pub mod restore;
+pub mod save;
+pub mod source;
+pub mod unpack;
+mod writer;
+
+pub use error::Error;
+pub use format::Compression;
+pub use key::{KeyReport, KeyRequest, Keys, SnapshotKey, compute_key};
+pub use manifest::{Producer, Sidecar, SnapshotManifest};
+pub use restore::{MatchLevel, RestoreReport, RestoreRequest, restore};
+pub use save::{SaveOutcome, SaveReport, SaveRequest, SkipReason, save};
+
+/// The L1 layout version a snapshot carries: the `1` of `actions-v1`, rendered as
+/// `schema1` in every key. Bumping the layout (see `crate::action::layout`) must bump this.
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// The directory under the cache root that a snapshot carries (everything else under the
+/// root, such as `.locks/`, `.local/` and `.updated`, is machine-local).
+pub const CARRIED_DIR: &str = "actions-v1";

@@ -1,0 +1,452 @@
+//! Restore: find the best snapshot for a key, verify it, and replace the cache directory
+//! with it atomically (seed 003 "准备、恢复和保存操作"; reference §2, fixes §7.1, §7.4–7,
+//! §7.16).
+//!
+//! Lookup order, first match wins; only keys whose sidecar `<key>.json` exists count:
+//! 1. the exact key (HEAD of the sidecar and the object: never a prefix match, §7.5);
+//! 2. the newest snapshot under the key's same-source prefix, then under its compatibility
+//!    prefix (both derived from the key when it has strata's shape);
+//! 3. the newest snapshot under each `--restore-key` prefix, in order.
+//!
+//! Listings follow every page (§7.4). "Newest" is the largest suffix time
+//! (`yyyymmddThhmmssZ`, the first field of strata's suffix), ties broken by the whole key;
+//! keys without that field use the sidecar's `Last-Modified` formatted the same way.
+//!
+//! Read order for the match:
+//! 1. download the sidecar (at most 1 MiB) and verify it as a record naming the matched key;
+//! 2. download the object into `<parent>/.<name>.download-*` beside the cache directory
+//!    (the transport runs parallel ranged GETs), then check its size and SHA-256 against the
+//!    sidecar before reading a single entry;
+//! 3. unpack into a staging directory `<parent>/.<name>.tmp-<hex>` under the checks of
+//!    [`super::unpack`], bounded by the sidecar's counts;
+//! 4. write `.local/snapshot-origin.json` (lineage for the next save) into the staging
+//!    tree, then swap it into place: `renameat2(RENAME_EXCHANGE)` when the cache directory
+//!    exists (one atomic step), else a no-replace rename; the old tree is deleted after.
+//!    Without `RENAME_EXCHANGE` the old tree is renamed aside first, so for a moment the
+//!    cache directory is missing, never partial.
+//!
+//! Any failure leaves the cache directory untouched and removes the temp file and staging
+//! directory. Before the lookup, a restore (not a lookup-only one) deletes
+//! `<cache dir>/.updated`: from then on the marker means "this job added an entry".
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::key::{KeyParts, check_key_text, format_time, key_time};
+use super::manifest::{
+    MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SCHEMA, Sidecar, now_rfc3339, seal,
+};
+use super::unpack::{UnpackLimits, hash_object, unpack};
+use super::{Error, SnapshotKey, manifest};
+use crate::action::CacheRoot;
+use crate::fs::{self, StagingDir};
+use crate::transport::{ObjectKey, ObjectMeta, ObjectStore};
+
+/// How a snapshot was matched (the `matched-level` output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MatchLevel {
+    /// The exact key.
+    Exact,
+    /// The newest snapshot of the same sources (same-source prefix).
+    SameSource,
+    /// The newest compatible snapshot (compatibility prefix).
+    Compatible,
+    /// The newest snapshot under a `--restore-key` prefix that is neither of the above.
+    Prefix,
+    /// Nothing matched.
+    None,
+}
+
+impl MatchLevel {
+    /// `exact`, `same-source`, `compatible`, `prefix` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchLevel::Exact => "exact",
+            MatchLevel::SameSource => "same-source",
+            MatchLevel::Compatible => "compatible",
+            MatchLevel::Prefix => "prefix",
+            MatchLevel::None => "none",
+        }
+    }
+}
+
+/// Restore or only look up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupMode {
+    /// Download, verify and swap into place.
+    Restore,
+    /// Find the match and stop; nothing is downloaded or changed (`--lookup-only`).
+    LookupOnly,
+}
+
+/// What to restore.
+pub struct RestoreRequest<'a> {
+    /// The store to read.
+    pub store: &'a dyn ObjectStore,
+    /// The cache directory as given (`~` expanded, made absolute, symlinks resolved).
+    pub cache_dir: PathBuf,
+    /// The primary key.
+    pub key: SnapshotKey,
+    /// Extra prefixes tried after the derived ones, in order (`--restore-key`).
+    pub restore_prefixes: Vec<String>,
+    /// Restore or only look up.
+    pub mode: LookupMode,
+}
+
+/// What a restore did. A miss is `level: None` with `restored: false`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RestoreReport {
+    /// How the snapshot was matched.
+    pub level: MatchLevel,
+    /// The matched key.
+    pub matched_key: Option<String>,
+    /// True if the cache directory now holds the matched snapshot.
+    pub restored: bool,
+    /// The absolute cache directory.
+    pub cache_dir: PathBuf,
+    /// The prefixes and keys looked up, in order.
+    pub tried: Vec<String>,
+    /// Size of the downloaded object, in bytes.
+    pub object_size_bytes: u64,
+    /// Files restored.
+    pub file_count: u64,
+    /// Bytes of file content restored.
+    pub file_bytes: u64,
+    /// Wall time of the whole restore, in seconds.
+    pub seconds: f64,
+    /// Wall time of the object download, in seconds.
+    pub download_seconds: f64,
+    /// Transport retries.
+    pub retries: u32,
+    /// The restored manifest's digest (`sha256:<hex>`).
+    pub manifest_digest: Option<String>,
+    /// Incomplete snapshots passed over and similar notes.
+    pub notes: Vec<String>,
+}
+
+/// The resolved cache directory and its parent and name.
+pub(crate) fn resolve_cache_dir(given: &Path) -> Result<PathBuf, Error> {
+    let root = CacheRoot::new(given).map_err(|e| Error::InvalidInput {
+        what: "--cache-dir",
+        reason: format!("cannot resolve {}: {e}", given.display()),
+    })?;
+    let path = root.path().to_path_buf();
+    if path.parent().is_none() || path.file_name().is_none() {
+        return Err(Error::InvalidInput {
+            what: "--cache-dir",
+            reason: format!("{} has no parent directory", path.display()),
+        });
+    }
+    Ok(path)
+}
+
+fn object_key(name: &str) -> Result<ObjectKey, Error> {
+    ObjectKey::new(name).map_err(|e| Error::InvalidInput { what: "--key", reason: e.to_string() })
+}
+
+/// A matched snapshot: key, level, and the sidecar's store metadata.
+struct Match {
+    key: String,
+    level: MatchLevel,
+    sidecar: ObjectMeta,
+    object_size_bytes: Option<u64>,
+}
+
+/// The newest complete snapshot among `objects` (see the module docs).
+fn newest(objects: &[ObjectMeta], prefix: &str) -> Option<(String, ObjectMeta, u64)> {
+    let sizes: std::collections::HashMap<&str, u64> =
+        objects.iter().map(|o| (o.key.as_str(), o.size_bytes)).collect();
+    objects
+        .iter()
+        .filter_map(|o| {
+            let name = o.key.as_str().strip_suffix(".json")?;
+            if !name.starts_with(prefix) || check_key_text("--key", name).is_err() {
+                return None;
+            }
+            let size = *sizes.get(name)?;
+            let time =
+                key_time(name).map(str::to_owned).unwrap_or_else(|| format_time(o.last_modified));
+            Some((time, name.to_owned(), o.clone(), size))
+        })
+        .max_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)))
+        .map(|(_, name, meta, size)| (name, meta, size))
+}
+
+/// The prefixes to try after the exact key, with their levels, deduplicated in order.
+fn prefixes(key: &SnapshotKey, extra: &[String]) -> Result<Vec<(String, MatchLevel)>, Error> {
+    let derived = key.parts().map(|p: KeyParts| (p.same_source_prefix(), p.compat_prefix()));
+    let mut out: Vec<(String, MatchLevel)> = Vec::new();
+    if let Some((same, compat)) = &derived {
+        out.push((same.clone(), MatchLevel::SameSource));
+        out.push((compat.clone(), MatchLevel::Compatible));
+    }
+    for prefix in extra {
+        check_key_text("--restore-key", prefix)?;
+        let level = match &derived {
+            Some((same, _)) if same == prefix => MatchLevel::SameSource,
+            Some((_, compat)) if compat == prefix => MatchLevel::Compatible,
+            _ => MatchLevel::Prefix,
+        };
+        if !out.iter().any(|(p, _)| p == prefix) {
+            out.push((prefix.clone(), level));
+        }
+    }
+    Ok(out)
+}
+
+fn lookup(request: &RestoreRequest<'_>, tried: &mut Vec<String>) -> Result<Option<Match>, Error> {
+    let store = request.store;
+    let key = request.key.as_str();
+    tried.push(key.to_owned());
+    let sidecar_key = object_key(&request.key.sidecar_name())?;
+    let head =
+        |k: &ObjectKey| store.head(k).map_err(|e| Error::transport("look up", k.as_str(), e));
+    if let Some(sidecar) = head(&sidecar_key)?
+        && let Some(object) = head(&object_key(key)?)?
+    {
+        return Ok(Some(Match {
+            key: key.to_owned(),
+            level: MatchLevel::Exact,
+            sidecar,
+            object_size_bytes: Some(object.size_bytes),
+        }));
+    }
+    for (prefix, level) in prefixes(&request.key, &request.restore_prefixes)? {
+        tried.push(prefix.clone());
+        let objects = store.list(&prefix).map_err(|e| Error::transport("list", &prefix, e))?;
+        if let Some((name, sidecar, size)) = newest(&objects, &prefix) {
+            return Ok(Some(Match { key: name, level, sidecar, object_size_bytes: Some(size) }));
+        }
+    }
+    Ok(None)
+}
+
+fn read_sidecar(
+    store: &dyn ObjectStore,
+    found: &Match,
+    temp: &Path,
+) -> Result<(Sidecar, String), Error> {
+    if found.sidecar.size_bytes > MAX_SIDECAR_BYTES {
+        return Err(Error::corrupt(&found.key, "the sidecar is larger than 1 MiB"));
+    }
+    let name = format!("{}.json", found.key);
+    store
+        .get_to_file(&object_key(&name)?, temp)
+        .map_err(|e| Error::transport("download", &name, e))?;
+    let bytes = fs::read(temp)?;
+    if bytes.len() as u64 > MAX_SIDECAR_BYTES {
+        return Err(Error::corrupt(&found.key, "the sidecar is larger than 1 MiB"));
+    }
+    let (envelope, sidecar): (_, Sidecar) = manifest::load(&bytes, &SIDECAR_SCHEMA, "sidecar")
+        .map_err(|e| Error::corrupt(&found.key, e.one_line()))?;
+    if sidecar.key != found.key {
+        return Err(Error::corrupt(&found.key, format!("the sidecar names key {}", sidecar.key)));
+    }
+    Ok((sidecar, envelope.content_digest.to_prefixed()))
+}
+
+/// Swaps the verified `staging` tree into `cache_dir` (see the module docs, step 4).
+fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<(), Error> {
+    match fs::symlink_metadata_opt(cache_dir)? {
+        None => match fs::publish_dir(staging, cache_dir, false) {
+            Ok(()) => Ok(()),
+            Err((e, _staging)) => Err(e.into()),
+        },
+        Some(meta) if meta.is_dir() => {
+            if fs::exchange(staging.path(), cache_dir)? {
+                // `staging` now names the old tree; dropping the guard deletes it.
+                drop(staging);
+                return Ok(());
+            }
+            let aside = StagingDir::new_beside(cache_dir, 0o700)?;
+            let aside_path = aside.path().to_path_buf();
+            fs::remove_tree(&aside_path)?;
+            fs::rename(cache_dir, &aside_path)?;
+            match fs::publish_dir(staging, cache_dir, false) {
+                Ok(()) => {
+                    drop(aside);
+                    Ok(())
+                }
+                Err((e, _staging)) => {
+                    // Put the old tree back rather than leave nothing.
+                    let _ = fs::rename(&aside_path, cache_dir);
+                    let _ = aside.keep();
+                    Err(e.into())
+                }
+            }
+        }
+        Some(_) => Err(Error::InvalidInput {
+            what: "--cache-dir",
+            reason: format!("{} exists and is not a directory", cache_dir.display()),
+        }),
+    }
+}
+
+/// Restores the best snapshot for `request` (see the module docs).
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a bad key, prefix or cache directory; [`Error::Transport`]
+/// for store failures; [`Error::Corrupt`] when the object or an entry fails verification;
+/// [`Error::Local`] for local I/O. In every error case the cache directory is untouched
+/// (apart from `.updated`, removed first).
+pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
+    let started = Instant::now();
+    let cache_dir = resolve_cache_dir(&request.cache_dir)?;
+    if request.mode == LookupMode::Restore {
+        fs::remove_file(&cache_dir.join(".updated"))?;
+    }
+    let mut report = RestoreReport {
+        level: MatchLevel::None,
+        matched_key: None,
+        restored: false,
+        cache_dir: cache_dir.clone(),
+        tried: Vec::new(),
+        object_size_bytes: 0,
+        file_count: 0,
+        file_bytes: 0,
+        seconds: 0.0,
+        download_seconds: 0.0,
+        retries: 0,
+        manifest_digest: None,
+        notes: Vec::new(),
+    };
+    let found = lookup(request, &mut report.tried)?;
+    let Some(found) = found else {
+        report.seconds = started.elapsed().as_secs_f64();
+        return Ok(report);
+    };
+    report.level = found.level;
+    report.matched_key = Some(found.key.clone());
+    if request.mode == LookupMode::LookupOnly {
+        report.object_size_bytes = found.object_size_bytes.unwrap_or(0);
+        report.seconds = started.elapsed().as_secs_f64();
+        return Ok(report);
+    }
+
+    if let Some(parent) = cache_dir.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    let sidecar_temp = fs::temp_path_beside(&cache_dir, "sidecar")?;
+    let (sidecar, _) = read_sidecar(request.store, &found, &sidecar_temp)?;
+    drop(sidecar_temp);
+    if let Some(listed) = found.object_size_bytes
+        && listed != sidecar.object_size_bytes
+    {
+        return Err(Error::corrupt(
+            &found.key,
+            format!(
+                "the object has {listed} bytes, its sidecar declares {}",
+                sidecar.object_size_bytes
+            ),
+        ));
+    }
+
+    let download = fs::temp_path_beside(&cache_dir, "download")?;
+    let object = object_key(&found.key)?;
+    let download_started = Instant::now();
+    let (_, stats) = request
+        .store
+        .get_to_file(&object, &download)
+        .map_err(|e| Error::transport("download", &found.key, e))?;
+    report.download_seconds = download_started.elapsed().as_secs_f64();
+    report.retries = stats.retries;
+    let (digest, size) = hash_object(&download)?;
+    if size != sidecar.object_size_bytes || digest != sidecar.object_sha256 {
+        return Err(Error::corrupt(
+            &found.key,
+            format!(
+                "the downloaded object ({size} bytes, SHA-256 {digest}) does not match its \
+                 sidecar ({} bytes, SHA-256 {})",
+                sidecar.object_size_bytes, sidecar.object_sha256
+            ),
+        ));
+    }
+    report.object_size_bytes = size;
+
+    let staging = StagingDir::new_beside(&cache_dir, 0o755)?;
+    let limits = UnpackLimits {
+        max_entries: sidecar.entry_count,
+        max_file_bytes: sidecar.file_bytes,
+        manifest_digest: Some(sidecar.manifest_digest.clone()),
+        key: Some(found.key.clone()),
+        compression: Some(sidecar.format),
+    };
+    let unpacked = unpack(&download, staging.path(), &limits, &found.key)?;
+    drop(download);
+    let origin = Origin {
+        key: found.key.clone(),
+        manifest_digest: unpacked.manifest_digest.clone(),
+        restored_at: now_rfc3339(),
+    };
+    let local = fs::create_dir_all_within(staging.path(), Path::new(".local"), 0o755)?;
+    let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
+    fs::write_new(&local.join(ORIGIN_FILE), &envelope.to_bytes(), 0o644)?;
+    swap_into_place(staging, &cache_dir)?;
+
+    report.restored = true;
+    report.file_count = unpacked.files;
+    report.file_bytes = unpacked.file_bytes;
+    report.manifest_digest = Some(unpacked.manifest_digest);
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// The origin record's file name under `<cache root>/.local/`.
+pub const ORIGIN_FILE: &str = "snapshot-origin.json";
+
+/// The manifest digest of the snapshot the cache at `cache_dir` was restored from, if its
+/// origin record exists and verifies.
+pub fn origin_parent(cache_dir: &Path) -> Option<String> {
+    let bytes = fs::read(&cache_dir.join(".local").join(ORIGIN_FILE)).ok()?;
+    let (_, origin): (_, Origin) = manifest::load(&bytes, &ORIGIN_SCHEMA, "origin").ok()?;
+    Some(origin.manifest_digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    fn meta(key: &str, secs: u64) -> ObjectMeta {
+        ObjectMeta {
+            key: key.parse().unwrap(),
+            size_bytes: 1,
+            last_modified: SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
+            etag: None,
+        }
+    }
+
+    #[test]
+    fn newest_needs_a_sidecar_and_prefers_the_suffix_time() {
+        let p = "ns-";
+        let objects = vec![
+            meta("ns-a-20250101T000000Z-1-0-1-aa", 500),
+            meta("ns-a-20250101T000000Z-1-0-1-aa.json", 500),
+            meta("ns-b-20250301T000000Z-1-0-1-aa", 100),
+            meta("ns-b-20250301T000000Z-1-0-1-aa.json", 100),
+            // Newest by time but incomplete: no sidecar.
+            meta("ns-c-20250401T000000Z-1-0-1-aa", 900),
+            // A sidecar without its object.
+            meta("ns-d-20250501T000000Z-1-0-1-aa.json", 900),
+        ];
+        let (name, _, _) = newest(&objects, p).unwrap();
+        assert_eq!(name, "ns-b-20250301T000000Z-1-0-1-aa");
+        assert!(newest(&objects, "other-").is_none());
+    }
+
+    #[test]
+    fn derived_prefixes_come_first() {
+        let text = format!("p-schema1-{}-src-20250102T030405Z-1-1-1-ab", "c".repeat(32));
+        let key: SnapshotKey = text.parse().unwrap();
+        let list = prefixes(&key, &["p-".into(), key.parts().unwrap().compat_prefix()]).unwrap();
+        let levels: Vec<MatchLevel> = list.iter().map(|(_, l)| *l).collect();
+        assert_eq!(levels, [MatchLevel::SameSource, MatchLevel::Compatible, MatchLevel::Prefix]);
+        let plain: SnapshotKey = "my-key".parse().unwrap();
+        assert_eq!(
+            prefixes(&plain, &["my-".into()]).unwrap(),
+            [("my-".into(), MatchLevel::Prefix)]
+        );
+        assert!(prefixes(&plain, &["a,b".into()]).is_err());
+    }
+}

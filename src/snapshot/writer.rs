@@ -1,0 +1,235 @@
+//! Parallel file writers for [`super::unpack`]: the thread that decompresses and parses the
+//! archive hands each regular file's bytes to one of a few writer threads, which create
+//! the file, hash and write the bytes, and set its mode. So decompression, hashing and
+//! writing overlap.
+//!
+//! All checks on an entry (path, type, limits, parent directories) happen on the parsing
+//! thread *before* the file is handed over; a writer only creates the file with
+//! `O_CREAT|O_EXCL` under a parent that is already a real directory. Files are assigned
+//! round-robin; the chunks of one file go to one writer in order.
+//!
+//! Memory is bounded: each writer's queue holds at most [`QUEUE_CHUNKS`] chunks of at most
+//! [`CHUNK_BYTES`], whatever the snapshot size.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use super::manifest::FileRecord;
+use crate::digest::Hasher;
+use crate::fs::{self, RelPath};
+
+/// Largest chunk handed to a writer, in bytes.
+pub(crate) const CHUNK_BYTES: usize = 1024 * 1024;
+/// Chunks a writer's queue holds.
+pub(crate) const QUEUE_CHUNKS: usize = 4;
+/// Most writer threads.
+const MAX_WRITERS: usize = 4;
+
+enum Message {
+    Open { rel: RelPath, path: PathBuf, executable: bool, size: u64 },
+    Data(Vec<u8>),
+    Close,
+}
+
+/// Why a writer failed.
+#[derive(Debug)]
+pub(crate) enum WriteError {
+    /// The path already existed (the archive's fault: a conflicting entry).
+    Exists(RelPath),
+    /// A local I/O failure.
+    Io(fs::Error),
+}
+
+/// Why handing a file to the pool failed.
+#[derive(Debug)]
+pub(crate) enum FeedError {
+    /// Reading the archive failed or it ended early (the archive's fault).
+    Archive(String),
+    /// A writer stopped (see [`WriterPool::finish`] for its error).
+    WriterStopped,
+}
+
+struct Output {
+    records: Vec<FileRecord>,
+    error: Option<WriteError>,
+}
+
+/// A pool of writer threads.
+pub(crate) struct WriterPool {
+    senders: Vec<SyncSender<Message>>,
+    handles: Vec<JoinHandle<Output>>,
+    next: usize,
+    failed: Arc<AtomicBool>,
+}
+
+fn run_writer(receiver: Receiver<Message>, failed: Arc<AtomicBool>) -> Output {
+    let mut out = Output { records: Vec::new(), error: None };
+    let mut current: Option<(File, PathBuf, RelPath, bool, Hasher)> = None;
+    for message in receiver {
+        if out.error.is_some() {
+            continue; // drain so the sender never blocks
+        }
+        let result: Result<(), WriteError> = match message {
+            Message::Open { rel, path, executable, size } => match fs::create_new(&path, 0o600) {
+                Ok(file) => match fs::preallocate(&file, &path, size) {
+                    Ok(()) => {
+                        current = Some((file, path, rel, executable, Hasher::new()));
+                        Ok(())
+                    }
+                    Err(e) => Err(WriteError::Io(e)),
+                },
+                Err(fs::Error::Io { source, .. })
+                    if source.kind() == io::ErrorKind::AlreadyExists =>
+                {
+                    Err(WriteError::Exists(rel))
+                }
+                Err(e) => Err(WriteError::Io(e)),
+            },
+            Message::Data(bytes) => match current.as_mut() {
+                Some((file, path, _, _, hasher)) => {
+                    hasher.update(&bytes);
+                    file.write_all(&bytes)
+                        .map_err(|e| WriteError::Io(fs::Error::io("write", path.as_path(), e)))
+                }
+                None => Ok(()),
+            },
+            Message::Close => match current.take() {
+                Some((file, path, rel, executable, hasher)) => {
+                    let mode = if executable { 0o755 } else { 0o644 };
+                    match file.set_permissions(std::fs::Permissions::from_mode(mode)) {
+                        Ok(()) => {
+                            let size_bytes = hasher.len();
+                            out.records.push(FileRecord {
+                                path: rel,
+                                size_bytes,
+                                executable,
+                                sha256: hasher.finish(),
+                            });
+                            Ok(())
+                        }
+                        Err(e) => Err(WriteError::Io(fs::Error::io("chmod", path, e))),
+                    }
+                }
+                None => Ok(()),
+            },
+        };
+        if let Err(e) = result {
+            out.error = Some(e);
+            failed.store(true, Ordering::Relaxed);
+            current = None;
+        }
+    }
+    out
+}
+
+impl WriterPool {
+    /// Starts one writer per CPU (at most [`MAX_WRITERS`], at least one).
+    pub(crate) fn new() -> Self {
+        let count =
+            std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_WRITERS);
+        let failed = Arc::new(AtomicBool::new(false));
+        let mut senders = Vec::with_capacity(count);
+        let mut handles = Vec::with_capacity(count);
+        for _ in 0..count {
+            let (sender, receiver) = sync_channel(QUEUE_CHUNKS);
+            let failed = Arc::clone(&failed);
+            senders.push(sender);
+            handles.push(std::thread::spawn(move || run_writer(receiver, failed)));
+        }
+        Self { senders, handles, next: 0, failed }
+    }
+
+    /// A pool with no writers (a placeholder after [`WriterPool::finish`] took the real
+    /// one); feeding it fails.
+    pub(crate) fn empty() -> Self {
+        Self {
+            senders: Vec::new(),
+            handles: Vec::new(),
+            next: 0,
+            failed: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// True once any writer has failed.
+    pub(crate) fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Hands the file at `path` (entry `rel`) to the next writer: reads exactly `size`
+    /// bytes from `data` in chunks and queues them.
+    pub(crate) fn write_file(
+        &mut self,
+        rel: RelPath,
+        path: PathBuf,
+        executable: bool,
+        size: u64,
+        data: &mut dyn Read,
+    ) -> Result<(), FeedError> {
+        let Some(sender) = self.senders.get(self.next % self.senders.len().max(1)) else {
+            return Err(FeedError::WriterStopped);
+        };
+        self.next = self.next.wrapping_add(1);
+        let send = |m| sender.send(m).map_err(|_| FeedError::WriterStopped);
+        send(Message::Open { rel: rel.clone(), path, executable, size })?;
+        let mut remaining = size;
+        while remaining > 0 {
+            let want = usize::try_from(remaining.min(CHUNK_BYTES as u64)).unwrap_or(CHUNK_BYTES);
+            let mut chunk = vec![0u8; want];
+            let mut filled = 0;
+            while filled < want {
+                let slot = chunk.get_mut(filled..).unwrap_or_default();
+                match data.read(slot) {
+                    Ok(0) => {
+                        return Err(FeedError::Archive(format!(
+                            "{rel}: the archive ends inside the file"
+                        )));
+                    }
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(FeedError::Archive(format!(
+                            "{rel}: cannot read the archive: {e}"
+                        )));
+                    }
+                }
+            }
+            remaining -= want as u64;
+            send(Message::Data(chunk))?;
+        }
+        send(Message::Close)
+    }
+
+    /// Waits for every writer; returns all records, or the first writer error.
+    pub(crate) fn finish(self) -> Result<Vec<FileRecord>, WriteError> {
+        drop(self.senders);
+        let mut records = Vec::new();
+        let mut first_error = None;
+        for handle in self.handles {
+            match handle.join() {
+                Ok(out) => {
+                    records.extend(out.records);
+                    if first_error.is_none() {
+                        first_error = out.error;
+                    }
+                }
+                Err(_) => {
+                    if first_error.is_none() {
+                        let e = io::Error::other("a snapshot writer thread panicked");
+                        first_error =
+                            Some(WriteError::Io(fs::Error::io("write", PathBuf::new(), e)));
+                    }
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(records),
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! The composite actions (`actions/*`), run step by step the way a runner runs them
+//! (`tests/actions/runner.py`: inputs and expressions substituted, `GITHUB_OUTPUT`,
+//! `GITHUB_ENV`, `GITHUB_STEP_SUMMARY`, `GITHUB_PATH` as files, `::add-mask::` honoured),
+//! end to end against s3s-fs on 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::super::transport::server::url_for;
+use super::{S3sServer, Scratch, tree};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// What the runner reported.
+struct ActionRun {
+    result: Value,
+}
+
+impl ActionRun {
+    fn output(&self, name: &str) -> String {
+        self.result["outputs"][name].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn env(&self, name: &str) -> String {
+        self.result["env"][name].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn summary(&self) -> String {
+        self.result["summary"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn log(&self) -> String {
+        self.result["log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// `secret` appears nowhere except in `::add-mask::` command lines of the raw stdout.
+    fn assert_secret_only_masked(&self, secret: &str) {
+        let raw_stdout = self.result["raw_stdout"].as_str().unwrap();
+        for line in raw_stdout.lines() {
+            assert!(
+                !line.contains(secret) || line.starts_with("::add-mask::"),
+                "secret in stdout: {line}"
+            );
+        }
+        let mut everywhere = self.result.clone();
+        everywhere["raw_stdout"] = Value::Null;
+        assert!(
+            !everywhere.to_string().contains(secret),
+            "secret in the runner's view: {everywhere}"
+        );
+    }
+
+    fn assert_ok(&self) -> &Self {
+        assert_eq!(self.result["exit_code"], 0, "{:#}", self.result);
+        self
+    }
+}
+
+/// Runs the action `name` (a directory under `actions/`).
+fn run_action(
+    name: &str,
+    inputs: Value,
+    env: &[(&str, String)],
+    workspace: &Path,
+    runner_temp: &Path,
+) -> ActionRun {
+    std::fs::create_dir_all(workspace).unwrap();
+    std::fs::create_dir_all(runner_temp).unwrap();
+    let mut base: serde_json::Map<String, Value> = serde_json::Map::new();
+    base.insert("PATH".into(), json!(std::env::var("PATH").unwrap_or_default()));
+    base.insert("HOME".into(), json!(runner_temp.join("home").display().to_string()));
+    base.insert("STRATA_S3_MAX_RETRIES".into(), json!("2"));
+    for (k, v) in env {
+        base.insert((*k).to_owned(), json!(v));
+    }
+    let request = json!({
+        "inputs": inputs,
+        "env": base,
+        "workspace": workspace.display().to_string(),
+        "runner_temp": runner_temp.display().to_string(),
+        "runner": {"os": "Linux", "arch": "X64"},
+    });
+    let request_path = runner_temp.join(format!("request-{name}.json"));
+    let result_path = runner_temp.join(format!("result-{name}.json"));
+    std::fs::write(&request_path, request.to_string()).unwrap();
+    let output = Command::new("python3")
+        .arg(repo().join("tests/actions/runner.py"))
+        .arg(repo().join("actions").join(name))
+        .arg(&request_path)
+        .arg(&result_path)
+        .output()
+        .expect("python3 is needed for the action tests");
+    assert!(
+        output.status.success(),
+        "runner.py failed (it needs PyYAML: python3 -m pip install pyyaml):\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_slice(&std::fs::read(&result_path).unwrap()).unwrap();
+    ActionRun { result }
+}
+
+fn strata_bin() -> String {
+    env!("CARGO_BIN_EXE_strata").to_owned()
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A checkout with one C source tracked in git.
+fn checkout(workspace: &Path) {
+    std::fs::create_dir_all(workspace.join("src")).unwrap();
+    std::fs::write(workspace.join("src/hello.c"), "int answer(void) { return 42; }\n").unwrap();
+    std::fs::write(workspace.join("CMakeLists.txt"), "# marks strata support\n").unwrap();
+    git(workspace, &["init", "-q"]);
+    git(workspace, &["add", "."]);
+}
+
+/// The build step: one compile through `strata action run`, with the job environment
+/// the actions exported (STRATA_CACHE_ROOT, STRATA_EVENT_LOG).
+fn build(workspace: &Path, job_env: &[(&str, String)]) -> String {
+    let out = workspace.join("build");
+    let src = workspace.join("src/hello.c");
+    let mut command = Command::new(strata_bin());
+    command
+        .args(["action", "run", "--domain", "third_party", "--unit", "hello"])
+        .arg("--output-dir")
+        .arg(&out)
+        .arg("--prepared-input")
+        .arg(&src)
+        .args(["--environment-profile", "host-cxx", "--normalize-path"])
+        .arg(workspace)
+        .args(["--", "gcc", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(out.join("hello.o"))
+        .current_dir(workspace);
+    for (k, v) in job_env {
+        command.env(k, v);
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    stderr
+}
+
+#[test]
+fn actions_producer_then_consumer_through_s3() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let store = url_for(&server.endpoint, "ci/l1");
+    let secret = server.secret_key.clone();
+    let creds = json!({"access-key-id": server.access_key, "secret-access-key": secret});
+
+    // Producer on runner A: key, restore (a miss), build, save.
+    let ws_a = scratch.path("a/_work/repo/repo");
+    let tmp_a = scratch.path("a/_temp");
+    checkout(&ws_a);
+    let key_inputs = json!({"cache-dir": ".strata-l1", "toolchain-tools": "cc", "source-paths": "src", "require": "CMakeLists.txt", "strata": strata_bin()});
+    let key = run_action("key", key_inputs.clone(), &[], &ws_a, &tmp_a);
+    key.assert_ok();
+    assert_eq!(key.output("supported"), "true", "{:#}", key.result);
+    let primary = key.output("key");
+    assert!(primary.starts_with("strata-l1-schema1-"), "{primary}");
+    let restore_keys = key.output("restore-keys");
+    assert_eq!(restore_keys.lines().count(), 2, "{restore_keys}");
+    let abs_a = std::fs::canonicalize(&ws_a).unwrap().join(".strata-l1");
+    assert_eq!(key.env("STRATA_CACHE_ROOT"), abs_a.display().to_string());
+    let events_a = key.env("STRATA_EVENT_LOG");
+    assert!(events_a.ends_with("strata-events-job.jsonl"), "{events_a}");
+
+    let mut restore_inputs = creds.clone();
+    restore_inputs["cache-dir"] = json!(".strata-l1");
+    restore_inputs["key"] = json!(primary);
+    restore_inputs["restore-keys"] = json!(restore_keys);
+    restore_inputs["store"] = json!(store);
+    restore_inputs["strata"] = json!(strata_bin());
+    let restore = run_action("restore", restore_inputs.clone(), &[], &ws_a, &tmp_a);
+    restore.assert_ok().assert_secret_only_masked(&secret);
+    assert_eq!(restore.output("status"), "miss", "{:#}", restore.result);
+    assert_eq!(
+        (restore.output("cache-hit").as_str(), restore.output("matched-level").as_str()),
+        ("false", "none")
+    );
+    assert_eq!(restore.output("cache-dir"), ".strata-l1");
+    assert_eq!(restore.output("cache-primary-key"), primary);
+
+    let job_env = vec![
+        ("STRATA_CACHE_ROOT", key.env("STRATA_CACHE_ROOT")),
+        ("STRATA_EVENT_LOG", events_a.clone()),
+    ];
+    assert!(build(&ws_a, &job_env).contains("strata: MISS"));
+
+    let mut save_inputs = creds.clone();
+    save_inputs["cache-dir"] = json!(restore.output("cache-dir"));
+    save_inputs["key"] = json!(primary);
+    save_inputs["store"] = json!(store);
+    save_inputs["strata"] = json!(strata_bin());
+    let save = run_action("save", save_inputs.clone(), &job_env, &ws_a, &tmp_a);
+    save.assert_ok().assert_secret_only_masked(&secret);
+    assert_eq!(save.output("saved"), "true", "{:#}", save.result);
+    let summary = save.summary();
+    assert!(summary.contains("### strata snapshot save"), "{summary}");
+    assert!(summary.contains("MISS 1 · SAVED 1"), "{summary}");
+    assert!(summary.contains(&primary), "{summary}");
+
+    // Consumer on runner B, another checkout path: the same sources restore, the build
+    // HITs, and the save publishes nothing.
+    let ws_b = scratch.path("b/work/deeper/repo");
+    let tmp_b = scratch.path("b/temp");
+    checkout(&ws_b);
+    let key_b =
+        run_action("key", key_inputs, &[("GITHUB_JOB", "test/x64".to_owned())], &ws_b, &tmp_b);
+    let primary_b = key_b.output("key");
+    assert_eq!(key_b.output("same-source-prefix"), key.output("same-source-prefix"));
+    assert!(key_b.env("STRATA_EVENT_LOG").ends_with("strata-events-test_x64.jsonl"));
+    let mut restore_b = restore_inputs.clone();
+    restore_b["key"] = json!(primary_b);
+    restore_b["restore-keys"] = json!(key_b.output("restore-keys"));
+    let restored = run_action("restore", restore_b, &[], &ws_b, &tmp_b);
+    restored.assert_ok().assert_secret_only_masked(&secret);
+    assert_eq!(restored.output("status"), "restored", "{:#}", restored.result);
+    assert_eq!(restored.output("matched-level"), "same-source");
+    assert_eq!(restored.output("cache-matched-key"), primary);
+    assert_eq!(restored.output("cache-hit"), "false");
+    let abs_b = std::fs::canonicalize(&ws_b).unwrap().join(".strata-l1");
+    assert_eq!(restored.env("STRATA_CACHE_ROOT"), abs_b.display().to_string());
+    assert_eq!(tree(&abs_b.join("actions-v1")), tree(&abs_a.join("actions-v1")));
+    assert!(
+        restored.summary().contains("| matched level | same-source |"),
+        "{}",
+        restored.summary()
+    );
+
+    let job_b = vec![
+        ("STRATA_CACHE_ROOT", abs_b.display().to_string()),
+        ("STRATA_EVENT_LOG", key_b.env("STRATA_EVENT_LOG")),
+    ];
+    assert!(build(&ws_b, &job_b).contains("strata: HIT"));
+    let mut save_b = save_inputs;
+    save_b["key"] = json!(primary_b);
+    let skipped = run_action("save", save_b, &job_b, &ws_b, &tmp_b);
+    skipped.assert_ok().assert_secret_only_masked(&secret);
+    assert_eq!(
+        (skipped.output("saved").as_str(), skipped.output("status").as_str()),
+        ("false", "skipped")
+    );
+    assert!(skipped.output("reason").contains(".updated"), "{:#}", skipped.result);
+    assert!(skipped.summary().contains("HIT 1"), "{}", skipped.summary());
+    assert!(skipped.log().contains("snapshot save skipped"), "{}", skipped.log());
+    for log in [events_a, key_b.env("STRATA_EVENT_LOG")] {
+        let text = std::fs::read_to_string(log).unwrap();
+        assert!(!text.contains(&secret) && !text.contains(&server.access_key));
+    }
+}
+
+#[test]
+fn actions_fail_open_without_a_key_or_a_server() {
+    let scratch = Scratch::new();
+    let ws = scratch.path("ws");
+    let tmp = scratch.path("tmp");
+    std::fs::create_dir_all(&ws).unwrap();
+    let key = run_action(
+        "key",
+        json!({"cache-dir": "cache", "require": "CMakeLists.txt", "toolchain-tools": "cc", "strata": strata_bin()}),
+        &[],
+        &ws,
+        &tmp,
+    );
+    key.assert_ok();
+    assert_eq!((key.output("supported").as_str(), key.output("key").as_str()), ("false", ""));
+    assert!(
+        key.log().contains("::warning title=strata snapshot key unavailable::"),
+        "{}",
+        key.log()
+    );
+    let restore = run_action(
+        "restore",
+        json!({"cache-dir": "cache", "key": "", "strata": strata_bin()}),
+        &[],
+        &ws,
+        &tmp,
+    );
+    restore.assert_ok();
+    assert_eq!(restore.output("status"), "skipped");
+    let save = run_action(
+        "save",
+        json!({"cache-dir": "cache", "key": "", "strata": strata_bin()}),
+        &[],
+        &ws,
+        &tmp,
+    );
+    save.assert_ok();
+    assert_eq!(save.output("status"), "skipped");
+    assert!(save.output("reason").contains("no primary key"));
+
+    // A store that is down: a warning, status error, the step still succeeds.
+    let down =
+        url_for(&format!("http://127.0.0.1:{}", super::super::transport::server::free_port()), "x");
+    let key = "strata-l1-schema1-00000000000000000000000000000000-abc-20250101T000000Z-1-1-1-aa";
+    let inputs = json!({"cache-dir": "cache", "key": key, "store": down, "access-key-id": "AKIDEXAMPLE", "secret-access-key": "not-a-real-secret-value", "strata": strata_bin()});
+    let restore = run_action("restore", inputs.clone(), &[], &ws, &tmp);
+    restore.assert_ok().assert_secret_only_masked("not-a-real-secret-value");
+    assert_eq!(restore.output("status"), "error");
+    assert!(
+        restore.log().contains("::warning title=strata snapshot restore::"),
+        "{}",
+        restore.log()
+    );
+    // fail-on-cache-miss turns it into a failed step.
+    let mut strict = inputs;
+    strict["fail-on-cache-miss"] = json!("true");
+    let failed = run_action("restore", strict, &[], &ws, &tmp);
+    assert_eq!(failed.result["exit_code"], 1);
+    // A missing binary is a warning, not a failure.
+    let missing = run_action(
+        "restore",
+        json!({"cache-dir": "cache", "key": key, "strata": "/nonexistent/strata"}),
+        &[],
+        &ws,
+        &tmp,
+    );
+    missing.assert_ok();
+    assert_eq!(missing.output("status"), "error");
+}
+
+#[test]
+fn actions_setup_uses_a_given_binary_or_builds_one() {
+    let scratch = Scratch::new();
+    let ws = scratch.path("ws");
+    let tmp = scratch.path("tmp");
+    let given = run_action("setup", json!({"binary": strata_bin()}), &[], &ws, &tmp);
+    given.assert_ok();
+    let path = given.output("path");
+    assert!(path.ends_with("/strata") && Path::new(&path).is_file(), "{path}");
+    assert!(given.output("version").starts_with("strata "), "{:#}", given.result);
+    let uses: Vec<&Value> = given.result["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s.get("uses").is_some())
+        .collect();
+    assert!(uses.is_empty(), "the cache step is skipped when a binary is given: {uses:?}");
+    assert_eq!(given.result["path"][0], Path::new(&path).parent().unwrap().display().to_string());
+
+    // The build path, with a stand-in cargo that "builds" a script.
+    let stub = scratch.path("stub-bin");
+    std::fs::create_dir_all(&stub).unwrap();
+    let cargo = stub.join("cargo");
+    std::fs::write(
+        &cargo,
+        "#!/bin/sh\nmkdir -p \"$CARGO_TARGET_DIR/release\"\nprintf '#!/bin/sh\\necho strata 9.9.9\\n' > \"$CARGO_TARGET_DIR/release/strata\"\nchmod +x \"$CARGO_TARGET_DIR/release/strata\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path_env = format!("{}:{}", stub.display(), std::env::var("PATH").unwrap_or_default());
+    // A fresh runner (another HOME): nothing cached yet.
+    let built = run_action("setup", json!({}), &[("PATH", path_env)], &ws, &scratch.path("tmp2"));
+    built.assert_ok();
+    assert_eq!(built.output("version"), "strata 9.9.9", "{:#}", built.result);
+    let cache_step =
+        built.result["steps"].as_array().unwrap().iter().find(|s| s.get("uses").is_some()).unwrap();
+    assert!(cache_step["uses"].as_str().unwrap().starts_with("actions/cache@"), "{cache_step}");
+    assert!(built.log().contains("::group::building strata"), "{}", built.log());
+}

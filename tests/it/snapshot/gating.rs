@@ -1,0 +1,304 @@
+//! Save gating (no key, no `.updated`, no writer credentials, an all-HIT build, an existing
+//! key) and the restore-side switches (empty key, lookup-only, fail-on-cache-miss).
+
+use super::roundtrip::compile;
+use super::{S3sServer, Scratch, fill_cache, key, names, strata, tree};
+
+fn store_env(scratch: &Scratch) -> Vec<(&'static str, String)> {
+    vec![("STRATA_STORE", scratch.file_store())]
+}
+
+#[test]
+fn snapshot_save_without_a_key_uploads_nothing() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let cache = cache.display().to_string();
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache, "--key", ""],
+        &store_env(&scratch),
+    );
+    run.assert_ok();
+    assert!(run.stderr.contains("snapshot save skipped: no primary key"), "{}", run.stderr);
+    let json = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache, "--key", " ", "--json"],
+        &store_env(&scratch),
+    );
+    assert_eq!(json.json()["outcome"]["reason"], "no_key");
+    assert!(names(&scratch.path("store")).is_empty());
+}
+
+#[test]
+fn snapshot_save_without_the_updated_marker_uploads_nothing() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    std::fs::remove_file(cache.join(".updated")).unwrap();
+    let k = key(&scratch, "s");
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache.display().to_string(), "--key", &k],
+        &store_env(&scratch),
+    );
+    run.assert_ok();
+    assert!(run.stderr.contains("no .updated marker"), "{}", run.stderr);
+    assert!(names(&scratch.path("store")).is_empty());
+    let missing = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", "nowhere", "--key", &k, "--json"],
+        &store_env(&scratch),
+    );
+    assert_eq!(missing.json()["outcome"]["reason"], "no_cache_dir");
+}
+
+#[test]
+fn snapshot_save_to_s3_needs_writer_credentials() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let cache = cache.display().to_string();
+    let k = key(&scratch, "s");
+    let url = super::super::transport::server::url_for(&server.endpoint, "l1");
+    let bucket = server.data_dir().join(super::super::transport::server::BUCKET);
+    // Only half a pair, or none: a read-only consumer.
+    for env in [
+        vec![("STRATA_STORE", url.clone())],
+        vec![("STRATA_STORE", url.clone()), ("HW_OBS_AK", server.access_key.clone())],
+    ] {
+        let run = strata(
+            &scratch,
+            &["snapshot", "save", "--cache-dir", &cache, "--key", &k, "--json"],
+            &env,
+        );
+        run.assert_ok();
+        assert_eq!(run.json()["outcome"]["reason"], "no_writer_credentials", "{}", run.stderr);
+        run.assert_no_secret(&[&server.access_key]);
+    }
+    assert!(names(&bucket).is_empty(), "{:?}", names(&bucket));
+    // The Huawei OBS variables are writer credentials too.
+    let env = vec![
+        ("STRATA_STORE", url),
+        ("HW_OBS_AK", server.access_key.clone()),
+        ("HW_OBS_SK", server.secret_key.clone()),
+    ];
+    let run = strata(&scratch, &["snapshot", "save", "--cache-dir", &cache, "--key", &k], &env);
+    run.assert_ok().assert_no_secret(&[&server.access_key, &server.secret_key]);
+    assert!(run.stderr.contains("SAVED"), "{}", run.stderr);
+    assert!(bucket.join("l1").join(format!("{k}.json")).is_file());
+}
+
+#[test]
+fn snapshot_all_hit_build_publishes_nothing() {
+    let scratch = Scratch::new();
+    let env = store_env(&scratch);
+    let a = scratch.path("a");
+    compile(&scratch, &a.join("cache"), &a, "int f(void) { return 1; }\n");
+    let k = key(&scratch, "s");
+    let a_cache = a.join("cache").display().to_string();
+    strata(&scratch, &["snapshot", "save", "--cache-dir", &a_cache, "--key", &k], &env).assert_ok();
+    let b = scratch.path("b");
+    let b_cache = b.join("cache").display().to_string();
+    let k2 = key(&scratch, "s");
+    strata(&scratch, &["snapshot", "restore", "--cache-dir", &b_cache, "--key", &k2], &env)
+        .assert_ok();
+    let hit = compile(&scratch, &b.join("cache"), &b, "int f(void) { return 1; }\n");
+    assert!(hit.stderr.contains("strata: HIT"), "{}", hit.stderr);
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &b_cache, "--key", &k2, "--json"],
+        &env,
+    );
+    assert_eq!(run.json()["outcome"]["reason"], "not_updated");
+    assert_eq!(names(&scratch.path("store")).len(), 2, "only the first snapshot and its sidecar");
+}
+
+#[test]
+fn snapshot_save_never_overwrites() {
+    let scratch = Scratch::new();
+    let env = store_env(&scratch);
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let k = key(&scratch, "s");
+    let cache_arg = cache.display().to_string();
+    strata(&scratch, &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k], &env)
+        .assert_ok();
+    let before = tree(&scratch.path("store"));
+    std::fs::write(cache.join("actions-v1/new-file"), b"new").unwrap();
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k, "--json"],
+        &env,
+    );
+    assert_eq!(run.json()["outcome"]["reason"], "already_exists");
+    assert_eq!(tree(&scratch.path("store")), before);
+}
+
+#[test]
+fn snapshot_restore_switches() {
+    let scratch = Scratch::new();
+    let env = store_env(&scratch);
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let k = key(&scratch, "s");
+    strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache.display().to_string(), "--key", &k],
+        &env,
+    )
+    .assert_ok();
+
+    // An empty key restores nothing, fail-open; with --fail-on-cache-miss it fails.
+    let target = scratch.path("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join(".updated"), b"").unwrap();
+    let target_arg = target.display().to_string();
+    let run =
+        strata(&scratch, &["snapshot", "restore", "--cache-dir", &target_arg, "--key", ""], &env);
+    run.assert_ok();
+    assert!(run.stderr.contains("no key"), "{}", run.stderr);
+    let run = strata(
+        &scratch,
+        &["snapshot", "restore", "--cache-dir", &target_arg, "--key", "", "--fail-on-cache-miss"],
+        &env,
+    );
+    assert_eq!(run.code, 1);
+
+    // Lookup-only finds the snapshot and changes nothing (not even .updated).
+    let k2 = key(&scratch, "s");
+    let run = strata(
+        &scratch,
+        &[
+            "snapshot",
+            "restore",
+            "--cache-dir",
+            &target_arg,
+            "--key",
+            &k2,
+            "--lookup-only",
+            "--json",
+        ],
+        &env,
+    );
+    let report = run.json();
+    assert_eq!(
+        (report["status"].as_str(), report["level"].as_str()),
+        (Some("found"), Some("same-source"))
+    );
+    assert_eq!(report["matched_key"], k.as_str());
+    assert_eq!(super::names(&target), [".updated"]);
+
+    // A miss: exit 0 normally, 1 with --fail-on-cache-miss; .updated is reset either way.
+    let other = key(&scratch, "other");
+    let other = other.replace(&other[18..50], &"0".repeat(32));
+    let run = strata(
+        &scratch,
+        &["snapshot", "restore", "--cache-dir", &target_arg, "--key", &other, "--json"],
+        &env,
+    );
+    assert_eq!(run.json()["status"], "miss", "{}", run.stdout);
+    assert!(super::names(&target).is_empty());
+    let run = strata(
+        &scratch,
+        &[
+            "snapshot",
+            "restore",
+            "--cache-dir",
+            &target_arg,
+            "--key",
+            &other,
+            "--fail-on-cache-miss",
+        ],
+        &env,
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    // Usage errors exit 2.
+    let run = strata(
+        &scratch,
+        &["snapshot", "restore", "--cache-dir", &target_arg, "--key", "a,b"],
+        &env,
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let run = strata(
+        &scratch,
+        &["snapshot", "restore", "--cache-dir", &target_arg, "--key", &k, "--store", "ftp://x"],
+        &[],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+}
+
+#[test]
+fn snapshot_key_reports_unsupported_trees_and_exports_paths() {
+    let scratch = Scratch::new();
+    let gh = scratch.path("gh");
+    std::fs::create_dir_all(&gh).unwrap();
+    let env = vec![
+        ("GITHUB_OUTPUT", gh.join("output").display().to_string()),
+        ("GITHUB_ENV", gh.join("env").display().to_string()),
+        ("GITHUB_ACTIONS", "true".to_owned()),
+        ("RUNNER_TEMP", scratch.path("runner-temp").display().to_string()),
+        ("GITHUB_JOB", "build/x64".to_owned()),
+    ];
+    let run = strata(
+        &scratch,
+        &[
+            "snapshot",
+            "key",
+            "--toolchain-image",
+            super::IMAGE,
+            "--source-root",
+            ".",
+            "--require",
+            "CMakeLists.txt",
+            "--cache-dir",
+            "rel/cache",
+            "--github-output",
+        ],
+        &env,
+    );
+    run.assert_ok();
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("::warning title=strata snapshot key unavailable::"),
+        "{}",
+        run.stderr
+    );
+    let output = std::fs::read_to_string(gh.join("output")).unwrap();
+    assert!(output.contains("supported=false\n"), "{output}");
+    assert!(output.contains("primary-key=\n"), "{output}");
+    let exported = std::fs::read_to_string(gh.join("env")).unwrap();
+    let abs = std::fs::canonicalize(scratch.dir.path()).unwrap().join("rel/cache");
+    assert!(exported.contains(&format!("STRATA_CACHE_ROOT={}\n", abs.display())), "{exported}");
+    let log = scratch.path("runner-temp").join("strata-events-build_x64.jsonl");
+    assert!(exported.contains(&format!("STRATA_EVENT_LOG={}\n", log.display())), "{exported}");
+
+    // Supported: three lines on stdout and the outputs, with restore-keys as a block.
+    std::fs::write(scratch.path("CMakeLists.txt"), b"").unwrap();
+    let run = strata(
+        &scratch,
+        &[
+            "snapshot",
+            "key",
+            "--toolchain-image",
+            super::IMAGE,
+            "--source-hash",
+            "abc",
+            "--require",
+            "CMakeLists.txt",
+            "--soc",
+            "a2",
+            "--github-output",
+        ],
+        &env,
+    );
+    run.assert_ok();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 3);
+    let output = std::fs::read_to_string(gh.join("output")).unwrap();
+    assert!(output.contains("supported=true\n"), "{output}");
+    assert!(output.contains(&format!("primary-key={}\n", lines[0])), "{output}");
+    assert!(output.contains("restore-keys<<ghadelimiter_"), "{output}");
+    assert!(output.contains(&format!("\n{}\n{}\n", lines[1], lines[2])), "{output}");
+}

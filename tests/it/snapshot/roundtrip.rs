@@ -1,0 +1,258 @@
+//! Save on "runner A", restore on "runner B" in another directory, through both backends:
+//! the restored tree is byte-identical, a real gcc action then HITs, an all-HIT build
+//! publishes nothing, and the next snapshot names its parent.
+
+use std::path::Path;
+
+use super::{Run, S3sServer, Scratch, fill_cache, key, s3_env, strata, tree};
+
+/// Runs one C compile through `strata action run` with the checkout root normalised, so
+/// the same source at another path has the same key.
+pub fn compile(scratch: &Scratch, cache: &Path, runner: &Path, source: &str) -> Run {
+    let src = runner.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("hello.c"), source).unwrap();
+    let out = runner.join("out");
+    let (cache, src_c, out_o) = (
+        cache.display().to_string(),
+        src.join("hello.c").display().to_string(),
+        out.join("hello.o").display().to_string(),
+    );
+    let run = strata(
+        scratch,
+        &[
+            "action",
+            "run",
+            "--cache-root",
+            &cache,
+            "--domain",
+            "third_party",
+            "--unit",
+            "hello",
+            "--output-dir",
+            &out.display().to_string(),
+            "--prepared-input",
+            &src_c,
+            "--environment-profile",
+            "host-cxx",
+            "--normalize-path",
+            &runner.display().to_string(),
+            "--",
+            "gcc",
+            "-c",
+            &src_c,
+            "-o",
+            &out_o,
+        ],
+        &[],
+    );
+    run.assert_ok();
+    assert!(out.join("hello.o").is_file(), "{}", run.stderr);
+    run
+}
+
+const SOURCE: &str = "int answer(void) { return 42; }\n";
+
+fn round_trip(scratch: &Scratch, env: &[(&str, String)], secrets: &[&str]) {
+    let a = scratch.path("runner-a");
+    let a_cache = a.join("cache");
+    let cold = compile(scratch, &a_cache, &a, SOURCE);
+    assert!(cold.stderr.contains("strata: MISS"), "{}", cold.stderr);
+    fill_cache(&a_cache, 1);
+    let key_a = key(scratch, "src1");
+    let a_cache_arg = a_cache.display().to_string();
+    let saved = strata(
+        scratch,
+        &["snapshot", "save", "--cache-dir", &a_cache_arg, "--key", &key_a, "--json"],
+        env,
+    );
+    saved.assert_ok().assert_no_secret(secrets);
+    let saved = saved.json();
+    assert_eq!(saved["outcome"]["status"], "saved", "{saved}");
+    assert!(saved["object_size_bytes"].as_u64().unwrap() > 0);
+    let parent_digest = saved["manifest_digest"].as_str().unwrap().to_owned();
+
+    // Runner B: another directory at another depth, a fresh key of the same sources.
+    let b = scratch.path("runner-b/deeper/work");
+    let b_cache = b.join("l1");
+    let b_cache_arg = b_cache.display().to_string();
+    let key_b = key(scratch, "src1");
+    assert_ne!(key_a, key_b);
+    let restored = strata(
+        scratch,
+        &["snapshot", "restore", "--cache-dir", &b_cache_arg, "--key", &key_b, "--json"],
+        env,
+    );
+    restored.assert_ok().assert_no_secret(secrets);
+    let report = restored.json();
+    assert_eq!(report["status"], "restored", "{report}");
+    assert_eq!(report["level"], "same-source");
+    assert_eq!(report["cache_hit"], false);
+    assert_eq!(report["matched_key"], key_a.as_str());
+    assert_eq!(tree(&b_cache.join("actions-v1")), tree(&a_cache.join("actions-v1")));
+    assert!(!b_cache.join(".updated").exists());
+    assert!(!b_cache.join(".locks").exists());
+    assert!(b_cache.join(".local/snapshot-origin.json").is_file());
+    let leftovers: Vec<String> = super::names(b_cache.parent().unwrap())
+        .into_iter()
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "temp files left beside the cache: {leftovers:?}");
+
+    // The restored cache serves the real compile: a HIT, and nothing new to publish.
+    let warm = compile(scratch, &b_cache, &b, SOURCE);
+    assert!(warm.stderr.contains("strata: HIT"), "{}", warm.stderr);
+    assert!(!b_cache.join(".updated").exists());
+    let skipped = strata(
+        scratch,
+        &["snapshot", "save", "--cache-dir", &b_cache_arg, "--key", &key_b, "--json"],
+        env,
+    );
+    skipped.assert_ok();
+    assert_eq!(skipped.json()["outcome"]["reason"], "not_updated", "{}", skipped.stdout);
+
+    // A changed source MISSes, is saved, and the new snapshot names its parent.
+    let changed = compile(scratch, &b_cache, &b, "int answer(void) { return 43; }\n");
+    assert!(changed.stderr.contains("strata: MISS"), "{}", changed.stderr);
+    let saved_b = strata(
+        scratch,
+        &["snapshot", "save", "--cache-dir", &b_cache_arg, "--key", &key_b, "--json"],
+        env,
+    );
+    let saved_b = saved_b.json();
+    assert_eq!(saved_b["outcome"]["status"], "saved", "{saved_b}");
+    assert_eq!(saved_b["parents"][0], parent_digest.as_str());
+
+    // The exact key restores as an exact hit.
+    let c_cache = scratch.path("runner-c/cache").display().to_string();
+    let exact = strata(
+        scratch,
+        &["snapshot", "restore", "--cache-dir", &c_cache, "--key", &key_a, "--json"],
+        env,
+    );
+    let exact = exact.json();
+    assert_eq!(
+        (exact["level"].as_str(), exact["cache_hit"].as_bool()),
+        (Some("exact"), Some(true)),
+        "{exact}"
+    );
+    assert_eq!(tree(&scratch.path("runner-c/cache/actions-v1")), tree(&a_cache.join("actions-v1")));
+}
+
+#[test]
+fn snapshot_round_trip_through_the_directory_store() {
+    let scratch = Scratch::new();
+    let env = vec![("STRATA_STORE", scratch.file_store())];
+    round_trip(&scratch, &env, &[]);
+}
+
+#[test]
+fn snapshot_round_trip_through_s3() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let env = s3_env(&server, &server.endpoint, "ci/l1");
+    round_trip(&scratch, &env, &[&server.secret_key, &server.access_key]);
+    // The objects live under the store prefix, named by key only (no path spelling).
+    let stored = super::names(
+        &server.data_dir().join(super::super::transport::server::BUCKET).join("ci/l1"),
+    );
+    assert!(stored.iter().all(|n| n.starts_with("strata-l1-schema1-")), "{stored:?}");
+    assert_eq!(stored.iter().filter(|n| n.ends_with(".json")).count(), 2, "{stored:?}");
+}
+
+#[test]
+fn snapshot_default_store_is_under_xdg_cache_home() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 3);
+    let k = key(&scratch, "src3");
+    let xdg = scratch.path("xdg");
+    let env = vec![("XDG_CACHE_HOME", xdg.display().to_string())];
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache.display().to_string(), "--key", &k],
+        &env,
+    );
+    run.assert_ok();
+    assert!(xdg.join("strata/store").join(format!("{k}.json")).is_file(), "{}", run.stderr);
+    // Without XDG_CACHE_HOME: ~/.cache/strata/store.
+    let run =
+        strata(&scratch, &["snapshot", "restore", "--cache-dir", "restored", "--key", &k], &[]);
+    run.assert_ok();
+    assert!(run.stderr.contains("MISS"), "{}", run.stderr);
+    let run =
+        strata(&scratch, &["snapshot", "restore", "--cache-dir", "restored", "--key", &k], &env);
+    assert!(run.stderr.contains("RESTORED level=exact"), "{}", run.stderr);
+    assert_eq!(tree(&scratch.path("restored/actions-v1")), tree(&cache.join("actions-v1")));
+}
+
+#[test]
+fn snapshot_gzip_snapshots_restore_by_magic_number() {
+    let scratch = Scratch::new();
+    let env = vec![("STRATA_STORE", scratch.file_store())];
+    let cache = scratch.path("a/cache");
+    fill_cache(&cache, 4);
+    let k = key(&scratch, "src4");
+    let cache_arg = cache.display().to_string();
+    strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k, "--compression", "gzip"],
+        &env,
+    )
+    .assert_ok();
+    let object = std::fs::read(scratch.path("store").join(&k)).unwrap();
+    assert_eq!(&object[..2], &[0x1f, 0x8b]);
+    let other = key(&scratch, "src4");
+    let run = strata(
+        &scratch,
+        &["snapshot", "restore", "--cache-dir", "b", "--key", &other, "--json"],
+        &env,
+    );
+    assert_eq!(run.json()["status"], "restored", "{}", run.stderr);
+    assert_eq!(tree(&scratch.path("b/actions-v1")), tree(&cache.join("actions-v1")));
+}
+
+#[test]
+fn snapshot_pack_and_unpack_local_files() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 5);
+    let object = scratch.path("snap.tzst").display().to_string();
+    let run = strata(
+        &scratch,
+        &[
+            "snapshot",
+            "pack",
+            "--cache-dir",
+            &cache.display().to_string(),
+            "--output",
+            &object,
+            "--json",
+        ],
+        &[],
+    );
+    let packed = run.json();
+    assert_eq!(packed["file_count"], 5, "{packed}");
+    let dest = scratch.path("out").display().to_string();
+    let run = strata(
+        &scratch,
+        &["snapshot", "unpack", "--input", &object, "--dest", &dest, "--json"],
+        &[],
+    );
+    let unpacked = run.json();
+    assert_eq!(unpacked["manifest_digest"], packed["manifest_digest"]);
+    assert_eq!(tree(&scratch.path("out/actions-v1")), tree(&cache.join("actions-v1")));
+    // The destination must be new; a damaged file is rejected and leaves nothing.
+    let again = strata(&scratch, &["snapshot", "unpack", "--input", &object, "--dest", &dest], &[]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    let mut bytes = std::fs::read(scratch.path("snap.tzst")).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(scratch.path("bad.tzst"), &bytes).unwrap();
+    let bad =
+        strata(&scratch, &["snapshot", "unpack", "--input", "bad.tzst", "--dest", "bad-out"], &[]);
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(bad.stderr.contains("rejected"), "{}", bad.stderr);
+    assert!(super::names(scratch.dir.path()).iter().all(|n| !n.starts_with(".bad-out")));
+    assert!(!scratch.path("bad-out").exists());
+}
