@@ -7,7 +7,7 @@
 # 2. builds strata in release mode;
 # 3. copies Debian's googletest sources and the zstd C library vendored in the zstd-sys crate
 #    into a source tree next to examples/project (the CMake project that wires them to strata);
-# 4. runs the build four times and prints a table:
+# 4. runs the build four times, then a fifth runner that needs no build, and prints a table:
 #      cold     first build, empty cache: every action MISSes and is saved; the cache is
 #               then saved as an L1 snapshot (strata snapshot key + save) to the default
 #               local store;
@@ -18,8 +18,11 @@
 #               the original cache: every action must HIT (relocation is not a semantic
 #               change);
 #      header   one zstd header changed in the copy, fresh build directory: only the
-#               translation units that include it MISS.
-#    Each phase also runs the programs linked against the cached outputs.
+#               translation units that include it MISS;
+#      l0       after the cold build, its final outputs were published as one L0 artifact
+#               (strata artifact get-or-build + push); a fresh runner pulls it (an L0 HIT)
+#               and skips the whole build.
+#    Each phase also runs the programs linked against the cached or pulled outputs.
 #
 # Environment: STRATA_WORK (default examples/work) is the scratch directory; it is wiped.
 # XDG_CACHE_HOME is pointed into it, so the default snapshot store
@@ -91,6 +94,25 @@ phase() { # name src build [cache]
 
 phase cold "$work/a/src" "$work/a/build"
 
+# L0: the whole build's final outputs as one verified artifact, keyed by everything the
+# build depends on (toolchain versions, the source tree's relative paths and bytes, the build
+# type). Runner A publishes it to the default local store after its build.
+tree_digest() { (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-64; }
+tool_digest() { "$1" --version | sha256sum | cut -c1-64; }
+l0_key() { # artifact root, source tree
+  printf '%s\n' --root "$1" --env "cc=$(tool_digest cc)" --env "cxx=$(tool_digest c++)" \
+    --env "cmake=$(tool_digest cmake)" --source "$(tree_digest "$2")" \
+    --specialization "$(printf 'Release' | sha256sum | cut -c1-64)" --stage ready \
+    --require bin/zstd_roundtrip --require bin/gtest_smoke --require lib/libzstd_strata.a
+}
+mapfile -t key_a < <(l0_key "$work/a/artifacts" "$work/a/src")
+say "L0 publish: the cold build's outputs as one artifact, pushed to the local store"
+"$strata" artifact get-or-build "${key_a[@]}" -- sh -c '
+  mkdir -p "$STRATA_ARTIFACT_OUT/bin" "$STRATA_ARTIFACT_OUT/lib" &&
+  cp "$0/zstd_roundtrip" "$0/gtest_smoke" "$STRATA_ARTIFACT_OUT/bin/" &&
+  cp "$0/libzstd_strata.a" "$STRATA_ARTIFACT_OUT/lib/"' "$work/a/build"
+"$strata" artifact push "${key_a[@]}"
+
 # The cold cache travels as an L1 snapshot through the default local store.
 snapshot_key() { "$strata" snapshot key --toolchain-tool cc --toolchain-tool c++ --source-hash main_job | head -n 1; }
 say "snapshot save (cold cache -> $XDG_CACHE_HOME/strata/store)"
@@ -117,6 +139,23 @@ for c in "$work"/b/src/zstd/lib/{common,compress,decompress,dictBuilder}/*.c; do
 done
 phase header "$work/b/src" "$work/b/build-header"
 
+# Runner D: same sources at another path, empty L1 and L0 caches. The L0 pull HITs, so the
+# build is skipped entirely; the pulled programs run.
+mkdir -p "$work/d"
+cp -r "$work/a/src" "$work/d/src"
+mapfile -t key_d < <(l0_key "$work/d/artifacts" "$work/d/src")
+say "phase l0: $work/d/src (fresh runner): try L0 before building"
+start=$(date +%s%N)
+if "$strata" artifact pull "${key_d[@]}" --dest "$work/d/dist"; then
+  l0_hit=1
+  end=$(date +%s%N)
+  "$work/d/dist/bin/zstd_roundtrip"
+  "$work/d/dist/bin/gtest_smoke" --gtest_brief=1 | tail -n 1
+  rows+=("$(printf '%-8s %8s %6s %7s %10.1f   (L0 HIT: build skipped)' l0 0 0 0 "$(awk -v s="$start" -v e="$end" 'BEGIN { print (e - s) / 1e9 }')")")
+else
+  l0_hit=0
+fi
+
 say "summary (cache: $cache)"
 printf '%-8s %8s %6s %7s %10s\n' phase actions hits misses seconds
 printf '%s\n' "${rows[@]}"
@@ -126,5 +165,6 @@ fail=0
 [ "$restored_hits" -eq "$restored_actions" ] && [ "$restored_actions" -gt 0 ] || { echo "restored phase: expected 100% HIT from the snapshot" >&2; fail=1; }
 [ "$warm_hits" -eq "$warm_actions" ] && [ "$warm_actions" -gt 0 ] || { echo "warm phase: expected 100% HIT" >&2; fail=1; }
 [ "$header_misses" -eq "$dependents" ] || { echo "header phase: expected $dependents MISS (the sources including the header), got $header_misses" >&2; fail=1; }
-[ "$fail" -eq 0 ] && echo "main job OK: the restored snapshot and relocation gave 100% HIT; one header change missed exactly its $dependents dependent actions"
+[ "$l0_hit" -eq 1 ] || { echo "l0 phase: expected an L0 HIT on a fresh runner" >&2; fail=1; }
+[ "$fail" -eq 0 ] && echo "main job OK: the restored snapshot and relocation gave 100% HIT; one header change missed exactly its $dependents dependent actions; an L0 HIT skipped the whole build"
 exit "$fail"
