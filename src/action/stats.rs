@@ -50,6 +50,10 @@ pub fn stats(cache_root: &Path) -> CacheStats {
         }
     };
     out.cache_root = cache.path().to_path_buf();
+    if fs::symlink_metadata_opt(cache.path()).ok().flatten().is_none() {
+        out.warnings.push(format!("cache root {} does not exist", cache.path().display()));
+        return out;
+    }
     out.updated_marker = fs::symlink_metadata_opt(&cache.updated_marker()).ok().flatten().is_some();
     for domain in [Domain::ThirdParty, Domain::CustomOperator] {
         let root = cache.domain_dir(domain);
