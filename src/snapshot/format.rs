@@ -50,10 +50,10 @@ impl Compression {
         }
     }
 
-    /// The accepted levels (zstd 1–19, gzip 1–9).
+    /// The accepted levels (zstd -7–19, where negative levels are the fast modes; gzip 1–9).
     pub fn levels(self) -> std::ops::RangeInclusive<i32> {
         match self {
-            Compression::Zstd => 1..=19,
+            Compression::Zstd => -7..=19,
             Compression::Gzip => 1..=9,
         }
     }
