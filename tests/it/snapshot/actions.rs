@@ -380,3 +380,55 @@ fn actions_setup_uses_a_given_binary_or_builds_one() {
     assert!(cache_step["uses"].as_str().unwrap().starts_with("actions/cache@"), "{cache_step}");
     assert!(built.log().contains("::group::building strata"), "{}", built.log());
 }
+
+#[test]
+fn actions_l0_push_then_pull_skips_the_build_and_misses_after_a_change() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let store = url_for(&server.endpoint, "ci");
+    let secret = server.secret_key.clone();
+
+    // Producer: a successful build left its final outputs in dist/.
+    let ws_a = scratch.path("a/work/repo");
+    let tmp_a = scratch.path("a/temp");
+    checkout(&ws_a);
+    std::fs::create_dir_all(ws_a.join("dist/bin")).unwrap();
+    std::fs::write(ws_a.join("dist/bin/app"), b"\x7fELF final program").unwrap();
+    let inputs = |dir: &Path, mode: &str, root: &Path| {
+        json!({
+            "mode": mode, "dir": dir.display().to_string(), "require": "bin/app\n",
+            "specialization": "Release x64", "toolchain-tools": "cc", "source-paths": "src",
+            "store": store, "root": root.display().to_string(), "strata": strata_bin(),
+            "access-key-id": server.access_key, "secret-access-key": secret,
+        })
+    };
+    let push =
+        run_action("l0", inputs(&ws_a.join("dist"), "push", &tmp_a.join("l0")), &[], &ws_a, &tmp_a);
+    push.assert_ok().assert_secret_only_masked(&secret);
+    assert_eq!(push.output("status"), "pushed", "{:#}", push.result);
+
+    // Consumer on another runner and path: an L0 HIT puts the verified outputs in place.
+    let ws_b = scratch.path("b/elsewhere/repo");
+    let tmp_b = scratch.path("b/temp");
+    checkout(&ws_b);
+    let pull =
+        run_action("l0", inputs(&ws_b.join("dist"), "pull", &tmp_b.join("l0")), &[], &ws_b, &tmp_b);
+    pull.assert_ok().assert_secret_only_masked(&secret);
+    assert_eq!((pull.output("hit").as_str(), pull.output("status").as_str()), ("true", "pulled"));
+    assert_eq!(std::fs::read(ws_b.join("dist/bin/app")).unwrap(), b"\x7fELF final program");
+
+    // A tracked source change is another artifact: a miss, and nothing in the destination.
+    std::fs::write(ws_b.join("src/hello.c"), "int answer(void) { return 43; }\n").unwrap();
+    git(&ws_b, &["add", "."]);
+    let tmp_c = scratch.path("c/temp");
+    let miss = run_action(
+        "l0",
+        inputs(&ws_b.join("dist2"), "pull", &tmp_c.join("l0")),
+        &[],
+        &ws_b,
+        &tmp_c,
+    );
+    miss.assert_ok();
+    assert_eq!((miss.output("hit").as_str(), miss.output("status").as_str()), ("false", "miss"));
+    assert!(!ws_b.join("dist2/bin/app").exists());
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Step script of actions/l0: computes the artifact key from the checkout and the toolchain,
+# then `strata artifact pull` (mode pull) or `get-or-build` + `push` (mode push).
+set -uo pipefail
+# shellcheck source=../lib/common.sh
+. "$GITHUB_ACTION_PATH/../lib/common.sh"
+strata_credentials
+strata="$(strata_binary)"
+
+fail() { # status, message: fail open unless strict
+  echo "::warning title=strata L0::$2"
+  strata_output hit false
+  strata_output status "$1"
+  [ "${INPUT_STRICT:-false}" = true ] && exit 1
+  exit 0
+}
+
+sha() { sha256sum | cut -c1-64; }
+
+strata_lines paths "${INPUT_SOURCE_PATHS:-}"
+if ! tracked=$(git -c safe.directory='*' ls-files -s -- "${paths[@]}" 2>/dev/null) || [ -z "$tracked" ]; then
+  fail skipped "no tracked sources here (git ls-files); L0 needs a git checkout"
+fi
+key=(--root "${INPUT_ROOT:-${RUNNER_TEMP:-/tmp}/strata-l0}" --stage ready
+  --source "$(printf '%s\n' "$tracked" | sha)"
+  --specialization "$(printf '%s' "${INPUT_SPECIALIZATION:-}" | sha)")
+tools=0
+for tool in ${INPUT_TOOLCHAIN_TOOLS:-}; do
+  name=$(printf '%s' "${tool##*/}" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9_.-' '_' | cut -c1-59)
+  if ! version=$("$tool" --version 2>&1); then
+    fail skipped "cannot run '$tool --version'; no L0 key"
+  fi
+  key+=(--env "tool-$name=$(printf '%s' "$version" | sha)")
+  tools=$((tools + 1))
+done
+# The environment component needs at least one entry.
+[ "$tools" -gt 0 ] || key+=(--env "tools=$(printf 'none' | sha)")
+strata_lines required "${INPUT_REQUIRE:-}"
+[ ${#required[@]} -gt 0 ] || fail skipped "the require input lists no paths"
+for path in "${required[@]}"; do key+=(--require "$path"); done
+store=()
+[ -n "${INPUT_STORE:-}" ] && store=(--store "$INPUT_STORE")
+strict=()
+[ "${INPUT_STRICT:-false}" = true ] && strict=(--strict)
+
+case "${INPUT_MODE:-}" in
+  pull)
+    "$strata" artifact pull "${key[@]}" "${store[@]}" "${strict[@]}" --dest "$INPUT_DIR"
+    status=$?
+    case $status in
+      0) strata_output hit true; strata_output status pulled
+         echo "L0 HIT: the verified artifact is in $INPUT_DIR; the build can be skipped" ;;
+      3) strata_output hit false; strata_output status miss ;;
+      *) fail error "strata artifact pull exited $status" ;;
+    esac
+    ;;
+  push)
+    # Publish the outputs locally (verified, immutable), then upload put-if-absent.
+    if ! "$strata" artifact get-or-build "${key[@]}" -- \
+        sh -c 'cp -a "$0/." "$STRATA_ARTIFACT_OUT/"' "$INPUT_DIR"; then
+      fail error "could not publish $INPUT_DIR as an L0 artifact (are the required paths there?)"
+    fi
+    "$strata" artifact push "${key[@]}" "${store[@]}" "${strict[@]}"
+    status=$?
+    [ "$status" -eq 0 ] || fail error "strata artifact push exited $status"
+    strata_output hit false
+    strata_output status pushed
+    ;;
+  *) fail error "mode must be pull or push, got '${INPUT_MODE:-}'" ;;
+esac
+exit 0
