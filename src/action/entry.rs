@@ -105,6 +105,31 @@ pub struct EntryManifest {
     pub created_at: String,
 }
 
+impl EntryManifest {
+    /// What a valid entry for this request must record (no artifacts yet, no build time):
+    /// the manifest a lookup compares against, completed by the save.
+    pub fn expected(
+        name: &crate::action::layout::EntryName<'_>,
+        identity: &crate::action::Identity,
+    ) -> Self {
+        EntryManifest {
+            domain: name.domain,
+            unit: name.unit.to_owned(),
+            soc: name.soc.map(str::to_owned),
+            operator: name.operator.map(str::to_owned),
+            action: name.action.map(str::to_owned),
+            key: identity.key,
+            operator_text_hash: identity.operator_text_hash,
+            prepared_input_hash: identity.prepared_input_hash,
+            recipe_hash: identity.recipe_hash,
+            compiler_environment_hash: identity.compiler_environment_hash,
+            artifacts: Vec::new(),
+            build_ms: 0,
+            created_at: String::new(),
+        }
+    }
+}
+
 /// Result of looking an entry up.
 #[derive(Debug)]
 pub enum Lookup {
@@ -309,8 +334,18 @@ pub fn save(
             Artifact::Symlink { target, .. } => fs::symlink(target, &dest)?,
         }
     }
-    write_record(&staging.path().join("manifest.json"), &ENTRY_SCHEMA, manifest)?;
-    write_record(&staging.path().join("identity.json"), &IDENTITY_SCHEMA, components)?;
+    write_record(
+        &staging.path().join("manifest.json"),
+        &ENTRY_SCHEMA,
+        manifest,
+        WriteMode::CreateNew,
+    )?;
+    write_record(
+        &staging.path().join("identity.json"),
+        &IDENTITY_SCHEMA,
+        components,
+        WriteMode::CreateNew,
+    )?;
     match fs::publish_dir(staging, &loc.dir, true) {
         Ok(()) => Ok(()),
         Err((fs::Error::AlreadyExists { .. }, staging)) => {
@@ -327,15 +362,31 @@ pub fn save(
     }
 }
 
-/// Seals `payload` as a record of `schema` and writes it as a new file.
+/// How [`write_record`] writes its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteMode {
+    /// A new file (fails if it exists), fsynced: records inside a staging directory.
+    CreateNew,
+    /// Temp file, fsync, rename over the old one: mutable state files.
+    ReplaceAtomically,
+}
+
+/// Seals `payload` as a record of `schema` and writes it (mode 0644).
 pub(crate) fn write_record<T: Serialize>(
     path: &Path,
     schema: &Schema,
     payload: &T,
+    mode: WriteMode,
 ) -> Result<(), Error> {
     let env = Envelope::seal(schema, Vec::new(), payload)
         .map_err(|source| Error::Record { path: path.into(), source })?;
-    fs::write_new(path, &env.to_bytes(), Sharing::Shared.file_mode(false))?;
+    let bytes = env.to_bytes();
+    match mode {
+        WriteMode::CreateNew => fs::write_new(path, &bytes, Sharing::Shared.file_mode(false))?,
+        WriteMode::ReplaceAtomically => {
+            fs::write_atomic(path, &bytes, Sharing::Shared.file_mode(false))?
+        }
+    }
     Ok(())
 }
 

@@ -181,21 +181,7 @@ pub fn explain(req: &ExplainRequest<'_>) -> Result<Explanation, Error> {
         operator_text_hash: identity.operator_text_hash.as_ref(),
     };
     let loc = cache.entry(&name, &identity.key)?;
-    let expected = EntryManifest {
-        domain: req.domain,
-        unit: req.unit.to_owned(),
-        soc: req.soc.map(str::to_owned),
-        operator: req.operator.map(str::to_owned),
-        action: req.action.map(str::to_owned),
-        key: identity.key,
-        operator_text_hash: identity.operator_text_hash,
-        prepared_input_hash: identity.prepared_input_hash,
-        recipe_hash: identity.recipe_hash,
-        compiler_environment_hash: identity.compiler_environment_hash,
-        artifacts: Vec::new(),
-        build_ms: 0,
-        created_at: String::new(),
-    };
+    let expected = EntryManifest::expected(&name, &identity);
     let verdict = match entry::lookup(&loc, &expected) {
         Lookup::Valid(_) => Verdict::Hit { entry: loc.dir.clone() },
         Lookup::Invalid(reason) => Verdict::Invalid { entry: loc.dir.clone(), reason },

@@ -38,13 +38,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::entry::{Artifact, place_parent};
+use crate::action::entry::{Artifact, WriteMode, place_parent, write_record};
 use crate::action::events::EventLog;
 use crate::action::run::lock_with_events;
 use crate::action::{Error, LockKind};
 use crate::digest::Sha256Digest;
 use crate::fs::{self, LockWait, Placement, Sharing};
-use crate::record::{self, Envelope, Schema};
+use crate::record::{self, Schema};
 
 /// Schema of `owners.json`.
 pub const OWNERS_SCHEMA: Schema =
@@ -236,9 +236,14 @@ impl Publisher<'_> {
                 Owner { id: id.clone(), artifact: a.clone() },
             );
         }
-        write_atomic_record(&self.state_dir.join("owners.json"), &OWNERS_SCHEMA, &owners)?;
+        write_record(
+            &self.state_dir.join("owners.json"),
+            &OWNERS_SCHEMA,
+            &owners,
+            WriteMode::ReplaceAtomically,
+        )?;
         let state = ActionState { id: id.clone(), artifacts: artifacts.to_vec() };
-        write_atomic_record(&state_path, &ACTION_SCHEMA, &state)?;
+        write_record(&state_path, &ACTION_SCHEMA, &state, WriteMode::ReplaceAtomically)?;
         Ok(warnings)
     }
 
@@ -313,17 +318,6 @@ fn matches_record(dest: &Path, artifact: &Artifact) -> Result<bool, Error> {
             meta.file_type().is_symlink() && fs::read_link(dest)? == *target
         }
     })
-}
-
-fn write_atomic_record<T: Serialize>(
-    path: &Path,
-    schema: &Schema,
-    payload: &T,
-) -> Result<(), Error> {
-    let env = Envelope::seal(schema, Vec::new(), payload)
-        .map_err(|source| Error::Record { path: path.into(), source })?;
-    fs::write_atomic(path, &env.to_bytes(), Sharing::Shared.file_mode(false))?;
-    Ok(())
 }
 
 /// A published path relative to the publish directory (for tests and tools).

@@ -431,21 +431,7 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
         };
 
     let lookup_start = Instant::now();
-    let expected = EntryManifest {
-        domain: opts.domain,
-        unit: opts.unit.clone(),
-        soc: opts.soc.clone(),
-        operator: opts.operator.clone(),
-        action: opts.action.clone(),
-        key,
-        operator_text_hash: identity.operator_text_hash,
-        prepared_input_hash: identity.prepared_input_hash,
-        recipe_hash: identity.recipe_hash,
-        compiler_environment_hash: identity.compiler_environment_hash,
-        artifacts: Vec::new(),
-        build_ms: 0,
-        created_at: String::new(),
-    };
+    let expected = EntryManifest::expected(&name, &identity);
     match entry::lookup(&loc, &expected) {
         Lookup::Valid(manifest) => {
             let lookup_ms = ms(lookup_start.elapsed());
