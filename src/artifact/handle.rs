@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 
 use super::Error;
+use super::destination::Destination;
 use super::identity::{ArtifactKey, ArtifactSpec};
 use super::layout::{SlotPath, StoreRoot};
 use super::manifest::{ManifestDigest, ManifestPayload};
@@ -195,25 +196,47 @@ impl ArtifactHandle {
         }
     }
 
-    /// Copies the verified payload (not the manifest) into `dest`, an existing empty
+    /// Copies the verified payload (not the manifest) into `dest`, a new path or an empty
     /// directory outside the store root (checked after resolving symlinks, so a link
-    /// outside pointing inside is refused). Files are new files (never hard links), owner
-    /// writable: mode 0600, or 0700 with owner-exec; directories 0700. Every byte copied is
-    /// hashed and compared with the manifest. On failure the partial destination belongs
-    /// to the caller.
+    /// outside pointing inside is refused): [`ArtifactHandle::materialize_into`] of
+    /// [`Destination::check`].
     ///
     /// # Errors
-    /// [`Error::Destination`] for a destination that is missing, not a directory, not
-    /// empty, or inside the store; [`Error::Corrupt`] if the slot does not verify or a byte
-    /// differs; [`Error::Fs`] for I/O errors.
+    /// As [`ArtifactHandle::materialize_into`].
     pub fn materialize(&self, dest: &Path) -> Result<MaterializeReport, Error> {
-        let dest = check_destination(&self.inner.root, dest)?;
+        let dest = Destination::check(&self.inner.root, dest)?;
+        self.materialize_into(&dest)
+    }
+
+    /// Verifies the slot, then copies its payload (not the manifest) into the checked
+    /// destination `dest`. Files are new files (never hard links), owner writable: mode
+    /// 0600, or 0700 with owner-exec; directories 0700. Every byte copied is hashed and
+    /// compared with the manifest, memo or not. The copy goes to a staging directory and is
+    /// moved into place only once every file matched, so on failure `dest` holds nothing new
+    /// (see [`Destination`]).
+    ///
+    /// # Errors
+    /// [`Error::Destination`] if `dest` became unusable since it was checked;
+    /// [`Error::Corrupt`] if the slot does not verify or a copied byte differs;
+    /// [`Error::Fs`] for I/O errors.
+    pub fn materialize_into(&self, dest: &Destination) -> Result<MaterializeReport, Error> {
+        if dest.root() != &self.inner.root {
+            // Checked against another store: check against this one too.
+            Destination::check(&self.inner.root, dest.path())?;
+        }
         self.verify()?;
+        let (files, bytes) = dest.fill(|staging| self.copy_payload(staging))?;
+        Ok(MaterializeReport { dest: dest.resolved().to_path_buf(), files, bytes })
+    }
+
+    /// Copies every payload file into `dest` (an empty directory), checking each one
+    /// against the manifest. Returns the number of files and bytes.
+    fn copy_payload(&self, dest: &Path) -> Result<(usize, u64), Error> {
         let files = &self.inner.manifest.files;
         for file in files {
             if let Some(parent) = file.path.parent() {
                 fs::create_dir_all_within(
-                    &dest,
+                    dest,
                     Path::new(parent.as_str()),
                     Sharing::Private.dir_mode(),
                 )?;
@@ -224,7 +247,7 @@ impl ArtifactHandle {
             .par_iter()
             .map(|file| {
                 let src = file.path.to_path(&src_dir);
-                let target = file.path.to_path(&dest);
+                let target = file.path.to_path(dest);
                 let mode = Sharing::Private.file_mode(file.executable);
                 let (digest, size) = fs::copy_new_file(&src, &target, mode, false)
                     .map_err(|e| match verify::classify(&e) {
@@ -247,38 +270,58 @@ impl ArtifactHandle {
         for r in results {
             bytes += r?;
         }
-        Ok(MaterializeReport { dest, files: files.len(), bytes })
+        Ok((files.len(), bytes))
     }
 }
 
-/// Resolves `dest` and checks it is an existing empty real directory outside `root`.
-pub(crate) fn check_destination(root: &StoreRoot, dest: &Path) -> Result<PathBuf, Error> {
-    let canonical = fs::canonicalize(dest).map_err(|e| Error::Destination {
-        path: dest.to_path_buf(),
-        reason: format!("it must be an existing directory ({e})"),
-    })?;
-    if root.contains(&canonical) {
-        return Err(Error::Destination {
-            path: dest.to_path_buf(),
-            reason: format!(
-                "it resolves to {}, inside the cache root {}; materialize outside the cache root",
-                canonical.display(),
-                root.path().display()
-            ),
-        });
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use crate::artifact::{
+        ArtifactStore, BuildKind, EnvironmentIdentity, Mode, Stage, StoreOptions,
+    };
+    use crate::fs::{FileStamp, RelPath};
+
+    /// A byte flipped in the slot that the handle's memo cannot see (the documented trust
+    /// boundary, e.g. a write through an old `MAP_SHARED` mapping) is caught while copying,
+    /// and the destination is left without a single copied byte.
+    #[test]
+    fn corruption_met_while_copying_leaves_the_destination_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            mode: Mode::ReadWrite,
+            private_root: Some(dir.path().join("private")),
+            ..StoreOptions::default()
+        };
+        let store = ArtifactStore::open(&dir.path().join("cache"), options).unwrap();
+        let env = EnvironmentIdentity::new([("cc", Some("1".repeat(64)))]).unwrap();
+        let key = ArtifactKey::new(env, &"2".repeat(64), &"3".repeat(64)).unwrap();
+        let spec = ArtifactSpec::new(Stage::Generated, BuildKind::Single, ["a", "b/c"]).unwrap();
+        let handle = store
+            .get_or_build(&key, &spec, |out| {
+                std::fs::write(out.join("a"), b"first file")?;
+                std::fs::create_dir(out.join("b"))?;
+                std::fs::write(out.join("b/c"), b"second file")
+            })
+            .unwrap()
+            .handle
+            .unwrap();
+        // Flip a byte and make the memo believe the file is unchanged.
+        let target = handle.dir().join("b/c");
+        std::fs::write(&target, b"second fil!").unwrap();
+        let stamp = FileStamp::of(&std::fs::symlink_metadata(&target).unwrap());
+        let rel = RelPath::new("b/c").unwrap();
+        let recorded = handle.manifest().files.iter().find(|f| f.path == rel).unwrap().sha256;
+        handle.inner.memo.lock().unwrap().insert(rel, (stamp, recorded));
+        handle.verify().expect("the memo hides the change");
+        let err = handle.materialize(&dir.path().join("new/dest")).unwrap_err();
+        assert!(err.is_corrupt(), "{err}");
+        assert!(!dir.path().join("new").exists(), "a failed copy left the new destination");
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let err = handle.materialize(&empty).unwrap_err();
+        assert!(err.is_corrupt(), "{err}");
+        assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "unverified bytes left");
     }
-    let meta = fs::symlink_metadata(&canonical)?;
-    if !meta.is_dir() {
-        return Err(Error::Destination {
-            path: dest.to_path_buf(),
-            reason: "it is not a directory".into(),
-        });
-    }
-    if !fs::read_dir(&canonical)?.is_empty() {
-        return Err(Error::Destination {
-            path: dest.to_path_buf(),
-            reason: "it is not empty; materialize into a new empty directory".into(),
-        });
-    }
-    Ok(canonical)
 }

@@ -13,6 +13,8 @@
 //! * `manifest`: the artifact manifest record;
 //! * `verify`: validation by enumerating the real tree;
 //! * `handle`: verified handles, the per-handle verification memo, materialization;
+//! * `destination`: checking destinations outside the store before anything runs, and
+//!   filling them through a staging directory (never with unverified bytes);
 //! * `flight`: in-process single-flight;
 //! * `store`: lookup, get_or_build, promotion, read-only mode;
 //! * `publish`: the write order of a publication;
@@ -40,6 +42,7 @@
 //! * Writers with different UIDs are unsupported (slots are 0700).
 
 pub mod archive;
+mod destination;
 mod flight;
 mod gc;
 mod handle;
@@ -54,6 +57,7 @@ mod verify;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use destination::Destination;
 pub use gc::{GcAction, GcOptions, GcReport, SlotReport, gc, verify_all};
 pub use handle::{ArtifactHandle, MaterializeReport, VerifyReport};
 pub use identity::{
@@ -126,7 +130,7 @@ pub enum Error {
         root: PathBuf,
     },
     /// A materialization destination is unusable.
-    #[error("cannot materialize into {}: {reason}", path.display())]
+    #[error("cannot use {} as a destination: {reason}", path.display())]
     Destination {
         /// The destination as given.
         path: PathBuf,

@@ -49,6 +49,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::destination::Destination;
 use super::flight::{self, Joined, RequestKey, Role};
 use super::handle::ArtifactHandle;
 use super::identity::{ArtifactKey, ArtifactSpec};
@@ -340,6 +341,17 @@ impl ArtifactStore {
     /// The resolved private root, if any.
     pub fn private_root(&self) -> Option<&Path> {
         self.private_root.as_deref()
+    }
+
+    /// Checks `path` as a destination for copies out of this store (materialization,
+    /// `--output`, `--dest`) without creating anything: it must resolve outside the root,
+    /// not contain the root, and be new or an empty directory. Check destinations before
+    /// building or downloading, so a bad one costs nothing.
+    ///
+    /// # Errors
+    /// [`Error::Destination`]; [`Error::Fs`] if a path cannot be examined.
+    pub fn destination(&self, path: &Path) -> Result<Destination, Error> {
+        Destination::check(&self.root, path)
     }
 
     /// The slot `key` and `spec` select.

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use super::Failure;
 use strata::artifact::{
-    self, ArtifactBuild, ArtifactKey, ArtifactSpec, ArtifactStore, BuildKind, EnvironmentIdentity,
-    Lookup, LookupStatus, Mode, Stage, StoreOptions, include,
+    self, ArtifactBuild, ArtifactKey, ArtifactSpec, ArtifactStore, BuildKind, Destination,
+    EnvironmentIdentity, Lookup, LookupStatus, Mode, Stage, StoreOptions, include,
 };
 use strata::fs::{self, LockWait};
 use strata::l0::{self, PullOutcome, PushOutcome};
@@ -338,6 +338,13 @@ impl PrivateRoot {
     }
 }
 
+impl PrivateRoot {
+    /// True if what is inside outlives this process (an explicit or kept private root).
+    fn survives(&self) -> bool {
+        !self.temporary || self.keep
+    }
+}
+
 impl Drop for PrivateRoot {
     fn drop(&mut self) {
         if self.temporary && !self.keep {
@@ -357,6 +364,15 @@ impl StoreArgs {
             },
         };
         ArtifactStore::open(&self.root, options).map_err(artifact_failure)
+    }
+
+    /// Checks a destination (`--dest`, `--output`) before anything is built, downloaded or
+    /// created (nothing is created by the check).
+    fn destination(&self, path: Option<&Path>) -> Result<Option<Destination>, Failure> {
+        let Some(path) = path else { return Ok(None) };
+        let store =
+            ArtifactStore::open(&self.root, StoreOptions::default()).map_err(artifact_failure)?;
+        store.destination(path).map(Some).map_err(artifact_failure)
     }
 }
 
@@ -444,53 +460,21 @@ fn build_failure(e: artifact::Error) -> Failure {
     artifact_failure(e)
 }
 
-/// Copies a private build tree into `dest` (new or empty), outside any store.
-fn copy_private(src: &Path, dest: &Path) -> Result<(), Failure> {
-    fs::create_dir_all(dest)?;
-    if !fs::read_dir(dest)?.is_empty() {
-        return Err(usage(anyhow::anyhow!("--output {} is not empty", dest.display())));
-    }
-    for entry in fs::walk(src) {
-        let entry = entry?;
-        let target = entry.rel.to_path(dest);
-        match entry.kind {
-            fs::EntryKind::Dir => {
-                fs::create_dir_all_within(dest, Path::new(entry.rel.as_str()), 0o700)?;
-            }
-            fs::EntryKind::File => {
-                let exec = fs::perm::is_owner_exec(std::os::unix::fs::PermissionsExt::mode(
-                    &entry.metadata.permissions(),
-                ));
-                fs::copy_new_file(
-                    &entry.path,
-                    &target,
-                    fs::Sharing::Private.file_mode(exec),
-                    false,
-                )?;
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-fn ensure_dir(dest: &Path) -> Result<(), Failure> {
-    fs::create_dir_all(dest).map_err(|e| Failure::from(anyhow::Error::from(e)))
-}
-
 fn build_report<T>(
     build: &ArtifactBuild<T>,
     key: &ArtifactKey,
     spec: &ArtifactSpec,
+    kept: &Kept,
 ) -> (Value, String) {
     let value = json!({
         "disposition": build.disposition.as_str(),
         "key": key.digest().to_string(),
         "spec": spec.digest().to_string(),
         "stage": spec.stage().as_str(),
-        "dir": build.dir(),
+        "dir": kept.dir,
         "manifest_digest": build.handle.as_ref().map(|h| h.manifest_digest().to_string()),
-        "private_dir": build.private_dir,
+        "private_dir": kept.private_dir,
+        "output": kept.output,
         "reason": build.reason,
         "failure": build.failure.map(|f| f.as_str()),
         "warnings": build.warnings,
@@ -501,8 +485,11 @@ fn build_report<T>(
         key.digest(),
         spec.stage()
     );
-    if let Some(dir) = build.dir() {
+    if let Some(dir) = &kept.dir {
         text.push_str(&format!(" dir={}", dir.display()));
+    }
+    if let Some(output) = &kept.output {
+        text.push_str(&format!(" output={}", output.display()));
     }
     if let Some(f) = build.failure {
         text.push_str(&format!(" failure={}", f.as_str()));
@@ -516,31 +503,50 @@ fn build_report<T>(
     (value, text)
 }
 
-/// After a build: copy to --output, drop the private build when it was published.
+/// The paths a build report may name: only those that still exist when strata exits.
+struct Kept {
+    /// The slot (HIT, PUBLISHED) or the surviving private build (PRIVATE).
+    dir: Option<PathBuf>,
+    /// The private build directory, if it survives.
+    private_dir: Option<PathBuf>,
+    /// The filled `--output` directory.
+    output: Option<PathBuf>,
+}
+
+/// After a build: copy to --output, drop the private build when it was published, and
+/// work out which paths outlive this process.
 fn finish_build<T>(
     build: &ArtifactBuild<T>,
-    output: Option<&Path>,
+    output: Option<&Destination>,
     keep_private: bool,
     private: &mut PrivateRoot,
-) -> Result<(), Failure> {
+) -> Result<Kept, Failure> {
+    let mut copied = None;
     if let Some(dest) = output {
-        ensure_dir(dest)?;
-        match (&build.handle, &build.private_dir) {
-            (Some(handle), _) => {
-                handle.materialize(dest).map_err(artifact_failure)?;
-            }
-            (None, Some(dir)) => copy_private(dir, dest)?,
-            (None, None) => {}
+        let report = match (&build.handle, &build.private_dir) {
+            (Some(handle), _) => Some(handle.materialize_into(dest)),
+            (None, Some(dir)) => Some(dest.copy_tree(dir)),
+            (None, None) => None,
+        };
+        if let Some(report) = report {
+            copied = Some(report.map_err(artifact_failure)?.dest);
         }
     }
+    let mut private_dir = build.private_dir.clone();
     match (&build.handle, &build.private_dir) {
         (Some(_), Some(dir)) if !keep_private => {
             let _ = fs::remove_tree(dir);
+            private_dir = None;
         }
+        (Some(_), Some(_)) => private.keep = true,
         (None, Some(_)) if output.is_none() => private.keep = true,
         _ => {}
     }
-    Ok(())
+    if !private.survives() {
+        private_dir = None;
+    }
+    let dir = build.handle.as_ref().map(|h| h.dir()).or_else(|| private_dir.clone());
+    Ok(Kept { dir, private_dir, output: copied })
 }
 
 pub(crate) fn run(cmd: ArtifactCommand) -> Result<i32, Failure> {
@@ -554,26 +560,27 @@ pub(crate) fn run(cmd: ArtifactCommand) -> Result<i32, Failure> {
         }
         ArtifactCommand::GetOrBuild { store, id, output, keep_private, out, command } => {
             let (key, spec) = (id.key()?, id.spec()?);
+            let output = store.destination(output.as_deref())?;
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
             let build = store
                 .get_or_build(&key, &spec, |dir| run_command(&command, dir))
                 .map_err(build_failure)?;
-            finish_build(&build, output.as_deref(), keep_private, &mut private)?;
-            let (value, text) = build_report(&build, &key, &spec);
+            let kept = finish_build(&build, output.as_ref(), keep_private, &mut private)?;
+            let (value, text) = build_report(&build, &key, &spec, &kept);
             print(out.json, &value, &text)?;
             Ok(0)
         }
         ArtifactCommand::Materialize { store, id, dest, out } => {
             let (key, spec) = (id.key()?, id.spec()?);
             let store = store.open(None)?;
+            let dest = store.destination(&dest).map_err(artifact_failure)?;
             let lookup = store.lookup(&key, &spec);
             let Lookup::Hit(handle) = &lookup else {
                 print(out.json, &lookup_json(&lookup, &key, &spec), &lookup_text(&lookup, &key))?;
                 return Ok(lookup_code(lookup.status()));
             };
-            ensure_dir(&dest)?;
-            let report = handle.materialize(&dest).map_err(artifact_failure)?;
+            let report = handle.materialize_into(&dest).map_err(artifact_failure)?;
             let value = json!({
                 "status": "hit", "key": key.digest().to_string(), "spec": spec.digest().to_string(),
                 "dir": handle.dir(), "dest": report.dest, "files": report.files, "bytes": report.bytes,
@@ -593,13 +600,14 @@ pub(crate) fn run(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let generated = spec_from(Stage::Generated, id.kind, &id.require)?;
             let ready =
                 generated.with_stage_and_more(Stage::BinaryReady, &ready_require).map_err(usage)?;
+            let output = store.destination(output.as_deref())?;
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
             let (parent, build) = store
                 .promote(&key, &generated, &ready, |dir| run_command(&command, dir))
                 .map_err(build_failure)?;
-            finish_build(&build, output.as_deref(), false, &mut private)?;
-            let (mut value, text) = build_report(&build, &key, &ready);
+            let kept = finish_build(&build, output.as_ref(), false, &mut private)?;
+            let (mut value, text) = build_report(&build, &key, &ready, &kept);
             value["parent"] = json!(parent.manifest_digest().to_string());
             print(out.json, &value, &text)?;
             Ok(0)
@@ -675,6 +683,7 @@ pub(crate) fn run(cmd: ArtifactCommand) -> Result<i32, Failure> {
         }
         ArtifactCommand::Pull { store, id, remote, dest, out } => {
             let (key, spec) = (id.key()?, id.spec()?);
+            let dest = store.destination(dest.as_deref())?;
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
             let objects = open_remote(&remote)?;
@@ -711,28 +720,35 @@ pub(crate) fn run(cmd: ArtifactCommand) -> Result<i32, Failure> {
             if report.handle.is_none() && report.private_dir.is_some() && dest.is_none() {
                 private.keep = true;
             }
+            let mut filled = None;
             if let (Some(dest), Some(dir)) = (&dest, &available) {
-                ensure_dir(dest)?;
-                match &report.handle {
-                    Some(h) => {
-                        h.materialize(dest).map_err(artifact_failure)?;
-                    }
-                    None => copy_private(dir, dest)?,
-                }
+                let copied = match &report.handle {
+                    Some(h) => h.materialize_into(dest),
+                    None => dest.copy_tree(dir),
+                };
+                filled = Some(copied.map_err(artifact_failure)?.dest);
             }
+            // Report only directories that outlive this process.
+            let dir = match &report.handle {
+                Some(h) => Some(h.dir()),
+                None => report.private_dir.clone().filter(|_| private.survives()),
+            };
             let value = json!({
                 "outcome": outcome, "object": report.object.as_str(), "store": objects.describe(),
-                "dir": available, "disposition": report.disposition.map(|d| d.as_str()),
+                "dir": dir, "disposition": report.disposition.map(|d| d.as_str()),
                 "reason": reason, "downloaded_bytes": report.downloaded_bytes, "seconds": report.seconds,
-                "dest": dest,
+                "dest": filled,
             });
             let mut text = format!(
                 "strata: L0 {} ({outcome}) key={}",
                 if available.is_some() { "HIT" } else { "MISS" },
                 key.digest()
             );
-            if let Some(dir) = &available {
+            if let Some(dir) = &dir {
                 text.push_str(&format!(" dir={}", dir.display()));
+            }
+            if let Some(dest) = &filled {
+                text.push_str(&format!(" dest={}", dest.display()));
             }
             print(out.json, &value, &text)?;
             Ok(if available.is_some() { 0 } else { EXIT_MISS })

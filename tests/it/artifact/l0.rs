@@ -187,3 +187,33 @@ fn l0_missing_object_and_transport_failures_fail_open() {
         l0("push", &empty.root(), &format!("file://{}", remote.path().display()), &[]);
     assert_eq!(code, 3, "{err}");
 }
+
+/// `pull --dest` is checked before anything is downloaded or published: a non-empty
+/// destination or one inside the root is a usage error (exit 2) that leaves the local
+/// store untouched.
+#[test]
+fn l0_pull_checks_its_destination_before_downloading() {
+    let producer = Workspace::new();
+    publish(&producer);
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let (code, _, err) = l0("push", &producer.root(), &url, &[]);
+    assert_eq!(code, 0, "{err}");
+    let consumer = Workspace::new();
+    std::fs::create_dir_all(consumer.root()).unwrap();
+    let full = consumer.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("x"), b"x").unwrap();
+    for dest in [full.clone(), consumer.root().join("inside")] {
+        let dest = dest.to_str().unwrap();
+        let (code, v, err) = l0("pull", &consumer.root(), &url, &["--dest", dest]);
+        assert_eq!(code, 2, "{v} {err}");
+        assert!(err.contains(dest), "{err}");
+    }
+    assert_eq!(
+        std::fs::read_dir(consumer.root()).unwrap().count(),
+        0,
+        "the artifact was pulled and published before the destination was refused"
+    );
+    assert_eq!(std::fs::read_dir(&full).unwrap().count(), 1);
+}

@@ -367,3 +367,91 @@ fn gc_removes_invalid_slots_staging_and_unused_locks_offline() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// Runs `strata artifact <args>` and returns the exit code and stderr.
+fn run_cli(args: &[String]) -> (i32, String) {
+    let out = strata().arg("artifact").args(args).output().unwrap();
+    (out.status.code().unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn with(flags: &[String], extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+    let pos = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let tail = args.split_off(pos);
+    args.extend(flags.iter().cloned());
+    args.extend(tail);
+    args
+}
+
+/// Destinations are checked before anything is created, built or published: a refused one
+/// (inside the root, through a symlink into the root, where a slot of another key would
+/// go, or not empty) leaves the root byte-for-byte unchanged (mtimes included), never
+/// runs the build, and never publishes.
+#[test]
+fn refused_destinations_create_nothing_and_run_nothing() {
+    let ws = Workspace::new();
+    let s = spec(Stage::Generated, REQUIRED);
+    let slot = ws.store(Mode::ReadWrite).get_or_build(&key(), &s, write_outputs).unwrap();
+    let slot = slot.handle.unwrap().dir();
+    let root = std::fs::canonicalize(ws.root()).unwrap();
+    std::os::unix::fs::symlink(&root, ws.path().join("rootlink")).unwrap();
+    let other = key_with(&hex('d'));
+    let other_slot = root.join(format!(
+        "artifacts-v1/{}/{}/{}/generated",
+        other.environment().digest(),
+        other.digest(),
+        s.digest()
+    ));
+    let full = ws.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("keep"), b"x").unwrap();
+    let marker = ws.path().join("built");
+    let build = format!("touch {} && exit 1", marker.display());
+    let hit = id_flags(&ws.root(), &hex('b'), "generated", REQUIRED);
+    let miss = id_flags(&ws.root(), &hex('d'), "generated", REQUIRED);
+    let before = snapshot(&ws.root());
+    let inside = [
+        slot.join("d/x/y"),
+        ws.path().join("rootlink/x"),
+        other_slot.clone(),
+        root.clone(),
+        ws.path().to_path_buf(),
+    ];
+    for dest in inside.iter().chain([&full]) {
+        let dest = dest.to_str().unwrap();
+        for args in [
+            with(&hit, &["materialize", "--read-only", "--dest", dest]),
+            with(&hit, &["materialize", "--dest", dest]),
+            with(&miss, &["get-or-build", "--output", dest, "--", "sh", "-c", &build]),
+            with(
+                &miss,
+                &["get-or-build", "--read-only", "--output", dest, "--", "sh", "-c", &build],
+            ),
+            with(
+                &hit,
+                &["promote", "--ready-require", "more", "--output", dest, "--", "sh", "-c", &build],
+            ),
+        ] {
+            let (code, stderr) = run_cli(&args);
+            assert_eq!(code, 2, "{args:?}: {stderr}");
+            assert!(stderr.contains(dest), "the error names the destination: {stderr}");
+            assert!(!marker.exists(), "{args:?} ran the build");
+        }
+    }
+    assert_eq!(snapshot(&ws.root()), before, "a refused destination changed the cache root");
+    assert_eq!(std::fs::read_dir(&full).unwrap().count(), 1);
+    let (code, stderr) = run_cli(&with(&miss, &["lookup"]));
+    assert_eq!(code, 3, "nothing was published: {stderr}");
+    let out = strata()
+        .args(["artifact", "verify", "--all", "--root", root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    // A good destination still works, through a new parent directory.
+    let dest = ws.path().join("new/parent/dest");
+    let (code, stderr) =
+        run_cli(&with(&hit, &["materialize", "--read-only", "--dest", dest.to_str().unwrap()]));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(std::fs::read(dest.join("meta.json")).unwrap(), br#"{"ok":true}"#);
+    assert_eq!(std::fs::read_dir(ws.path().join("new/parent")).unwrap().count(), 1);
+}
