@@ -9,6 +9,9 @@
 //! * line continuations are joined; comments, string and character literals (with digit
 //!   separators such as `1'000`) and raw strings `R"d(…)d"` are lexed so that nothing
 //!   inside them is read as a directive;
+//! * a block comment is one space, even across lines (so `#if 0 /* … ⏎ … */ || 1` is one
+//!   directive with an unknown condition); `%:` (the digraph of `#`) starts a directive
+//!   like `#`; a trigraph `??=` at the start of a line or `??/` at its end is unsupported;
 //! * `#if 0` and `#if 1` (with any number of enclosing parentheses), `#elif`, `#else` and
 //!   `#endif` are followed; every other condition (`#ifdef`, `#if X`, `__has_include`,
 //!   `#elifdef`, …) is unknown, and all of its branches are scanned;
@@ -19,6 +22,8 @@
 //! * a symlink anywhere on the way to a scanned file, below the common root of the sources
 //!   and `-I` directories, is unsupported too (the common root itself is resolved once, so
 //!   symlinked workspace or home directories above it are fine);
+//! * an include that resolves outside that common root (`#include "../../../etc/x.h"`) is
+//!   unsupported: packaging it would move the common root and re-root every path;
 //! * unresolved angle includes are assumed to come from the separately identified SDK and
 //!   are *listed* in the closure (`system_includes`), never silently dropped.
 //!
@@ -101,8 +106,21 @@ fn directives(
     let mut out = Vec::new();
     for (index, line) in cleaned.lines().enumerate() {
         let number = index + 1;
-        let Some(rest) = line.trim_start_matches([' ', '\t']).strip_prefix('#') else { continue };
-        let rest = rest.trim_start_matches([' ', '\t']);
+        let start = line.trim_start_matches(HORIZONTAL_SPACE);
+        if start.starts_with("??=") || line.ends_with("??/") {
+            return Ok(Err(Unsupported {
+                file: file.to_path_buf(),
+                line: number,
+                reason: "a trigraph (??= or ??/) may form a directive or a line continuation \
+                         under -trigraphs or a strict ISO mode; compile privately"
+                    .to_owned(),
+            }));
+        }
+        // `%:` is the digraph spelling of `#`.
+        let Some(rest) = start.strip_prefix('#').or_else(|| start.strip_prefix("%:")) else {
+            continue;
+        };
+        let rest = rest.trim_start_matches(HORIZONTAL_SPACE);
         let name_len =
             rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
         let (name, operand) = rest.split_at(name_len);
@@ -176,6 +194,9 @@ fn directives(
     }
     Ok(Ok(out))
 }
+
+/// Whitespace that may precede or follow the `#` of a directive.
+const HORIZONTAL_SPACE: [char; 4] = [' ', '\t', '\x0b', '\x0c'];
 
 struct Frame {
     parent_active: bool,
@@ -253,12 +274,16 @@ fn is_ident(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-/// Replaces comments and raw strings with spaces (keeping newlines), and skips over string
-/// and character literals, so directive detection sees only code.
+/// Replaces comments and raw strings with spaces, and skips over string and character
+/// literals, so directive detection sees only code. A block comment is one space (C
+/// translation phase 3): the newlines inside it are re-inserted after the end of the
+/// logical line it belongs to, so `#if 0 /* … ⏎ … */ || 1` stays one directive line and
+/// the line numbers of later lines stay right. Raw strings keep their newlines.
 fn strip(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
+    let mut pending = 0usize;
     let at = |k: usize| chars.get(k).copied();
     while let Some(c) = at(i) {
         match c {
@@ -277,7 +302,7 @@ fn strip(text: &str) -> String {
                         break;
                     }
                     if c == '\n' {
-                        out.push('\n');
+                        pending += 1;
                     }
                     i += 1;
                 }
@@ -302,6 +327,12 @@ fn strip(text: &str) -> String {
             }
             '\'' => {
                 i = copy_literal(&chars, i, '\'', &mut out);
+            }
+            '\n' => {
+                out.push('\n');
+                out.extend(std::iter::repeat_n('\n', pending));
+                pending = 0;
+                i += 1;
             }
             c => {
                 out.push(c);
@@ -562,6 +593,13 @@ pub fn scan(sources: &[PathBuf], include_dirs: &[PathBuf]) -> Result<Verdict, Er
                 }
             }
             match resolved {
+                Some(p) if !p.starts_with(&canonical_root) => {
+                    return Ok(unsupported(format!(
+                        "include \"{name}\" resolves to {}, outside {} (the common root of the sources and -I directories); packaging it would re-root every path: add an -I directory that contains it, or compile privately",
+                        p.display(),
+                        canonical_root.display()
+                    )));
+                }
                 Some(p) => children.push(p),
                 None if quoted => {
                     return Ok(unsupported(format!(
@@ -671,6 +709,14 @@ mod tests {
     fn literal_conditions_and_unknown_ones() {
         let text = "#if 0\n#include \"dead.h\"\n#elif (1)\n#include \"live.h\"\n#else\n#include \"dead2.h\"\n#endif\n#ifdef X\n#include \"a.h\"\n#else\n#include \"b.h\"\n#endif\n#if FOO > 2\n#include \"c.h\"\n#elif 0\n#include \"dead3.h\"\n#endif\n#if 0\n#include MACRO\n#include_next <x>\n#endif\n";
         assert_eq!(names(text), ["\"live.h\"", "\"a.h\"", "\"b.h\"", "\"c.h\""]);
+    }
+
+    #[test]
+    fn block_comments_are_one_space_and_digraphs_start_directives() {
+        let text = "#if 0 /* a\nb */ || 1\n#include \"live.h\"\n#endif\n%:include \"d.h\"\n/*\n*/ #include \"after.h\"\nint x; /* a\n*/ #include \"not_a_directive.h\"\n";
+        assert_eq!(names(text), ["\"live.h\"", "\"d.h\"", "\"after.h\""]);
+        let found = scan_text("/* 1\n2 */\n#include \"x.h\"\n").unwrap().unwrap();
+        assert_eq!(found[0].0, 3, "line numbers survive multi-line comments");
     }
 
     #[test]

@@ -129,3 +129,65 @@ fn scan_io_errors_and_malformed_input_are_exit_1() {
     let (code, v) = scan(ws.path(), "bad.c", &[]);
     assert_eq!(code, 1, "{v}");
 }
+
+/// Inputs gcc reads as includes must never be answered `complete` without them: the
+/// digraph `%:include`, and a block comment spanning lines on a conditional line (the
+/// comment is one space, so `#if 0 /* … ⏎ … */ || 1` is true).
+#[test]
+fn scan_digraphs_and_multi_line_comments_in_conditions_are_followed() {
+    for text in [
+        "%:include \"local.h\"\n",
+        "  %:  include \"local.h\"\n",
+        "#if 0 /* start\n end */ || 1\n#include \"local.h\"\n#endif\n",
+        "#include /* a comment\n that ends here */ \"local.h\"\n",
+    ] {
+        let ws = Workspace::new();
+        write(&ws.path().join("a.c"), text);
+        write(&ws.path().join("local.h"), "\n");
+        let (code, v) = scan(ws.path(), "a.c", &[]);
+        assert_eq!(code, 0, "{text:?}: {v}");
+        assert_eq!(relative_files(&v), ["a.c", "local.h"], "{text:?}");
+    }
+    // Line numbers after a multi-line comment stay right.
+    let ws = Workspace::new();
+    write(&ws.path().join("a.c"), "/* one\ntwo\nthree */\n#include \"gone.h\"\n");
+    let (code, v) = scan(ws.path(), "a.c", &[]);
+    assert_eq!((code, v["line"].as_u64()), (6, Some(4)), "{v}");
+    // Trigraphs may spell a directive under -trigraphs / strict ISO modes: unsupported.
+    let ws = Workspace::new();
+    write(&ws.path().join("a.c"), "??=include \"local.h\"\n");
+    write(&ws.path().join("local.h"), "\n");
+    let (code, v) = scan(ws.path(), "a.c", &[]);
+    assert_eq!(code, 6, "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("trigraph"), "{v}");
+}
+
+/// An include that leaves the common root of the sources and -I directories would move
+/// that root (to `/` at worst) and re-root every packaged path: it is unsupported.
+#[test]
+fn scan_includes_escaping_the_common_root_are_unsupported() {
+    let ws = Workspace::new();
+    let d = ws.path();
+    write(&d.join("outside/x.h"), "\n");
+    write(&d.join("proj/src/a.c"), "#include \"../../outside/x.h\"\n");
+    write(&d.join("proj/include/y.h"), "#include <../../outside/x.h>\n");
+    let (code, v) = scan(&d.join("proj"), "src/a.c", &["include"]);
+    assert_eq!(code, 6, "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("outside"), "{v}");
+    write(&d.join("proj/src/b.c"), "#include <y.h>\n");
+    let (code, v) = scan(&d.join("proj"), "src/b.c", &["include"]);
+    assert_eq!(code, 6, "angle includes too: {v}");
+    let pkg = d.join("pkg");
+    let out = strata()
+        .current_dir(d.join("proj"))
+        .args(["artifact", "scan-includes", "src/a.c", "--package"])
+        .arg(&pkg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6));
+    assert!(!pkg.exists(), "nothing is packaged");
+    // With -I covering it, the closure is complete and rooted above both.
+    let (code, v) = scan(&d.join("proj"), "src/a.c", &["../outside"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(relative_files(&v), ["proj/src/a.c", "outside/x.h"]);
+}
