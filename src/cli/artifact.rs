@@ -858,22 +858,53 @@ fn verify(
         let mut passes = vec![json!({"seconds": start.elapsed().as_secs_f64(),
             "hashed_bytes": lookup.handle().map(|h| h.manifest().total_bytes())})];
         let mut text = lookup_text(&lookup, &key);
+        let mut value = lookup_json(&lookup, &key, &spec);
+        let mut code = lookup_code(lookup.status());
         if let Some(handle) = lookup.handle() {
-            for _ in 1..repeat.max(1) {
+            for pass in 1..repeat.max(1) {
                 let start = std::time::Instant::now();
-                let report = handle.verify().map_err(artifact_failure)?;
-                let seconds = start.elapsed().as_secs_f64();
-                text.push_str(&format!(
-                    "\nstrata: re-verified in {seconds:.4}s, hashed {} of {} bytes",
-                    report.hashed_bytes, report.total_bytes
-                ));
-                passes.push(json!({"seconds": seconds, "hashed_bytes": report.hashed_bytes}));
+                let seconds = || start.elapsed().as_secs_f64();
+                match handle.verify() {
+                    Ok(report) => {
+                        text.push_str(&format!(
+                            "\nstrata: re-verified in {:.4}s, hashed {} of {} bytes",
+                            seconds(),
+                            report.hashed_bytes,
+                            report.total_bytes
+                        ));
+                        passes.push(
+                            json!({"seconds": seconds(), "hashed_bytes": report.hashed_bytes}),
+                        );
+                    }
+                    Err(e) => {
+                        // Reported like the same problem found by the first pass.
+                        let status = if e.is_corrupt() {
+                            LookupStatus::Invalid
+                        } else {
+                            LookupStatus::StorageError
+                        };
+                        let reason = e.to_string();
+                        passes.push(json!({"seconds": seconds(), "hashed_bytes": null, "status": status.as_str()}));
+                        text.push_str(&format!(
+                            "\nstrata: {} key={} pass={} reason={reason}",
+                            status.as_str().to_uppercase(),
+                            key.digest(),
+                            pass + 1
+                        ));
+                        value["status"] = json!(status.as_str());
+                        value["reason"] = json!(reason);
+                        value["dir"] = Value::Null;
+                        value["manifest_digest"] = Value::Null;
+                        value["failed_pass"] = json!(pass + 1);
+                        code = lookup_code(status);
+                        break;
+                    }
+                }
             }
         }
-        let mut value = lookup_json(&lookup, &key, &spec);
         value["passes"] = json!(passes);
         print(json_out, &value, &text)?;
-        return Ok(lookup_code(lookup.status()));
+        return Ok(code);
     }
     let reports = artifact::verify_all(store.root()).map_err(artifact_failure)?;
     let mut text = String::new();
