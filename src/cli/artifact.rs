@@ -549,7 +549,41 @@ fn finish_build<T>(
     Ok(Kept { dir, private_dir, output: copied })
 }
 
+impl ArtifactCommand {
+    /// True if `--json` was given.
+    fn json(&self) -> bool {
+        match self {
+            ArtifactCommand::Lookup { out, .. }
+            | ArtifactCommand::GetOrBuild { out, .. }
+            | ArtifactCommand::Materialize { out, .. }
+            | ArtifactCommand::Promote { out, .. }
+            | ArtifactCommand::Verify { out, .. }
+            | ArtifactCommand::Gc { out, .. }
+            | ArtifactCommand::Push { out, .. }
+            | ArtifactCommand::Pull { out, .. }
+            | ArtifactCommand::ScanIncludes { out, .. } => out.json,
+        }
+    }
+}
+
+/// Runs one artifact subcommand. With `--json`, every outcome prints exactly one JSON
+/// object on stdout, errors included: `{"status":"error","error":"…","exit_code":N}` (the
+/// message is also printed on stderr, as without `--json`).
 pub(crate) fn run(cmd: ArtifactCommand) -> Result<i32, Failure> {
+    let json = cmd.json();
+    let result = dispatch(cmd);
+    if json && let Err(failure) = &result {
+        let value = json!({
+            "status": "error",
+            "error": format!("{:#}", failure.error),
+            "exit_code": failure.code,
+        });
+        print(true, &value, "")?;
+    }
+    result
+}
+
+fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
     match cmd {
         ArtifactCommand::Lookup { store, id, out } => {
             let (key, spec) = (id.key()?, id.spec()?);

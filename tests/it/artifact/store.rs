@@ -455,3 +455,31 @@ fn refused_destinations_create_nothing_and_run_nothing() {
     assert_eq!(std::fs::read(dest.join("meta.json")).unwrap(), br#"{"ok":true}"#);
     assert_eq!(std::fs::read_dir(ws.path().join("new/parent")).unwrap().count(), 1);
 }
+
+/// With `--json`, error outcomes print one JSON object on stdout too (builder failure,
+/// invalid build output, nothing to push or promote, I/O errors while scanning, an
+/// unusable destination), carrying the exit code.
+#[test]
+fn json_output_covers_error_outcomes() {
+    let ws = Workspace::new();
+    let flags = id_flags(&ws.root(), &hex('b'), "generated", REQUIRED);
+    let remote = format!("file://{}", ws.path().join("remote").display());
+    let cases: Vec<(Vec<String>, i32)> = vec![
+        (with(&flags, &["get-or-build", "--json", "--", "sh", "-c", "exit 42"]), 42),
+        (with(&flags, &["get-or-build", "--json", "--", "true"]), 1),
+        (with(&flags, &["push", "--json", "--store", &remote]), 3),
+        (with(&flags, &["promote", "--json", "--ready-require", "x", "--", "true"]), 3),
+        (with(&flags, &["materialize", "--json", "--dest", ws.root().to_str().unwrap()]), 2),
+        (vec!["scan-includes".into(), "--json".into(), "/nonexistent/a.c".into()], 1),
+    ];
+    for (args, expected) in cases {
+        let out = strata().arg("artifact").args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(expected), "{args:?}");
+        let v = json(&out.stdout);
+        assert_eq!(v["status"], "error", "{args:?}: {v}");
+        assert_eq!(v["exit_code"], expected, "{args:?}: {v}");
+        assert!(!v["error"].as_str().unwrap().is_empty());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("error"), "the message still goes to stderr: {stderr}");
+    }
+}
