@@ -259,6 +259,15 @@ impl Error {
         matches!(self, Error::NotAvailable { .. })
     }
 
+    /// The lookup status of an artifact that was needed but not available
+    /// ([`Error::NotAvailable`]): MISS, INVALID or STORAGE_ERROR.
+    pub fn not_available_status(&self) -> Option<LookupStatus> {
+        match self {
+            Error::NotAvailable { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
     /// The builder's own error, if this is [`Error::Builder`].
     pub fn builder_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         match self {

@@ -276,8 +276,10 @@ fn usage(e: impl Into<anyhow::Error>) -> Failure {
 fn artifact_failure(e: artifact::Error) -> Failure {
     let code = if e.is_usage() {
         super::EXIT_USAGE
-    } else if e.is_not_available() {
-        EXIT_MISS
+    } else if let Some(status) = e.not_available_status() {
+        // What was needed (the slot to push, the generated stage to promote) exits like
+        // its lookup: 3 MISS, 4 INVALID, 5 STORAGE_ERROR.
+        lookup_code(status)
     } else {
         1
     };

@@ -304,3 +304,28 @@ fn verify_repeat_reports_corruption_found_on_a_later_pass() {
     assert_eq!(v["failed_pass"].as_u64(), Some(passes.len() as u64));
     assert!(v["dir"].is_null());
 }
+
+/// A needed slot that is INVALID exits 4 like `lookup` does (3 is reserved for a MISS):
+/// `push` of an invalid slot, `promote` with an invalid generated slot.
+#[test]
+fn push_and_promote_of_an_invalid_slot_exit_4() {
+    let p = published();
+    std::fs::write(p.dir.join("lib/extra.o"), b"x").unwrap();
+    let flags = id_flags(&p.ws.root(), &hex('b'), "generated", REQUIRED);
+    let remote = format!("file://{}", p.ws.path().join("remote").display());
+    let push = strata()
+        .args(["artifact", "push", "--json", "--store", &remote])
+        .args(&flags)
+        .output()
+        .unwrap();
+    assert_eq!(push.status.code(), Some(4), "{}", String::from_utf8_lossy(&push.stderr));
+    assert!(String::from_utf8_lossy(&push.stderr).contains("invalid"));
+    let promote = strata()
+        .args(["artifact", "promote", "--ready-require", "bin/more"])
+        .args(&flags)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(promote.status.code(), Some(4), "{}", String::from_utf8_lossy(&promote.stderr));
+    assert!(!p.ws.path().join("remote").join("l0-v1").exists(), "nothing uploaded");
+}
