@@ -130,6 +130,9 @@ pub struct PullReport {
     pub downloaded_bytes: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// Problems worth telling the user about that did not stop the pull (a local slot
+    /// that is INVALID or unreadable, so the pulled artifact cannot be published over it).
+    pub warnings: Vec<String>,
 }
 
 impl PullReport {
@@ -239,11 +242,27 @@ pub fn pull(
         reason: None,
         downloaded_bytes: 0,
         seconds: 0.0,
+        warnings: Vec::new(),
     };
-    if let Lookup::Hit(handle) = store.lookup(key, spec) {
-        report.handle = Some(handle);
-        report.seconds = start.elapsed().as_secs_f64();
-        return Ok(report);
+    match store.lookup(key, spec) {
+        Lookup::Hit(handle) => {
+            report.handle = Some(handle);
+            report.seconds = start.elapsed().as_secs_f64();
+            return Ok(report);
+        }
+        Lookup::Miss => {}
+        Lookup::Invalid(reason) => report.warnings.push(format!(
+            "the local slot {} is invalid: {reason}; an invalid slot is never repaired or \
+             replaced online, so the pulled artifact stays private; remove the slot offline \
+             with `strata artifact gc --root {}`",
+            store.slot(key, spec).dir().display(),
+            store.root().path().display()
+        )),
+        Lookup::StorageError(reason) => report.warnings.push(format!(
+            "the local slot {} cannot be read: {reason}; the pulled artifact stays private \
+             (check the permissions of the cache root)",
+            store.slot(key, spec).dir().display()
+        )),
     }
     let dir = scratch(store)?;
     let file = dir.0.join("artifact.tar.zst");

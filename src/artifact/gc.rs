@@ -238,8 +238,11 @@ fn check_slot(
 /// Verifies every slot of the store at `root` against its own manifest. Reads only.
 ///
 /// # Errors
-/// [`Error::Fs`] if the bucket cannot be listed.
+/// [`Error::RootUnusable`] if `root` does not exist or is not a directory (a mistyped
+/// root must not look like an empty, valid store); [`Error::Fs`] if the bucket cannot be
+/// listed.
 pub fn verify_all(root: &StoreRoot) -> Result<Vec<SlotReport>, Error> {
+    require_root(root)?;
     let mut reports = Vec::new();
     Walker { root }.visit(&mut |found| {
         match found {
@@ -258,6 +261,16 @@ pub fn verify_all(root: &StoreRoot) -> Result<Vec<SlotReport>, Error> {
         Ok(true)
     })?;
     Ok(reports)
+}
+
+/// Checks that the root exists and is a directory.
+fn require_root(root: &StoreRoot) -> Result<(), Error> {
+    let reason = match fs::symlink_metadata_opt(root.path())? {
+        None => "does not exist",
+        Some(meta) if !meta.is_dir() => "is not a directory",
+        Some(_) => return Ok(()),
+    };
+    Err(Error::RootUnusable { root: root.path().to_path_buf(), reason: reason.into() })
 }
 
 /// Removes `path` (without following symlinks); on a permission error, makes the parent
@@ -288,9 +301,11 @@ fn remove_forcefully(path: &Path) -> Result<(), fs::Error> {
 /// Offline cleanup of the store at `root` (see the module docs).
 ///
 /// # Errors
-/// [`Error::Fs`] if a directory cannot be listed. Failed removals are reported in the
+/// [`Error::RootUnusable`] if `root` does not exist or is not a directory; [`Error::Fs`]
+/// if a directory cannot be listed. Failed removals are reported in the
 /// [`GcReport`], not as errors.
 pub fn gc(root: &StoreRoot, options: GcOptions) -> Result<GcReport, Error> {
+    require_root(root)?;
     let mut report = GcReport::default();
     let act = |report: &mut GcReport, kind: &'static str, path: PathBuf, reason: String| {
         let result = if options.dry_run {

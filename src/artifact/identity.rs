@@ -511,7 +511,8 @@ impl ArtifactSpec {
     /// GENERATED one: its required files plus the binaries).
     ///
     /// # Errors
-    /// [`Error::InvalidSpec`] for an invalid path (duplicates with existing ones are merged).
+    /// [`Error::InvalidSpec`] for an invalid path, a path this spec already requires, or a
+    /// path given twice: duplicates are rejected, never collapsed.
     pub fn with_stage_and_more<P: AsRef<str>>(
         &self,
         stage: Stage,
@@ -519,10 +520,16 @@ impl ArtifactSpec {
     ) -> Result<Self, Error> {
         let mut all: Vec<String> = self.required.iter().map(|p| p.as_str().to_owned()).collect();
         for p in more {
-            let p = p.as_ref().to_owned();
-            if !all.contains(&p) {
-                all.push(p);
+            let p = p.as_ref();
+            if self.required.iter().any(|r| r.as_str() == p) {
+                return Err(Error::InvalidSpec {
+                    reason: format!(
+                        "{p:?} is already a required file of the {} spec; list each path once",
+                        self.stage.as_str()
+                    ),
+                });
             }
+            all.push(p.to_owned());
         }
         Self::new(stage, self.kind, all)
     }
@@ -617,6 +624,9 @@ mod tests {
             ArtifactSpec::new(Stage::Generated, BuildKind::Distributed, ["k/source.pto", "cfg.py"])
                 .unwrap();
         let more = g.with_stage_and_more(Stage::Generated, ["bin"]).unwrap();
+        let err = g.with_stage_and_more(Stage::BinaryReady, ["cfg.py"]).unwrap_err();
+        assert!(err.to_string().contains("already a required file"), "{err}");
+        assert!(g.with_stage_and_more(Stage::BinaryReady, ["bin", "bin"]).is_err());
         let digests = [g.digest(), r.digest(), d.digest(), more.digest()];
         for (i, a) in digests.iter().enumerate() {
             for b in digests.iter().skip(i + 1) {

@@ -146,11 +146,27 @@ impl ManifestPayload {
         }
         let key = ArtifactKey::from_record(&self.key).map_err(|e| e.to_string())?;
         let spec = ArtifactSpec::from_record(&self.spec).map_err(|e| e.to_string())?;
-        if key.digest() != self.key_digest || key.environment().digest() != self.env_digest {
-            return Err("manifest key digest does not match its key record".into());
+        if key.digest() != self.key_digest {
+            return Err(format!(
+                "manifest key_digest {} does not match its key record (digest {})",
+                self.key_digest,
+                key.digest()
+            ));
+        }
+        if key.environment().digest() != self.env_digest {
+            return Err(format!(
+                "manifest env_digest {} does not match the environment of its key record \
+                 (digest {})",
+                self.env_digest,
+                key.environment().digest()
+            ));
         }
         if spec.digest() != self.spec_digest {
-            return Err("manifest spec digest does not match its spec record".into());
+            return Err(format!(
+                "manifest spec_digest {} does not match its spec record (digest {})",
+                self.spec_digest,
+                spec.digest()
+            ));
         }
         let missing: Vec<&str> = spec
             .required()
@@ -188,16 +204,116 @@ impl ManifestPayload {
 /// # Errors
 /// A reason (the caller reports INVALID).
 pub fn decode(bytes: &[u8]) -> Result<(ManifestPayload, ManifestDigest), String> {
-    let (envelope, payload) = record::load_as::<ManifestPayload>(bytes, &MANIFEST_SCHEMA)
-        .map_err(|e| format!("manifest does not load: {e}"))?;
+    let envelope = record::load(bytes, &MANIFEST_SCHEMA)
+        .map_err(|e| format!("manifest does not load: {}", describe_record_error(&e)))?;
+    let payload: ManifestPayload =
+        envelope.payload_as().map_err(|e| match diagnose(&envelope.payload) {
+            Some(problem) => format!("manifest payload {problem}"),
+            None => format!("manifest does not load: {e}"),
+        })?;
     payload.check()?;
     Ok((payload, ManifestDigest(envelope.content_digest)))
+}
+
+/// What to do about a manifest the record layer rejects: the slot is INVALID, and
+/// `strata artifact gc` (offline) is the way to remove it — never a hand edit.
+const GC_HINT: &str = "the slot is INVALID; remove it offline with `strata artifact gc`";
+
+/// The record layer's reason, worded for an artifact manifest: damaged or hand-edited
+/// bytes point to `strata artifact gc` instead of "delete it".
+fn describe_record_error(error: &record::Error) -> String {
+    match error {
+        record::Error::Utf8 { offset, .. } => {
+            format!("not valid UTF-8 (first bad byte at offset {offset}); {GC_HINT}")
+        }
+        record::Error::Syntax { line, column, message } => {
+            format!("not valid JSON at line {line} column {column}: {message}; {GC_HINT}")
+        }
+        record::Error::DuplicateKey { key, path } => {
+            format!("duplicate key {key:?} at {path:?}; {GC_HINT}")
+        }
+        record::Error::DigestMismatch { recorded, computed } => format!(
+            "record digest mismatch: recorded {}, computed {} (damaged or edited); {GC_HINT}",
+            recorded.to_prefixed(),
+            computed.to_prefixed()
+        ),
+        record::Error::NonCanonical { offset } => format!(
+            "bytes are not the canonical encoding (first difference at byte {offset}; \
+             re-formatted or edited); {GC_HINT}"
+        ),
+        other => format!("{other}; {GC_HINT}"),
+    }
+}
+
+/// Finds the first payload field that does not have its type and names it with its value
+/// (`field files[3].path "../x": …`), so an INVALID reason says what is wrong instead of
+/// "payload … does not match its type". `None` if every field checked is fine.
+fn diagnose(payload: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    fn check<T: serde::de::DeserializeOwned>(
+        map: &serde_json::Map<String, Value>,
+        prefix: &str,
+        name: &str,
+    ) -> Option<String> {
+        let Some(value) = map.get(name) else {
+            return Some(format!("field {prefix}{name} is missing"));
+        };
+        let error = T::deserialize(value).err()?;
+        let mut shown = value.to_string();
+        if shown.len() > 100 {
+            shown = format!("{}…", shown.chars().take(100).collect::<String>());
+        }
+        Some(format!("field {prefix}{name} {shown}: {error}"))
+    }
+    fn unknown(
+        map: &serde_json::Map<String, Value>,
+        prefix: &str,
+        known: &[&str],
+    ) -> Option<String> {
+        map.keys()
+            .find(|k| !known.contains(&k.as_str()))
+            .map(|k| format!("has an unknown field {prefix}{k}"))
+    }
+    let Value::Object(map) = payload else {
+        return Some("is not a JSON object".into());
+    };
+    if let Some(Value::Array(files)) = map.get("files") {
+        for (index, file) in files.iter().enumerate() {
+            let prefix = format!("files[{index}].");
+            let Value::Object(file) = file else {
+                return Some(format!("field files[{index}] is not an object"));
+            };
+            let problem = check::<RelPath>(file, &prefix, "path")
+                .or_else(|| check::<Sha256Digest>(file, &prefix, "sha256"))
+                .or_else(|| check::<u64>(file, &prefix, "size_bytes"))
+                .or_else(|| check::<bool>(file, &prefix, "executable"))
+                .or_else(|| {
+                    unknown(file, &prefix, &["executable", "path", "sha256", "size_bytes"])
+                });
+            if problem.is_some() {
+                return problem;
+            }
+        }
+    }
+    check::<EnvDigest>(map, "", "env_digest")
+        .or_else(|| check::<Vec<FileRecord>>(map, "", "files"))
+        .or_else(|| check::<KeyRecord>(map, "", "key"))
+        .or_else(|| check::<KeyDigest>(map, "", "key_digest"))
+        .or_else(|| check::<Vec<ManifestDigest>>(map, "", "parents"))
+        .or_else(|| check::<SpecRecord>(map, "", "spec"))
+        .or_else(|| check::<SpecDigest>(map, "", "spec_digest"))
+        .or_else(|| {
+            let known =
+                ["env_digest", "files", "key", "key_digest", "parents", "spec", "spec_digest"];
+            unknown(map, "", &known)
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::artifact::identity::{BuildKind, EnvironmentIdentity, Stage};
+    use serde_json::json;
 
     pub(crate) fn sample() -> ManifestPayload {
         let env = EnvironmentIdentity::new([("cc", Some("1".repeat(64)))]).unwrap();
@@ -231,6 +347,36 @@ mod tests {
     }
 
     #[test]
+    fn bad_paths_and_digests_are_named_with_their_field() {
+        let (bytes, _) = sample().seal().unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        for (field, bad, needle) in [
+            ("path", json!("../x"), "files[0].path \"../x\""),
+            ("path", json!("/abs"), "files[0].path \"/abs\""),
+            ("path", json!("a\\b"), "files[0].path"),
+            ("path", json!("a//b"), "files[0].path \"a//b\""),
+            ("path", json!("a\u{0}b"), "files[0].path"),
+            ("sha256", json!("A".repeat(64)), "files[0].sha256"),
+        ] {
+            let mut payload = value["payload"].clone();
+            payload["files"][0][field] = bad;
+            let sealed = Envelope::seal(&MANIFEST_SCHEMA, vec![], &payload).unwrap();
+            let reason = decode(&sealed.to_bytes()).unwrap_err();
+            assert!(reason.contains(needle), "{reason}");
+            assert!(!reason.contains("does not match its type"), "{reason}");
+        }
+        let mut payload = value["payload"].clone();
+        payload["env_digest"] = json!("zz");
+        let sealed = Envelope::seal(&MANIFEST_SCHEMA, vec![], &payload).unwrap();
+        assert!(decode(&sealed.to_bytes()).unwrap_err().contains("field env_digest \"zz\""));
+        // Damaged records point to gc, never to a hand deletion.
+        let mut damaged = bytes.clone();
+        damaged[40] ^= 1;
+        let reason = decode(&damaged).unwrap_err();
+        assert!(reason.contains("strata artifact gc") && !reason.contains("delete"), "{reason}");
+    }
+
+    #[test]
     fn check_catches_inconsistent_payloads() {
         let mut p = sample();
         p.files.swap(0, 1);
@@ -240,9 +386,13 @@ mod tests {
         assert!(p.check().unwrap_err().contains("missing required"));
         let mut p = sample();
         p.spec_digest = SpecDigest::from_digest(Sha256Digest::of_bytes(b"x"));
-        assert!(p.check().is_err());
+        assert!(p.check().unwrap_err().contains("spec_digest"));
         let mut p = sample();
         p.key.source = Sha256Digest::of_bytes(b"other");
-        assert!(p.check().is_err());
+        assert!(p.check().unwrap_err().contains("key_digest"));
+        let mut p = sample();
+        p.env_digest = EnvDigest::from_digest(Sha256Digest::of_bytes(b"x"));
+        let err = p.check().unwrap_err();
+        assert!(err.contains("env_digest") && !err.contains("key_digest"), "{err}");
     }
 }

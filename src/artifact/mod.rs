@@ -129,6 +129,14 @@ pub enum Error {
         /// The cache root.
         root: PathBuf,
     },
+    /// The cache root to verify or clean up does not exist or is not a directory.
+    #[error("cache root {} {reason}; check --root or STRATA_ARTIFACT_ROOT", root.display())]
+    RootUnusable {
+        /// The cache root.
+        root: PathBuf,
+        /// Why ("does not exist", "is not a directory").
+        reason: String,
+    },
     /// A materialization destination is unusable.
     #[error("cannot use {} as a destination: {reason}", path.display())]
     Destination {
@@ -246,6 +254,7 @@ impl Error {
                 | Error::NoPrivateRoot { .. }
                 | Error::PrivateRootInsideStore { .. }
                 | Error::Destination { .. }
+                | Error::RootUnusable { .. }
         )
     }
 

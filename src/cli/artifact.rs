@@ -186,20 +186,46 @@ pub(crate) struct StoreArgs {
     #[arg(long, env = "STRATA_ARTIFACT_ROOT", value_name = "DIR")]
     root: PathBuf,
     /// Read-only: create, lock and modify nothing under the root; misses build privately.
-    #[arg(long, env = "STRATA_ARTIFACT_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    /// An empty STRATA_ARTIFACT_READ_ONLY counts as unset.
+    #[arg(long, env = "STRATA_ARTIFACT_READ_ONLY", value_parser = parse_read_only, default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
     read_only: bool,
     /// Directory for private builds and transfers, outside the cache root. By default a
     /// fresh directory under $TMPDIR (removed unless it holds a PRIVATE result).
     #[arg(long, env = "STRATA_ARTIFACT_PRIVATE_ROOT", value_name = "DIR")]
     private_root: Option<PathBuf>,
-    /// Seconds to wait for a key lock before building privately; 0 waits forever.
-    #[arg(
-        long,
-        env = "STRATA_ARTIFACT_LOCK_TIMEOUT",
-        default_value_t = 3600,
-        value_name = "SECONDS"
-    )]
-    lock_timeout: u64,
+    /// Seconds to wait for a key lock before building privately; 0 waits forever
+    /// [default: 3600]. An empty STRATA_ARTIFACT_LOCK_TIMEOUT counts as unset.
+    #[arg(long, env = "STRATA_ARTIFACT_LOCK_TIMEOUT", value_parser = parse_lock_timeout, value_name = "SECONDS")]
+    lock_timeout: Option<LockTimeout>,
+}
+
+/// Default wait for a key lock, in seconds.
+const DEFAULT_LOCK_TIMEOUT_SECONDS: u64 = 3600;
+
+/// `--lock-timeout`: seconds, or unset (an empty environment variable).
+#[derive(Debug, Clone, Copy)]
+struct LockTimeout(Option<u64>);
+
+/// Parses `--read-only` / `STRATA_ARTIFACT_READ_ONLY` like clap's boolish values
+/// (`1 true yes on y t` / `0 false no off n f`, any case); empty means unset (false).
+fn parse_read_only(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "" | "0" | "false" | "no" | "off" | "n" | "f" => Ok(false),
+        "1" | "true" | "yes" | "on" | "y" | "t" => Ok(true),
+        _ => Err(format!("{text:?} is not a boolean (use true or false)")),
+    }
+}
+
+/// Parses `--lock-timeout` / `STRATA_ARTIFACT_LOCK_TIMEOUT`: whole seconds; empty means
+/// unset (the default).
+fn parse_lock_timeout(text: &str) -> Result<LockTimeout, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(LockTimeout(None));
+    }
+    text.parse::<u64>()
+        .map(|s| LockTimeout(Some(s)))
+        .map_err(|e| format!("{text:?} is not a whole number of seconds ({e})"))
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -360,7 +386,11 @@ impl StoreArgs {
         let options = StoreOptions {
             mode: if self.read_only { Mode::ReadOnly } else { Mode::ReadWrite },
             private_root: private.map(|p| p.path.clone()),
-            lock_wait: match self.lock_timeout {
+            lock_wait: match self
+                .lock_timeout
+                .and_then(|t| t.0)
+                .unwrap_or(DEFAULT_LOCK_TIMEOUT_SECONDS)
+            {
                 0 => LockWait::Forever,
                 s => LockWait::Timeout(Duration::from_secs(s)),
             },
@@ -752,6 +782,9 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                 }
                 eprintln!("strata: warning: rejected L0 object {}: {r}", report.object);
             }
+            for warning in &report.warnings {
+                eprintln!("strata: warning: {warning}");
+            }
             let available = report.dir();
             if report.handle.is_none() && report.private_dir.is_some() && dest.is_none() {
                 private.keep = true;
@@ -773,7 +806,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                 "outcome": outcome, "object": report.object.as_str(), "store": objects.describe(),
                 "dir": dir, "disposition": report.disposition.map(|d| d.as_str()),
                 "reason": reason, "downloaded_bytes": report.downloaded_bytes, "seconds": report.seconds,
-                "dest": filled,
+                "dest": filled, "warnings": report.warnings,
             });
             let mut text = format!(
                 "strata: L0 {} ({outcome}) key={}",

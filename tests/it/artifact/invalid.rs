@@ -175,14 +175,34 @@ fn invalid_manifest_over_16_mib() {
     p.assert_invalid("larger than");
 }
 
+/// A bad path or digest in the manifest is named with its field and value.
 #[test]
 fn invalid_paths_in_manifest() {
-    for bad in ["../../outside", "/etc/passwd", "lib\\libx.a", "lib//libx.a", "./meta.json", "lib/"]
-    {
+    for bad in [
+        "../../outside",
+        "/etc/passwd",
+        "lib\\libx.a",
+        "lib//libx.a",
+        "./meta.json",
+        "lib/",
+        "a\0b",
+    ] {
         let p = published();
         p.reseal(|payload| payload["files"][1]["path"] = Value::String(bad.into()));
-        p.assert_invalid("manifest does not load");
+        p.assert_invalid(&format!("field files[1].path {}", Value::String(bad.into())));
     }
+    let p = published();
+    p.reseal(|payload| payload["files"][1]["sha256"] = Value::String("A".repeat(64)));
+    p.assert_invalid("field files[1].sha256");
+}
+
+/// Editing only `env_digest` names `env_digest`, not the key digest.
+#[test]
+fn invalid_env_digest_names_its_field() {
+    let p = published();
+    p.reseal(|payload| payload["env_digest"] = Value::String("f".repeat(64)));
+    p.assert_invalid("env_digest");
+    assert!(!p.lookup().reason().unwrap().contains("key_digest"));
 }
 
 #[test]

@@ -217,3 +217,27 @@ fn l0_pull_checks_its_destination_before_downloading() {
     );
     assert_eq!(std::fs::read_dir(&full).unwrap().count(), 1);
 }
+
+/// A locally INVALID slot is not hidden by `pull`: the pulled artifact stays private (an
+/// invalid slot is never replaced online) and a warning says why and how to clean up.
+#[test]
+fn l0_pull_warns_about_a_locally_invalid_slot() {
+    let producer = Workspace::new();
+    publish(&producer);
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let (code, _, err) = l0("push", &producer.root(), &url, &[]);
+    assert_eq!(code, 0, "{err}");
+    let consumer = Workspace::new();
+    let local = publish(&consumer);
+    std::fs::write(local.join("lib/extra.o"), b"x").unwrap();
+    let dest = consumer.path().join("dest");
+    let (code, v, err) = l0("pull", &consumer.root(), &url, &["--dest", dest.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v} {err}");
+    assert_eq!(v["disposition"], "private", "{v}");
+    assert!(err.contains("warning") && err.contains("invalid"), "{err}");
+    assert!(err.contains("strata artifact gc"), "{err}");
+    assert_eq!(v["warnings"].as_array().map(Vec::len), Some(1), "{v}");
+    assert!(dest.join("lib/libx.a").is_file());
+    assert!(v["dir"].is_null(), "the private copy is removed, so it is not reported: {v}");
+}

@@ -483,3 +483,102 @@ fn json_output_covers_error_outcomes() {
         assert!(stderr.contains("error"), "the message still goes to stderr: {stderr}");
     }
 }
+
+/// Every path `--json` reports (`dir`, `private_dir`, `output`) exists after strata exits,
+/// or is null: a removed private build is not reported.
+#[test]
+fn json_reports_only_paths_that_exist() {
+    let ws = Workspace::new();
+    let script = "mkdir -p \"$STRATA_ARTIFACT_OUT/lib\" \"$STRATA_ARTIFACT_OUT/bin\" && \
+                  echo x > \"$STRATA_ARTIFACT_OUT/lib/libx.a\" && echo y > \"$STRATA_ARTIFACT_OUT/bin/tool\" && \
+                  echo '{}' > \"$STRATA_ARTIFACT_OUT/meta.json\"";
+    let check = |v: &serde_json::Value| {
+        for field in ["dir", "private_dir", "output"] {
+            if let Some(path) = v[field].as_str() {
+                assert!(Path::new(path).exists(), "{field} {path} does not exist: {v}");
+            }
+        }
+    };
+    let run = |source: char, extra: &[&str]| {
+        let flags = id_flags(&ws.root(), &hex(source), "generated", REQUIRED);
+        let mut args = vec!["get-or-build", "--json"];
+        args.extend_from_slice(extra);
+        args.extend(["--", "sh", "-c", script]);
+        let out = strata().arg("artifact").args(with(&flags, &args)).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        json(&out.stdout)
+    };
+    let published = run('1', &[]);
+    assert_eq!(published["disposition"], "published");
+    assert!(published["private_dir"].is_null(), "{published}");
+    check(&published);
+    let kept = run('2', &["--keep-private"]);
+    assert!(kept["private_dir"].is_string(), "{kept}");
+    check(&kept);
+    let out = ws.path().join("out");
+    let private = run('3', &["--read-only", "--output", out.to_str().unwrap()]);
+    assert_eq!(private["disposition"], "private");
+    assert!(private["output"].is_string(), "{private}");
+    check(&private);
+    let private = run('4', &["--read-only"]);
+    assert!(private["private_dir"].is_string(), "a PRIVATE result without --output is kept");
+    check(&private);
+}
+
+/// `promote --ready-require` of a path the generated spec already requires is rejected,
+/// not silently collapsed (the docs say duplicates are rejected).
+#[test]
+fn promote_rejects_a_ready_require_that_is_already_required() {
+    let ws = Workspace::new();
+    let s = spec(Stage::Generated, REQUIRED);
+    ws.store(Mode::ReadWrite).get_or_build(&key(), &s, write_outputs).unwrap();
+    let flags = id_flags(&ws.root(), &hex('b'), "generated", REQUIRED);
+    let (code, stderr) =
+        run_cli(&with(&flags, &["promote", "--ready-require", "meta.json", "--", "true"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("already a required file"), "{stderr}");
+}
+
+/// `verify --all` and `gc` on a root that does not exist are usage errors naming the root,
+/// not "0 of 0 slot(s) valid".
+#[test]
+fn verify_all_and_gc_refuse_a_missing_root() {
+    let ws = Workspace::new();
+    let missing = ws.path().join("typo");
+    for args in [["verify", "--all"], ["gc", "--dry-run"]] {
+        let out = strata()
+            .arg("artifact")
+            .args(args)
+            .args(["--json", "--root", missing.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(missing.to_str().unwrap()), "{stderr}");
+        assert!(stderr.contains("does not exist"), "{stderr}");
+        assert_eq!(json(&out.stdout)["exit_code"], 2);
+    }
+    assert!(!missing.exists());
+}
+
+/// An empty STRATA_ARTIFACT_READ_ONLY or STRATA_ARTIFACT_LOCK_TIMEOUT means "unset".
+#[test]
+fn empty_environment_variables_mean_unset() {
+    let ws = Workspace::new();
+    let flags = id_flags(&ws.root(), &hex('b'), "generated", REQUIRED);
+    let out = strata()
+        .args(["artifact", "lookup"])
+        .args(&flags)
+        .env("STRATA_ARTIFACT_READ_ONLY", "")
+        .env("STRATA_ARTIFACT_LOCK_TIMEOUT", "")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = strata()
+        .args(["artifact", "lookup"])
+        .args(&flags)
+        .env("STRATA_ARTIFACT_LOCK_TIMEOUT", "soon")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a malformed value is still a usage error");
+}
