@@ -9,7 +9,10 @@
 //!   directories; a symlink is removed itself, never followed);
 //! * directories left empty by the above;
 //!
-//! and lock files of keys that no longer have any slot. A key whose lock is held by a
+//! and, under `<root>/locks`, lock files of keys that no longer have any slot and
+//! everything that is not a regular `<key digest>.lock` file (symlinks, directories,
+//! foreign names; a symlinked lock is removed even for a live key, since writers refuse
+//! it). A key whose lock is held by a
 //! running writer is skipped entirely (reported as `skipped`), so a writer that is still
 //! running is never disturbed, but gc is meant to run offline: with consumers running, a
 //! slot they read could be removed, and a lock file removed while a process is about to
@@ -324,14 +327,17 @@ pub fn gc(root: &StoreRoot, options: GcOptions) -> Result<GcReport, Error> {
         match found {
             Found::KeyDir(path, key) => {
                 let lock = root.lock_file(&key);
-                match fs::try_lock_existing(&lock) {
-                    Ok(Some(guard)) => guards.push(guard),
-                    Ok(None) if fs::symlink_metadata_opt(&lock)?.is_some() => {
-                        held.push(path);
-                        return Ok(false);
+                // Only a regular lock file can be held: writers open it with O_NOFOLLOW, so
+                // a symlink (dangling or not) or a directory there is held by nobody and is
+                // removed with the other foreign entries of `locks/` below.
+                if fs::symlink_metadata_opt(&lock)?.is_some_and(|m| m.is_file()) {
+                    match fs::try_lock_existing(&lock)? {
+                        Some(guard) => guards.push(guard),
+                        None => {
+                            held.push(path);
+                            return Ok(false);
+                        }
                     }
-                    Ok(None) => {}
-                    Err(e) => return Err(e.into()),
                 }
             }
             Found::Slot { path, env, key, spec, stage } => {
@@ -398,17 +404,36 @@ fn remove_if_empty(dir: &Path, report: &mut GcReport) -> Result<(), Error> {
     Ok(())
 }
 
-/// Removes lock files of keys that have no directory left in the bucket and whose lock is
-/// free.
+/// Cleans `<root>/locks`: removes lock files of keys that have no directory left in the
+/// bucket and whose lock is free, and everything strata never uses there (`unexpected`):
+/// symlinks (writers refuse them, so a symlinked lock makes every build of its key
+/// PRIVATE/`lock`), directories, special files and names other than `<key digest>.lock`. A
+/// `locks` that is not a real directory is removed itself.
 fn remove_unused_locks(
     root: &StoreRoot,
     report: &mut GcReport,
     options: GcOptions,
 ) -> Result<(), Error> {
+    let act = |report: &mut GcReport, kind: &'static str, path: PathBuf, reason: String| {
+        let result = if options.dry_run {
+            "would_remove".to_owned()
+        } else {
+            match remove_forcefully(&path) {
+                Ok(()) => "removed".to_owned(),
+                Err(e) => format!("failed: {e}"),
+            }
+        };
+        report.actions.push(GcAction { kind, path, reason, result });
+    };
     let locks = root.locks_dir();
     match fs::symlink_metadata_opt(&locks)? {
         Some(m) if m.is_dir() && !m.file_type().is_symlink() => {}
-        _ => return Ok(()),
+        Some(_) => {
+            let reason = "the locks directory is not a real directory (writers refuse it)";
+            act(report, "unexpected", locks, reason.into());
+            return Ok(());
+        }
+        None => return Ok(()),
     }
     let mut live = std::collections::HashSet::new();
     let bucket = root.bucket();
@@ -425,16 +450,26 @@ fn remove_unused_locks(
     }
     for path in fs::read_dir(&locks)? {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let Some(key) = name.strip_suffix(".lock") else { continue };
-        if key.parse::<KeyDigest>().is_err() || live.contains(key) {
+        let meta = fs::symlink_metadata(&path)?;
+        let key = name.strip_suffix(".lock").filter(|k| k.parse::<KeyDigest>().is_ok());
+        let Some(key) = key else {
+            act(report, "unexpected", path, "not a <key digest>.lock file".into());
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            act(report, "unexpected", path, "a symlinked lock file (writers refuse it)".into());
             continue;
         }
-        let meta = fs::symlink_metadata(&path)?;
-        let guard =
-            if meta.file_type().is_symlink() { None } else { fs::try_lock_existing(&path)? };
-        if guard.is_none() && !meta.file_type().is_symlink() {
-            continue; // held by a running writer
+        if !meta.is_file() {
+            act(report, "unexpected", path, "a lock path that is not a regular file".into());
+            continue;
         }
+        if live.contains(key) {
+            continue;
+        }
+        let Some(guard) = fs::try_lock_existing(&path)? else {
+            continue; // held by a running writer
+        };
         let result = if options.dry_run {
             "would_remove".to_owned()
         } else {

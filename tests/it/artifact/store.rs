@@ -582,3 +582,38 @@ fn empty_environment_variables_mean_unset() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "a malformed value is still a usage error");
 }
+
+/// gc cleans `locks/` of everything writers never use: a symlinked lock file of a live
+/// key (writers refuse it, so every build of the key would stay PRIVATE/lock; a dangling
+/// one also made gc skip the key as "held"), directories, and foreign names.
+#[test]
+fn gc_removes_symlinked_and_foreign_entries_in_locks() {
+    let ws = Workspace::new();
+    let store = ws.store(Mode::ReadWrite);
+    let s = spec(Stage::Generated, REQUIRED);
+    let good = store.get_or_build(&key(), &s, write_outputs).unwrap().handle.unwrap();
+    let locks = ws.root().join("locks");
+    let lock = locks.join(format!("{}.lock", key().digest()));
+    std::fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(ws.path().join("nowhere"), &lock).unwrap();
+    std::fs::write(locks.join("notes.txt"), b"x").unwrap();
+    std::fs::create_dir(locks.join(format!("{}.lock", hex('f')))).unwrap();
+    std::fs::write(locks.join(format!("{}.lock", hex('F'))), b"").unwrap();
+    let out = strata()
+        .args(["artifact", "gc", "--json", "--root", ws.root().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json(&out.stdout);
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["kept_slots"], 1);
+    let mut left: Vec<_> = std::fs::read_dir(&locks).unwrap().map(|e| e.unwrap().path()).collect();
+    left.sort();
+    assert_eq!(left, Vec::<PathBuf>::new(), "{v}");
+    good.verify().unwrap();
+    // Writers of the key lock and publish again.
+    let other = spec(Stage::Generated, &["meta.json"]);
+    let built = store.get_or_build(&key(), &other, write_outputs).unwrap();
+    assert_eq!(built.disposition, Disposition::Published, "{:?}", built.reason);
+    assert!(std::fs::symlink_metadata(&lock).unwrap().is_file());
+}
