@@ -15,7 +15,10 @@
 //! name exactly the expected key and spec. Each following entry must be the next listed
 //! file (same path, same size, regular file); it is written as a new file (never through a
 //! symlink) while hashed, and its SHA-256 must match. Any extra, missing, reordered or
-//! other-type entry, or a damaged stream, rejects the archive ([`Error::InvalidArchive`]).
+//! other-type entry, a damaged stream, or anything but zero padding after the tar stream's
+//! end (in the zstd stream or in further frames) rejects the archive
+//! ([`Error::InvalidArchive`]). Entry modes, owners and times are not read: the manifest's
+//! owner-exec bit decides each file's mode.
 //! Paths come from the manifest's validated [`crate::fs::RelPath`]s, so nothing is written
 //! outside the destination.
 
@@ -252,5 +255,31 @@ pub fn unpack(
             ),
         ));
     }
+    // After the end-of-archive block only zero padding may follow, in this zstd stream or
+    // in further frames; anything else (data hidden after the end, garbage after the
+    // frame) rejects the archive.
+    let mut rest = tar.into_inner();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut trailing_bytes = 0u64;
+    loop {
+        let n = match rest.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(invalid(archive, format!("damaged data after the tar stream: {e}")));
+            }
+        };
+        trailing_bytes += n as u64;
+        if trailing_bytes > MAX_TRAILING_ZERO_BYTES
+            || buf.get(..n).unwrap_or_default().iter().any(|b| *b != 0)
+        {
+            return Err(invalid(archive, "data after the end of the tar stream"));
+        }
+    }
     Ok((payload, digest))
 }
+
+/// Zero padding accepted after the tar end-of-archive block, in bytes (tar implementations
+/// pad to a record of at most 20 blocks; 1 MiB is far above that).
+const MAX_TRAILING_ZERO_BYTES: u64 = 1024 * 1024;

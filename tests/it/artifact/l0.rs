@@ -241,3 +241,37 @@ fn l0_pull_warns_about_a_locally_invalid_slot() {
     assert!(dest.join("lib/libx.a").is_file());
     assert!(v["dir"].is_null(), "the private copy is removed, so it is not reported: {v}");
 }
+
+/// Bytes after the end of the tar stream — a further zstd frame with data, or garbage after
+/// the frame — reject the object; zero padding does not.
+#[test]
+fn l0_trailing_data_after_the_archive_is_rejected() {
+    let producer = Workspace::new();
+    publish(&producer);
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let (code, v, err) = l0("push", &producer.root(), &url, &[]);
+    assert_eq!(code, 0, "{err}");
+    let object = remote.path().join(v["object"].as_str().unwrap());
+    let original = std::fs::read(&object).unwrap();
+    let frame = |data: &[u8]| zstd::encode_all(data, 3).unwrap();
+    for (what, tail, accepted) in [
+        ("a frame with data", frame(b"smuggled payload"), false),
+        ("garbage", b"not zstd at all".to_vec(), false),
+        ("a frame of zero padding", frame(&[0u8; 4096]), true),
+    ] {
+        let mut bytes = original.clone();
+        bytes.extend_from_slice(&tail);
+        std::fs::write(&object, &bytes).unwrap();
+        let consumer = Workspace::new();
+        let (code, v, err) = l0("pull", &consumer.root(), &url, &[]);
+        if accepted {
+            assert_eq!((code, v["outcome"].as_str()), (0, Some("pulled")), "{what}: {v} {err}");
+        } else {
+            assert_eq!((code, v["outcome"].as_str()), (3, Some("rejected")), "{what}: {v} {err}");
+            let lookup =
+                consumer.store(Mode::ReadOnly).lookup(&key(), &spec(Stage::BinaryReady, REQUIRED));
+            assert_eq!(lookup.status(), LookupStatus::Miss, "{what}");
+        }
+    }
+}
