@@ -55,10 +55,29 @@ case "${INPUT_MODE:-}" in
     esac
     ;;
   push)
+    # Check dir first, so that problems are reported against the user's directory rather
+    # than strata's private copy of it.
+    dir="${INPUT_DIR:-}"
+    [ -n "$dir" ] && [ -d "$dir" ] && [ ! -L "$dir" ] ||
+      fail error "dir '$dir' is not a directory; push needs the directory holding the final outputs"
+    # Artifacts hold regular files and directories only (no symlinks such as versioned .so
+    # links, no FIFOs, sockets or devices).
+    links=$(find "$dir" -mindepth 1 -type l -printf '%P, ' | head -c 300)
+    [ -z "$links" ] ||
+      fail error "dir '$dir' holds symlinks (${links%, }); L0 artifacts hold only regular files and directories: copy the link targets instead (cp -L, or install without versioned .so links) or keep the links out of '$dir'"
+    special=$(find "$dir" -mindepth 1 ! -type f ! -type d ! -type l -printf '%P, ' | head -c 300)
+    [ -z "$special" ] ||
+      fail error "dir '$dir' holds special files (${special%, }); L0 artifacts hold only regular files and directories"
+    missing=()
+    for path in "${required[@]}"; do
+      [ -f "$dir/$path" ] || missing+=("$path")
+    done
+    [ ${#missing[@]} -eq 0 ] ||
+      fail error "dir '$dir' lacks required file(s): ${missing[*]} (the require input lists paths relative to dir)"
     # Publish the outputs locally (verified, immutable), then upload put-if-absent.
     if ! "$strata" artifact get-or-build "${key[@]}" -- \
-        sh -c 'cp -a "$0/." "$STRATA_ARTIFACT_OUT/"' "$INPUT_DIR"; then
-      fail error "could not publish $INPUT_DIR as an L0 artifact (are the required paths there?)"
+        sh -c 'cp -a "$0/." "$STRATA_ARTIFACT_OUT/"' "$dir"; then
+      fail error "could not publish '$dir' as an L0 artifact (see strata's message above; it names strata's private copy of '$dir')"
     fi
     "$strata" artifact push "${key[@]}" "${store[@]}" "${strict[@]}"
     status=$?

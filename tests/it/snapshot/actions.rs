@@ -432,3 +432,41 @@ fn actions_l0_push_then_pull_skips_the_build_and_misses_after_a_change() {
     assert_eq!((miss.output("hit").as_str(), miss.output("status").as_str()), ("false", "miss"));
     assert!(!ws_b.join("dist2/bin/app").exists());
 }
+
+/// `actions/l0` push of a `dir` that holds a versioned `.so` symlink (or lacks a required
+/// file) fails open with a message that names the problem and the user's `dir`, never
+/// strata's private copy of it.
+#[test]
+fn actions_l0_push_names_symlinks_and_missing_files_in_dir() {
+    let scratch = Scratch::new();
+    let ws = scratch.path("a/work/repo");
+    let tmp = scratch.path("a/temp");
+    checkout(&ws);
+    let dist = ws.join("dist");
+    std::fs::create_dir_all(dist.join("lib")).unwrap();
+    std::fs::write(dist.join("lib/libcore.so.1"), b"\x7fELF library").unwrap();
+    std::os::unix::fs::symlink("libcore.so.1", dist.join("lib/libcore.so")).unwrap();
+    let store = format!("file://{}", scratch.path("store").display());
+    let inputs = |require: &str| {
+        json!({
+            "mode": "push", "dir": dist.display().to_string(), "require": require,
+            "toolchain-tools": "cc", "source-paths": "src", "store": store,
+            "root": tmp.join("l0").display().to_string(), "strata": strata_bin(),
+        })
+    };
+    let run = run_action("l0", inputs("lib/libcore.so.1\n"), &[], &ws, &tmp);
+    run.assert_ok();
+    assert_eq!(run.output("status"), "error", "{:#}", run.result);
+    let log = run.log();
+    assert!(log.contains("symlinks (lib/libcore.so)"), "{log}");
+    assert!(log.contains(&dist.display().to_string()), "{log}");
+    assert!(!log.contains("strata-build-") && !log.contains("are the required paths"), "{log}");
+    std::fs::remove_file(dist.join("lib/libcore.so")).unwrap();
+    let run = run_action("l0", inputs("lib/libcore.so.1\nbin/app\n"), &[], &ws, &tmp);
+    run.assert_ok();
+    assert_eq!(run.output("status"), "error");
+    assert!(run.log().contains("lacks required file(s): bin/app"), "{}", run.log());
+    let run = run_action("l0", inputs("lib/libcore.so.1\n"), &[], &ws, &tmp);
+    run.assert_ok();
+    assert_eq!(run.output("status"), "pushed", "{:#}", run.result);
+}
