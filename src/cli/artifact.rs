@@ -364,9 +364,7 @@ impl PrivateRoot {
             }
         }
     }
-}
 
-impl PrivateRoot {
     /// True if what is inside outlives this process (an explicit or kept private root).
     fn survives(&self) -> bool {
         !self.temporary || self.keep
