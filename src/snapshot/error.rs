@@ -54,6 +54,19 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// `<cache dir>/actions-v1` is a symlink (or another non-directory): strata packs and
+    /// restores only a real directory, so that no cache write can leave the cache
+    /// directory.
+    #[error(
+        "{} is not a real directory (a symlink?); strata does not follow it. To keep the \
+         cache on another disk, point --cache-dir (STRATA_CACHE_ROOT) at a directory there \
+         instead of symlinking actions-v1",
+        path.display()
+    )]
+    SymlinkedLayout {
+        /// The `actions-v1` path.
+        path: PathBuf,
+    },
     /// A record (manifest, sidecar, origin) could not be encoded or did not verify.
     #[error("snapshot {what} is not a valid record")]
     Record {

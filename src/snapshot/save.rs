@@ -3,9 +3,10 @@
 //!
 //! Gates, in order; each skip names its [`SkipReason`] and nothing is uploaded:
 //! 1. a primary key was given (`NoKey`);
-//! 2. the cache directory exists (`NoCacheDir`) and holds `.updated` (`NotUpdated`): the
-//!    engine touches the marker only after saving a new entry, and restore deletes it, so
-//!    an all-HIT build publishes nothing;
+//! 2. the cache directory exists (`NoCacheDir`), its `actions-v1` is not a symlink
+//!    (`SymlinkedLayout`: strata never follows it, and a restore would reject it) and it
+//!    holds `.updated` (`NotUpdated`): the engine touches the marker only after saving a
+//!    new entry, and restore deletes it, so an all-HIT build publishes nothing;
 //! 3. writer credentials (`NoWriterCredentials`): an `s3://` store needs `HW_OBS_AK` +
 //!    `HW_OBS_SK` or `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY`
 //!    ([`has_writer_credentials`]); a `file://` store needs none (the directory's
@@ -29,7 +30,7 @@ use super::key::check_key_text;
 use super::manifest::{Producer, SIDECAR_SCHEMA, Sidecar, seal};
 use super::pack::{PackOptions, pack};
 use super::restore::{origin_parent, resolve_cache_dir};
-use super::{Compression, Error};
+use super::{CARRIED_DIR, Compression, Error};
 use crate::fs;
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome, StoreUrl};
 
@@ -41,6 +42,9 @@ pub enum SkipReason {
     NoKey,
     /// The cache directory does not exist.
     NoCacheDir,
+    /// `<cache dir>/actions-v1` is a symlink (or not a directory): strata never packs
+    /// through it (a restore would refuse the symlink anyway).
+    SymlinkedLayout,
     /// No `.updated` marker: the build added no entry (e.g. every action was a HIT).
     NotUpdated,
     /// An `s3://` store without writer credentials.
@@ -55,6 +59,11 @@ impl SkipReason {
         match self {
             SkipReason::NoKey => "no primary key (key preparation was unsupported or skipped)",
             SkipReason::NoCacheDir => "the cache directory does not exist",
+            SkipReason::SymlinkedLayout => {
+                "actions-v1 in the cache directory is a symlink (or not a directory); strata \
+                 does not follow it. To keep the cache on another disk, point --cache-dir \
+                 (STRATA_CACHE_ROOT) at a directory there instead"
+            }
             SkipReason::NotUpdated => {
                 "no .updated marker: the build added no cache entry (nothing new to publish)"
             }
@@ -68,11 +77,13 @@ impl SkipReason {
         }
     }
 
-    /// `no_key`, `no_cache_dir`, `not_updated`, `no_writer_credentials`, `already_exists`.
+    /// `no_key`, `no_cache_dir`, `symlinked_layout`, `not_updated`,
+    /// `no_writer_credentials`, `already_exists`.
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::NoKey => "no_key",
             SkipReason::NoCacheDir => "no_cache_dir",
+            SkipReason::SymlinkedLayout => "symlinked_layout",
             SkipReason::NotUpdated => "not_updated",
             SkipReason::NoWriterCredentials => "no_writer_credentials",
             SkipReason::AlreadyExists => "already_exists",
@@ -206,6 +217,9 @@ pub fn local_gate(
     check_key_text("--key", key)?;
     if !fs::symlink_metadata_opt(&cache_dir)?.is_some_and(|m| m.is_dir()) {
         return Ok(Some(SkipReason::NoCacheDir));
+    }
+    if fs::symlink_metadata_opt(&cache_dir.join(CARRIED_DIR))?.is_some_and(|m| !m.is_dir()) {
+        return Ok(Some(SkipReason::SymlinkedLayout));
     }
     if fs::symlink_metadata_opt(&cache_dir.join(".updated"))?.is_none() {
         return Ok(Some(SkipReason::NotUpdated));

@@ -302,3 +302,43 @@ fn snapshot_key_reports_unsupported_trees_and_exports_paths() {
     assert!(output.contains("restore-keys<<ghadelimiter_"), "{output}");
     assert!(output.contains(&format!("\n{}\n{}\n", lines[1], lines[2])), "{output}");
 }
+
+/// Review finding 8: an `actions-v1` moved to another disk and symlinked back is not
+/// followed: save skips with `symlinked_layout` (instead of publishing an empty snapshot)
+/// and `pack` fails naming the path.
+#[test]
+fn snapshot_save_refuses_a_symlinked_layout_directory() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let moved = scratch.path("bigger-disk/actions-v1");
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::rename(cache.join("actions-v1"), &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, cache.join("actions-v1")).unwrap();
+    let k = key(&scratch, "s");
+    let cache_arg = cache.display().to_string();
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k],
+        &store_env(&scratch),
+    );
+    run.assert_ok();
+    assert!(
+        run.stderr.contains("actions-v1 in the cache directory is a symlink"),
+        "{}",
+        run.stderr
+    );
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k, "--json"],
+        &store_env(&scratch),
+    );
+    run.assert_ok();
+    assert_eq!(run.json()["outcome"]["reason"], "symlinked_layout", "{}", run.stdout);
+    assert!(names(&scratch.path("store")).is_empty());
+    let out = scratch.path("object").display().to_string();
+    let pack =
+        strata(&scratch, &["snapshot", "pack", "--cache-dir", &cache_arg, "--output", &out], &[]);
+    assert_eq!(pack.code, 1, "{}", pack.stderr);
+    assert!(pack.stderr.contains("actions-v1 is not a real directory"), "{}", pack.stderr);
+}
