@@ -473,6 +473,9 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
     };
     match snapshot::restore(&request) {
         Ok(report) => {
+            for note in &report.notes {
+                warn(&gh, "snapshot restore", note);
+            }
             let matched = report.matched_key.clone().unwrap_or_default();
             let status = match (report.level, report.restored) {
                 (MatchLevel::None, _) => "miss",
@@ -530,11 +533,17 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         }
         Err(e) if e.is_usage() => Err(Failure { code: EXIT_USAGE, error: e.into() }),
         Err(e) => {
-            let message = format!(
-                "{}; continuing without a restored snapshot (the cache directory {} is unchanged)",
-                e.one_line(),
-                abs_dir.display()
-            );
+            let state = if e.is_refused() || args.lookup_only {
+                format!("nothing was touched in {}", abs_dir.display())
+            } else {
+                format!(
+                    "the cache directory {} is unchanged; only its .updated marker was reset, \
+                     as at the start of every restore",
+                    abs_dir.display()
+                )
+            };
+            let message =
+                format!("{}; continuing without a restored snapshot ({state})", e.one_line());
             warn(&gh, "snapshot restore", &message);
             events.emit(
                 "snapshot_restore",

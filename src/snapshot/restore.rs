@@ -28,6 +28,12 @@
 //! Any failure leaves the cache directory untouched and removes the temp file and staging
 //! directory. Before the lookup, a restore (not a lookup-only one) deletes
 //! `<cache dir>/.updated`: from then on the marker means "this job added an entry".
+//!
+//! Because the cache directory is replaced as a whole, a restore first refuses (and
+//! touches nothing, not even `.updated`) a cache directory that is or contains the current
+//! directory or `$HOME`, that is a symlink or not a directory, or that holds any name
+//! besides strata's own (`actions-v1`, `.locks`, `.local`, `.updated`, and strata's crash
+//! leftovers): `--cache-dir .` must never delete a workspace ([`check_target`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -36,8 +42,9 @@ use super::key::{KeyParts, check_key_text, format_time, key_time};
 use super::manifest::{
     MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SCHEMA, Sidecar, now_rfc3339, seal,
 };
+use super::pack::is_leftover;
 use super::unpack::{UnpackLimits, hash_object, unpack};
-use super::{Error, SnapshotKey, manifest};
+use super::{CARRIED_DIR, Error, SnapshotKey, manifest};
 use crate::action::CacheRoot;
 use crate::fs::{self, StagingDir};
 use crate::transport::{ObjectKey, ObjectMeta, ObjectStore};
@@ -139,6 +146,68 @@ pub(crate) fn resolve_cache_dir(given: &Path) -> Result<PathBuf, Error> {
         });
     }
     Ok(path)
+}
+
+/// The names a cache directory may hold (besides crash leftovers, [`is_leftover`]): what
+/// the engine and restore create at the cache root.
+pub const OWN_NAMES: [&str; 4] = [CARRIED_DIR, ".locks", ".local", ".updated"];
+
+/// Refuses a cache directory that a restore must not replace (see the module docs).
+/// `cache_dir` is resolved (absolute, symlinks resolved); `protected` are directories that
+/// must not be inside it, with their names (the current directory, `$HOME`), also
+/// resolved.
+///
+/// # Errors
+/// [`Error::UnsafeCacheDir`] with the reason; [`Error::Local`] if the directory cannot be
+/// listed.
+pub fn check_target(cache_dir: &Path, protected: &[(&str, PathBuf)]) -> Result<(), Error> {
+    let refuse =
+        |reason: String| Err(Error::UnsafeCacheDir { path: cache_dir.to_path_buf(), reason });
+    for (what, dir) in protected {
+        if dir == cache_dir {
+            return refuse(format!("it is {what}"));
+        }
+        if dir.starts_with(cache_dir) {
+            return refuse(format!("it contains {what} ({})", dir.display()));
+        }
+    }
+    match fs::symlink_metadata_opt(cache_dir)? {
+        None => return Ok(()),
+        Some(meta) if meta.file_type().is_symlink() => {
+            return refuse("it is a symlink that leads nowhere (dangling)".to_owned());
+        }
+        Some(meta) if !meta.is_dir() => {
+            return refuse("it exists and is not a directory".to_owned());
+        }
+        Some(_) => {}
+    }
+    let foreign: Vec<String> = fs::read_dir(cache_dir)?
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter(|name| !OWN_NAMES.contains(&name.as_str()) && !is_leftover(name))
+        .collect();
+    if let Some(first) = foreign.first() {
+        return refuse(format!(
+            "it holds {} name(s) that are not strata's (e.g. {first:?}; strata's own are {})",
+            foreign.len(),
+            OWN_NAMES.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The current directory and `$HOME`, resolved: what a cache directory may never contain.
+fn protected_dirs() -> Vec<(&'static str, PathBuf)> {
+    let mut out = Vec::new();
+    if let Ok(cwd) = fs::current_dir() {
+        out.push(("the current directory", fs::resolve_nonstrict(&cwd).unwrap_or(cwd)));
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+        && home.is_absolute()
+    {
+        out.push(("$HOME", fs::resolve_nonstrict(&home).unwrap_or(home)));
+    }
+    out
 }
 
 fn object_key(name: &str) -> Result<ObjectKey, Error> {
@@ -246,28 +315,39 @@ fn read_sidecar(
     Ok((sidecar, envelope.content_digest.to_prefixed()))
 }
 
+/// Deletes the previous cache tree after the swap; a failure is a note naming it (the
+/// restore itself succeeded).
+fn discard_old_tree(old: &Path) -> Option<String> {
+    fs::remove_tree(old).err().map(|e| old_tree_note(old, &e))
+}
+
+fn old_tree_note(old: &Path, e: &fs::Error) -> String {
+    format!(
+        "the snapshot was restored, but the previous cache tree (swapped out to {}) could not \
+         be deleted: {e}; nothing reads it, delete it by hand",
+        old.display()
+    )
+}
+
 /// Swaps the verified `staging` tree into `cache_dir` (see the module docs, step 4).
-fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<(), Error> {
+/// Returns a note if the previous tree could not be deleted afterwards.
+fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<Option<String>, Error> {
     match fs::symlink_metadata_opt(cache_dir)? {
         None => match fs::publish_dir(staging, cache_dir, false) {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(None),
             Err((e, _staging)) => Err(e.into()),
         },
         Some(meta) if meta.is_dir() => {
             if fs::exchange(staging.path(), cache_dir)? {
-                // `staging` now names the old tree; dropping the guard deletes it.
-                drop(staging);
-                return Ok(());
+                // The staging path now holds the old tree.
+                return Ok(discard_old_tree(&staging.keep()));
             }
             let aside = StagingDir::new_beside(cache_dir, 0o700)?;
             let aside_path = aside.path().to_path_buf();
             fs::remove_tree(&aside_path)?;
             fs::rename(cache_dir, &aside_path)?;
             match fs::publish_dir(staging, cache_dir, false) {
-                Ok(()) => {
-                    drop(aside);
-                    Ok(())
-                }
+                Ok(()) => Ok(discard_old_tree(&aside.keep())),
                 Err((e, _staging)) => {
                     // Put the old tree back rather than leave nothing.
                     let _ = fs::rename(&aside_path, cache_dir);
@@ -276,9 +356,9 @@ fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<(), Error> {
                 }
             }
         }
-        Some(_) => Err(Error::InvalidInput {
-            what: "--cache-dir",
-            reason: format!("{} exists and is not a directory", cache_dir.display()),
+        Some(_) => Err(Error::UnsafeCacheDir {
+            path: cache_dir.to_path_buf(),
+            reason: "it exists and is not a directory".to_owned(),
         }),
     }
 }
@@ -286,13 +366,15 @@ fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<(), Error> {
 /// Restores the best snapshot for `request` (see the module docs).
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for a bad key, prefix or cache directory; [`Error::Transport`]
-/// for store failures; [`Error::Corrupt`] when the object or an entry fails verification;
-/// [`Error::Local`] for local I/O. In every error case the cache directory is untouched
-/// (apart from `.updated`, removed first).
+/// [`Error::InvalidInput`] for a bad key, prefix or cache directory;
+/// [`Error::UnsafeCacheDir`] for a cache directory a restore must not replace (nothing
+/// touched); [`Error::Transport`] for store failures; [`Error::Corrupt`] when the object or
+/// an entry fails verification; [`Error::Local`] for local I/O. In every other error case
+/// the cache directory is untouched apart from `.updated`, removed first.
 pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
     let started = Instant::now();
     let cache_dir = resolve_cache_dir(&request.cache_dir)?;
+    check_target(&cache_dir, &protected_dirs())?;
     if request.mode == LookupMode::Restore {
         fs::remove_file(&cache_dir.join(".updated"))?;
     }
@@ -382,7 +464,7 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
     let local = fs::create_dir_all_within(staging.path(), Path::new(".local"), 0o755)?;
     let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
     fs::write_new(&local.join(ORIGIN_FILE), &envelope.to_bytes(), 0o644)?;
-    swap_into_place(staging, &cache_dir)?;
+    report.notes.extend(swap_into_place(staging, &cache_dir)?);
 
     report.restored = true;
     report.file_count = unpacked.files;
@@ -433,6 +515,42 @@ mod tests {
         let (name, _, _) = newest(&objects, p).unwrap();
         assert_eq!(name, "ns-b-20250301T000000Z-1-0-1-aa");
         assert!(newest(&objects, "other-").is_none());
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn only_a_directory_of_its_own_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let cache = root.join("ws/.strata-l1");
+        let none: &[(&str, PathBuf)] = &[];
+        assert!(check_target(&cache, none).is_ok(), "a missing directory is fine");
+        std::fs::create_dir_all(cache.join("actions-v1")).unwrap();
+        for name in [".locks", ".local", ".updated", ".actions-v1.tmp-0123456789abcdef"] {
+            std::fs::create_dir_all(cache.join(name)).unwrap();
+        }
+        assert!(check_target(&cache, none).is_ok());
+        let cwd = [("the current directory", root.join("ws"))];
+        let err = check_target(&root.join("ws"), &cwd).unwrap_err();
+        assert!(err.is_refused() && err.to_string().contains("it is the current"), "{err}");
+        let err = check_target(&root, &cwd).unwrap_err();
+        assert!(err.to_string().contains("it contains the current directory"), "{err}");
+        std::fs::create_dir_all(cache.join(".git")).unwrap();
+        let err = check_target(&cache, none).unwrap_err();
+        assert!(err.to_string().contains("\".git\""), "{err}");
+        std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling")).unwrap();
+        let err = check_target(&root.join("dangling"), none).unwrap_err();
+        assert!(err.to_string().contains("dangling"), "{err}");
+        std::fs::write(root.join("file"), b"").unwrap();
+        let err = check_target(&root.join("file"), none).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_delete_of_the_old_tree_names_the_old_tree() {
+        let e = fs::Error::io("remove", "/x/.c.tmp-0", std::io::Error::other("busy"));
+        let note = old_tree_note(Path::new("/x/.c.tmp-0"), &e);
+        assert!(note.contains("previous cache tree") && !note.contains("staging"), "{note}");
     }
 
     #[test]

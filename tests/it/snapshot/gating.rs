@@ -2,7 +2,7 @@
 //! key) and the restore-side switches (empty key, lookup-only, fail-on-cache-miss).
 
 use super::roundtrip::compile;
-use super::{S3sServer, Scratch, fill_cache, key, names, strata, tree};
+use super::{S3sServer, Scratch, fill_cache, key, names, strata, strata_in, tree};
 
 fn store_env(scratch: &Scratch) -> Vec<(&'static str, String)> {
     vec![("STRATA_STORE", scratch.file_store())]
@@ -341,4 +341,72 @@ fn snapshot_save_refuses_a_symlinked_layout_directory() {
         strata(&scratch, &["snapshot", "pack", "--cache-dir", &cache_arg, "--output", &out], &[]);
     assert_eq!(pack.code, 1, "{}", pack.stderr);
     assert!(pack.stderr.contains("actions-v1 is not a real directory"), "{}", pack.stderr);
+}
+
+/// Review finding 2 (and 9: a dangling symlink or a regular file): a restore replaces the
+/// cache directory as a whole, so it refuses one that is or contains the current
+/// directory or `$HOME`, or holds anything but strata's own names, with a warning, exit 0,
+/// status `error`, and nothing touched (not even `.updated`).
+#[test]
+fn snapshot_restore_refuses_a_directory_that_is_not_its_own() {
+    let scratch = Scratch::new();
+    let env = store_env(&scratch);
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let k = key(&scratch, "s");
+    let cache_arg = cache.display().to_string();
+    strata(&scratch, &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k], &env)
+        .assert_ok();
+
+    let ws = scratch.path("ws");
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    std::fs::write(ws.join(".git/HEAD"), b"ref: refs/heads/main\n").unwrap();
+    std::fs::create_dir_all(ws.join("src/sub")).unwrap();
+    std::fs::write(ws.join("src/main.c"), b"int main(void) { return 0; }\n").unwrap();
+    std::fs::write(ws.join(".updated"), b"").unwrap();
+    let home = scratch.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".bashrc"), b"# mine\n").unwrap();
+    let elsewhere = scratch.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let dangling = scratch.path("dangling");
+    std::os::unix::fs::symlink(scratch.path("nowhere"), &dangling).unwrap();
+    let file = scratch.path("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let before = (tree(&ws), tree(&home));
+
+    let ws_arg = ws.display().to_string();
+    let home_arg = home.display().to_string();
+    let cases = [
+        (ws.clone(), ".".to_owned(), "it is the current directory"),
+        (ws.join("src/sub"), "../..".to_owned(), "it contains the current directory"),
+        (elsewhere.clone(), ws_arg, "not strata's (e.g. \".git\""),
+        (elsewhere.clone(), home_arg, "it is $HOME"),
+        (elsewhere.clone(), dangling.display().to_string(), "dangling"),
+        (elsewhere.clone(), file.display().to_string(), "not a directory"),
+    ];
+    for (cwd, dir, reason) in cases {
+        let args = ["snapshot", "restore", "--cache-dir", &dir, "--key", &k, "--json"];
+        let run = strata_in(&scratch, &cwd, &args, &env);
+        run.assert_ok();
+        assert_eq!(run.json()["status"], "error", "{dir}: {}", run.stdout);
+        assert!(run.stderr.contains("refusing to restore into"), "{dir}: {}", run.stderr);
+        assert!(run.stderr.contains(reason), "{dir}: expected {reason:?} in {}", run.stderr);
+        assert!(run.stderr.contains("nothing was touched"), "{dir}: {}", run.stderr);
+        assert_eq!((tree(&ws), tree(&home)), before, "{dir}: something was touched");
+        assert!(std::fs::symlink_metadata(&dangling).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    }
+    // A directory holding only strata's names (and a crash leftover) is replaced.
+    let own = scratch.path("own");
+    for name in [".locks/entry", ".local", "actions-v1/x", ".actions-v1.tmp-0123456789abcdef"] {
+        std::fs::create_dir_all(own.join(name)).unwrap();
+    }
+    std::fs::write(own.join(".updated"), b"").unwrap();
+    let own_arg = own.display().to_string();
+    let run =
+        strata(&scratch, &["snapshot", "restore", "--cache-dir", &own_arg, "--key", &k], &env);
+    run.assert_ok();
+    assert!(run.stderr.contains("RESTORED"), "{}", run.stderr);
+    assert_eq!(tree(&own.join("actions-v1")), tree(&cache.join("actions-v1")));
 }
