@@ -415,31 +415,47 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         .map_err(|e| usage("--cache-dir", e))?
         .path()
         .to_path_buf();
-    let write_github = |status: &str, level: MatchLevel, matched: &str, bytes: u64, secs: f64| {
+    let write_github = |shown: &Shown<'_>| {
         if !common.github_output {
             return;
         }
         github_write(&gh, gh.set_env(&[("STRATA_CACHE_ROOT", abs_dir.display().to_string())]));
+        let rejected_keys: Vec<&str> = shown.rejected.iter().map(|r| r.key.as_str()).collect();
         let outputs = vec![
-            ("cache-hit", (level == MatchLevel::Exact && status == "restored").to_string()),
+            (
+                "cache-hit",
+                (shown.level == MatchLevel::Exact && shown.status == "restored").to_string(),
+            ),
             ("cache-primary-key", key_text.clone()),
-            ("cache-matched-key", matched.to_owned()),
-            ("matched-level", level.as_str().to_owned()),
-            ("status", status.to_owned()),
+            ("cache-matched-key", shown.matched.to_owned()),
+            ("matched-level", shown.level.as_str().to_owned()),
+            ("status", shown.status.to_owned()),
+            ("reason", shown.reason.to_owned()),
+            ("rejected-keys", rejected_keys.join("\n")),
             ("cache-dir", literal_dir.display().to_string()),
             ("cache-dir-absolute", abs_dir.display().to_string()),
-            ("bytes", bytes.to_string()),
-            ("seconds", format!("{secs:.3}")),
+            ("bytes", shown.bytes.to_string()),
+            ("seconds", format!("{:.3}", shown.seconds)),
         ];
         github_write(&gh, gh.set_outputs(&outputs));
         let mut rows = vec![
             ("key", key_text.clone(), true),
-            ("matched key", matched.to_owned(), true),
-            ("matched level", level.as_str().to_owned(), false),
-            ("outcome", status.to_owned(), false),
-            ("size", ci::human_bytes(bytes), false),
-            ("time", seconds(secs), false),
+            ("matched key", shown.matched.to_owned(), true),
+            ("matched level", shown.level.as_str().to_owned(), false),
+            ("outcome", shown.status.to_owned(), false),
         ];
+        if !shown.reason.is_empty() {
+            rows.push(("reason", shown.reason.to_owned(), false));
+        }
+        for rejected in shown.rejected {
+            rows.push((
+                "rejected",
+                format!("{} ({}): {}", rejected.key, rejected.level.as_str(), rejected.reason),
+                false,
+            ));
+        }
+        rows.push(("size", ci::human_bytes(shown.bytes), false));
+        rows.push(("time", seconds(shown.seconds), false));
         if let Some(path) = &log_path
             && let Ok(counts) = EventCounts::read(path)
         {
@@ -454,7 +470,15 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
             "snapshot restore",
             "no key (key preparation was unsupported or skipped): nothing restored",
         );
-        write_github("skipped", MatchLevel::None, "", 0, 0.0);
+        write_github(&Shown {
+            status: "skipped",
+            level: MatchLevel::None,
+            matched: "",
+            bytes: 0,
+            seconds: 0.0,
+            reason: "no key",
+            rejected: &[],
+        });
         if common.json {
             print_json(&json!({"status": "skipped", "reason": "no key", "cache_dir": abs_dir}))?;
         }
@@ -471,98 +495,148 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         restore_prefixes: restore_keys,
         mode,
     };
-    match snapshot::restore(&request) {
-        Ok(report) => {
-            for note in &report.notes {
-                warn(&gh, "snapshot restore", note);
-            }
-            let matched = report.matched_key.clone().unwrap_or_default();
-            let status = match (report.level, report.restored) {
-                (MatchLevel::None, _) => "miss",
-                (_, true) => "restored",
-                (_, false) => "found",
-            };
-            events.emit(
-                "snapshot_restore",
-                &[
-                    ("outcome", status.into()),
-                    ("level", report.level.as_str().into()),
-                    ("key", key_text.clone().into()),
-                    ("matched_key", matched.clone().into()),
-                    ("bytes", report.object_size_bytes.into()),
-                    ("ms", ((report.seconds * 1000.0) as u64).into()),
-                ],
-            );
-            write_github(status, report.level, &matched, report.object_size_bytes, report.seconds);
-            if common.json {
-                let mut value = serde_json::to_value(&report)?;
-                value["status"] = json!(status);
-                value["cache_hit"] = json!(report.level == MatchLevel::Exact && report.restored);
-                value["store"] = json!(store.describe());
-                print_json(&value)?;
-            } else {
-                let line = match status {
-                    "miss" => format!(
-                        "strata: snapshot MISS key={key_text} (tried {} lookups in {})",
-                        report.tried.len(),
-                        store.describe()
-                    ),
-                    "found" => format!(
-                        "strata: snapshot FOUND level={} key={matched} bytes={} (lookup only)",
-                        report.level.as_str(),
-                        report.object_size_bytes
-                    ),
-                    _ => format!(
-                        "strata: snapshot RESTORED level={} key={matched} files={} bytes={} seconds={:.3} into {}",
-                        report.level.as_str(),
-                        report.file_count,
-                        report.object_size_bytes,
-                        report.seconds,
-                        report.cache_dir.display()
-                    ),
-                };
-                eprintln!("{line}");
-            }
-            if report.level == MatchLevel::None && args.fail_on_cache_miss {
-                eprintln!(
-                    "strata: error: no snapshot matched {key_text} and --fail-on-cache-miss is set"
-                );
-                return Ok(EXIT_CACHE_FAILURE);
-            }
-            Ok(0)
+    let result = snapshot::restore(&request);
+    let (report, error) = match result {
+        Ok(report) => (report, None),
+        Err(failure) if failure.error.is_usage() => {
+            return Err(Failure { code: EXIT_USAGE, error: failure.error.into() });
         }
-        Err(e) if e.is_usage() => Err(Failure { code: EXIT_USAGE, error: e.into() }),
-        Err(e) => {
-            let state = if e.is_refused() || args.lookup_only {
-                format!("nothing was touched in {}", abs_dir.display())
-            } else {
-                format!(
-                    "the cache directory {} is unchanged; only its .updated marker was reset, \
-                     as at the start of every restore",
-                    abs_dir.display()
-                )
-            };
-            let message =
-                format!("{}; continuing without a restored snapshot ({state})", e.one_line());
-            warn(&gh, "snapshot restore", &message);
-            events.emit(
-                "snapshot_restore",
-                &[
-                    ("outcome", "error".into()),
-                    ("key", key_text.clone().into()),
-                    ("message", e.one_line().into()),
-                    ("retries", e.retries().into()),
-                ],
-            );
-            write_github("error", MatchLevel::None, "", 0, 0.0);
-            if common.json {
-                print_json(
-                    &json!({"status": "error", "error": e.one_line(), "cache_dir": abs_dir, "retries": e.retries()}),
-                )?;
-            }
-            Ok(if common.strict || args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 })
+        Err(failure) => {
+            let failure = *failure;
+            (failure.report, Some(failure.error))
+        }
+    };
+    for note in &report.notes {
+        warn(&gh, "snapshot restore", note);
+    }
+    // Every rejected candidate is reported with its key; the last one is the error itself
+    // when nothing was restored.
+    let shown_rejections = match &error {
+        Some(e) if e.is_corrupt() => report.rejected.len().saturating_sub(1),
+        _ => report.rejected.len(),
+    };
+    for rejected in report.rejected.iter().take(shown_rejections) {
+        warn(
+            &gh,
+            "snapshot restore",
+            &format!(
+                "{} (found at level {}); trying the next candidate",
+                rejected.reason,
+                rejected.level.as_str()
+            ),
+        );
+    }
+    let matched = report.matched_key.clone().unwrap_or_default();
+    let status = match (&error, report.level, report.restored) {
+        (Some(_), _, _) => "error",
+        (None, MatchLevel::None, _) => "miss",
+        (None, _, true) => "restored",
+        (None, _, false) => "found",
+    };
+    let reason = error.as_ref().map(|e| e.one_line()).unwrap_or_default();
+    let rejected_keys: Vec<&str> = report.rejected.iter().map(|r| r.key.as_str()).collect();
+    let mut fields: Vec<(&str, Value)> = vec![
+        ("outcome", status.into()),
+        ("level", report.level.as_str().into()),
+        ("key", key_text.clone().into()),
+        ("matched_key", matched.clone().into()),
+        ("bytes", report.object_size_bytes.into()),
+        ("ms", ((report.seconds * 1000.0) as u64).into()),
+    ];
+    if !rejected_keys.is_empty() {
+        fields.push(("rejected", json!(rejected_keys)));
+    }
+    if let Some(e) = &error {
+        fields.push(("message", e.one_line().into()));
+        fields.push(("retries", (report.retries + e.retries()).into()));
+    }
+    events.emit("snapshot_restore", &fields);
+    write_github(&Shown {
+        status,
+        level: report.level,
+        matched: &matched,
+        bytes: report.object_size_bytes,
+        seconds: report.seconds,
+        reason: &reason,
+        rejected: &report.rejected,
+    });
+    if let Some(e) = &error {
+        let state = if e.is_refused() || args.lookup_only {
+            format!("nothing was touched in {}", abs_dir.display())
+        } else {
+            format!(
+                "the cache directory {} is unchanged; only its .updated marker was reset, \
+                 as at the start of every restore",
+                abs_dir.display()
+            )
+        };
+        let found = if report.rejected.is_empty() {
+            String::new()
+        } else {
+            format!(" (found at level {})", report.level.as_str())
+        };
+        warn(
+            &gh,
+            "snapshot restore",
+            &format!("{}{found}; continuing without a restored snapshot ({state})", e.one_line()),
+        );
+    }
+    if common.json {
+        let mut value = serde_json::to_value(&report)?;
+        value["status"] = json!(status);
+        value["cache_hit"] = json!(report.level == MatchLevel::Exact && report.restored);
+        value["store"] = json!(store.describe());
+        if let Some(e) = &error {
+            value["error"] = json!(e.one_line());
+            value["retries"] = json!(report.retries + e.retries());
+        }
+        print_json(&value)?;
+    } else {
+        let line = match status {
+            "miss" => Some(format!(
+                "strata: snapshot MISS key={key_text} (tried {} lookups in {})",
+                report.tried.len(),
+                store.describe()
+            )),
+            "found" => Some(format!(
+                "strata: snapshot FOUND level={} key={matched} bytes={} (lookup only)",
+                report.level.as_str(),
+                report.object_size_bytes
+            )),
+            "restored" => Some(format!(
+                "strata: snapshot RESTORED level={} key={matched} files={} bytes={} seconds={:.3} into {}",
+                report.level.as_str(),
+                report.file_count,
+                report.object_size_bytes,
+                report.seconds,
+                report.cache_dir.display()
+            )),
+            _ => None,
+        };
+        if let Some(line) = line {
+            eprintln!("{line}");
         }
     }
+    if error.is_some() {
+        return Ok(if common.strict || args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 });
+    }
+    if report.level == MatchLevel::None && args.fail_on_cache_miss {
+        eprintln!("strata: error: no snapshot matched {key_text} and --fail-on-cache-miss is set");
+        return Ok(EXIT_CACHE_FAILURE);
+    }
+    Ok(0)
+}
+
+/// What the GitHub outputs and the step summary of a restore show.
+struct Shown<'a> {
+    status: &'a str,
+    level: MatchLevel,
+    matched: &'a str,
+    bytes: u64,
+    seconds: f64,
+    /// Why nothing was restored (one line), empty otherwise.
+    reason: &'a str,
+    rejected: &'a [snapshot::restore::Rejected],
 }
 
 fn save(args: SaveArgs) -> Result<i32, Failure> {

@@ -9,8 +9,19 @@
 //! 3. the newest snapshot under each `--restore-key` prefix, in order.
 //!
 //! Listings follow every page (§7.4). "Newest" is the largest suffix time
-//! (`yyyymmddThhmmssZ`, the first field of strata's suffix), ties broken by the whole key;
-//! keys without that field use the sidecar's `Last-Modified` formatted the same way.
+//! (`yyyymmddThhmmssZ`, the first field of strata's suffix), ties broken by the whole key
+//! (byte order, larger wins); keys without that field use the sidecar's `Last-Modified`
+//! formatted the same way, then its sub-second part at the store's resolution (S3
+//! listings: milliseconds; directory stores: the file system's), then the key. A snapshot
+//! whose suffix time is more than a day ahead of the clock is ignored with a note: a wrong
+//! clock or a crafted key must not win every lookup.
+//!
+//! Candidates are tried in that order: the exact key, then each prefix's snapshots newest
+//! first (a key seen at an earlier level is not tried twice). A candidate that fails
+//! verification (sidecar, size, SHA-256, any unpack check) is recorded in
+//! [`RestoreReport::rejected`] and the next one is tried, up to [`MAX_REJECTED`]
+//! rejections; so one corrupt or poisoned snapshot is reported but does not block every
+//! restore of its namespace. Store failures are not retried with other candidates.
 //!
 //! Read order for the match:
 //! 1. download the sidecar (at most 1 MiB) and verify it as a record naming the matched key;
@@ -36,7 +47,7 @@
 //! leftovers): `--cache-dir .` must never delete a workspace ([`check_target`]).
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::key::{KeyParts, check_key_text, format_time, key_time};
 use super::manifest::{
@@ -114,6 +125,8 @@ pub struct RestoreReport {
     pub cache_dir: PathBuf,
     /// The prefixes and keys looked up, in order.
     pub tried: Vec<String>,
+    /// Candidates that failed verification and were passed over, in order.
+    pub rejected: Vec<Rejected>,
     /// Size of the downloaded object, in bytes.
     pub object_size_bytes: u64,
     /// Files restored.
@@ -214,32 +227,81 @@ fn object_key(name: &str) -> Result<ObjectKey, Error> {
     ObjectKey::new(name).map_err(|e| Error::InvalidInput { what: "--key", reason: e.to_string() })
 }
 
-/// A matched snapshot: key, level, and the sidecar's store metadata.
-struct Match {
+/// Most candidates that may fail verification in one restore before it gives up.
+pub const MAX_REJECTED: usize = 3;
+
+/// How far in the future a suffix time may be before its snapshot is ignored (clock skew
+/// between runners is fine; a key dated years ahead would otherwise win every lookup).
+pub const MAX_FUTURE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A candidate snapshot: key, level, and the sidecar's store metadata.
+struct Candidate {
     key: String,
     level: MatchLevel,
     sidecar: ObjectMeta,
     object_size_bytes: Option<u64>,
 }
 
-/// The newest complete snapshot among `objects` (see the module docs).
-fn newest(objects: &[ObjectMeta], prefix: &str) -> Option<(String, ObjectMeta, u64)> {
+/// A candidate that failed verification and was passed over.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Rejected {
+    /// Its key.
+    pub key: String,
+    /// The level it was found at.
+    pub level: MatchLevel,
+    /// Why it was rejected (one line).
+    pub reason: String,
+}
+
+/// The sort key of a listed snapshot: its suffix time, else the sidecar's `Last-Modified`
+/// (formatted the same way), then the sub-second part of `Last-Modified` for keys without
+/// strata's suffix (0 for keys with one), then the key itself; larger is newer.
+fn recency(name: &str, sidecar: &ObjectMeta) -> (String, u32, String) {
+    match key_time(name) {
+        Some(time) => (time.to_owned(), 0, name.to_owned()),
+        None => {
+            let nanos = sidecar
+                .last_modified
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            (format_time(sidecar.last_modified), nanos, name.to_owned())
+        }
+    }
+}
+
+/// The complete snapshots among `objects` under `prefix`, newest first (see the module
+/// docs). Snapshots whose suffix time lies more than [`MAX_FUTURE`] after `now` are left
+/// out with a note.
+fn newest_first(
+    objects: &[ObjectMeta],
+    prefix: &str,
+    now: SystemTime,
+    notes: &mut Vec<String>,
+) -> Vec<(String, ObjectMeta, u64)> {
     let sizes: std::collections::HashMap<&str, u64> =
         objects.iter().map(|o| (o.key.as_str(), o.size_bytes)).collect();
-    objects
-        .iter()
-        .filter_map(|o| {
-            let name = o.key.as_str().strip_suffix(".json")?;
-            if !name.starts_with(prefix) || check_key_text("--key", name).is_err() {
-                return None;
-            }
-            let size = *sizes.get(name)?;
-            let time =
-                key_time(name).map(str::to_owned).unwrap_or_else(|| format_time(o.last_modified));
-            Some((time, name.to_owned(), o.clone(), size))
-        })
-        .max_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)))
-        .map(|(_, name, meta, size)| (name, meta, size))
+    let limit = format_time(now + MAX_FUTURE);
+    let mut found: Vec<((String, u32, String), ObjectMeta, u64)> = Vec::new();
+    for o in objects {
+        let Some(name) = o.key.as_str().strip_suffix(".json") else { continue };
+        if !name.starts_with(prefix) || check_key_text("--key", name).is_err() {
+            continue;
+        }
+        let Some(size) = sizes.get(name).copied() else { continue };
+        if let Some(time) = key_time(name)
+            && time > limit.as_str()
+        {
+            notes.push(format!(
+                "ignoring snapshot {name}: its time {time} is more than a day in the future \
+                 (a wrong clock or a crafted key); delete it from the store if it keeps \
+                 appearing"
+            ));
+            continue;
+        }
+        found.push((recency(name, o), o.clone(), size));
+    }
+    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.into_iter().map(|((_, _, name), meta, size)| (name, meta, size)).collect()
 }
 
 /// The prefixes to try after the exact key, with their levels, deduplicated in order.
@@ -264,36 +326,54 @@ fn prefixes(key: &SnapshotKey, extra: &[String]) -> Result<Vec<(String, MatchLev
     Ok(out)
 }
 
-fn lookup(request: &RestoreRequest<'_>, tried: &mut Vec<String>) -> Result<Option<Match>, Error> {
+/// The candidates of one lookup step: step 0 is the exact key (HEAD of sidecar and
+/// object), step `i > 0` the newest-first listing of the `i`-th prefix. `None` past the
+/// last step.
+fn candidates(
+    request: &RestoreRequest<'_>,
+    prefixes: &[(String, MatchLevel)],
+    step: usize,
+    report: &mut RestoreReport,
+) -> Result<Option<Vec<Candidate>>, Error> {
     let store = request.store;
-    let key = request.key.as_str();
-    tried.push(key.to_owned());
-    let sidecar_key = object_key(&request.key.sidecar_name())?;
-    let head =
-        |k: &ObjectKey| store.head(k).map_err(|e| Error::transport("look up", k.as_str(), e));
-    if let Some(sidecar) = head(&sidecar_key)?
-        && let Some(object) = head(&object_key(key)?)?
-    {
-        return Ok(Some(Match {
-            key: key.to_owned(),
-            level: MatchLevel::Exact,
-            sidecar,
-            object_size_bytes: Some(object.size_bytes),
-        }));
-    }
-    for (prefix, level) in prefixes(&request.key, &request.restore_prefixes)? {
-        tried.push(prefix.clone());
-        let objects = store.list(&prefix).map_err(|e| Error::transport("list", &prefix, e))?;
-        if let Some((name, sidecar, size)) = newest(&objects, &prefix) {
-            return Ok(Some(Match { key: name, level, sidecar, object_size_bytes: Some(size) }));
+    let Some(index) = step.checked_sub(1) else {
+        let key = request.key.as_str();
+        report.tried.push(key.to_owned());
+        let sidecar_key = object_key(&request.key.sidecar_name())?;
+        let head =
+            |k: &ObjectKey| store.head(k).map_err(|e| Error::transport("look up", k.as_str(), e));
+        if let Some(sidecar) = head(&sidecar_key)?
+            && let Some(object) = head(&object_key(key)?)?
+        {
+            return Ok(Some(vec![Candidate {
+                key: key.to_owned(),
+                level: MatchLevel::Exact,
+                sidecar,
+                object_size_bytes: Some(object.size_bytes),
+            }]));
         }
-    }
-    Ok(None)
+        return Ok(Some(Vec::new()));
+    };
+    let Some((prefix, level)) = prefixes.get(index) else { return Ok(None) };
+    report.tried.push(prefix.clone());
+    let objects = store.list(prefix).map_err(|e| Error::transport("list", prefix, e))?;
+    let listed = newest_first(&objects, prefix, SystemTime::now(), &mut report.notes);
+    Ok(Some(
+        listed
+            .into_iter()
+            .map(|(key, sidecar, size)| Candidate {
+                key,
+                level: *level,
+                sidecar,
+                object_size_bytes: Some(size),
+            })
+            .collect(),
+    ))
 }
 
 fn read_sidecar(
     store: &dyn ObjectStore,
-    found: &Match,
+    found: &Candidate,
     temp: &Path,
 ) -> Result<(Sidecar, String), Error> {
     if found.sidecar.size_bytes > MAX_SIDECAR_BYTES {
@@ -363,54 +443,35 @@ fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<Option<Strin
     }
 }
 
-/// Restores the best snapshot for `request` (see the module docs).
-///
-/// # Errors
-/// [`Error::InvalidInput`] for a bad key, prefix or cache directory;
-/// [`Error::UnsafeCacheDir`] for a cache directory a restore must not replace (nothing
-/// touched); [`Error::Transport`] for store failures; [`Error::Corrupt`] when the object or
-/// an entry fails verification; [`Error::Local`] for local I/O. In every other error case
-/// the cache directory is untouched apart from `.updated`, removed first.
-pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
-    let started = Instant::now();
-    let cache_dir = resolve_cache_dir(&request.cache_dir)?;
-    check_target(&cache_dir, &protected_dirs())?;
-    if request.mode == LookupMode::Restore {
-        fs::remove_file(&cache_dir.join(".updated"))?;
-    }
-    let mut report = RestoreReport {
-        level: MatchLevel::None,
-        matched_key: None,
-        restored: false,
-        cache_dir: cache_dir.clone(),
-        tried: Vec::new(),
-        object_size_bytes: 0,
-        file_count: 0,
-        file_bytes: 0,
-        seconds: 0.0,
-        download_seconds: 0.0,
-        retries: 0,
-        manifest_digest: None,
-        notes: Vec::new(),
-    };
-    let found = lookup(request, &mut report.tried)?;
-    let Some(found) = found else {
-        report.seconds = started.elapsed().as_secs_f64();
-        return Ok(report);
-    };
-    report.level = found.level;
-    report.matched_key = Some(found.key.clone());
-    if request.mode == LookupMode::LookupOnly {
-        report.object_size_bytes = found.object_size_bytes.unwrap_or(0);
-        report.seconds = started.elapsed().as_secs_f64();
-        return Ok(report);
-    }
+/// A restore that failed: the error and what was found and tried before it (the rejected
+/// candidates, the level and key of the first one), for reporting.
+#[derive(Debug)]
+pub struct RestoreFailure {
+    /// Why nothing was restored.
+    pub error: Error,
+    /// The lookup so far: `level` and `matched_key` name the first candidate that was
+    /// chosen (and rejected), `rejected` every rejected candidate.
+    pub report: RestoreReport,
+}
 
-    if let Some(parent) = cache_dir.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    let sidecar_temp = fs::temp_path_beside(&cache_dir, "sidecar")?;
-    let (sidecar, _) = read_sidecar(request.store, &found, &sidecar_temp)?;
+/// What one verified candidate gave.
+struct Restored {
+    object_size_bytes: u64,
+    file_count: u64,
+    file_bytes: u64,
+    manifest_digest: String,
+    note: Option<String>,
+}
+
+/// Downloads, verifies and swaps in one candidate (read order steps 1–4).
+fn restore_candidate(
+    request: &RestoreRequest<'_>,
+    cache_dir: &Path,
+    found: &Candidate,
+    report: &mut RestoreReport,
+) -> Result<Restored, Error> {
+    let sidecar_temp = fs::temp_path_beside(cache_dir, "sidecar")?;
+    let (sidecar, _) = read_sidecar(request.store, found, &sidecar_temp)?;
     drop(sidecar_temp);
     if let Some(listed) = found.object_size_bytes
         && listed != sidecar.object_size_bytes
@@ -424,15 +485,15 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
         ));
     }
 
-    let download = fs::temp_path_beside(&cache_dir, "download")?;
+    let download = fs::temp_path_beside(cache_dir, "download")?;
     let object = object_key(&found.key)?;
     let download_started = Instant::now();
     let (_, stats) = request
         .store
         .get_to_file(&object, &download)
         .map_err(|e| Error::transport("download", &found.key, e))?;
-    report.download_seconds = download_started.elapsed().as_secs_f64();
-    report.retries = stats.retries;
+    report.download_seconds += download_started.elapsed().as_secs_f64();
+    report.retries += stats.retries;
     let (digest, size) = hash_object(&download)?;
     if size != sidecar.object_size_bytes || digest != sidecar.object_sha256 {
         return Err(Error::corrupt(
@@ -444,9 +505,8 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
             ),
         ));
     }
-    report.object_size_bytes = size;
 
-    let staging = StagingDir::new_beside(&cache_dir, 0o755)?;
+    let staging = StagingDir::new_beside(cache_dir, 0o755)?;
     let limits = UnpackLimits {
         max_entries: sidecar.entry_count,
         max_file_bytes: sidecar.file_bytes,
@@ -464,14 +524,117 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
     let local = fs::create_dir_all_within(staging.path(), Path::new(".local"), 0o755)?;
     let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
     fs::write_new(&local.join(ORIGIN_FILE), &envelope.to_bytes(), 0o644)?;
-    report.notes.extend(swap_into_place(staging, &cache_dir)?);
+    let note = swap_into_place(staging, cache_dir)?;
+    Ok(Restored {
+        object_size_bytes: size,
+        file_count: unpacked.files,
+        file_bytes: unpacked.file_bytes,
+        manifest_digest: unpacked.manifest_digest,
+        note,
+    })
+}
 
-    report.restored = true;
-    report.file_count = unpacked.files;
-    report.file_bytes = unpacked.file_bytes;
-    report.manifest_digest = Some(unpacked.manifest_digest);
-    report.seconds = started.elapsed().as_secs_f64();
-    Ok(report)
+/// Restores the best snapshot for `request` (see the module docs): the candidates in
+/// lookup order (the exact key, then each prefix's snapshots newest first); a candidate
+/// that fails verification is recorded in `rejected` and the next one is tried, up to
+/// [`MAX_REJECTED`] rejections.
+///
+/// # Errors
+/// A [`RestoreFailure`] holding: [`Error::InvalidInput`] for a bad key, prefix or cache
+/// directory; [`Error::UnsafeCacheDir`] for a cache directory a restore must not replace
+/// (nothing touched); [`Error::Transport`] for store failures; [`Error::Corrupt`] when the
+/// last candidate tried failed verification and no other was restored; [`Error::Local`]
+/// for local I/O. In every other error case the cache directory is untouched apart from
+/// `.updated`, removed first.
+pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Box<RestoreFailure>> {
+    let started = Instant::now();
+    let mut report = RestoreReport {
+        level: MatchLevel::None,
+        matched_key: None,
+        restored: false,
+        cache_dir: request.cache_dir.clone(),
+        tried: Vec::new(),
+        rejected: Vec::new(),
+        object_size_bytes: 0,
+        file_count: 0,
+        file_bytes: 0,
+        seconds: 0.0,
+        download_seconds: 0.0,
+        retries: 0,
+        manifest_digest: None,
+        notes: Vec::new(),
+    };
+    match restore_into(request, &mut report) {
+        Ok(()) => {
+            report.seconds = started.elapsed().as_secs_f64();
+            Ok(report)
+        }
+        Err(error) => {
+            report.seconds = started.elapsed().as_secs_f64();
+            Err(Box::new(RestoreFailure { error, report }))
+        }
+    }
+}
+
+fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Result<(), Error> {
+    let cache_dir = resolve_cache_dir(&request.cache_dir)?;
+    report.cache_dir = cache_dir.clone();
+    check_target(&cache_dir, &protected_dirs())?;
+    let prefixes = prefixes(&request.key, &request.restore_prefixes)?;
+    if request.mode == LookupMode::Restore {
+        fs::remove_file(&cache_dir.join(".updated"))?;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut last_rejection: Option<Error> = None;
+    let mut step = 0;
+    while let Some(found) = candidates(request, &prefixes, step, report)? {
+        step += 1;
+        for candidate in found {
+            if !seen.insert(candidate.key.clone()) {
+                continue;
+            }
+            if report.matched_key.is_none() {
+                report.level = candidate.level;
+                report.matched_key = Some(candidate.key.clone());
+                report.object_size_bytes = candidate.object_size_bytes.unwrap_or(0);
+            }
+            if request.mode == LookupMode::LookupOnly {
+                return Ok(());
+            }
+            if let Some(parent) = cache_dir.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            match restore_candidate(request, &cache_dir, &candidate, report) {
+                Ok(restored) => {
+                    report.level = candidate.level;
+                    report.matched_key = Some(candidate.key);
+                    report.restored = true;
+                    report.object_size_bytes = restored.object_size_bytes;
+                    report.file_count = restored.file_count;
+                    report.file_bytes = restored.file_bytes;
+                    report.manifest_digest = Some(restored.manifest_digest);
+                    report.notes.extend(restored.note);
+                    return Ok(());
+                }
+                Err(e) if e.is_corrupt() => {
+                    report.rejected.push(Rejected {
+                        key: candidate.key,
+                        level: candidate.level,
+                        reason: e.one_line(),
+                    });
+                    if report.rejected.len() >= MAX_REJECTED {
+                        return Err(e);
+                    }
+                    last_rejection = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    match last_rejection {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// The origin record's file name under `<cache root>/.local/`.
@@ -488,7 +651,6 @@ pub fn origin_parent(cache_dir: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, SystemTime};
 
     fn meta(key: &str, secs: u64) -> ObjectMeta {
         ObjectMeta {
@@ -512,9 +674,55 @@ mod tests {
             // A sidecar without its object.
             meta("ns-d-20250501T000000Z-1-0-1-aa.json", 900),
         ];
-        let (name, _, _) = newest(&objects, p).unwrap();
-        assert_eq!(name, "ns-b-20250301T000000Z-1-0-1-aa");
-        assert!(newest(&objects, "other-").is_none());
+        let now = SystemTime::now();
+        let names = |objects: &[ObjectMeta], prefix: &str| -> Vec<String> {
+            newest_first(objects, prefix, now, &mut Vec::new()).into_iter().map(|c| c.0).collect()
+        };
+        assert_eq!(
+            names(&objects, p),
+            ["ns-b-20250301T000000Z-1-0-1-aa", "ns-a-20250101T000000Z-1-0-1-aa"]
+        );
+        assert!(names(&objects, "other-").is_empty());
+    }
+
+    #[test]
+    fn future_dated_snapshots_are_ignored_with_a_note() {
+        let objects = vec![
+            meta("ns-a-20250101T000000Z-1-0-1-aa", 1),
+            meta("ns-a-20250101T000000Z-1-0-1-aa.json", 1),
+            meta("ns-z-20991231T000000Z-1-0-1-aa", 1),
+            meta("ns-z-20991231T000000Z-1-0-1-aa.json", 1),
+        ];
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000);
+        let mut notes = Vec::new();
+        let listed = newest_first(&objects, "ns-", now, &mut notes);
+        let names: Vec<&str> = listed.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(names, ["ns-a-20250101T000000Z-1-0-1-aa"]);
+        assert!(notes.len() == 1 && notes[0].contains("ns-z-20991231T000000Z"), "{notes:?}");
+        // Within a day of now (clock skew between runners) is fine.
+        let soon = SystemTime::UNIX_EPOCH + Duration::from_secs(4_102_358_400 - 3600);
+        assert_eq!(newest_first(&objects, "ns-", soon, &mut Vec::new()).len(), 2);
+    }
+
+    #[test]
+    fn keys_without_a_suffix_use_sub_second_times_then_the_key() {
+        let at = |key: &str, millis: u64| ObjectMeta {
+            last_modified: SystemTime::UNIX_EPOCH + Duration::from_millis(millis),
+            ..meta(key, 0)
+        };
+        // The same second: the later millisecond wins, whatever the key order; an exact
+        // tie goes to the larger key.
+        let objects = vec![
+            at("my-b", 1),
+            at("my-b.json", 5_200),
+            at("my-a", 1),
+            at("my-a.json", 5_700),
+            at("my-c", 1),
+            at("my-c.json", 5_200),
+        ];
+        let listed = newest_first(&objects, "my-", SystemTime::now(), &mut Vec::new());
+        let names: Vec<&str> = listed.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(names, ["my-a", "my-c", "my-b"]);
     }
 
     #[test]
