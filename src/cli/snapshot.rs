@@ -59,8 +59,9 @@ pub(crate) struct PackArgs {
     /// Compression: zstd (multi-threaded) or gzip.
     #[arg(long, value_name = "FORMAT", default_value = "zstd")]
     compression: Compression,
-    /// Compression level [default: zstd 1, gzip 6].
-    #[arg(long, value_name = "N")]
+    /// Compression level: zstd -7..19 (negative: fast modes), gzip 1..9 [default: zstd 1,
+    /// gzip 6]. `--level -3` and `--level=-3` both work.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     level: Option<i32>,
     /// zstd worker threads [default: one per CPU].
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -191,8 +192,9 @@ pub(crate) struct SaveArgs {
     /// Compression: zstd (multi-threaded) or gzip.
     #[arg(long, value_name = "FORMAT", default_value = "zstd")]
     compression: Compression,
-    /// Compression level [default: zstd 1, gzip 6].
-    #[arg(long, value_name = "N")]
+    /// Compression level: zstd -7..19 (negative: fast modes), gzip 1..9 [default: zstd 1,
+    /// gzip 6]. `--level -3` and `--level=-3` both work.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     level: Option<i32>,
     /// zstd worker threads [default: one per CPU].
     #[arg(long, value_name = "N", default_value_t = 0)]
