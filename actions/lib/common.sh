@@ -27,6 +27,24 @@ strata_credentials() {
   fi
 }
 
+# Describes a strata exit status for a warning: "could not run (exit 127)", "crashed
+# (signal 11)", "panicked (exit 101)", "exited 2 (a malformed input; see the error above)".
+strata_describe_exit() {
+  local status=$1
+  case "$status" in
+    126 | 127) printf 'could not run (exit %s)' "$status" ;;
+    101) printf 'panicked (exit 101; please report it)' ;;
+    2) printf 'exited 2 (a malformed input; see the error above)' ;;
+    *)
+      if [ "$status" -gt 128 ]; then
+        printf 'crashed (signal %s)' "$((status - 128))"
+      else
+        printf 'exited %s' "$status"
+      fi
+      ;;
+  esac
+}
+
 # The strata binary: the `strata` input, else `strata` on PATH.
 strata_binary() {
   printf '%s' "${INPUT_STRATA:-strata}"

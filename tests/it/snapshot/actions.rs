@@ -432,3 +432,95 @@ fn actions_l0_push_then_pull_skips_the_build_and_misses_after_a_change() {
     assert_eq!((miss.output("hit").as_str(), miss.output("status").as_str()), ("false", "miss"));
     assert!(!ws_b.join("dist2/bin/app").exists());
 }
+
+/// Review finding 5: a strata binary that crashes (a signal), panics (101) or rejects its
+/// input (2) never fails the restore or save step: a warning and status=error, unless the
+/// step asked to fail (fail-on-cache-miss, strict).
+#[test]
+fn actions_fail_open_when_strata_crashes() {
+    let scratch = Scratch::new();
+    let ws = scratch.path("ws");
+    let tmp = scratch.path("tmp");
+    std::fs::create_dir_all(&ws).unwrap();
+    let fake = |name: &str, body: &str| {
+        let path = scratch.path(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path.display().to_string()
+    };
+    let key = "strata-l1-schema1-00000000000000000000000000000000-abc-20250101T000000Z-1-1-1-aa";
+    for (binary, what) in [
+        (fake("segv", "kill -SEGV $$"), "crashed (signal 11)"),
+        (fake("panic", "echo 'thread main panicked' >&2; exit 101"), "panicked (exit 101"),
+        (fake("usage", "exit 2"), "exited 2"),
+    ] {
+        let restore = run_action(
+            "restore",
+            json!({"cache-dir": "cache", "key": key, "strata": binary}),
+            &[],
+            &ws,
+            &tmp,
+        );
+        restore.assert_ok();
+        assert_eq!(restore.output("status"), "error", "{:#}", restore.result);
+        assert_eq!(restore.output("cache-hit"), "false");
+        assert!(restore.output("reason").contains(what), "{:#}", restore.result);
+        assert!(
+            restore.log().contains("::warning title=strata snapshot restore::")
+                && restore.log().contains(what),
+            "{}",
+            restore.log()
+        );
+        let save = run_action(
+            "save",
+            json!({"cache-dir": "cache", "key": key, "strata": binary}),
+            &[],
+            &ws,
+            &tmp,
+        );
+        save.assert_ok();
+        assert_eq!(
+            (save.output("saved").as_str(), save.output("status").as_str()),
+            ("false", "error")
+        );
+        assert!(save.log().contains("::warning title=strata snapshot save::"), "{}", save.log());
+        // Asked to fail: the step fails.
+        let miss = run_action(
+            "restore",
+            json!({"cache-dir": "cache", "key": key, "strata": binary, "fail-on-cache-miss": "true"}),
+            &[],
+            &ws,
+            &tmp,
+        );
+        assert_eq!(miss.result["exit_code"], 1, "{:#}", miss.result);
+        let strict = run_action(
+            "save",
+            json!({"cache-dir": "cache", "key": key, "strata": binary, "strict": "true"}),
+            &[],
+            &ws,
+            &tmp,
+        );
+        assert_eq!(strict.result["exit_code"], 1, "{:#}", strict.result);
+    }
+}
+
+/// Review finding 4: `level: -3` (a zstd fast mode) saves.
+#[test]
+fn actions_save_accepts_a_negative_level() {
+    let scratch = Scratch::new();
+    let ws = scratch.path("ws");
+    let tmp = scratch.path("tmp");
+    let cache = ws.join("cache");
+    super::fill_cache(&cache, 2);
+    let key = super::key(&scratch, "neg");
+    let save = run_action(
+        "save",
+        json!({"cache-dir": "cache", "key": key, "level": "-3", "store": scratch.file_store(), "strata": strata_bin()}),
+        &[],
+        &ws,
+        &tmp,
+    );
+    save.assert_ok();
+    assert_eq!(save.output("saved"), "true", "{:#}", save.result);
+}
