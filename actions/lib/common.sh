@@ -14,16 +14,27 @@ strata_mask() {
   done
 }
 
-# Exports credentials given as action inputs for the strata process (and masks them).
-# Inputs left empty keep whatever the job's environment holds (AWS_* or HW_OBS_*).
+# Exports credentials given as action inputs for the strata process (and masks them), only
+# as a complete pair: access-key-id and secret-access-key both non-empty (with
+# session-token if given). Half a pair (e.g. one misnamed secret, which GitHub expands to
+# an empty string) is a warning and exports nothing, so the job's environment (AWS_* or
+# HW_OBS_*) or anonymous access applies. Inputs left empty keep the job's environment.
 strata_credentials() {
   strata_mask "${INPUT_ACCESS_KEY_ID:-}" "${INPUT_SECRET_ACCESS_KEY:-}" "${INPUT_SESSION_TOKEN:-}"
-  if [ -n "${INPUT_ACCESS_KEY_ID:-}" ] || [ -n "${INPUT_SECRET_ACCESS_KEY:-}" ]; then
-    export AWS_ACCESS_KEY_ID="${INPUT_ACCESS_KEY_ID:-}"
-    export AWS_SECRET_ACCESS_KEY="${INPUT_SECRET_ACCESS_KEY:-}"
-  fi
-  if [ -n "${INPUT_SESSION_TOKEN:-}" ]; then
-    export AWS_SESSION_TOKEN="$INPUT_SESSION_TOKEN"
+  if [ -n "${INPUT_ACCESS_KEY_ID:-}" ] && [ -n "${INPUT_SECRET_ACCESS_KEY:-}" ]; then
+    export AWS_ACCESS_KEY_ID="$INPUT_ACCESS_KEY_ID"
+    export AWS_SECRET_ACCESS_KEY="$INPUT_SECRET_ACCESS_KEY"
+    if [ -n "${INPUT_SESSION_TOKEN:-}" ]; then
+      export AWS_SESSION_TOKEN="$INPUT_SESSION_TOKEN"
+    fi
+  elif [ -n "${INPUT_ACCESS_KEY_ID:-}" ] || [ -n "${INPUT_SECRET_ACCESS_KEY:-}" ]; then
+    local given=access-key-id missing=secret-access-key
+    if [ -z "${INPUT_ACCESS_KEY_ID:-}" ]; then
+      given=secret-access-key missing=access-key-id
+    fi
+    echo "::warning title=strata credentials::only the $given input is set ($missing is empty: a misnamed or missing secret?); ignoring both inputs, so the job's AWS_*/HW_OBS_* environment or anonymous access applies"
+  elif [ -n "${INPUT_SESSION_TOKEN:-}" ]; then
+    echo "::warning title=strata credentials::session-token is set without access-key-id and secret-access-key; ignoring it"
   fi
 }
 

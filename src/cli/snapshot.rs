@@ -22,7 +22,10 @@ use strata::snapshot::{
     self, Compression, KeyRequest, MatchLevel, Producer, RestoreRequest, SaveOutcome, SaveRequest,
     SkipReason, SnapshotKey,
 };
-use strata::transport::{TransportOptions, open_store};
+use strata::transport::{
+    ObjectStore, StoreUrl, TransportOptions, incomplete_credential_pairs, open_store_with_env,
+    redact_store_url,
+};
 
 /// Exit code when `--fail-on-cache-miss` or `--strict` turns a cache outcome into failure.
 pub const EXIT_CACHE_FAILURE: i32 = 1;
@@ -385,10 +388,33 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-/// Opens the store, mapping configuration problems to usage errors.
-fn open(url: &str) -> Result<Box<dyn strata::transport::ObjectStore>, Failure> {
+/// Opens the store, mapping configuration problems to usage errors. A `file://` store
+/// reads no credentials at all. For an `s3://` store, a credential pair of which only one
+/// half is set (a misnamed or empty secret) is a warning and is ignored: the other pair is
+/// used if it is complete, else the requests are anonymous (a restore of a public bucket
+/// still works; a save never gets here without a complete pair, it skips with
+/// `no_writer_credentials`).
+fn open(gh: &Github, title: &str, url: &str) -> Result<Box<dyn ObjectStore>, Failure> {
     let options = TransportOptions::from_env().map_err(|e| usage("STRATA_S3_* setting", e))?;
-    open_store(url, &options).map_err(|e| usage("store", e))
+    let mut ignored: Vec<&'static str> = Vec::new();
+    if let Ok(StoreUrl::S3(_)) = url.parse::<StoreUrl>() {
+        for (set, missing) in incomplete_credential_pairs(&|name| std::env::var(name).ok()) {
+            warn(
+                gh,
+                title,
+                &format!(
+                    "only {set} is set ({missing} is missing or empty; a misnamed secret?): \
+                     ignoring this incomplete credential pair; the other pair is used if it \
+                     is complete, else the store is accessed anonymously"
+                ),
+            );
+            ignored.extend([set, missing]);
+        }
+    }
+    let env = |name: &str| {
+        if ignored.contains(&name) { None } else { std::env::var(name).ok() }
+    };
+    open_store_with_env(url, &options, env).map_err(|e| usage("store", e))
 }
 
 fn seconds(value: f64) -> String {
@@ -488,7 +514,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
     }
     let key: SnapshotKey = key_text.parse().map_err(|e| usage("--key", e))?;
     let url = store_url(common.store)?;
-    let store = open(&url)?;
+    let store = open(&gh, "snapshot restore", &url)?;
     let mode = if args.lookup_only { LookupMode::LookupOnly } else { LookupMode::Restore };
     let request = RestoreRequest {
         store: store.as_ref(),
@@ -656,7 +682,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             |e| Failure { code: if e.is_usage() { EXIT_USAGE } else { 1 }, error: e.into() },
         )?;
     let store = match skip_reason {
-        None => Some(open(&url)?),
+        None => Some(open(&gh, "snapshot save", &url)?),
         Some(_) => None,
     };
     let request = store.as_ref().map(|store| SaveRequest {
@@ -705,7 +731,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             Ok(snapshot::save::skipped_report(&literal_dir, Some(&args.key), reason))
         }
     };
-    let describe_store = || store.as_ref().map_or_else(|| url.clone(), |s| s.describe());
+    let describe_store = || store.as_ref().map_or_else(|| redact_store_url(&url), |s| s.describe());
     match result {
         Ok(report) => {
             let key = report.key.clone().unwrap_or_default();

@@ -524,3 +524,45 @@ fn actions_save_accepts_a_negative_level() {
     save.assert_ok();
     assert_eq!(save.output("saved"), "true", "{:#}", save.result);
 }
+
+/// Review finding 7: the actions export credentials only as a complete pair; half a pair
+/// (one misnamed secret) is a warning and leaves the job's environment in place.
+#[test]
+fn actions_export_only_complete_credential_pairs() {
+    let scratch = Scratch::new();
+    let ws = scratch.path("ws");
+    let tmp = scratch.path("tmp");
+    std::fs::create_dir_all(&ws).unwrap();
+    let probe = scratch.path("probe");
+    std::fs::write(
+        &probe,
+        "#!/bin/sh\necho \"probe id=${AWS_ACCESS_KEY_ID+set} secret=${AWS_SECRET_ACCESS_KEY+set} obs=${HW_OBS_AK+set}\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&probe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let probe = probe.display().to_string();
+    let job_env = [("HW_OBS_AK", "obs-id".to_owned()), ("HW_OBS_SK", "obs-secret".to_owned())];
+    for action in ["restore", "save"] {
+        let half = run_action(
+            action,
+            json!({"cache-dir": "cache", "key": "k", "access-key-id": "AKIDHALF", "strata": probe}),
+            &job_env,
+            &ws,
+            &tmp,
+        );
+        half.assert_ok();
+        let log = half.log();
+        assert!(log.contains("probe id= secret= obs=set"), "{action}: {log}");
+        assert!(log.contains("::warning title=strata credentials::only the access-key-id input"));
+        let full = run_action(
+            action,
+            json!({"cache-dir": "cache", "key": "k", "access-key-id": "AKIDFULL", "secret-access-key": "full-secret-value", "strata": probe}),
+            &job_env,
+            &ws,
+            &tmp,
+        );
+        full.assert_ok().assert_secret_only_masked("full-secret-value");
+        assert!(full.log().contains("probe id=set secret=set obs=set"), "{}", full.log());
+        assert!(!full.log().contains("strata credentials"), "{}", full.log());
+    }
+}

@@ -410,3 +410,83 @@ fn snapshot_restore_refuses_a_directory_that_is_not_its_own() {
     assert!(run.stderr.contains("RESTORED"), "{}", run.stderr);
     assert_eq!(tree(&own.join("actions-v1")), tree(&cache.join("actions-v1")));
 }
+
+/// Review finding 7: half a credential pair (one misnamed secret) is a warning and is
+/// ignored — a restore reads with the other pair or anonymously, a save with a complete
+/// other pair publishes — instead of exit 2; a `file://` store reads no credentials at
+/// all; query values of a store URL never appear in messages.
+#[test]
+fn snapshot_half_credential_pairs_and_url_secrets() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let url = super::super::transport::server::url_for(&server.endpoint, "l1");
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let cache_arg = cache.display().to_string();
+    let k = key(&scratch, "s");
+    let secrets = [server.access_key.as_str(), server.secret_key.as_str()];
+    let save = |env: &[(&str, String)]| {
+        strata(
+            &scratch,
+            &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k, "--json"],
+            env,
+        )
+    };
+    let restore = |env: &[(&str, String)]| {
+        strata(&scratch, &["snapshot", "restore", "--cache-dir", "out", "--key", &k, "--json"], env)
+    };
+
+    // A complete HW_OBS pair beside half an AWS pair: the half pair is ignored.
+    let mixed = vec![
+        ("STRATA_STORE", url.clone()),
+        ("AWS_SECRET_ACCESS_KEY", server.secret_key.clone()),
+        ("HW_OBS_AK", server.access_key.clone()),
+        ("HW_OBS_SK", server.secret_key.clone()),
+    ];
+    let run = save(&mixed);
+    run.assert_ok().assert_no_secret(&secrets);
+    assert_eq!(run.json()["outcome"]["status"], "saved", "{}", run.stderr);
+    assert!(run.stderr.contains("only AWS_SECRET_ACCESS_KEY is set"), "{}", run.stderr);
+    let run = restore(&mixed);
+    run.assert_ok().assert_no_secret(&secrets);
+    assert_eq!(run.json()["status"], "restored", "{}", run.stderr);
+
+    // Only half a pair: a warning and an anonymous attempt, never exit 2.
+    let half =
+        vec![("STRATA_STORE", url.clone()), ("AWS_ACCESS_KEY_ID", server.access_key.clone())];
+    let run = restore(&half);
+    run.assert_ok().assert_no_secret(&secrets);
+    assert!(run.stderr.contains("only AWS_ACCESS_KEY_ID is set"), "{}", run.stderr);
+    assert!(run.stderr.contains("anonymously"), "{}", run.stderr);
+    assert!(
+        run.json()["status"] == "restored" || run.json()["status"] == "error",
+        "{}",
+        run.stdout
+    );
+    let run = save(&half);
+    run.assert_ok();
+    assert_eq!(run.json()["outcome"]["reason"], "no_writer_credentials");
+
+    // A directory store ignores credentials entirely (no warning either).
+    let file = vec![("STRATA_STORE", scratch.file_store()), ("AWS_ACCESS_KEY_ID", "AKID".into())];
+    let run = save(&file);
+    run.assert_ok();
+    assert_eq!(run.json()["outcome"]["status"], "saved", "{}", run.stderr);
+    let run = restore(&file);
+    run.assert_ok();
+    assert_eq!(run.json()["status"], "restored", "{}", run.stderr);
+    assert!(!run.stderr.contains("credential"), "{}", run.stderr);
+
+    // Query values never appear: neither in a usage error nor in a skipped save's report.
+    let leaky = format!("{url}&secret=hunter2&x-amz-security-token=tok3n");
+    let run = restore(&[("STRATA_STORE", leaky.clone())]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    run.assert_no_secret(&["hunter2", "tok3n"]);
+    assert!(run.stderr.contains("secret=***"), "{}", run.stderr);
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", "", "--json", "--store", &leaky],
+        &[],
+    );
+    run.assert_ok().assert_no_secret(&["hunter2", "tok3n"]);
+}
