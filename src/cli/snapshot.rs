@@ -775,8 +775,11 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
                     report.upload_seconds,
                     describe_store()
                 );
-            } else {
-                notice(&gh, "snapshot save skipped", &reason);
+            }
+            if status == "skipped" {
+                let shown =
+                    if key.is_empty() { reason.clone() } else { format!("{reason} (key {key})") };
+                notice(&gh, "snapshot save skipped", &shown);
             }
             Ok(0)
         }

@@ -490,3 +490,22 @@ fn snapshot_half_credential_pairs_and_url_secrets() {
     );
     run.assert_ok().assert_no_secret(&["hunter2", "tok3n"]);
 }
+
+/// Review finding 9: `--json` keeps the skip notice on stderr (stdout stays one object).
+#[test]
+fn snapshot_a_skipped_save_notices_on_stderr_in_json_mode() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    std::fs::remove_file(cache.join(".updated")).unwrap();
+    let k = key(&scratch, "s");
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache.display().to_string(), "--key", &k, "--json"],
+        &store_env(&scratch),
+    );
+    run.assert_ok();
+    assert_eq!(run.json()["outcome"]["reason"], "not_updated");
+    assert!(run.stderr.contains("snapshot save skipped: no .updated marker"), "{}", run.stderr);
+    assert!(run.stderr.contains(&k), "{}", run.stderr);
+}
