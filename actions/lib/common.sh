@@ -61,9 +61,13 @@ strata_binary() {
   printf '%s' "${INPUT_STRATA:-strata}"
 }
 
-# Appends `name=value` to $GITHUB_OUTPUT (single-line values only).
+# Appends `name=value` to $GITHUB_OUTPUT (single-line values only); a missing or unwritable
+# file is a warning on stderr, never a failed step.
 strata_output() {
-  printf '%s=%s\n' "$1" "$2" >>"$GITHUB_OUTPUT"
+  if [ -z "${GITHUB_OUTPUT:-}" ] || ! printf '%s=%s\n' "$1" "$2" 2>/dev/null >>"$GITHUB_OUTPUT"; then
+    echo "::warning title=strata GitHub output::cannot write the output '$1' to GITHUB_OUTPUT (${GITHUB_OUTPUT:-not set}); later steps will not see it" >&2
+  fi
+  return 0
 }
 
 # Reads a multi-line input into the array named $1 (blank lines and surrounding spaces

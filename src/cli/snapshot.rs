@@ -241,10 +241,33 @@ fn notice(gh: &Github, title: &str, message: &str) {
     let _ = writeln!(err, "{line}");
 }
 
-/// Writes GitHub files; a failure is a warning (the step's own result still stands).
+/// Writes GitHub files; a failure is a warning on stderr naming the file and the cause
+/// (the step's own result still stands, but later steps will not see what is missing).
 fn github_write(gh: &Github, result: Result<(), ci::Error>) {
     if let Err(e) = result {
-        warn(gh, "GitHub output", &e.to_string());
+        let mut text = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(inner) = cause {
+            text.push_str(&format!(": {inner}"));
+            cause = inner.source();
+        }
+        warn(
+            gh,
+            "GitHub output",
+            &format!("{text}; later steps will not see these outputs (is the file writable?)"),
+        );
+    }
+}
+
+/// With `--github-output`, warns if `GITHUB_OUTPUT` is not set: nothing would be written.
+fn check_github_output(gh: &Github, requested: bool) {
+    if requested && !gh.has_output_file() {
+        warn(
+            gh,
+            "GitHub output",
+            "--github-output is set but GITHUB_OUTPUT is not: no step outputs are written \
+             (outside GitHub Actions, drop --github-output or set GITHUB_OUTPUT to a file)",
+        );
     }
 }
 
@@ -295,6 +318,7 @@ pub(crate) fn run(cmd: SnapshotCommand) -> Result<i32, Failure> {
 
 fn key(args: KeyArgs) -> Result<i32, Failure> {
     let gh = Github::from_env();
+    check_github_output(&gh, args.github_output);
     let request = KeyRequest {
         prefix: non_empty(args.prefix)
             .or_else(|| env("STRATA_SNAPSHOT_PREFIX"))
@@ -423,6 +447,7 @@ fn seconds(value: f64) -> String {
 
 fn restore(args: RestoreArgs) -> Result<i32, Failure> {
     let gh = Github::from_env();
+    check_github_output(&gh, args.common.github_output);
     let common = args.common;
     let literal_dir = cache_dir(args.cache_dir)?;
     let log_path = event_log(common.event_log);
@@ -669,6 +694,7 @@ struct Shown<'a> {
 
 fn save(args: SaveArgs) -> Result<i32, Failure> {
     let gh = Github::from_env();
+    check_github_output(&gh, args.common.github_output);
     let common = args.common;
     let literal_dir = cache_dir(args.cache_dir)?;
     let log_path = event_log(common.event_log);

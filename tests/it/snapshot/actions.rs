@@ -566,3 +566,33 @@ fn actions_export_only_complete_credential_pairs() {
         assert!(!full.log().contains("strata credentials"), "{}", full.log());
     }
 }
+
+/// Review finding 9: the actions' own output writer warns on stderr (and never fails the
+/// step) when `GITHUB_OUTPUT` cannot be written.
+#[test]
+fn actions_warn_when_github_output_cannot_be_written() {
+    let scratch = Scratch::new();
+    let dir = scratch.path("not-a-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let common = repo().join("actions/lib/common.sh");
+    let script = format!(
+        "set -uo pipefail; . '{}'; strata_output status error; echo \"rc=$?\"",
+        common.display()
+    );
+    for value in [Some(dir.display().to_string()), None] {
+        let mut command = Command::new("bash");
+        command.args(["-c", &script]).env_remove("GITHUB_OUTPUT");
+        if let Some(value) = &value {
+            command.env("GITHUB_OUTPUT", value);
+        }
+        let output = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stdout.contains("rc=0"), "{value:?}: {stdout} {stderr}");
+        assert!(
+            stderr
+                .contains("::warning title=strata GitHub output::cannot write the output 'status'"),
+            "{value:?}: {stderr}"
+        );
+    }
+}

@@ -509,3 +509,24 @@ fn snapshot_a_skipped_save_notices_on_stderr_in_json_mode() {
     assert!(run.stderr.contains("snapshot save skipped: no .updated marker"), "{}", run.stderr);
     assert!(run.stderr.contains(&k), "{}", run.stderr);
 }
+
+/// Review finding 9: an unwritable `GITHUB_OUTPUT` (or none with `--github-output`) is a
+/// warning on stderr naming the file and the cause, never silence or a failure.
+#[test]
+fn snapshot_an_unwritable_github_output_is_a_warning() {
+    let scratch = Scratch::new();
+    let k = key(&scratch, "s");
+    let not_a_file = scratch.path("gh-dir");
+    std::fs::create_dir_all(&not_a_file).unwrap();
+    let args = ["snapshot", "restore", "--cache-dir", "cache", "--key", &k, "--github-output"];
+    let mut env = store_env(&scratch);
+    let run = strata(&scratch, &args, &env);
+    run.assert_ok();
+    assert!(run.stderr.contains("GITHUB_OUTPUT is not"), "{}", run.stderr);
+    env.push(("GITHUB_OUTPUT", not_a_file.display().to_string()));
+    let run = strata(&scratch, &args, &env);
+    run.assert_ok();
+    assert!(run.stderr.contains("strata: WARNING GitHub output: cannot open"), "{}", run.stderr);
+    assert!(run.stderr.contains("Is a directory"), "{}", run.stderr);
+    assert!(run.stderr.contains("later steps will not see"), "{}", run.stderr);
+}
