@@ -30,6 +30,7 @@ pub mod compat;
 mod error;
 mod format;
 pub mod key;
+pub mod leftovers;
 pub mod manifest;
 pub mod pack;
 pub mod restore;

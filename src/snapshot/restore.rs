@@ -37,7 +37,8 @@
 //!    cache directory is missing, never partial.
 //!
 //! Any failure leaves the cache directory untouched and removes the temp file and staging
-//! directory. Before the lookup, a restore (not a lookup-only one) deletes
+//! directory. Leftovers of killed restores and saves beside the cache directory are
+//! deleted at the start of a restore once stale ([`super::leftovers`]). Before the lookup, a restore (not a lookup-only one) deletes
 //! `<cache dir>/.updated`: from then on the marker means "this job added an entry".
 //!
 //! Because the cache directory is replaced as a whole, a restore first refuses (and
@@ -50,6 +51,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::key::{KeyParts, check_key_text, format_time, key_time};
+use super::leftovers::{self, STALE_AFTER};
 use super::manifest::{
     MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SCHEMA, Sidecar, now_rfc3339, seal,
 };
@@ -583,6 +585,8 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
     let prefixes = prefixes(&request.key, &request.restore_prefixes)?;
     if request.mode == LookupMode::Restore {
         fs::remove_file(&cache_dir.join(".updated"))?;
+        let removed = leftovers::remove_stale(&cache_dir, SystemTime::now(), STALE_AFTER);
+        report.notes.extend(leftovers::notes(&removed));
     }
     let mut seen = std::collections::HashSet::new();
     let mut last_rejection: Option<Error> = None;

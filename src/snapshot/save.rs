@@ -30,12 +30,14 @@
 //! message says what to do.
 //!
 //! `parents` comes from `.local/snapshot-origin.json`, written by the restore that filled
-//! the cache.
+//! the cache. A save that passes the gates first deletes stale leftovers of killed
+//! restores and saves beside the cache directory ([`super::leftovers`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::key::check_key_text;
+use super::leftovers::{self, STALE_AFTER};
 use super::manifest::{Producer, SIDECAR_SCHEMA, Sidecar, seal};
 use super::pack::{PackOptions, pack};
 use super::restore::{origin_parent, resolve_cache_dir};
@@ -289,6 +291,7 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         return complete_interrupted(store, &cache_dir, &key, meta.size_bytes, started);
     }
 
+    let stale = leftovers::remove_stale(&cache_dir, std::time::SystemTime::now(), STALE_AFTER);
     let parents: Vec<String> = origin_parent(&cache_dir).into_iter().collect();
     let temp = fs::temp_path_beside(&cache_dir, "pack")?;
     let options = PackOptions {
@@ -369,7 +372,7 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         retries,
         manifest_digest: Some(packed.manifest_digest.clone()),
         parents,
-        notes: packed.warnings,
+        notes: leftovers::notes(&stale).into_iter().chain(packed.warnings).collect(),
     })
 }
 

@@ -286,3 +286,39 @@ fn snapshot_an_interrupted_save_is_completed_by_the_next_one() {
     assert!(run.stderr.contains("Delete the object"), "{}", run.stderr);
     assert!(run.stderr.contains(&orphan), "{}", run.stderr);
 }
+
+/// Review finding 9: temp files and staging directories that killed restores and saves left
+/// beside the cache directory are deleted by the next restore (and save) once they have
+/// been untouched for an hour; fresh ones and other caches' are kept.
+#[test]
+fn snapshot_stale_leftovers_beside_the_cache_are_removed() {
+    let scratch = Scratch::new();
+    let env = vec![("STRATA_STORE", scratch.file_store())];
+    let (cache, _) = victim(&scratch);
+    let parent = cache.parent().unwrap().to_path_buf();
+    let old = [".cache.download-Ab12Cd", ".cache.pack-Xy34Zw", ".cache.tmp-0123456789abcdef"];
+    let kept = [".cache.sidecar-fresh1", ".other.download-Ab12Cd"];
+    for name in old.iter().chain(&kept) {
+        if name.contains(".tmp-") {
+            std::fs::create_dir_all(parent.join(name).join("actions-v1")).unwrap();
+        } else {
+            std::fs::write(parent.join(name), b"partial").unwrap();
+        }
+    }
+    for name in old {
+        let status = std::process::Command::new("touch")
+            .args(["-d", "2 hours ago"])
+            .arg(parent.join(name))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let k = key(&scratch, "s");
+    let run =
+        strata(&scratch, &["snapshot", "restore", "--cache-dir", &arg(&cache), "--key", &k], &env);
+    run.assert_ok();
+    assert!(run.stderr.contains("a leftover of an interrupted restore or save"), "{}", run.stderr);
+    let mut left = names(&parent);
+    left.retain(|n| n != "cache");
+    assert_eq!(left, kept, "{}", run.stderr);
+}
