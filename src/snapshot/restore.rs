@@ -29,7 +29,8 @@
 //!    (the transport runs parallel ranged GETs), then check its size and SHA-256 against the
 //!    sidecar before reading a single entry;
 //! 3. unpack into a staging directory `<parent>/.<name>.tmp-<hex>` under the checks of
-//!    [`super::unpack`], bounded by the sidecar's counts;
+//!    [`super::unpack`], bounded by the sidecar's counts, which themselves may not exceed
+//!    [`MAX_EXPANSION_RATIO`] times the object size (checked before the download);
 //! 4. write `.local/snapshot-origin.json` (lineage for the next save) into the staging
 //!    tree, then swap it into place: `renameat2(RENAME_EXCHANGE)` when the cache directory
 //!    exists (one atomic step), else a no-replace rename; the old tree is deleted after.
@@ -465,6 +466,38 @@ struct Restored {
     note: Option<String>,
 }
 
+/// The most a snapshot may expand per byte of its object: the uncompressed size its
+/// sidecar declares (512 bytes of tar header per entry plus the file bytes) must be at most
+/// this multiple of the object size, or [`MIN_EXPANSION_ALLOWANCE_BYTES`], whichever is
+/// larger. Build outputs compress 2–20×; the cap only stops a small object that declares
+/// (and would unpack) a huge tree.
+pub const MAX_EXPANSION_RATIO: u64 = 1000;
+
+/// Declared sizes up to this many bytes are always accepted, whatever the ratio.
+pub const MIN_EXPANSION_ALLOWANCE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Checks the sidecar's declared sizes against [`MAX_EXPANSION_RATIO`] before anything is
+/// downloaded (unpacking then enforces the declared sizes themselves).
+fn check_expansion(key: &str, sidecar: &Sidecar) -> Result<(), Error> {
+    let declared = sidecar.entry_count.saturating_mul(512).saturating_add(sidecar.file_bytes);
+    let allowed = sidecar
+        .object_size_bytes
+        .saturating_mul(MAX_EXPANSION_RATIO)
+        .max(MIN_EXPANSION_ALLOWANCE_BYTES);
+    if declared > allowed {
+        return Err(Error::corrupt(
+            key,
+            format!(
+                "its sidecar declares {} entries and {} bytes of files (about {declared} bytes \
+                 unpacked) for a {}-byte object: more than {MAX_EXPANSION_RATIO}× expansion \
+                 (a decompression bomb?)",
+                sidecar.entry_count, sidecar.file_bytes, sidecar.object_size_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Downloads, verifies and swaps in one candidate (read order steps 1–4).
 fn restore_candidate(
     request: &RestoreRequest<'_>,
@@ -475,6 +508,7 @@ fn restore_candidate(
     let sidecar_temp = fs::temp_path_beside(cache_dir, "sidecar")?;
     let (sidecar, _) = read_sidecar(request.store, found, &sidecar_temp)?;
     drop(sidecar_temp);
+    check_expansion(&found.key, &sidecar)?;
     if let Some(listed) = found.object_size_bytes
         && listed != sidecar.object_size_bytes
     {

@@ -286,3 +286,15 @@ fn snapshot_rejection_is_an_annotation_under_github_actions() {
     );
     assert_eq!(tree(&v.cache), v.before);
 }
+
+/// Review finding 10: a small object whose sidecar declares a huge tree (a decompression
+/// bomb) is rejected before it is downloaded.
+#[test]
+fn snapshot_rejects_a_sidecar_declaring_a_huge_expansion() {
+    let v = Victim::new();
+    let entries = [Entry::Dir("actions-v1"), file("actions-v1/f", b"tiny")];
+    let manifest = manifest_for(&entries, &v.key);
+    let (bytes, digest) = object(&entries, &manifest);
+    publish(&v.store(), &v.key, &bytes, &digest, 2, 10 * 1024 * 1024 * 1024);
+    v.assert_rejected("expansion (a decompression bomb?)");
+}
