@@ -181,6 +181,10 @@ fn actions_producer_then_consumer_through_s3() {
     assert!(primary.starts_with("strata-l1-schema1-"), "{primary}");
     let restore_keys = key.output("restore-keys");
     assert_eq!(restore_keys.lines().count(), 2, "{restore_keys}");
+    // Review finding 10: the full compatibility digest is an output too.
+    let compat = key.output("compat-digest");
+    assert_eq!(compat.len(), 64, "{:#}", key.result);
+    assert!(primary.contains(&format!("-{}-", &compat[..32])), "{primary} {compat}");
     let abs_a = std::fs::canonicalize(&ws_a).unwrap().join(".strata-l1");
     assert_eq!(key.env("STRATA_CACHE_ROOT"), abs_a.display().to_string());
     let events_a = key.env("STRATA_EVENT_LOG");
@@ -351,6 +355,10 @@ fn actions_setup_uses_a_given_binary_or_builds_one() {
     let path = given.output("path");
     assert!(path.ends_with("/strata") && Path::new(&path).is_file(), "{path}");
     assert!(given.output("version").starts_with("strata "), "{:#}", given.result);
+    // Review finding 10: consumers get the CMake module from the action repository.
+    let module_path = PathBuf::from(given.output("cmake-module-path"));
+    assert!(module_path.join("strata.cmake").is_file(), "{:#}", given.result);
+    assert_eq!(std::fs::canonicalize(&module_path).unwrap(), repo().join("cmake"));
     let uses: Vec<&Value> = given.result["steps"]
         .as_array()
         .unwrap()
