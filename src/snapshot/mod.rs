@@ -31,6 +31,7 @@ mod error;
 mod format;
 pub mod key;
 pub mod leftovers;
+mod lookup;
 pub mod manifest;
 pub mod pack;
 pub mod restore;

@@ -98,7 +98,7 @@ fn credential_pair(
 /// The credential pairs of which only one half is set (non-empty) in `env`, as
 /// `(the variable that is set, the one that is missing)`. Callers that can go on without
 /// them (a restore reads anonymously; a save skips) warn and hide both halves from
-/// [`credentials_from_env`], which rejects a half pair.
+/// `credentials_from_env`, which rejects a half pair.
 pub fn incomplete_credential_pairs(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(&'static str, &'static str)> {
