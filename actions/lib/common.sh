@@ -14,17 +14,46 @@ strata_mask() {
   done
 }
 
-# Exports credentials given as action inputs for the strata process (and masks them).
-# Inputs left empty keep whatever the job's environment holds (AWS_* or HW_OBS_*).
+# Exports credentials given as action inputs for the strata process (and masks them), only
+# as a complete pair: access-key-id and secret-access-key both non-empty (with
+# session-token if given). Half a pair (e.g. one misnamed secret, which GitHub expands to
+# an empty string) is a warning and exports nothing, so the job's environment (AWS_* or
+# HW_OBS_*) or anonymous access applies. Inputs left empty keep the job's environment.
 strata_credentials() {
   strata_mask "${INPUT_ACCESS_KEY_ID:-}" "${INPUT_SECRET_ACCESS_KEY:-}" "${INPUT_SESSION_TOKEN:-}"
-  if [ -n "${INPUT_ACCESS_KEY_ID:-}" ] || [ -n "${INPUT_SECRET_ACCESS_KEY:-}" ]; then
-    export AWS_ACCESS_KEY_ID="${INPUT_ACCESS_KEY_ID:-}"
-    export AWS_SECRET_ACCESS_KEY="${INPUT_SECRET_ACCESS_KEY:-}"
+  if [ -n "${INPUT_ACCESS_KEY_ID:-}" ] && [ -n "${INPUT_SECRET_ACCESS_KEY:-}" ]; then
+    export AWS_ACCESS_KEY_ID="$INPUT_ACCESS_KEY_ID"
+    export AWS_SECRET_ACCESS_KEY="$INPUT_SECRET_ACCESS_KEY"
+    if [ -n "${INPUT_SESSION_TOKEN:-}" ]; then
+      export AWS_SESSION_TOKEN="$INPUT_SESSION_TOKEN"
+    fi
+  elif [ -n "${INPUT_ACCESS_KEY_ID:-}" ] || [ -n "${INPUT_SECRET_ACCESS_KEY:-}" ]; then
+    local given=access-key-id missing=secret-access-key
+    if [ -z "${INPUT_ACCESS_KEY_ID:-}" ]; then
+      given=secret-access-key missing=access-key-id
+    fi
+    echo "::warning title=strata credentials::only the $given input is set ($missing is empty: a misnamed or missing secret?); ignoring both inputs, so the job's AWS_*/HW_OBS_* environment or anonymous access applies"
+  elif [ -n "${INPUT_SESSION_TOKEN:-}" ]; then
+    echo "::warning title=strata credentials::session-token is set without access-key-id and secret-access-key; ignoring it"
   fi
-  if [ -n "${INPUT_SESSION_TOKEN:-}" ]; then
-    export AWS_SESSION_TOKEN="$INPUT_SESSION_TOKEN"
-  fi
+}
+
+# Describes a strata exit status for a warning: "could not run (exit 127)", "crashed
+# (signal 11)", "panicked (exit 101)", "exited 2 (a malformed input; see the error above)".
+strata_describe_exit() {
+  local status=$1
+  case "$status" in
+    126 | 127) printf 'could not run (exit %s)' "$status" ;;
+    101) printf 'panicked (exit 101; please report it)' ;;
+    2) printf 'exited 2 (a malformed input; see the error above)' ;;
+    *)
+      if [ "$status" -gt 128 ]; then
+        printf 'crashed (signal %s)' "$((status - 128))"
+      else
+        printf 'exited %s' "$status"
+      fi
+      ;;
+  esac
 }
 
 # The strata binary: the `strata` input, else `strata` on PATH.
@@ -32,9 +61,13 @@ strata_binary() {
   printf '%s' "${INPUT_STRATA:-strata}"
 }
 
-# Appends `name=value` to $GITHUB_OUTPUT (single-line values only).
+# Appends `name=value` to $GITHUB_OUTPUT (single-line values only); a missing or unwritable
+# file is a warning on stderr, never a failed step.
 strata_output() {
-  printf '%s=%s\n' "$1" "$2" >>"$GITHUB_OUTPUT"
+  if [ -z "${GITHUB_OUTPUT:-}" ] || ! printf '%s=%s\n' "$1" "$2" 2>/dev/null >>"$GITHUB_OUTPUT"; then
+    echo "::warning title=strata GitHub output::cannot write the output '$1' to GITHUB_OUTPUT (${GITHUB_OUTPUT:-not set}); later steps will not see it" >&2
+  fi
+  return 0
 }
 
 # Reads a multi-line input into the array named $1 (blank lines and surrounding spaces

@@ -3,7 +3,8 @@
 #
 #   setup.sh source-key   outputs bin-dir and cache-key: a digest of the strata sources
 #                         (Cargo.toml, Cargo.lock, src/), `rustc --version`, the runner OS
-#                         and architecture
+#                         and architecture; and cmake-module-path: this repository's cmake/
+#                         directory (strata.cmake)
 #   setup.sh install      uses INPUT_BINARY, else BIN_DIR/strata if it runs (a cache hit),
 #                         else builds with cargo; adds the directory to GITHUB_PATH
 set -euo pipefail
@@ -22,6 +23,7 @@ case "${1:-}" in
     digest=$(source_digest)
     echo "bin-dir=${HOME}/.cache/strata-action/bin-${digest}" >>"$GITHUB_OUTPUT"
     echo "cache-key=strata-bin-v1-${RUNNER_OS_NAME:-unknown}-${RUNNER_ARCH_NAME:-unknown}-${digest}" >>"$GITHUB_OUTPUT"
+    echo "cmake-module-path=$root/cmake" >>"$GITHUB_OUTPUT"
     ;;
   install)
     mkdir -p "$BIN_DIR"

@@ -14,6 +14,13 @@
 //! Any failure in 1–3 is [`Lookup::Invalid`] with a reason and in 4 an error: the caller
 //! turns both into a MISS with a warning, rebuilds, and replaces the entry.
 //!
+//! Before step 1, every component from `<cache root>/actions-v1` down to the entry is
+//! checked with `lstat` (3 or 6 calls): a symlinked component (a domain, unit, namespace,
+//! key) makes the entry [`Lookup::Invalid`], so a HIT is never served from outside the
+//! cache root; a save creates those components with [`fs::create_dir_all_within`], which
+//! refuses to pass through a symlink, so no entry is ever written outside it either.
+//! (`actions-v1` itself and the cache root are the user's choice and may be symlinks.)
+//!
 //! Write order (a save, under the entry lock): stage a sibling `.<key>.tmp-<hex>` directory,
 //! copy each artifact while hashing and compare with the digest taken when it was
 //! described, write both records, fsync everything, publish with
@@ -144,16 +151,41 @@ pub enum Lookup {
 /// Looks up and structurally validates the entry at `loc` against `expected`
 /// (read order steps 1–3).
 pub fn lookup(loc: &EntryLocation, expected: &EntryManifest) -> Lookup {
-    match fs::symlink_metadata_opt(&loc.dir) {
-        Ok(None) => return Lookup::Absent,
-        Ok(Some(m)) if !m.is_dir() => return Lookup::Invalid("entry is not a directory".into()),
-        Ok(Some(_)) => {}
-        Err(e) => return Lookup::Invalid(e.to_string()),
+    match layout_components(loc) {
+        Ok(false) => return Lookup::Absent,
+        Ok(true) => {}
+        Err(reason) => return Lookup::Invalid(reason),
     }
     match validate(&loc.dir, expected) {
         Ok(m) => Lookup::Valid(Box::new(m)),
         Err(reason) => Lookup::Invalid(reason),
     }
+}
+
+/// `lstat`s each component from the actions directory down to the entry (inclusive):
+/// `Ok(true)` if all are real directories, `Ok(false)` if one does not exist, `Err` with the
+/// reason if one is a symlink or not a directory.
+fn layout_components(loc: &EntryLocation) -> Result<bool, String> {
+    let mut current = loc.actions_dir.clone();
+    for component in loc.rel.split('/') {
+        current.push(component);
+        match fs::symlink_metadata_opt(&current) {
+            Ok(None) => return Ok(false),
+            Ok(Some(m)) if m.file_type().is_symlink() => {
+                return Err(format!(
+                    "{} is a symlink; strata never follows symlinks inside the cache layout \
+                     (replace it with a real directory)",
+                    current.display()
+                ));
+            }
+            Ok(Some(m)) if !m.is_dir() => {
+                return Err(format!("{} is not a directory", current.display()));
+            }
+            Ok(Some(_)) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(true)
 }
 
 fn validate(dir: &Path, expected: &EntryManifest) -> Result<EntryManifest, String> {
@@ -303,15 +335,19 @@ pub struct Described {
 /// Saves a new entry at `loc` (write order in the module docs). Call under the entry lock.
 ///
 /// # Errors
-/// I/O errors; [`crate::fs::Error::DigestMismatch`] if an artifact changed since it was
-/// described. Nothing is published on error.
+/// I/O errors; [`crate::fs::Error::SymlinkInPath`] if a directory between the actions
+/// directory and the entry is a symlink; [`crate::fs::Error::DigestMismatch`] if an
+/// artifact changed since it was described. Nothing is published on error.
 pub fn save(
     loc: &EntryLocation,
     manifest: &EntryManifest,
     components: &Components,
     described: &[Described],
 ) -> Result<(), Error> {
-    fs::create_dir_all(&loc.parent)?;
+    // The actions directory may be a symlink (the user's choice); nothing below it may.
+    fs::create_dir_all(&loc.actions_dir)?;
+    let parent_rel = loc.rel.rsplit_once('/').map_or("", |(parent, _)| parent);
+    fs::create_dir_all_within(&loc.actions_dir, Path::new(parent_rel), Sharing::Shared.dir_mode())?;
     let staging = fs::StagingDir::new_beside(&loc.dir, Sharing::Shared.dir_mode())?;
     let art_root = staging.path().join("artifacts");
     fs::create_dir_all(&art_root)?;

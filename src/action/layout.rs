@@ -103,6 +103,30 @@ pub fn encode_component(what: &'static str, value: &str) -> Result<String, Error
     Ok(out)
 }
 
+/// Number of path components from the actions directory to an entry of `domain`:
+/// `third_party/<unit>/<key>` (3) or
+/// `custom_operator/<soc>/<operator>/<operator_text_hash>/<action>@<unit>/<key>` (6).
+pub fn entry_depth(domain: Domain) -> usize {
+    match domain {
+        Domain::ThirdParty => 3,
+        Domain::CustomOperator => 6,
+    }
+}
+
+/// True if `rel`, a `/`-separated path relative to the actions directory, lies strictly
+/// below an entry's `artifacts/` directory (`<entry>/artifacts/<something>`). Only there may
+/// an L1 cache hold symlinks (artifacts recorded as symlinks); a symlink at any layout
+/// position (a domain, unit, namespace, key, `artifacts` itself) would let later writes
+/// leave the cache root, so snapshots reject them (`crate::snapshot::unpack`) and the
+/// engine never traverses them ([`crate::action::entry`]).
+pub fn is_inside_entry_artifacts(rel: &str) -> bool {
+    let mut parts = rel.split('/');
+    let Some(domain) = parts.next().and_then(Domain::parse) else { return false };
+    // Components after the domain up to the entry, then `artifacts`, then at least one more.
+    let mut below = parts.skip(entry_depth(domain) - 1);
+    below.next() == Some("artifacts") && below.next().is_some_and(|name| !name.is_empty())
+}
+
 /// Decodes [`encode_component`] output (for display).
 pub fn decode_component(text: &str) -> String {
     let bytes = text.as_bytes();
@@ -151,6 +175,8 @@ pub struct EntryName<'a> {
 pub struct EntryLocation {
     /// The entry directory.
     pub dir: PathBuf,
+    /// The actions directory (`<root>/actions-v1`) the entry lives under.
+    pub actions_dir: PathBuf,
     /// Its path relative to the actions directory, `/`-separated.
     pub rel: String,
     /// Its lock file.
@@ -245,6 +271,7 @@ impl CacheRoot {
             lock: self.entry_lock(&rel),
             parent: actions.join(&parent_rel),
             namespace_dir: namespace_rel.map(|n| actions.join(n)),
+            actions_dir: actions,
             rel,
         })
     }
@@ -269,5 +296,30 @@ mod tests {
         assert!(encode_component("--unit", "").is_err());
         assert!(encode_component("--unit", &"x".repeat(201)).is_err());
         assert_eq!(encode_component("--unit", "é").unwrap(), "%C3%A9");
+    }
+
+    #[test]
+    fn only_paths_below_an_entrys_artifacts_count_as_artifacts() {
+        for yes in [
+            "third_party/zlib/k/artifacts/lib",
+            "third_party/zlib/k/artifacts/lib/libz.so",
+            "custom_operator/s/op/ns/a@u/k/artifacts/x",
+        ] {
+            assert!(is_inside_entry_artifacts(yes), "{yes}");
+        }
+        for no in [
+            "",
+            "third_party",
+            "third_party/zlib",
+            "third_party/zlib/k",
+            "third_party/zlib/k/artifacts",
+            "third_party/zlib/k/manifest.json",
+            "third_party/zlib/k/other/x",
+            "custom_operator/s/op/ns/a@u/k/artifacts",
+            "custom_operator/s/op/artifacts/x/y/z",
+            "other/zlib/k/artifacts/x",
+        ] {
+            assert!(!is_inside_entry_artifacts(no), "{no}");
+        }
     }
 }

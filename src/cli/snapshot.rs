@@ -22,7 +22,10 @@ use strata::snapshot::{
     self, Compression, KeyRequest, MatchLevel, Producer, RestoreRequest, SaveOutcome, SaveRequest,
     SkipReason, SnapshotKey,
 };
-use strata::transport::{TransportOptions, open_store};
+use strata::transport::{
+    ObjectStore, StoreUrl, TransportOptions, incomplete_credential_pairs, open_store_with_env,
+    redact_store_url,
+};
 
 /// Exit code when `--fail-on-cache-miss` or `--strict` turns a cache outcome into failure.
 pub const EXIT_CACHE_FAILURE: i32 = 1;
@@ -59,8 +62,9 @@ pub(crate) struct PackArgs {
     /// Compression: zstd (multi-threaded) or gzip.
     #[arg(long, value_name = "FORMAT", default_value = "zstd")]
     compression: Compression,
-    /// Compression level [default: zstd 1, gzip 6].
-    #[arg(long, value_name = "N")]
+    /// Compression level: zstd -7..19 (negative: fast modes), gzip 1..9 [default: zstd 1,
+    /// gzip 6]. `--level -3` and `--level=-3` both work.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     level: Option<i32>,
     /// zstd worker threads [default: one per CPU].
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -191,8 +195,9 @@ pub(crate) struct SaveArgs {
     /// Compression: zstd (multi-threaded) or gzip.
     #[arg(long, value_name = "FORMAT", default_value = "zstd")]
     compression: Compression,
-    /// Compression level [default: zstd 1, gzip 6].
-    #[arg(long, value_name = "N")]
+    /// Compression level: zstd -7..19 (negative: fast modes), gzip 1..9 [default: zstd 1,
+    /// gzip 6]. `--level -3` and `--level=-3` both work.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     level: Option<i32>,
     /// zstd worker threads [default: one per CPU].
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -236,10 +241,33 @@ fn notice(gh: &Github, title: &str, message: &str) {
     let _ = writeln!(err, "{line}");
 }
 
-/// Writes GitHub files; a failure is a warning (the step's own result still stands).
+/// Writes GitHub files; a failure is a warning on stderr naming the file and the cause
+/// (the step's own result still stands, but later steps will not see what is missing).
 fn github_write(gh: &Github, result: Result<(), ci::Error>) {
     if let Err(e) = result {
-        warn(gh, "GitHub output", &e.to_string());
+        let mut text = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(inner) = cause {
+            text.push_str(&format!(": {inner}"));
+            cause = inner.source();
+        }
+        warn(
+            gh,
+            "GitHub output",
+            &format!("{text}; later steps will not see these outputs (is the file writable?)"),
+        );
+    }
+}
+
+/// With `--github-output`, warns if `GITHUB_OUTPUT` is not set: nothing would be written.
+fn check_github_output(gh: &Github, requested: bool) {
+    if requested && !gh.has_output_file() {
+        warn(
+            gh,
+            "GitHub output",
+            "--github-output is set but GITHUB_OUTPUT is not: no step outputs are written \
+             (outside GitHub Actions, drop --github-output or set GITHUB_OUTPUT to a file)",
+        );
     }
 }
 
@@ -290,6 +318,7 @@ pub(crate) fn run(cmd: SnapshotCommand) -> Result<i32, Failure> {
 
 fn key(args: KeyArgs) -> Result<i32, Failure> {
     let gh = Github::from_env();
+    check_github_output(&gh, args.github_output);
     let request = KeyRequest {
         prefix: non_empty(args.prefix)
             .or_else(|| env("STRATA_SNAPSHOT_PREFIX"))
@@ -383,10 +412,33 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-/// Opens the store, mapping configuration problems to usage errors.
-fn open(url: &str) -> Result<Box<dyn strata::transport::ObjectStore>, Failure> {
+/// Opens the store, mapping configuration problems to usage errors. A `file://` store
+/// reads no credentials at all. For an `s3://` store, a credential pair of which only one
+/// half is set (a misnamed or empty secret) is a warning and is ignored: the other pair is
+/// used if it is complete, else the requests are anonymous (a restore of a public bucket
+/// still works; a save never gets here without a complete pair, it skips with
+/// `no_writer_credentials`).
+fn open(gh: &Github, title: &str, url: &str) -> Result<Box<dyn ObjectStore>, Failure> {
     let options = TransportOptions::from_env().map_err(|e| usage("STRATA_S3_* setting", e))?;
-    open_store(url, &options).map_err(|e| usage("store", e))
+    let mut ignored: Vec<&'static str> = Vec::new();
+    if let Ok(StoreUrl::S3(_)) = url.parse::<StoreUrl>() {
+        for (set, missing) in incomplete_credential_pairs(&|name| std::env::var(name).ok()) {
+            warn(
+                gh,
+                title,
+                &format!(
+                    "only {set} is set ({missing} is missing or empty; a misnamed secret?): \
+                     ignoring this incomplete credential pair; the other pair is used if it \
+                     is complete, else the store is accessed anonymously"
+                ),
+            );
+            ignored.extend([set, missing]);
+        }
+    }
+    let env = |name: &str| {
+        if ignored.contains(&name) { None } else { std::env::var(name).ok() }
+    };
+    open_store_with_env(url, &options, env).map_err(|e| usage("store", e))
 }
 
 fn seconds(value: f64) -> String {
@@ -395,6 +447,7 @@ fn seconds(value: f64) -> String {
 
 fn restore(args: RestoreArgs) -> Result<i32, Failure> {
     let gh = Github::from_env();
+    check_github_output(&gh, args.common.github_output);
     let common = args.common;
     let literal_dir = cache_dir(args.cache_dir)?;
     let log_path = event_log(common.event_log);
@@ -415,31 +468,47 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         .map_err(|e| usage("--cache-dir", e))?
         .path()
         .to_path_buf();
-    let write_github = |status: &str, level: MatchLevel, matched: &str, bytes: u64, secs: f64| {
+    let write_github = |shown: &Shown<'_>| {
         if !common.github_output {
             return;
         }
         github_write(&gh, gh.set_env(&[("STRATA_CACHE_ROOT", abs_dir.display().to_string())]));
+        let rejected_keys: Vec<&str> = shown.rejected.iter().map(|r| r.key.as_str()).collect();
         let outputs = vec![
-            ("cache-hit", (level == MatchLevel::Exact && status == "restored").to_string()),
+            (
+                "cache-hit",
+                (shown.level == MatchLevel::Exact && shown.status == "restored").to_string(),
+            ),
             ("cache-primary-key", key_text.clone()),
-            ("cache-matched-key", matched.to_owned()),
-            ("matched-level", level.as_str().to_owned()),
-            ("status", status.to_owned()),
+            ("cache-matched-key", shown.matched.to_owned()),
+            ("matched-level", shown.level.as_str().to_owned()),
+            ("status", shown.status.to_owned()),
+            ("reason", shown.reason.to_owned()),
+            ("rejected-keys", rejected_keys.join("\n")),
             ("cache-dir", literal_dir.display().to_string()),
             ("cache-dir-absolute", abs_dir.display().to_string()),
-            ("bytes", bytes.to_string()),
-            ("seconds", format!("{secs:.3}")),
+            ("bytes", shown.bytes.to_string()),
+            ("seconds", format!("{:.3}", shown.seconds)),
         ];
         github_write(&gh, gh.set_outputs(&outputs));
         let mut rows = vec![
             ("key", key_text.clone(), true),
-            ("matched key", matched.to_owned(), true),
-            ("matched level", level.as_str().to_owned(), false),
-            ("outcome", status.to_owned(), false),
-            ("size", ci::human_bytes(bytes), false),
-            ("time", seconds(secs), false),
+            ("matched key", shown.matched.to_owned(), true),
+            ("matched level", shown.level.as_str().to_owned(), false),
+            ("outcome", shown.status.to_owned(), false),
         ];
+        if !shown.reason.is_empty() {
+            rows.push(("reason", shown.reason.to_owned(), false));
+        }
+        for rejected in shown.rejected {
+            rows.push((
+                "rejected",
+                format!("{} ({}): {}", rejected.key, rejected.level.as_str(), rejected.reason),
+                false,
+            ));
+        }
+        rows.push(("size", ci::human_bytes(shown.bytes), false));
+        rows.push(("time", seconds(shown.seconds), false));
         if let Some(path) = &log_path
             && let Ok(counts) = EventCounts::read(path)
         {
@@ -454,7 +523,15 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
             "snapshot restore",
             "no key (key preparation was unsupported or skipped): nothing restored",
         );
-        write_github("skipped", MatchLevel::None, "", 0, 0.0);
+        write_github(&Shown {
+            status: "skipped",
+            level: MatchLevel::None,
+            matched: "",
+            bytes: 0,
+            seconds: 0.0,
+            reason: "no key",
+            rejected: &[],
+        });
         if common.json {
             print_json(&json!({"status": "skipped", "reason": "no key", "cache_dir": abs_dir}))?;
         }
@@ -462,7 +539,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
     }
     let key: SnapshotKey = key_text.parse().map_err(|e| usage("--key", e))?;
     let url = store_url(common.store)?;
-    let store = open(&url)?;
+    let store = open(&gh, "snapshot restore", &url)?;
     let mode = if args.lookup_only { LookupMode::LookupOnly } else { LookupMode::Restore };
     let request = RestoreRequest {
         store: store.as_ref(),
@@ -471,93 +548,153 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         restore_prefixes: restore_keys,
         mode,
     };
-    match snapshot::restore(&request) {
-        Ok(report) => {
-            let matched = report.matched_key.clone().unwrap_or_default();
-            let status = match (report.level, report.restored) {
-                (MatchLevel::None, _) => "miss",
-                (_, true) => "restored",
-                (_, false) => "found",
-            };
-            events.emit(
-                "snapshot_restore",
-                &[
-                    ("outcome", status.into()),
-                    ("level", report.level.as_str().into()),
-                    ("key", key_text.clone().into()),
-                    ("matched_key", matched.clone().into()),
-                    ("bytes", report.object_size_bytes.into()),
-                    ("ms", ((report.seconds * 1000.0) as u64).into()),
-                ],
-            );
-            write_github(status, report.level, &matched, report.object_size_bytes, report.seconds);
-            if common.json {
-                let mut value = serde_json::to_value(&report)?;
-                value["status"] = json!(status);
-                value["cache_hit"] = json!(report.level == MatchLevel::Exact && report.restored);
-                value["store"] = json!(store.describe());
-                print_json(&value)?;
-            } else {
-                let line = match status {
-                    "miss" => format!(
-                        "strata: snapshot MISS key={key_text} (tried {} lookups in {})",
-                        report.tried.len(),
-                        store.describe()
-                    ),
-                    "found" => format!(
-                        "strata: snapshot FOUND level={} key={matched} bytes={} (lookup only)",
-                        report.level.as_str(),
-                        report.object_size_bytes
-                    ),
-                    _ => format!(
-                        "strata: snapshot RESTORED level={} key={matched} files={} bytes={} seconds={:.3} into {}",
-                        report.level.as_str(),
-                        report.file_count,
-                        report.object_size_bytes,
-                        report.seconds,
-                        report.cache_dir.display()
-                    ),
-                };
-                eprintln!("{line}");
-            }
-            if report.level == MatchLevel::None && args.fail_on_cache_miss {
-                eprintln!(
-                    "strata: error: no snapshot matched {key_text} and --fail-on-cache-miss is set"
-                );
-                return Ok(EXIT_CACHE_FAILURE);
-            }
-            Ok(0)
+    let result = snapshot::restore(&request);
+    let (report, error) = match result {
+        Ok(report) => (report, None),
+        Err(failure) if failure.error.is_usage() => {
+            return Err(Failure { code: EXIT_USAGE, error: failure.error.into() });
         }
-        Err(e) if e.is_usage() => Err(Failure { code: EXIT_USAGE, error: e.into() }),
-        Err(e) => {
-            let message = format!(
-                "{}; continuing without a restored snapshot (the cache directory {} is unchanged)",
-                e.one_line(),
+        Err(failure) => {
+            let failure = *failure;
+            (failure.report, Some(failure.error))
+        }
+    };
+    for note in &report.notes {
+        warn(&gh, "snapshot restore", note);
+    }
+    // Every rejected candidate is reported with its key; the last one is the error itself
+    // when nothing was restored.
+    let shown_rejections = match &error {
+        Some(e) if e.is_corrupt() => report.rejected.len().saturating_sub(1),
+        _ => report.rejected.len(),
+    };
+    for rejected in report.rejected.iter().take(shown_rejections) {
+        warn(
+            &gh,
+            "snapshot restore",
+            &format!(
+                "{} (found at level {}); trying the next candidate",
+                rejected.reason,
+                rejected.level.as_str()
+            ),
+        );
+    }
+    let matched = report.matched_key.clone().unwrap_or_default();
+    let status = match (&error, report.level, report.restored) {
+        (Some(_), _, _) => "error",
+        (None, MatchLevel::None, _) => "miss",
+        (None, _, true) => "restored",
+        (None, _, false) => "found",
+    };
+    let reason = error.as_ref().map(|e| e.one_line()).unwrap_or_default();
+    let rejected_keys: Vec<&str> = report.rejected.iter().map(|r| r.key.as_str()).collect();
+    let mut fields: Vec<(&str, Value)> = vec![
+        ("outcome", status.into()),
+        ("level", report.level.as_str().into()),
+        ("key", key_text.clone().into()),
+        ("matched_key", matched.clone().into()),
+        ("bytes", report.object_size_bytes.into()),
+        ("ms", ((report.seconds * 1000.0) as u64).into()),
+    ];
+    if !rejected_keys.is_empty() {
+        fields.push(("rejected", json!(rejected_keys)));
+    }
+    if let Some(e) = &error {
+        fields.push(("message", e.one_line().into()));
+        fields.push(("retries", (report.retries + e.retries()).into()));
+    }
+    events.emit("snapshot_restore", &fields);
+    write_github(&Shown {
+        status,
+        level: report.level,
+        matched: &matched,
+        bytes: report.object_size_bytes,
+        seconds: report.seconds,
+        reason: &reason,
+        rejected: &report.rejected,
+    });
+    if let Some(e) = &error {
+        let state = if e.is_refused() || args.lookup_only {
+            format!("nothing was touched in {}", abs_dir.display())
+        } else {
+            format!(
+                "the cache directory {} is unchanged; only its .updated marker was reset, \
+                 as at the start of every restore",
                 abs_dir.display()
-            );
-            warn(&gh, "snapshot restore", &message);
-            events.emit(
-                "snapshot_restore",
-                &[
-                    ("outcome", "error".into()),
-                    ("key", key_text.clone().into()),
-                    ("message", e.one_line().into()),
-                    ("retries", e.retries().into()),
-                ],
-            );
-            write_github("error", MatchLevel::None, "", 0, 0.0);
-            if common.json {
-                print_json(
-                    &json!({"status": "error", "error": e.one_line(), "cache_dir": abs_dir, "retries": e.retries()}),
-                )?;
-            }
-            Ok(if common.strict || args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 })
+            )
+        };
+        let found = if report.rejected.is_empty() {
+            String::new()
+        } else {
+            format!(" (found at level {})", report.level.as_str())
+        };
+        warn(
+            &gh,
+            "snapshot restore",
+            &format!("{}{found}; continuing without a restored snapshot ({state})", e.one_line()),
+        );
+    }
+    if common.json {
+        let mut value = serde_json::to_value(&report)?;
+        value["status"] = json!(status);
+        value["cache_hit"] = json!(report.level == MatchLevel::Exact && report.restored);
+        value["store"] = json!(store.describe());
+        if let Some(e) = &error {
+            value["error"] = json!(e.one_line());
+            value["retries"] = json!(report.retries + e.retries());
+        }
+        print_json(&value)?;
+    } else {
+        let line = match status {
+            "miss" => Some(format!(
+                "strata: snapshot MISS key={key_text} (tried {} lookups in {})",
+                report.tried.len(),
+                store.describe()
+            )),
+            "found" => Some(format!(
+                "strata: snapshot FOUND level={} key={matched} bytes={} (lookup only)",
+                report.level.as_str(),
+                report.object_size_bytes
+            )),
+            "restored" => Some(format!(
+                "strata: snapshot RESTORED level={} key={matched} files={} bytes={} seconds={:.3} into {}",
+                report.level.as_str(),
+                report.file_count,
+                report.object_size_bytes,
+                report.seconds,
+                report.cache_dir.display()
+            )),
+            _ => None,
+        };
+        if let Some(line) = line {
+            eprintln!("{line}");
         }
     }
+    if error.is_some() {
+        return Ok(if common.strict || args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 });
+    }
+    if report.level == MatchLevel::None && args.fail_on_cache_miss {
+        eprintln!("strata: error: no snapshot matched {key_text} and --fail-on-cache-miss is set");
+        return Ok(EXIT_CACHE_FAILURE);
+    }
+    Ok(0)
+}
+
+/// What the GitHub outputs and the step summary of a restore show.
+struct Shown<'a> {
+    status: &'a str,
+    level: MatchLevel,
+    matched: &'a str,
+    bytes: u64,
+    seconds: f64,
+    /// Why nothing was restored (one line), empty otherwise.
+    reason: &'a str,
+    rejected: &'a [snapshot::restore::Rejected],
 }
 
 fn save(args: SaveArgs) -> Result<i32, Failure> {
     let gh = Github::from_env();
+    check_github_output(&gh, args.common.github_output);
     let common = args.common;
     let literal_dir = cache_dir(args.cache_dir)?;
     let log_path = event_log(common.event_log);
@@ -571,7 +708,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             |e| Failure { code: if e.is_usage() { EXIT_USAGE } else { 1 }, error: e.into() },
         )?;
     let store = match skip_reason {
-        None => Some(open(&url)?),
+        None => Some(open(&gh, "snapshot save", &url)?),
         Some(_) => None,
     };
     let request = store.as_ref().map(|store| SaveRequest {
@@ -620,7 +757,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             Ok(snapshot::save::skipped_report(&literal_dir, Some(&args.key), reason))
         }
     };
-    let describe_store = || store.as_ref().map_or_else(|| url.clone(), |s| s.describe());
+    let describe_store = || store.as_ref().map_or_else(|| redact_store_url(&url), |s| s.describe());
     match result {
         Ok(report) => {
             let key = report.key.clone().unwrap_or_default();
@@ -664,8 +801,11 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
                     report.upload_seconds,
                     describe_store()
                 );
-            } else {
-                notice(&gh, "snapshot save skipped", &reason);
+            }
+            if status == "skipped" {
+                let shown =
+                    if key.is_empty() { reason.clone() } else { format!("{reason} (key {key})") };
+                notice(&gh, "snapshot save skipped", &shown);
             }
             Ok(0)
         }

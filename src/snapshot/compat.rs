@@ -249,8 +249,13 @@ pub fn toolchain_identity(
                 if name.is_empty() {
                     continue;
                 }
-                let path = resolve_tool(name)
-                    .ok_or_else(|| format!("toolchain tool {name:?} was not found on PATH"))?;
+                let path = resolve_tool(name).ok_or_else(|| {
+                    format!(
+                        "no toolchain identity: toolchain tool {name:?} was not found on PATH; \
+                         install it or pass another --toolchain-tool TOOL (host builds) or \
+                         --toolchain-image IMAGE (nested container builds)"
+                    )
+                })?;
                 let version = tool_version(&path, None)
                     .map_err(|e| format!("toolchain tool {name:?}: {e}"))?;
                 entries.insert(name.to_owned(), version);

@@ -54,6 +54,34 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// `<cache dir>/actions-v1` is a symlink (or another non-directory): strata packs and
+    /// restores only a real directory, so that no cache write can leave the cache
+    /// directory.
+    #[error(
+        "{} is not a real directory (a symlink?); strata does not follow it. To keep the \
+         cache on another disk, point --cache-dir (STRATA_CACHE_ROOT) at a directory there \
+         instead of symlinking actions-v1",
+        path.display()
+    )]
+    SymlinkedLayout {
+        /// The `actions-v1` path.
+        path: PathBuf,
+    },
+    /// The cache directory is not one a restore may replace (it is or contains the
+    /// current directory or `$HOME`, holds names strata does not own, is a dangling
+    /// symlink or not a directory). Nothing was touched.
+    #[error(
+        "refusing to restore into {}: {reason}. A restore replaces the cache directory as a \
+         whole; point --cache-dir (STRATA_CACHE_ROOT) at a directory of its own, e.g. \
+         <workspace>/.strata-l1",
+        path.display()
+    )]
+    UnsafeCacheDir {
+        /// The cache directory (absolute).
+        path: PathBuf,
+        /// Why it was refused.
+        reason: String,
+    },
     /// A record (manifest, sidecar, origin) could not be encoded or did not verify.
     #[error("snapshot {what} is not a valid record")]
     Record {
@@ -93,6 +121,12 @@ impl Error {
             Error::Record { source, .. } => source.is_corrupt(),
             _ => false,
         }
+    }
+
+    /// True if the cache directory was refused before anything was touched
+    /// ([`Error::UnsafeCacheDir`]).
+    pub fn is_refused(&self) -> bool {
+        matches!(self, Error::UnsafeCacheDir { .. })
     }
 
     /// True if the object store failed.

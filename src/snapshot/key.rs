@@ -388,8 +388,30 @@ pub fn compute_key(request: &KeyRequest) -> Result<KeyReport, Error> {
     let mut warnings = Vec::new();
 
     // The source tree must exist and carry the files that mark strata support.
-    let root = match fs::canonicalize(&request.source_root) {
-        Ok(root) => root,
+    let given_root = &request.source_root;
+    let root = match fs::metadata(given_root) {
+        Ok(meta) if meta.is_dir() => match fs::canonicalize(given_root) {
+            Ok(root) => root,
+            Err(e) => {
+                return Ok(KeyReport::unsupported(format!("source root: {e}"), warnings, None));
+            }
+        },
+        Ok(_) => {
+            let reason = format!(
+                "the source root {} is not a directory (--source-root: pass the checkout's \
+                 top directory)",
+                given_root.display()
+            );
+            return Ok(KeyReport::unsupported(reason, warnings, None));
+        }
+        Err(e) if e.is_not_found() => {
+            let reason = format!(
+                "the source root {} does not exist (--source-root: pass the checkout's top \
+                 directory)",
+                given_root.display()
+            );
+            return Ok(KeyReport::unsupported(reason, warnings, None));
+        }
         Err(e) => return Ok(KeyReport::unsupported(format!("source root: {e}"), warnings, None)),
     };
     for required in &request.require {
@@ -574,6 +596,23 @@ mod tests {
         assert!(!report.supported && report.reason.unwrap().contains("--toolchain-tool"));
         let report = compute_key(&KeyRequest { source_hash: None, ..request(dir.path()) }).unwrap();
         assert!(!report.supported, "not a git repository");
+        let missing = dir.path().join("no-such-dir");
+        let report =
+            compute_key(&KeyRequest { source_root: missing, ..request(dir.path()) }).unwrap();
+        let reason = report.reason.unwrap();
+        assert!(reason.contains("no-such-dir does not exist (--source-root"), "{reason}");
+        let file = dir.path().join("file");
+        crate::fs::write_new(&file, b"", 0o644).unwrap();
+        let report = compute_key(&KeyRequest { source_root: file, ..request(dir.path()) }).unwrap();
+        assert!(report.reason.unwrap().contains("is not a directory (--source-root"));
+        let report = compute_key(&KeyRequest {
+            toolchain_image: None,
+            toolchain_tools: vec!["no-such-tool-for-strata-tests".into()],
+            ..request(dir.path())
+        })
+        .unwrap();
+        let reason = report.reason.unwrap();
+        assert!(reason.starts_with("no toolchain identity") && reason.contains("--toolchain-tool"));
         let err = compute_key(&KeyRequest { prefix: "-x".into(), ..request(dir.path()) });
         assert!(err.unwrap_err().is_usage());
         let err =

@@ -9,8 +9,11 @@
 //!   zstd or gzip ([`Compression`]), whose last entry is a `strata.snapshot_manifest` record
 //!   ([`manifest`]). Both directions stream with bounded buffers.
 //! * [`mod@restore`] and [`mod@save`]: the orchestration over an
-//!   [`ObjectStore`](crate::transport::ObjectStore): lookup order, whole-object verification,
-//!   staging and atomic swap, writer gating, the sidecar commit point.
+//!   [`ObjectStore`](crate::transport::ObjectStore): lookup order (`lookup.rs`: exact key,
+//!   then each prefix newest first, falling through candidates that fail verification),
+//!   whole-object verification, staging and atomic swap into a cache directory of its own,
+//!   writer gating, the sidecar commit point and the completion of interrupted saves;
+//!   [`leftovers`] removes stale temp files of killed runs beside the cache directory.
 //!
 //! # Objects in the store
 //! A snapshot is two objects: `<key>` (the compressed tar stream) and `<key>.json`, a
@@ -21,7 +24,10 @@
 //! # Invariants
 //! * Restores stay inside their target (DESIGN.md invariant 4): see [`unpack`].
 //! * A cache directory is never half restored: it is either untouched or replaced as a
-//!   whole by a verified tree ([`mod@restore`]).
+//!   whole by a verified tree ([`mod@restore`]); a directory that is not strata's own (the
+//!   workspace, `$HOME`, anything holding other files) is refused, untouched.
+//! * Only an entry's `artifacts/` may hold symlinks; a symlink at a layout position is
+//!   rejected on restore, skipped on pack, and never traversed by the engine.
 //! * Nothing published is overwritten: uploads use
 //!   [`put_file_if_absent`](crate::transport::ObjectStore::put_file_if_absent).
 //! * This module knows no S3 wire details and never prints; the CLI reports.
@@ -30,6 +36,8 @@ pub mod compat;
 mod error;
 mod format;
 pub mod key;
+pub mod leftovers;
+mod lookup;
 pub mod manifest;
 pub mod pack;
 pub mod restore;

@@ -19,7 +19,10 @@
 //! Not packed: anything outside `actions-v1/` (`.locks/`, `.local/`, `.updated`), and crash
 //! leftovers inside it (`.<name>.tmp-<16 hex>`, `.<name>.old-<16 hex>`,
 //! `.<name>.trash-<16 hex>`, and strata's temp files `.strata-*.tmp`,
-//! `.<name>.strata-*.tmp`). FIFOs, sockets and devices are skipped with a warning.
+//! `.<name>.strata-*.tmp`). FIFOs, sockets and devices are skipped with a warning, and so
+//! are symlinks outside an entry's `artifacts/` directory (a restore would reject them).
+//! `actions-v1` itself must be a real directory: a symlinked one is an error
+//! ([`Error::SymlinkedLayout`]), never an empty snapshot.
 //!
 //! # Limitations
 //! * A file that grows while it is packed is packed with its size at `stat` time (the
@@ -37,6 +40,7 @@ use super::manifest::{
     FileRecord, MANIFEST_ENTRY, MANIFEST_SCHEMA, Producer, SnapshotManifest, SymlinkRecord,
 };
 use super::{CARRIED_DIR, Compression, Error, manifest};
+use crate::action::layout::is_inside_entry_artifacts;
 use crate::digest::{Hasher, Sha256Digest};
 use crate::fs::{self, EntryKind, RelPath};
 
@@ -275,6 +279,11 @@ fn read_tree(
         let rel = root_rel.join(inner)?;
         let item = match entry.kind {
             EntryKind::Dir => Item::Dir(rel, entry.path),
+            EntryKind::Symlink if !is_inside_entry_artifacts(inner) => Item::Skipped(format!(
+                "skipped {}: a symlink outside an entry's artifacts/ directory (restores \
+                 reject symlinks at layout positions; replace it with a real directory)",
+                entry.path.display()
+            )),
             EntryKind::Symlink => {
                 let target = fs::read_link(&entry.path)?;
                 Item::Symlink { rel, path: entry.path, target }
@@ -381,6 +390,7 @@ fn write_items<W: Write>(
 /// overlap, with at most 8 chunks of 1 MiB in flight.
 ///
 /// # Errors
+/// [`Error::SymlinkedLayout`] if `actions-v1` is a symlink or not a directory;
 /// [`Error::Pack`] for read or compression failures, [`Error::Local`] for walk failures,
 /// [`Error::Record`] if the manifest cannot be sealed.
 pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<PackReport, Error> {
@@ -388,11 +398,16 @@ pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<Pack
         let path = path.to_path_buf();
         move |source: io::Error| Error::Pack { path: path.clone(), source }
     };
+    let carried = cache_root.join(CARRIED_DIR);
+    if let Some(meta) = fs::symlink_metadata_opt(&carried)?
+        && !meta.is_dir()
+    {
+        return Err(Error::SymlinkedLayout { path: carried });
+    }
     let file = fs::create_truncate(out, 0o600)?;
     let hashing = HashWriter { inner: file, hasher: Hasher::new() };
     let encoder = Encoder::new(hashing, options).map_err(pack_err(out))?;
     let mut builder = tar::Builder::new(encoder);
-    let carried = cache_root.join(CARRIED_DIR);
     let root_rel = RelPath::new(CARRIED_DIR)?;
     let mut collected = Collected::default();
     let mut dir_header = header(tar::EntryType::Directory, 0o755, 0);
@@ -471,5 +486,27 @@ mod tests {
         {
             assert!(!is_leftover(no), "{no}");
         }
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn symlinks_at_layout_positions_are_skipped_and_a_symlinked_root_is_refused() {
+        let src = tempfile::tempdir().unwrap();
+        let artifacts = src.path().join("actions-v1/third_party/zlib/k/artifacts");
+        std::fs::create_dir_all(&artifacts).unwrap();
+        std::os::unix::fs::symlink("libz.so.1", artifacts.join("libz.so")).unwrap();
+        std::os::unix::fs::symlink("/elsewhere", src.path().join("actions-v1/custom_operator"))
+            .unwrap();
+        let out = src.path().join("object");
+        let report = pack(src.path(), &out, &PackOptions::new("k")).unwrap();
+        let links: Vec<&str> = report.manifest.symlinks.iter().map(|l| l.path.as_str()).collect();
+        assert_eq!(links, ["actions-v1/third_party/zlib/k/artifacts/libz.so"]);
+        assert!(report.warnings.iter().any(|w| w.contains("custom_operator")), "{report:?}");
+
+        let moved = tempfile::tempdir().unwrap();
+        std::fs::rename(src.path().join("actions-v1"), moved.path().join("a")).unwrap();
+        std::os::unix::fs::symlink(moved.path().join("a"), src.path().join("actions-v1")).unwrap();
+        let err = pack(src.path(), &out, &PackOptions::new("k")).unwrap_err();
+        assert!(matches!(err, Error::SymlinkedLayout { .. }), "{err}");
     }
 }

@@ -9,8 +9,19 @@
 //! 3. the newest snapshot under each `--restore-key` prefix, in order.
 //!
 //! Listings follow every page (§7.4). "Newest" is the largest suffix time
-//! (`yyyymmddThhmmssZ`, the first field of strata's suffix), ties broken by the whole key;
-//! keys without that field use the sidecar's `Last-Modified` formatted the same way.
+//! (`yyyymmddThhmmssZ`, the first field of strata's suffix), ties broken by the whole key
+//! (byte order, larger wins); keys without that field use the sidecar's `Last-Modified`
+//! formatted the same way, then its sub-second part at the store's resolution (S3
+//! listings: milliseconds; directory stores: the file system's), then the key. A snapshot
+//! whose suffix time is more than a day ahead of the clock is ignored with a note: a wrong
+//! clock or a crafted key must not win every lookup.
+//!
+//! Candidates are tried in that order: the exact key, then each prefix's snapshots newest
+//! first (a key seen at an earlier level is not tried twice). A candidate that fails
+//! verification (sidecar, size, SHA-256, any unpack check) is recorded in
+//! [`RestoreReport::rejected`] and the next one is tried, up to [`MAX_REJECTED`]
+//! rejections; so one corrupt or poisoned snapshot is reported but does not block every
+//! restore of its namespace. Store failures are not retried with other candidates.
 //!
 //! Read order for the match:
 //! 1. download the sidecar (at most 1 MiB) and verify it as a record naming the matched key;
@@ -18,7 +29,8 @@
 //!    (the transport runs parallel ranged GETs), then check its size and SHA-256 against the
 //!    sidecar before reading a single entry;
 //! 3. unpack into a staging directory `<parent>/.<name>.tmp-<hex>` under the checks of
-//!    [`super::unpack`], bounded by the sidecar's counts;
+//!    [`super::unpack`], bounded by the sidecar's counts, which themselves may not exceed
+//!    [`MAX_EXPANSION_RATIO`] times the object size (checked before the download);
 //! 4. write `.local/snapshot-origin.json` (lineage for the next save) into the staging
 //!    tree, then swap it into place: `renameat2(RENAME_EXCHANGE)` when the cache directory
 //!    exists (one atomic step), else a no-replace rename; the old tree is deleted after.
@@ -26,21 +38,31 @@
 //!    cache directory is missing, never partial.
 //!
 //! Any failure leaves the cache directory untouched and removes the temp file and staging
-//! directory. Before the lookup, a restore (not a lookup-only one) deletes
+//! directory. Leftovers of killed restores and saves beside the cache directory are
+//! deleted at the start of a restore once stale ([`super::leftovers`]). Before the lookup, a restore (not a lookup-only one) deletes
 //! `<cache dir>/.updated`: from then on the marker means "this job added an entry".
+//!
+//! Because the cache directory is replaced as a whole, a restore first refuses (and
+//! touches nothing, not even `.updated`) a cache directory that is or contains the current
+//! directory or `$HOME`, that is a symlink or not a directory, or that holds any name
+//! besides strata's own (`actions-v1`, `.locks`, `.local`, `.updated`, and strata's crash
+//! leftovers): `--cache-dir .` must never delete a workspace ([`check_target`]).
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
-use super::key::{KeyParts, check_key_text, format_time, key_time};
+use super::leftovers::{self, STALE_AFTER};
+pub use super::lookup::MAX_FUTURE;
+use super::lookup::{Candidate, candidates, prefixes};
 use super::manifest::{
     MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SCHEMA, Sidecar, now_rfc3339, seal,
 };
+use super::pack::is_leftover;
 use super::unpack::{UnpackLimits, hash_object, unpack};
-use super::{Error, SnapshotKey, manifest};
+use super::{CARRIED_DIR, Error, SnapshotKey, manifest};
 use crate::action::CacheRoot;
 use crate::fs::{self, StagingDir};
-use crate::transport::{ObjectKey, ObjectMeta, ObjectStore};
+use crate::transport::{ObjectKey, ObjectStore};
 
 /// How a snapshot was matched (the `matched-level` output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -107,6 +129,8 @@ pub struct RestoreReport {
     pub cache_dir: PathBuf,
     /// The prefixes and keys looked up, in order.
     pub tried: Vec<String>,
+    /// Candidates that failed verification and were passed over, in order.
+    pub rejected: Vec<Rejected>,
     /// Size of the downloaded object, in bytes.
     pub object_size_bytes: u64,
     /// Files restored.
@@ -141,90 +165,89 @@ pub(crate) fn resolve_cache_dir(given: &Path) -> Result<PathBuf, Error> {
     Ok(path)
 }
 
-fn object_key(name: &str) -> Result<ObjectKey, Error> {
+/// The names a cache directory may hold (besides crash leftovers, [`is_leftover`]): what
+/// the engine and restore create at the cache root.
+pub const OWN_NAMES: [&str; 4] = [CARRIED_DIR, ".locks", ".local", ".updated"];
+
+/// Refuses a cache directory that a restore must not replace (see the module docs).
+/// `cache_dir` is resolved (absolute, symlinks resolved); `protected` are directories that
+/// must not be inside it, with their names (the current directory, `$HOME`), also
+/// resolved.
+///
+/// # Errors
+/// [`Error::UnsafeCacheDir`] with the reason; [`Error::Local`] if the directory cannot be
+/// listed.
+pub fn check_target(cache_dir: &Path, protected: &[(&str, PathBuf)]) -> Result<(), Error> {
+    let refuse =
+        |reason: String| Err(Error::UnsafeCacheDir { path: cache_dir.to_path_buf(), reason });
+    for (what, dir) in protected {
+        if dir == cache_dir {
+            return refuse(format!("it is {what}"));
+        }
+        if dir.starts_with(cache_dir) {
+            return refuse(format!("it contains {what} ({})", dir.display()));
+        }
+    }
+    match fs::symlink_metadata_opt(cache_dir)? {
+        None => return Ok(()),
+        Some(meta) if meta.file_type().is_symlink() => {
+            return refuse("it is a symlink that leads nowhere (dangling)".to_owned());
+        }
+        Some(meta) if !meta.is_dir() => {
+            return refuse("it exists and is not a directory".to_owned());
+        }
+        Some(_) => {}
+    }
+    let foreign: Vec<String> = fs::read_dir(cache_dir)?
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter(|name| !OWN_NAMES.contains(&name.as_str()) && !is_leftover(name))
+        .collect();
+    if let Some(first) = foreign.first() {
+        return refuse(format!(
+            "it holds {} name(s) that are not strata's (e.g. {first:?}; strata's own are {})",
+            foreign.len(),
+            OWN_NAMES.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The current directory and `$HOME`, resolved: what a cache directory may never contain.
+fn protected_dirs() -> Vec<(&'static str, PathBuf)> {
+    let mut out = Vec::new();
+    if let Ok(cwd) = fs::current_dir() {
+        out.push(("the current directory", fs::resolve_nonstrict(&cwd).unwrap_or(cwd)));
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+        && home.is_absolute()
+    {
+        out.push(("$HOME", fs::resolve_nonstrict(&home).unwrap_or(home)));
+    }
+    out
+}
+
+pub(crate) fn object_key(name: &str) -> Result<ObjectKey, Error> {
     ObjectKey::new(name).map_err(|e| Error::InvalidInput { what: "--key", reason: e.to_string() })
 }
 
-/// A matched snapshot: key, level, and the sidecar's store metadata.
-struct Match {
-    key: String,
-    level: MatchLevel,
-    sidecar: ObjectMeta,
-    object_size_bytes: Option<u64>,
-}
+/// Most candidates that may fail verification in one restore before it gives up.
+pub const MAX_REJECTED: usize = 3;
 
-/// The newest complete snapshot among `objects` (see the module docs).
-fn newest(objects: &[ObjectMeta], prefix: &str) -> Option<(String, ObjectMeta, u64)> {
-    let sizes: std::collections::HashMap<&str, u64> =
-        objects.iter().map(|o| (o.key.as_str(), o.size_bytes)).collect();
-    objects
-        .iter()
-        .filter_map(|o| {
-            let name = o.key.as_str().strip_suffix(".json")?;
-            if !name.starts_with(prefix) || check_key_text("--key", name).is_err() {
-                return None;
-            }
-            let size = *sizes.get(name)?;
-            let time =
-                key_time(name).map(str::to_owned).unwrap_or_else(|| format_time(o.last_modified));
-            Some((time, name.to_owned(), o.clone(), size))
-        })
-        .max_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)))
-        .map(|(_, name, meta, size)| (name, meta, size))
-}
-
-/// The prefixes to try after the exact key, with their levels, deduplicated in order.
-fn prefixes(key: &SnapshotKey, extra: &[String]) -> Result<Vec<(String, MatchLevel)>, Error> {
-    let derived = key.parts().map(|p: KeyParts| (p.same_source_prefix(), p.compat_prefix()));
-    let mut out: Vec<(String, MatchLevel)> = Vec::new();
-    if let Some((same, compat)) = &derived {
-        out.push((same.clone(), MatchLevel::SameSource));
-        out.push((compat.clone(), MatchLevel::Compatible));
-    }
-    for prefix in extra {
-        check_key_text("--restore-key", prefix)?;
-        let level = match &derived {
-            Some((same, _)) if same == prefix => MatchLevel::SameSource,
-            Some((_, compat)) if compat == prefix => MatchLevel::Compatible,
-            _ => MatchLevel::Prefix,
-        };
-        if !out.iter().any(|(p, _)| p == prefix) {
-            out.push((prefix.clone(), level));
-        }
-    }
-    Ok(out)
-}
-
-fn lookup(request: &RestoreRequest<'_>, tried: &mut Vec<String>) -> Result<Option<Match>, Error> {
-    let store = request.store;
-    let key = request.key.as_str();
-    tried.push(key.to_owned());
-    let sidecar_key = object_key(&request.key.sidecar_name())?;
-    let head =
-        |k: &ObjectKey| store.head(k).map_err(|e| Error::transport("look up", k.as_str(), e));
-    if let Some(sidecar) = head(&sidecar_key)?
-        && let Some(object) = head(&object_key(key)?)?
-    {
-        return Ok(Some(Match {
-            key: key.to_owned(),
-            level: MatchLevel::Exact,
-            sidecar,
-            object_size_bytes: Some(object.size_bytes),
-        }));
-    }
-    for (prefix, level) in prefixes(&request.key, &request.restore_prefixes)? {
-        tried.push(prefix.clone());
-        let objects = store.list(&prefix).map_err(|e| Error::transport("list", &prefix, e))?;
-        if let Some((name, sidecar, size)) = newest(&objects, &prefix) {
-            return Ok(Some(Match { key: name, level, sidecar, object_size_bytes: Some(size) }));
-        }
-    }
-    Ok(None)
+/// A candidate that failed verification and was passed over.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Rejected {
+    /// Its key.
+    pub key: String,
+    /// The level it was found at.
+    pub level: MatchLevel,
+    /// Why it was rejected (one line).
+    pub reason: String,
 }
 
 fn read_sidecar(
     store: &dyn ObjectStore,
-    found: &Match,
+    found: &Candidate,
     temp: &Path,
 ) -> Result<(Sidecar, String), Error> {
     if found.sidecar.size_bytes > MAX_SIDECAR_BYTES {
@@ -246,28 +269,39 @@ fn read_sidecar(
     Ok((sidecar, envelope.content_digest.to_prefixed()))
 }
 
+/// Deletes the previous cache tree after the swap; a failure is a note naming it (the
+/// restore itself succeeded).
+fn discard_old_tree(old: &Path) -> Option<String> {
+    fs::remove_tree(old).err().map(|e| old_tree_note(old, &e))
+}
+
+fn old_tree_note(old: &Path, e: &fs::Error) -> String {
+    format!(
+        "the snapshot was restored, but the previous cache tree (swapped out to {}) could not \
+         be deleted: {e}; nothing reads it, delete it by hand",
+        old.display()
+    )
+}
+
 /// Swaps the verified `staging` tree into `cache_dir` (see the module docs, step 4).
-fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<(), Error> {
+/// Returns a note if the previous tree could not be deleted afterwards.
+fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<Option<String>, Error> {
     match fs::symlink_metadata_opt(cache_dir)? {
         None => match fs::publish_dir(staging, cache_dir, false) {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(None),
             Err((e, _staging)) => Err(e.into()),
         },
         Some(meta) if meta.is_dir() => {
             if fs::exchange(staging.path(), cache_dir)? {
-                // `staging` now names the old tree; dropping the guard deletes it.
-                drop(staging);
-                return Ok(());
+                // The staging path now holds the old tree.
+                return Ok(discard_old_tree(&staging.keep()));
             }
             let aside = StagingDir::new_beside(cache_dir, 0o700)?;
             let aside_path = aside.path().to_path_buf();
             fs::remove_tree(&aside_path)?;
             fs::rename(cache_dir, &aside_path)?;
             match fs::publish_dir(staging, cache_dir, false) {
-                Ok(()) => {
-                    drop(aside);
-                    Ok(())
-                }
+                Ok(()) => Ok(discard_old_tree(&aside.keep())),
                 Err((e, _staging)) => {
                     // Put the old tree back rather than leave nothing.
                     let _ = fs::rename(&aside_path, cache_dir);
@@ -276,60 +310,76 @@ fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<(), Error> {
                 }
             }
         }
-        Some(_) => Err(Error::InvalidInput {
-            what: "--cache-dir",
-            reason: format!("{} exists and is not a directory", cache_dir.display()),
+        Some(_) => Err(Error::UnsafeCacheDir {
+            path: cache_dir.to_path_buf(),
+            reason: "it exists and is not a directory".to_owned(),
         }),
     }
 }
 
-/// Restores the best snapshot for `request` (see the module docs).
-///
-/// # Errors
-/// [`Error::InvalidInput`] for a bad key, prefix or cache directory; [`Error::Transport`]
-/// for store failures; [`Error::Corrupt`] when the object or an entry fails verification;
-/// [`Error::Local`] for local I/O. In every error case the cache directory is untouched
-/// (apart from `.updated`, removed first).
-pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
-    let started = Instant::now();
-    let cache_dir = resolve_cache_dir(&request.cache_dir)?;
-    if request.mode == LookupMode::Restore {
-        fs::remove_file(&cache_dir.join(".updated"))?;
-    }
-    let mut report = RestoreReport {
-        level: MatchLevel::None,
-        matched_key: None,
-        restored: false,
-        cache_dir: cache_dir.clone(),
-        tried: Vec::new(),
-        object_size_bytes: 0,
-        file_count: 0,
-        file_bytes: 0,
-        seconds: 0.0,
-        download_seconds: 0.0,
-        retries: 0,
-        manifest_digest: None,
-        notes: Vec::new(),
-    };
-    let found = lookup(request, &mut report.tried)?;
-    let Some(found) = found else {
-        report.seconds = started.elapsed().as_secs_f64();
-        return Ok(report);
-    };
-    report.level = found.level;
-    report.matched_key = Some(found.key.clone());
-    if request.mode == LookupMode::LookupOnly {
-        report.object_size_bytes = found.object_size_bytes.unwrap_or(0);
-        report.seconds = started.elapsed().as_secs_f64();
-        return Ok(report);
-    }
+/// A restore that failed: the error and what was found and tried before it (the rejected
+/// candidates, the level and key of the first one), for reporting.
+#[derive(Debug)]
+pub struct RestoreFailure {
+    /// Why nothing was restored.
+    pub error: Error,
+    /// The lookup so far: `level` and `matched_key` name the first candidate that was
+    /// chosen (and rejected), `rejected` every rejected candidate.
+    pub report: RestoreReport,
+}
 
-    if let Some(parent) = cache_dir.parent() {
-        fs::create_dir_all(parent)?;
+/// What one verified candidate gave.
+struct Restored {
+    object_size_bytes: u64,
+    file_count: u64,
+    file_bytes: u64,
+    manifest_digest: String,
+    note: Option<String>,
+}
+
+/// The most a snapshot may expand per byte of its object: the uncompressed size its
+/// sidecar declares (512 bytes of tar header per entry plus the file bytes) must be at most
+/// this multiple of the object size, or [`MIN_EXPANSION_ALLOWANCE_BYTES`], whichever is
+/// larger. Build outputs compress 2–20×; the cap only stops a small object that declares
+/// (and would unpack) a huge tree.
+pub const MAX_EXPANSION_RATIO: u64 = 1000;
+
+/// Declared sizes up to this many bytes are always accepted, whatever the ratio.
+pub const MIN_EXPANSION_ALLOWANCE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Checks the sidecar's declared sizes against [`MAX_EXPANSION_RATIO`] before anything is
+/// downloaded (unpacking then enforces the declared sizes themselves).
+fn check_expansion(key: &str, sidecar: &Sidecar) -> Result<(), Error> {
+    let declared = sidecar.entry_count.saturating_mul(512).saturating_add(sidecar.file_bytes);
+    let allowed = sidecar
+        .object_size_bytes
+        .saturating_mul(MAX_EXPANSION_RATIO)
+        .max(MIN_EXPANSION_ALLOWANCE_BYTES);
+    if declared > allowed {
+        return Err(Error::corrupt(
+            key,
+            format!(
+                "its sidecar declares {} entries and {} bytes of files (about {declared} bytes \
+                 unpacked) for a {}-byte object: more than {MAX_EXPANSION_RATIO}× expansion \
+                 (a decompression bomb?)",
+                sidecar.entry_count, sidecar.file_bytes, sidecar.object_size_bytes
+            ),
+        ));
     }
-    let sidecar_temp = fs::temp_path_beside(&cache_dir, "sidecar")?;
-    let (sidecar, _) = read_sidecar(request.store, &found, &sidecar_temp)?;
+    Ok(())
+}
+
+/// Downloads, verifies and swaps in one candidate (read order steps 1–4).
+fn restore_candidate(
+    request: &RestoreRequest<'_>,
+    cache_dir: &Path,
+    found: &Candidate,
+    report: &mut RestoreReport,
+) -> Result<Restored, Error> {
+    let sidecar_temp = fs::temp_path_beside(cache_dir, "sidecar")?;
+    let (sidecar, _) = read_sidecar(request.store, found, &sidecar_temp)?;
     drop(sidecar_temp);
+    check_expansion(&found.key, &sidecar)?;
     if let Some(listed) = found.object_size_bytes
         && listed != sidecar.object_size_bytes
     {
@@ -342,15 +392,15 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
         ));
     }
 
-    let download = fs::temp_path_beside(&cache_dir, "download")?;
+    let download = fs::temp_path_beside(cache_dir, "download")?;
     let object = object_key(&found.key)?;
     let download_started = Instant::now();
     let (_, stats) = request
         .store
         .get_to_file(&object, &download)
         .map_err(|e| Error::transport("download", &found.key, e))?;
-    report.download_seconds = download_started.elapsed().as_secs_f64();
-    report.retries = stats.retries;
+    report.download_seconds += download_started.elapsed().as_secs_f64();
+    report.retries += stats.retries;
     let (digest, size) = hash_object(&download)?;
     if size != sidecar.object_size_bytes || digest != sidecar.object_sha256 {
         return Err(Error::corrupt(
@@ -362,9 +412,8 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
             ),
         ));
     }
-    report.object_size_bytes = size;
 
-    let staging = StagingDir::new_beside(&cache_dir, 0o755)?;
+    let staging = StagingDir::new_beside(cache_dir, 0o755)?;
     let limits = UnpackLimits {
         max_entries: sidecar.entry_count,
         max_file_bytes: sidecar.file_bytes,
@@ -382,14 +431,119 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Error> {
     let local = fs::create_dir_all_within(staging.path(), Path::new(".local"), 0o755)?;
     let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
     fs::write_new(&local.join(ORIGIN_FILE), &envelope.to_bytes(), 0o644)?;
-    swap_into_place(staging, &cache_dir)?;
+    let note = swap_into_place(staging, cache_dir)?;
+    Ok(Restored {
+        object_size_bytes: size,
+        file_count: unpacked.files,
+        file_bytes: unpacked.file_bytes,
+        manifest_digest: unpacked.manifest_digest,
+        note,
+    })
+}
 
-    report.restored = true;
-    report.file_count = unpacked.files;
-    report.file_bytes = unpacked.file_bytes;
-    report.manifest_digest = Some(unpacked.manifest_digest);
-    report.seconds = started.elapsed().as_secs_f64();
-    Ok(report)
+/// Restores the best snapshot for `request` (see the module docs): the candidates in
+/// lookup order (the exact key, then each prefix's snapshots newest first); a candidate
+/// that fails verification is recorded in `rejected` and the next one is tried, up to
+/// [`MAX_REJECTED`] rejections.
+///
+/// # Errors
+/// A [`RestoreFailure`] holding: [`Error::InvalidInput`] for a bad key, prefix or cache
+/// directory; [`Error::UnsafeCacheDir`] for a cache directory a restore must not replace
+/// (nothing touched); [`Error::Transport`] for store failures; [`Error::Corrupt`] when the
+/// last candidate tried failed verification and no other was restored; [`Error::Local`]
+/// for local I/O. In every other error case the cache directory is untouched apart from
+/// `.updated`, removed first.
+pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Box<RestoreFailure>> {
+    let started = Instant::now();
+    let mut report = RestoreReport {
+        level: MatchLevel::None,
+        matched_key: None,
+        restored: false,
+        cache_dir: request.cache_dir.clone(),
+        tried: Vec::new(),
+        rejected: Vec::new(),
+        object_size_bytes: 0,
+        file_count: 0,
+        file_bytes: 0,
+        seconds: 0.0,
+        download_seconds: 0.0,
+        retries: 0,
+        manifest_digest: None,
+        notes: Vec::new(),
+    };
+    match restore_into(request, &mut report) {
+        Ok(()) => {
+            report.seconds = started.elapsed().as_secs_f64();
+            Ok(report)
+        }
+        Err(error) => {
+            report.seconds = started.elapsed().as_secs_f64();
+            Err(Box::new(RestoreFailure { error, report }))
+        }
+    }
+}
+
+fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Result<(), Error> {
+    let cache_dir = resolve_cache_dir(&request.cache_dir)?;
+    report.cache_dir = cache_dir.clone();
+    check_target(&cache_dir, &protected_dirs())?;
+    let prefixes = prefixes(&request.key, &request.restore_prefixes)?;
+    if request.mode == LookupMode::Restore {
+        fs::remove_file(&cache_dir.join(".updated"))?;
+        let removed = leftovers::remove_stale(&cache_dir, SystemTime::now(), STALE_AFTER);
+        report.notes.extend(leftovers::notes(&removed));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut last_rejection: Option<Error> = None;
+    let mut step = 0;
+    while let Some(found) = candidates(request, &prefixes, step, report)? {
+        step += 1;
+        for candidate in found {
+            if !seen.insert(candidate.key.clone()) {
+                continue;
+            }
+            if report.matched_key.is_none() {
+                report.level = candidate.level;
+                report.matched_key = Some(candidate.key.clone());
+                report.object_size_bytes = candidate.object_size_bytes.unwrap_or(0);
+            }
+            if request.mode == LookupMode::LookupOnly {
+                return Ok(());
+            }
+            if let Some(parent) = cache_dir.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            match restore_candidate(request, &cache_dir, &candidate, report) {
+                Ok(restored) => {
+                    report.level = candidate.level;
+                    report.matched_key = Some(candidate.key);
+                    report.restored = true;
+                    report.object_size_bytes = restored.object_size_bytes;
+                    report.file_count = restored.file_count;
+                    report.file_bytes = restored.file_bytes;
+                    report.manifest_digest = Some(restored.manifest_digest);
+                    report.notes.extend(restored.note);
+                    return Ok(());
+                }
+                Err(e) if e.is_corrupt() => {
+                    report.rejected.push(Rejected {
+                        key: candidate.key,
+                        level: candidate.level,
+                        reason: e.one_line(),
+                    });
+                    if report.rejected.len() >= MAX_REJECTED {
+                        return Err(e);
+                    }
+                    last_rejection = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    match last_rejection {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// The origin record's file name under `<cache root>/.local/`.
@@ -406,47 +560,40 @@ pub fn origin_parent(cache_dir: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, SystemTime};
 
-    fn meta(key: &str, secs: u64) -> ObjectMeta {
-        ObjectMeta {
-            key: key.parse().unwrap(),
-            size_bytes: 1,
-            last_modified: SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
-            etag: None,
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn only_a_directory_of_its_own_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let cache = root.join("ws/.strata-l1");
+        let none: &[(&str, PathBuf)] = &[];
+        assert!(check_target(&cache, none).is_ok(), "a missing directory is fine");
+        std::fs::create_dir_all(cache.join("actions-v1")).unwrap();
+        for name in [".locks", ".local", ".updated", ".actions-v1.tmp-0123456789abcdef"] {
+            std::fs::create_dir_all(cache.join(name)).unwrap();
         }
+        assert!(check_target(&cache, none).is_ok());
+        let cwd = [("the current directory", root.join("ws"))];
+        let err = check_target(&root.join("ws"), &cwd).unwrap_err();
+        assert!(err.is_refused() && err.to_string().contains("it is the current"), "{err}");
+        let err = check_target(&root, &cwd).unwrap_err();
+        assert!(err.to_string().contains("it contains the current directory"), "{err}");
+        std::fs::create_dir_all(cache.join(".git")).unwrap();
+        let err = check_target(&cache, none).unwrap_err();
+        assert!(err.to_string().contains("\".git\""), "{err}");
+        std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling")).unwrap();
+        let err = check_target(&root.join("dangling"), none).unwrap_err();
+        assert!(err.to_string().contains("dangling"), "{err}");
+        std::fs::write(root.join("file"), b"").unwrap();
+        let err = check_target(&root.join("file"), none).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
     }
 
     #[test]
-    fn newest_needs_a_sidecar_and_prefers_the_suffix_time() {
-        let p = "ns-";
-        let objects = vec![
-            meta("ns-a-20250101T000000Z-1-0-1-aa", 500),
-            meta("ns-a-20250101T000000Z-1-0-1-aa.json", 500),
-            meta("ns-b-20250301T000000Z-1-0-1-aa", 100),
-            meta("ns-b-20250301T000000Z-1-0-1-aa.json", 100),
-            // Newest by time but incomplete: no sidecar.
-            meta("ns-c-20250401T000000Z-1-0-1-aa", 900),
-            // A sidecar without its object.
-            meta("ns-d-20250501T000000Z-1-0-1-aa.json", 900),
-        ];
-        let (name, _, _) = newest(&objects, p).unwrap();
-        assert_eq!(name, "ns-b-20250301T000000Z-1-0-1-aa");
-        assert!(newest(&objects, "other-").is_none());
-    }
-
-    #[test]
-    fn derived_prefixes_come_first() {
-        let text = format!("p-schema1-{}-src-20250102T030405Z-1-1-1-ab", "c".repeat(32));
-        let key: SnapshotKey = text.parse().unwrap();
-        let list = prefixes(&key, &["p-".into(), key.parts().unwrap().compat_prefix()]).unwrap();
-        let levels: Vec<MatchLevel> = list.iter().map(|(_, l)| *l).collect();
-        assert_eq!(levels, [MatchLevel::SameSource, MatchLevel::Compatible, MatchLevel::Prefix]);
-        let plain: SnapshotKey = "my-key".parse().unwrap();
-        assert_eq!(
-            prefixes(&plain, &["my-".into()]).unwrap(),
-            [("my-".into(), MatchLevel::Prefix)]
-        );
-        assert!(prefixes(&plain, &["a,b".into()]).is_err());
+    fn a_failed_delete_of_the_old_tree_names_the_old_tree() {
+        let e = fs::Error::io("remove", "/x/.c.tmp-0", std::io::Error::other("busy"));
+        let note = old_tree_note(Path::new("/x/.c.tmp-0"), &e);
+        assert!(note.contains("previous cache tree") && !note.contains("staging"), "{note}");
     }
 }

@@ -3,14 +3,16 @@
 //!
 //! Gates, in order; each skip names its [`SkipReason`] and nothing is uploaded:
 //! 1. a primary key was given (`NoKey`);
-//! 2. the cache directory exists (`NoCacheDir`) and holds `.updated` (`NotUpdated`): the
-//!    engine touches the marker only after saving a new entry, and restore deletes it, so
-//!    an all-HIT build publishes nothing;
+//! 2. the cache directory exists (`NoCacheDir`), its `actions-v1` is not a symlink
+//!    (`SymlinkedLayout`: strata never follows it, and a restore would reject it) and it
+//!    holds `.updated` (`NotUpdated`): the engine touches the marker only after saving a
+//!    new entry, and restore deletes it, so an all-HIT build publishes nothing;
 //! 3. writer credentials (`NoWriterCredentials`): an `s3://` store needs `HW_OBS_AK` +
 //!    `HW_OBS_SK` or `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY`
 //!    ([`has_writer_credentials`]); a `file://` store needs none (the directory's
 //!    permissions are the boundary);
-//! 4. nothing exists under the key yet (`AlreadyExists`; snapshots are immutable).
+//! 4. nothing exists under the key yet (`AlreadyExists`; snapshots are immutable). An
+//!    object without its sidecar is an interrupted save: see below.
 //!
 //! Write order: pack into `<parent>/.<name>.pack-*` beside the cache directory
 //! ([`super::pack`]); upload the object with no-overwrite semantics (the transport HEADs
@@ -19,17 +21,28 @@
 //! If the sidecar cannot be uploaded, the object is deleted again (best effort): without
 //! its sidecar it is invisible to restores anyway.
 //!
+//! The sealed sidecar is written to `<cache dir>/.local/pending-sidecars/<sha256(key)>.json`
+//! before the object is uploaded and removed once it is. So when a save dies (or cannot
+//! delete its object) between the two uploads, the next save under the same key from the
+//! same cache directory finds the object without a sidecar, downloads it, checks its size
+//! and SHA-256 against the pending sidecar and uploads the sidecar: the snapshot is
+//! complete. Without a matching pending sidecar it skips with `IncompleteUpload`, whose
+//! message says what to do.
+//!
 //! `parents` comes from `.local/snapshot-origin.json`, written by the restore that filled
-//! the cache.
+//! the cache. A save that passes the gates first deletes stale leftovers of killed
+//! restores and saves beside the cache directory ([`super::leftovers`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::key::check_key_text;
+use super::leftovers::{self, STALE_AFTER};
 use super::manifest::{Producer, SIDECAR_SCHEMA, Sidecar, seal};
 use super::pack::{PackOptions, pack};
 use super::restore::{origin_parent, resolve_cache_dir};
-use super::{Compression, Error};
+use super::{CARRIED_DIR, Compression, Error};
+use crate::digest::Sha256Digest;
 use crate::fs;
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome, StoreUrl};
 
@@ -41,12 +54,18 @@ pub enum SkipReason {
     NoKey,
     /// The cache directory does not exist.
     NoCacheDir,
+    /// `<cache dir>/actions-v1` is a symlink (or not a directory): strata never packs
+    /// through it (a restore would refuse the symlink anyway).
+    SymlinkedLayout,
     /// No `.updated` marker: the build added no entry (e.g. every action was a HIT).
     NotUpdated,
     /// An `s3://` store without writer credentials.
     NoWriterCredentials,
-    /// A snapshot (or an incomplete upload) already exists under the key.
+    /// A snapshot already exists under the key.
     AlreadyExists,
+    /// The object exists without its sidecar (an earlier save was interrupted) and this
+    /// cache directory cannot complete it (no matching pending sidecar).
+    IncompleteUpload,
 }
 
 impl SkipReason {
@@ -55,6 +74,11 @@ impl SkipReason {
         match self {
             SkipReason::NoKey => "no primary key (key preparation was unsupported or skipped)",
             SkipReason::NoCacheDir => "the cache directory does not exist",
+            SkipReason::SymlinkedLayout => {
+                "actions-v1 in the cache directory is a symlink (or not a directory); strata \
+                 does not follow it. To keep the cache on another disk, point --cache-dir \
+                 (STRATA_CACHE_ROOT) at a directory there instead"
+            }
             SkipReason::NotUpdated => {
                 "no .updated marker: the build added no cache entry (nothing new to publish)"
             }
@@ -65,17 +89,28 @@ impl SkipReason {
             SkipReason::AlreadyExists => {
                 "a snapshot already exists under this key (never overwritten)"
             }
+            SkipReason::IncompleteUpload => {
+                "the snapshot object exists under this key without its sidecar <key>.json: an \
+                 earlier save was interrupted after uploading it, and this cache directory \
+                 holds no matching pending sidecar to complete it with (snapshots are never \
+                 overwritten). Delete the object <key> from the store and save again, or save \
+                 under a new key (actions/key makes a new one every run); until then restores \
+                 ignore it"
+            }
         }
     }
 
-    /// `no_key`, `no_cache_dir`, `not_updated`, `no_writer_credentials`, `already_exists`.
+    /// `no_key`, `no_cache_dir`, `symlinked_layout`, `not_updated`,
+    /// `no_writer_credentials`, `already_exists`, `incomplete_upload`.
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::NoKey => "no_key",
             SkipReason::NoCacheDir => "no_cache_dir",
+            SkipReason::SymlinkedLayout => "symlinked_layout",
             SkipReason::NotUpdated => "not_updated",
             SkipReason::NoWriterCredentials => "no_writer_credentials",
             SkipReason::AlreadyExists => "already_exists",
+            SkipReason::IncompleteUpload => "incomplete_upload",
         }
     }
 }
@@ -207,6 +242,9 @@ pub fn local_gate(
     if !fs::symlink_metadata_opt(&cache_dir)?.is_some_and(|m| m.is_dir()) {
         return Ok(Some(SkipReason::NoCacheDir));
     }
+    if fs::symlink_metadata_opt(&cache_dir.join(CARRIED_DIR))?.is_some_and(|m| !m.is_dir()) {
+        return Ok(Some(SkipReason::SymlinkedLayout));
+    }
     if fs::symlink_metadata_opt(&cache_dir.join(".updated"))?.is_none() {
         return Ok(Some(SkipReason::NotUpdated));
     }
@@ -244,13 +282,16 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let object = object_key(&key)?;
     let sidecar_key = object_key(&format!("{key}.json"))?;
     let store = request.store;
-    let exists = |k: &ObjectKey| {
-        store.head(k).map(|m| m.is_some()).map_err(|e| Error::transport("look up", k.as_str(), e))
-    };
-    if exists(&sidecar_key)? || exists(&object)? {
+    let head =
+        |k: &ObjectKey| store.head(k).map_err(|e| Error::transport("look up", k.as_str(), e));
+    if head(&sidecar_key)?.is_some() {
         return skip(SkipReason::AlreadyExists);
     }
+    if let Some(meta) = head(&object)? {
+        return complete_interrupted(store, &cache_dir, &key, meta.size_bytes, started);
+    }
 
+    let stale = leftovers::remove_stale(&cache_dir, std::time::SystemTime::now(), STALE_AFTER);
     let parents: Vec<String> = origin_parent(&cache_dir).into_iter().collect();
     let temp = fs::temp_path_beside(&cache_dir, "pack")?;
     let options = PackOptions {
@@ -265,14 +306,6 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let packed = pack(&cache_dir, &temp, &options)?;
     let pack_seconds = pack_started.elapsed().as_secs_f64();
 
-    let upload_started = Instant::now();
-    let (outcome, stats) = store
-        .put_file_if_absent(&object, &temp)
-        .map_err(|e| Error::transport("upload", &key, e))?;
-    if outcome == PutOutcome::AlreadyExists {
-        return skip(SkipReason::AlreadyExists);
-    }
-    drop(temp);
     let manifest = &packed.manifest;
     let sidecar = Sidecar {
         key: key.clone(),
@@ -288,23 +321,44 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         producer: request.producer.clone(),
         parents: parents.clone(),
     };
-    let sidecar_temp = fs::temp_path_beside(&cache_dir, "sidecar")?;
-    let commit = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar).and_then(|envelope| {
-        fs::write_atomic(&sidecar_temp, &envelope.to_bytes(), 0o600)?;
-        store
-            .put_file_if_absent(&sidecar_key, &sidecar_temp)
-            .map_err(|e| Error::transport("upload", sidecar_key.as_str(), e))
-    });
+    // The sidecar is kept locally until it is uploaded, so that a save interrupted between
+    // the two uploads can be completed by the next one.
+    let pending = pending_sidecar_path(&cache_dir, &key)?;
+    let envelope = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar)?;
+    fs::write_atomic(&pending, &envelope.to_bytes(), 0o600)?;
+
+    let upload_started = Instant::now();
+    let (outcome, stats) = store
+        .put_file_if_absent(&object, &temp)
+        .map_err(|e| Error::transport("upload", &key, e))?;
+    if outcome == PutOutcome::AlreadyExists {
+        forget_pending(&pending);
+        return skip(SkipReason::AlreadyExists);
+    }
+    drop(temp);
+    let commit = store
+        .put_file_if_absent(&sidecar_key, &pending)
+        .map_err(|e| Error::transport("upload", sidecar_key.as_str(), e));
     let retries = match commit {
         Ok((PutOutcome::Created, sidecar_stats)) => stats.retries + sidecar_stats.retries,
-        Ok((PutOutcome::AlreadyExists, _)) => return skip(SkipReason::AlreadyExists),
+        Ok((PutOutcome::AlreadyExists, _)) => {
+            forget_pending(&pending);
+            return skip(SkipReason::AlreadyExists);
+        }
         Err(e) => {
             if let Err(cleanup) = store.delete(&object) {
-                tracing::warn!("could not delete the uncommitted snapshot object {key}: {cleanup}");
+                tracing::warn!(
+                    "could not delete the uncommitted snapshot object {key}: {cleanup}; the \
+                     next save under this key completes it from {}",
+                    pending.display()
+                );
+            } else {
+                forget_pending(&pending);
             }
             return Err(e);
         }
     };
+    forget_pending(&pending);
     Ok(SaveReport {
         outcome: SaveOutcome::Saved,
         key: Some(key),
@@ -316,9 +370,96 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         upload_seconds: upload_started.elapsed().as_secs_f64(),
         seconds: started.elapsed().as_secs_f64(),
         retries,
-        manifest_digest: Some(packed.manifest_digest),
+        manifest_digest: Some(packed.manifest_digest.clone()),
         parents,
-        notes: packed.warnings,
+        notes: leftovers::notes(&stale).into_iter().chain(packed.warnings).collect(),
+    })
+}
+
+/// Where a save keeps the sidecar of `key` until it is uploaded:
+/// `<cache dir>/.local/pending-sidecars/<sha256 of the key>.json` (machine-local, never
+/// packed). The directory is created.
+fn pending_sidecar_path(cache_dir: &Path, key: &str) -> Result<PathBuf, Error> {
+    let dir = fs::create_dir_all_within(cache_dir, Path::new(".local/pending-sidecars"), 0o755)?;
+    Ok(dir.join(format!("{}.json", Sha256Digest::of_bytes(key.as_bytes()).to_hex())))
+}
+
+fn forget_pending(path: &Path) {
+    if let Err(e) = fs::remove_file(path) {
+        tracing::warn!("{e}");
+    }
+}
+
+/// The object under `key` exists without its sidecar: an earlier save was interrupted
+/// between the two uploads. If this cache directory holds that save's pending sidecar and
+/// the stored object matches it (size, then the SHA-256 of a full download), the sidecar is
+/// uploaded now and the snapshot is complete; otherwise the save is skipped as
+/// [`SkipReason::IncompleteUpload`], whose message says what to do.
+fn complete_interrupted(
+    store: &dyn ObjectStore,
+    cache_dir: &Path,
+    key: &str,
+    object_size_bytes: u64,
+    started: Instant,
+) -> Result<SaveReport, Error> {
+    let skip = || {
+        Ok(SaveReport::skipped(
+            SkipReason::IncompleteUpload,
+            Some(key.to_owned()),
+            cache_dir.to_path_buf(),
+            started,
+        ))
+    };
+    let pending = pending_sidecar_path(cache_dir, key)?;
+    let Ok(bytes) = fs::read(&pending) else { return skip() };
+    let Ok((_, sidecar)) = super::manifest::load::<Sidecar>(&bytes, &SIDECAR_SCHEMA, "sidecar")
+    else {
+        return skip();
+    };
+    if sidecar.key != key || sidecar.object_size_bytes != object_size_bytes {
+        return skip();
+    }
+    let object = object_key(key)?;
+    let upload_started = Instant::now();
+    let download = fs::temp_path_beside(cache_dir, "download")?;
+    let (_, stats) =
+        store.get_to_file(&object, &download).map_err(|e| Error::transport("download", key, e))?;
+    let (digest, size) = fs::hash_file(&download)?;
+    drop(download);
+    if digest != sidecar.object_sha256 || size != sidecar.object_size_bytes {
+        return skip();
+    }
+    let sidecar_key = object_key(&format!("{key}.json"))?;
+    let (outcome, sidecar_stats) = store
+        .put_file_if_absent(&sidecar_key, &pending)
+        .map_err(|e| Error::transport("upload", sidecar_key.as_str(), e))?;
+    forget_pending(&pending);
+    if outcome == PutOutcome::AlreadyExists {
+        return Ok(SaveReport::skipped(
+            SkipReason::AlreadyExists,
+            Some(key.to_owned()),
+            cache_dir.to_path_buf(),
+            started,
+        ));
+    }
+    Ok(SaveReport {
+        outcome: SaveOutcome::Saved,
+        key: Some(key.to_owned()),
+        cache_dir: cache_dir.to_path_buf(),
+        object_size_bytes: sidecar.object_size_bytes,
+        file_count: sidecar.file_count,
+        file_bytes: sidecar.file_bytes,
+        pack_seconds: 0.0,
+        upload_seconds: upload_started.elapsed().as_secs_f64(),
+        seconds: started.elapsed().as_secs_f64(),
+        retries: stats.retries + sidecar_stats.retries,
+        manifest_digest: Some(sidecar.manifest_digest),
+        parents: sidecar.parents,
+        notes: vec![format!(
+            "completed the interrupted save of {key}: the object was already uploaded and \
+             matches the pending sidecar ({size} bytes, SHA-256 {digest}); uploaded its \
+             sidecar"
+        )],
     })
 }
 

@@ -11,6 +11,10 @@
 //!   devices, FIFOs, sparse files, pax global headers and anything else are rejected (not
 //!   skipped);
 //! * no path twice; no entry after the manifest, which must be the last one;
+//! * symlinks only strictly below an entry's `artifacts/` directory
+//!   ([`is_inside_entry_artifacts`]): a symlink at a layout position (`actions-v1/third_party
+//!   -> /elsewhere`, a unit, a key, `artifacts` itself) is rejected, because the engine
+//!   would later save entries through it;
 //! * parent directories are created without passing through a symlink
 //!   ([`fs::create_dir_all_within`]), so a symlink in the archive can never be written
 //!   through; files are created with `O_CREAT|O_EXCL` (never through a final symlink, never
@@ -47,6 +51,7 @@ use super::manifest::{
 };
 use super::writer::{FeedError, WriteError, WriterPool};
 use super::{CARRIED_DIR, Compression, Error, manifest};
+use crate::action::layout::is_inside_entry_artifacts;
 use crate::digest::Sha256Digest;
 use crate::fs::{self, RelPath};
 
@@ -223,6 +228,18 @@ impl Unpacker<'_> {
 
     fn symlink(&mut self, rel: RelPath, target: &[u8]) -> Result<(), Error> {
         self.count_entry()?;
+        let in_artifacts = rel
+            .as_str()
+            .strip_prefix(CARRIED_DIR)
+            .and_then(|r| r.strip_prefix('/'))
+            .is_some_and(is_inside_entry_artifacts);
+        if !in_artifacts {
+            return Err(self.corrupt(format!(
+                "{rel} is a symlink outside an entry's artifacts/ directory; only artifacts \
+                 may be symlinks (a symlink at a layout position would send later cache \
+                 writes outside the cache directory)"
+            )));
+        }
         let target = std::str::from_utf8(target)
             .map_err(|_| self.corrupt(format!("{rel}: the symlink text is not UTF-8")))?;
         if target.is_empty() || target.contains('\0') {

@@ -42,9 +42,9 @@ pub use error::{Attempts, Error, NetworkErrorKind};
 pub use fs::FsStore;
 pub use key::{MAX_KEY_BYTES, ObjectKey};
 pub use options::TransportOptions;
-pub use s3::{Credentials, S3Config, S3Store};
+pub use s3::{Credentials, S3Config, S3Store, incomplete_credential_pairs};
 pub use secret::Secret;
-pub use url::{Addressing, S3Url, StoreUrl};
+pub use url::{Addressing, S3Url, StoreUrl, redact_store_url};
 
 /// What a store knows about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]

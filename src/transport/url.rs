@@ -73,7 +73,42 @@ pub enum StoreUrl {
 }
 
 fn invalid(url: &str, reason: impl Into<String>) -> Error {
-    Error::InvalidUrl { url: redact_userinfo(url), reason: reason.into() }
+    Error::InvalidUrl { url: redact_store_url(url), reason: reason.into() }
+}
+
+/// The query parameters a store URL knows; only their values are ever shown.
+const KNOWN_PARAMETERS: [&str; 3] = ["endpoint", "region", "addressing"];
+
+/// `name` if it looks like a parameter name (ASCII letters, digits, `-`, `_`, `.`, at most
+/// 40 characters), else a placeholder: a bare token in a query may be a pasted secret.
+fn shown_name(name: &str) -> &str {
+    let plausible = !name.is_empty()
+        && name.len() <= 40
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if plausible { name } else { "***" }
+}
+
+/// A store URL as it may appear in messages: `user:password@` becomes `***@` anywhere, and
+/// the value of every query parameter other than `endpoint`, `region` and `addressing`
+/// becomes `***` (as do bare query tokens that do not look like a parameter name), so a
+/// secret pasted into a URL (`?secret=…`, `&x-amz-security-token=…`) is never echoed.
+///
+/// ```
+/// use strata::transport::redact_store_url;
+/// assert_eq!(redact_store_url("s3://b/p?region=x&token=abc"), "s3://b/p?region=x&token=***");
+/// ```
+pub fn redact_store_url(url: &str) -> String {
+    let text = redact_userinfo(url);
+    let Some((head, query)) = text.split_once('?') else { return text };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if KNOWN_PARAMETERS.contains(&name) => format!("{name}={value}"),
+            Some((name, _)) => format!("{}=***", shown_name(name)),
+            None => shown_name(pair).to_owned(),
+        })
+        .collect();
+    format!("{head}?{}", pairs.join("&"))
 }
 
 /// Replaces `user:password@` in anything URL-like with `***@`, so a credential pasted into
@@ -146,7 +181,11 @@ fn parse_s3(url: &str, rest: &str) -> Result<S3Url, Error> {
             other => {
                 return Err(invalid(
                     url,
-                    format!("unknown parameter {other:?} (known: endpoint, region, addressing)"),
+                    format!(
+                        "unknown parameter {:?} (known: endpoint, region, addressing; values \
+                         of other parameters are never shown)",
+                        shown_name(other)
+                    ),
                 ));
             }
         }
@@ -257,6 +296,23 @@ mod tests {
         assert_eq!(
             redact_userinfo("x?endpoint=https://u:p@host/a"),
             "x?endpoint=https://***@host/a"
+        );
+    }
+
+    #[test]
+    fn never_echoes_query_values() {
+        for (url, secret) in [
+            ("s3://b/p?secret=hunter2", "hunter2"),
+            ("s3://b/p?region=x&x-amz-security-token=tok3n", "tok3n"),
+            ("s3://b/p?AKIAEXAMPLE/SECRETVALUE+x", "SECRETVALUE"),
+        ] {
+            let err = url.parse::<StoreUrl>().unwrap_err();
+            assert!(!err.to_string().contains(secret), "{err}");
+            assert!(!redact_store_url(url).contains(secret), "{}", redact_store_url(url));
+        }
+        assert_eq!(
+            redact_store_url("s3://b/p?endpoint=https://u:p@h&region=r&secret=s"),
+            "s3://b/p?endpoint=https://***@h&region=r&secret=***"
         );
     }
 

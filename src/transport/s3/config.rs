@@ -95,6 +95,25 @@ fn credential_pair(
     }
 }
 
+/// The credential pairs of which only one half is set (non-empty) in `env`, as
+/// `(the variable that is set, the one that is missing)`. Callers that can go on without
+/// them (a restore reads anonymously; a save skips) warn and hide both halves from
+/// `credentials_from_env`, which rejects a half pair.
+pub fn incomplete_credential_pairs(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(&'static str, &'static str)> {
+    let mut out = Vec::new();
+    for (id, secret) in [("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), ("HW_OBS_AK", "HW_OBS_SK")]
+    {
+        match (non_empty(env, id).is_some(), non_empty(env, secret).is_some()) {
+            (true, false) => out.push((id, secret)),
+            (false, true) => out.push((secret, id)),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Reads credentials from `env` (see the module docs for the order).
 ///
 /// # Errors
@@ -130,7 +149,7 @@ fn is_local_or_ip(url: &Url) -> bool {
 fn parse_endpoint(text: &str, origin: &str) -> Result<Url, Error> {
     let bad = |reason: &str| Error::InvalidConfig {
         name: origin.to_owned(),
-        value: if text.contains('@') { "***".to_owned() } else { text.to_owned() },
+        value: crate::transport::redact_store_url(text),
         reason: reason.to_owned(),
     };
     let mut url = Url::parse(text).map_err(|e| bad(&format!("not a URL ({e})")))?;
@@ -328,5 +347,12 @@ mod tests {
         let half = |name: &str| (name == "HW_OBS_AK").then(|| "id".to_owned());
         let err = credentials_from_env(&half).unwrap_err();
         assert!(err.to_string().contains("HW_OBS_SK"), "{err}");
+        assert_eq!(incomplete_credential_pairs(&half), [("HW_OBS_AK", "HW_OBS_SK")]);
+        let other = |name: &str| (name == "AWS_SECRET_ACCESS_KEY").then(|| "s".to_owned());
+        assert_eq!(
+            incomplete_credential_pairs(&other),
+            [("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID")]
+        );
+        assert!(incomplete_credential_pairs(&|_: &str| None).is_empty());
     }
 }

@@ -36,7 +36,7 @@ use std::time::{Instant, SystemTime};
 
 use reqwest::Method;
 
-pub use config::{Credentials, S3Config};
+pub use config::{Credentials, S3Config, incomplete_credential_pairs};
 use response::{error_from_response, network_error};
 use retry::{RetryPolicy, with_retries};
 use sign::{Payload, UnsignedRequest};

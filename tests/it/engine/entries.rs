@@ -229,3 +229,51 @@ fn engine_entries_unusable_cache_never_fails_the_build() {
     ctx.run(&action).expect(&["BYPASS"]);
     assert_eq!(std::fs::read(out.join("b.txt")).unwrap(), b"again\n");
 }
+
+/// Snapshot review finding 1: a symlinked directory between `actions-v1` and an entry (as
+/// a restored snapshot could once plant) is never traversed: no HIT is served from behind
+/// it, no entry is saved through it, and the build still succeeds.
+#[test]
+fn engine_entries_never_follow_a_symlinked_layout_directory() {
+    let ctx = TestContext::new();
+    let out = ctx.path("out");
+    let action = ctx.third_party("u", &out).sh("echo built > out/a.txt");
+
+    // A planted `actions-v1/third_party -> <outside>` before anything was cached: the
+    // save refuses to write through it.
+    let outside = ctx.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(ctx.cache.join("actions-v1")).unwrap();
+    std::os::unix::fs::symlink(&outside, ctx.cache.join("actions-v1/third_party")).unwrap();
+    let r = ctx.run(&action);
+    r.expect(&["MISS"]);
+    assert!(
+        r.warnings().iter().any(|w| w.contains("WARNING save") && w.contains("symlink")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "nothing saved outside");
+    assert!(!ctx.updated_marker().exists());
+
+    // A real entry whose unit directory is then moved outside and symlinked back: a
+    // MISS with a warning naming the symlink, never a HIT from outside.
+    std::fs::remove_file(ctx.cache.join("actions-v1/third_party")).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
+    let key = ctx.run(&action).expect(&["MISS", "SAVED"]).key();
+    let loc = ctx.third_party_entry("u", &key);
+    let moved = outside.join("u");
+    std::fs::rename(&loc.parent, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &loc.parent).unwrap();
+    let before = tree_files(&outside);
+    let r = ctx.run(&action);
+    r.expect(&["MISS"]);
+    let symlink = loc.parent.display().to_string();
+    assert!(
+        r.warnings().iter().any(|w| w.contains("WARNING validate") && w.contains(&symlink)),
+        "{}",
+        r.stderr
+    );
+    assert!(r.warnings().iter().any(|w| w.contains("WARNING save")), "{}", r.stderr);
+    assert_eq!(tree_files(&outside), before, "nothing written outside");
+    assert_eq!(std::fs::read(out.join("a.txt")).unwrap(), b"built\n");
+}

@@ -181,6 +181,10 @@ fn actions_producer_then_consumer_through_s3() {
     assert!(primary.starts_with("strata-l1-schema1-"), "{primary}");
     let restore_keys = key.output("restore-keys");
     assert_eq!(restore_keys.lines().count(), 2, "{restore_keys}");
+    // Review finding 10: the full compatibility digest is an output too.
+    let compat = key.output("compat-digest");
+    assert_eq!(compat.len(), 64, "{:#}", key.result);
+    assert!(primary.contains(&format!("-{}-", &compat[..32])), "{primary} {compat}");
     let abs_a = std::fs::canonicalize(&ws_a).unwrap().join(".strata-l1");
     assert_eq!(key.env("STRATA_CACHE_ROOT"), abs_a.display().to_string());
     let events_a = key.env("STRATA_EVENT_LOG");
@@ -351,6 +355,10 @@ fn actions_setup_uses_a_given_binary_or_builds_one() {
     let path = given.output("path");
     assert!(path.ends_with("/strata") && Path::new(&path).is_file(), "{path}");
     assert!(given.output("version").starts_with("strata "), "{:#}", given.result);
+    // Review finding 10: consumers get the CMake module from the action repository.
+    let module_path = PathBuf::from(given.output("cmake-module-path"));
+    assert!(module_path.join("strata.cmake").is_file(), "{:#}", given.result);
+    assert_eq!(std::fs::canonicalize(&module_path).unwrap(), repo().join("cmake"));
     let uses: Vec<&Value> = given.result["steps"]
         .as_array()
         .unwrap()
@@ -469,4 +477,168 @@ fn actions_l0_push_names_symlinks_and_missing_files_in_dir() {
     let run = run_action("l0", inputs("lib/libcore.so.1\n"), &[], &ws, &tmp);
     run.assert_ok();
     assert_eq!(run.output("status"), "pushed", "{:#}", run.result);
+}
+
+/// Review finding 5: a strata binary that crashes (a signal), panics (101) or rejects its
+/// input (2) never fails the restore or save step: a warning and status=error, unless the
+/// step asked to fail (fail-on-cache-miss, strict).
+#[test]
+fn actions_fail_open_when_strata_crashes() {
+    let scratch = Scratch::new();
+    let ws = scratch.path("ws");
+    let tmp = scratch.path("tmp");
+    std::fs::create_dir_all(&ws).unwrap();
+    let fake = |name: &str, body: &str| {
+        let path = scratch.path(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path.display().to_string()
+    };
+    let key = "strata-l1-schema1-00000000000000000000000000000000-abc-20250101T000000Z-1-1-1-aa";
+    for (binary, what) in [
+        (fake("segv", "kill -SEGV $$"), "crashed (signal 11)"),
+        (fake("panic", "echo 'thread main panicked' >&2; exit 101"), "panicked (exit 101"),
+        (fake("usage", "exit 2"), "exited 2"),
+    ] {
+        let restore = run_action(
+            "restore",
+            json!({"cache-dir": "cache", "key": key, "strata": binary}),
+            &[],
+            &ws,
+            &tmp,
+        );
+        restore.assert_ok();
+        assert_eq!(restore.output("status"), "error", "{:#}", restore.result);
+        assert_eq!(restore.output("cache-hit"), "false");
+        assert!(restore.output("reason").contains(what), "{:#}", restore.result);
+        assert!(
+            restore.log().contains("::warning title=strata snapshot restore::")
+                && restore.log().contains(what),
+            "{}",
+            restore.log()
+        );
+        let save = run_action(
+            "save",
+            json!({"cache-dir": "cache", "key": key, "strata": binary}),
+            &[],
+            &ws,
+            &tmp,
+        );
+        save.assert_ok();
+        assert_eq!(
+            (save.output("saved").as_str(), save.output("status").as_str()),
+            ("false", "error")
+        );
+        assert!(save.log().contains("::warning title=strata snapshot save::"), "{}", save.log());
+        // Asked to fail: the step fails.
+        let miss = run_action(
+            "restore",
+            json!({"cache-dir": "cache", "key": key, "strata": binary, "fail-on-cache-miss": "true"}),
+            &[],
+            &ws,
+            &tmp,
+        );
+        assert_eq!(miss.result["exit_code"], 1, "{:#}", miss.result);
+        let strict = run_action(
+            "save",
+            json!({"cache-dir": "cache", "key": key, "strata": binary, "strict": "true"}),
+            &[],
+            &ws,
+            &tmp,
+        );
+        assert_eq!(strict.result["exit_code"], 1, "{:#}", strict.result);
+    }
+}
+
+/// Review finding 4: `level: -3` (a zstd fast mode) saves.
+#[test]
+fn actions_save_accepts_a_negative_level() {
+    let scratch = Scratch::new();
+    let ws = scratch.path("ws");
+    let tmp = scratch.path("tmp");
+    let cache = ws.join("cache");
+    super::fill_cache(&cache, 2);
+    let key = super::key(&scratch, "neg");
+    let save = run_action(
+        "save",
+        json!({"cache-dir": "cache", "key": key, "level": "-3", "store": scratch.file_store(), "strata": strata_bin()}),
+        &[],
+        &ws,
+        &tmp,
+    );
+    save.assert_ok();
+    assert_eq!(save.output("saved"), "true", "{:#}", save.result);
+}
+
+/// Review finding 7: the actions export credentials only as a complete pair; half a pair
+/// (one misnamed secret) is a warning and leaves the job's environment in place.
+#[test]
+fn actions_export_only_complete_credential_pairs() {
+    let scratch = Scratch::new();
+    let ws = scratch.path("ws");
+    let tmp = scratch.path("tmp");
+    std::fs::create_dir_all(&ws).unwrap();
+    let probe = scratch.path("probe");
+    std::fs::write(
+        &probe,
+        "#!/bin/sh\necho \"probe id=${AWS_ACCESS_KEY_ID+set} secret=${AWS_SECRET_ACCESS_KEY+set} obs=${HW_OBS_AK+set}\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&probe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let probe = probe.display().to_string();
+    let job_env = [("HW_OBS_AK", "obs-id".to_owned()), ("HW_OBS_SK", "obs-secret".to_owned())];
+    for action in ["restore", "save"] {
+        let half = run_action(
+            action,
+            json!({"cache-dir": "cache", "key": "k", "access-key-id": "AKIDHALF", "strata": probe}),
+            &job_env,
+            &ws,
+            &tmp,
+        );
+        half.assert_ok();
+        let log = half.log();
+        assert!(log.contains("probe id= secret= obs=set"), "{action}: {log}");
+        assert!(log.contains("::warning title=strata credentials::only the access-key-id input"));
+        let full = run_action(
+            action,
+            json!({"cache-dir": "cache", "key": "k", "access-key-id": "AKIDFULL", "secret-access-key": "full-secret-value", "strata": probe}),
+            &job_env,
+            &ws,
+            &tmp,
+        );
+        full.assert_ok().assert_secret_only_masked("full-secret-value");
+        assert!(full.log().contains("probe id=set secret=set obs=set"), "{}", full.log());
+        assert!(!full.log().contains("strata credentials"), "{}", full.log());
+    }
+}
+
+/// Review finding 9: the actions' own output writer warns on stderr (and never fails the
+/// step) when `GITHUB_OUTPUT` cannot be written.
+#[test]
+fn actions_warn_when_github_output_cannot_be_written() {
+    let scratch = Scratch::new();
+    let dir = scratch.path("not-a-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let common = repo().join("actions/lib/common.sh");
+    let script = format!(
+        "set -uo pipefail; . '{}'; strata_output status error; echo \"rc=$?\"",
+        common.display()
+    );
+    for value in [Some(dir.display().to_string()), None] {
+        let mut command = Command::new("bash");
+        command.args(["-c", &script]).env_remove("GITHUB_OUTPUT");
+        if let Some(value) = &value {
+            command.env("GITHUB_OUTPUT", value);
+        }
+        let output = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stdout.contains("rc=0"), "{value:?}: {stdout} {stderr}");
+        assert!(
+            stderr
+                .contains("::warning title=strata GitHub output::cannot write the output 'status'"),
+            "{value:?}: {stderr}"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! key) and the restore-side switches (empty key, lookup-only, fail-on-cache-miss).
 
 use super::roundtrip::compile;
-use super::{S3sServer, Scratch, fill_cache, key, names, strata, tree};
+use super::{S3sServer, Scratch, fill_cache, key, names, strata, strata_in, tree};
 
 fn store_env(scratch: &Scratch) -> Vec<(&'static str, String)> {
     vec![("STRATA_STORE", scratch.file_store())]
@@ -301,4 +301,232 @@ fn snapshot_key_reports_unsupported_trees_and_exports_paths() {
     assert!(output.contains(&format!("primary-key={}\n", lines[0])), "{output}");
     assert!(output.contains("restore-keys<<ghadelimiter_"), "{output}");
     assert!(output.contains(&format!("\n{}\n{}\n", lines[1], lines[2])), "{output}");
+}
+
+/// Review finding 8: an `actions-v1` moved to another disk and symlinked back is not
+/// followed: save skips with `symlinked_layout` (instead of publishing an empty snapshot)
+/// and `pack` fails naming the path.
+#[test]
+fn snapshot_save_refuses_a_symlinked_layout_directory() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let moved = scratch.path("bigger-disk/actions-v1");
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::rename(cache.join("actions-v1"), &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, cache.join("actions-v1")).unwrap();
+    let k = key(&scratch, "s");
+    let cache_arg = cache.display().to_string();
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k],
+        &store_env(&scratch),
+    );
+    run.assert_ok();
+    assert!(
+        run.stderr.contains("actions-v1 in the cache directory is a symlink"),
+        "{}",
+        run.stderr
+    );
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k, "--json"],
+        &store_env(&scratch),
+    );
+    run.assert_ok();
+    assert_eq!(run.json()["outcome"]["reason"], "symlinked_layout", "{}", run.stdout);
+    assert!(names(&scratch.path("store")).is_empty());
+    let out = scratch.path("object").display().to_string();
+    let pack =
+        strata(&scratch, &["snapshot", "pack", "--cache-dir", &cache_arg, "--output", &out], &[]);
+    assert_eq!(pack.code, 1, "{}", pack.stderr);
+    assert!(pack.stderr.contains("actions-v1 is not a real directory"), "{}", pack.stderr);
+}
+
+/// Review finding 2 (and 9: a dangling symlink or a regular file): a restore replaces the
+/// cache directory as a whole, so it refuses one that is or contains the current
+/// directory or `$HOME`, or holds anything but strata's own names, with a warning, exit 0,
+/// status `error`, and nothing touched (not even `.updated`).
+#[test]
+fn snapshot_restore_refuses_a_directory_that_is_not_its_own() {
+    let scratch = Scratch::new();
+    let env = store_env(&scratch);
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let k = key(&scratch, "s");
+    let cache_arg = cache.display().to_string();
+    strata(&scratch, &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k], &env)
+        .assert_ok();
+
+    let ws = scratch.path("ws");
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    std::fs::write(ws.join(".git/HEAD"), b"ref: refs/heads/main\n").unwrap();
+    std::fs::create_dir_all(ws.join("src/sub")).unwrap();
+    std::fs::write(ws.join("src/main.c"), b"int main(void) { return 0; }\n").unwrap();
+    std::fs::write(ws.join(".updated"), b"").unwrap();
+    let home = scratch.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".bashrc"), b"# mine\n").unwrap();
+    let elsewhere = scratch.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let dangling = scratch.path("dangling");
+    std::os::unix::fs::symlink(scratch.path("nowhere"), &dangling).unwrap();
+    let file = scratch.path("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let before = (tree(&ws), tree(&home));
+
+    let ws_arg = ws.display().to_string();
+    let home_arg = home.display().to_string();
+    let cases = [
+        (ws.clone(), ".".to_owned(), "it is the current directory"),
+        (ws.join("src/sub"), "../..".to_owned(), "it contains the current directory"),
+        (elsewhere.clone(), ws_arg, "not strata's (e.g. \".git\""),
+        (elsewhere.clone(), home_arg, "it is $HOME"),
+        (elsewhere.clone(), dangling.display().to_string(), "dangling"),
+        (elsewhere.clone(), file.display().to_string(), "not a directory"),
+    ];
+    for (cwd, dir, reason) in cases {
+        let args = ["snapshot", "restore", "--cache-dir", &dir, "--key", &k, "--json"];
+        let run = strata_in(&scratch, &cwd, &args, &env);
+        run.assert_ok();
+        assert_eq!(run.json()["status"], "error", "{dir}: {}", run.stdout);
+        assert!(run.stderr.contains("refusing to restore into"), "{dir}: {}", run.stderr);
+        assert!(run.stderr.contains(reason), "{dir}: expected {reason:?} in {}", run.stderr);
+        assert!(run.stderr.contains("nothing was touched"), "{dir}: {}", run.stderr);
+        assert_eq!((tree(&ws), tree(&home)), before, "{dir}: something was touched");
+        assert!(std::fs::symlink_metadata(&dangling).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    }
+    // A directory holding only strata's names (and a crash leftover) is replaced.
+    let own = scratch.path("own");
+    for name in [".locks/entry", ".local", "actions-v1/x", ".actions-v1.tmp-0123456789abcdef"] {
+        std::fs::create_dir_all(own.join(name)).unwrap();
+    }
+    std::fs::write(own.join(".updated"), b"").unwrap();
+    let own_arg = own.display().to_string();
+    let run =
+        strata(&scratch, &["snapshot", "restore", "--cache-dir", &own_arg, "--key", &k], &env);
+    run.assert_ok();
+    assert!(run.stderr.contains("RESTORED"), "{}", run.stderr);
+    assert_eq!(tree(&own.join("actions-v1")), tree(&cache.join("actions-v1")));
+}
+
+/// Review finding 7: half a credential pair (one misnamed secret) is a warning and is
+/// ignored — a restore reads with the other pair or anonymously, a save with a complete
+/// other pair publishes — instead of exit 2; a `file://` store reads no credentials at
+/// all; query values of a store URL never appear in messages.
+#[test]
+fn snapshot_half_credential_pairs_and_url_secrets() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let url = super::super::transport::server::url_for(&server.endpoint, "l1");
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let cache_arg = cache.display().to_string();
+    let k = key(&scratch, "s");
+    let secrets = [server.access_key.as_str(), server.secret_key.as_str()];
+    let save = |env: &[(&str, String)]| {
+        strata(
+            &scratch,
+            &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k, "--json"],
+            env,
+        )
+    };
+    let restore = |env: &[(&str, String)]| {
+        strata(&scratch, &["snapshot", "restore", "--cache-dir", "out", "--key", &k, "--json"], env)
+    };
+
+    // A complete HW_OBS pair beside half an AWS pair: the half pair is ignored.
+    let mixed = vec![
+        ("STRATA_STORE", url.clone()),
+        ("AWS_SECRET_ACCESS_KEY", server.secret_key.clone()),
+        ("HW_OBS_AK", server.access_key.clone()),
+        ("HW_OBS_SK", server.secret_key.clone()),
+    ];
+    let run = save(&mixed);
+    run.assert_ok().assert_no_secret(&secrets);
+    assert_eq!(run.json()["outcome"]["status"], "saved", "{}", run.stderr);
+    assert!(run.stderr.contains("only AWS_SECRET_ACCESS_KEY is set"), "{}", run.stderr);
+    let run = restore(&mixed);
+    run.assert_ok().assert_no_secret(&secrets);
+    assert_eq!(run.json()["status"], "restored", "{}", run.stderr);
+
+    // Only half a pair: a warning and an anonymous attempt, never exit 2.
+    let half =
+        vec![("STRATA_STORE", url.clone()), ("AWS_ACCESS_KEY_ID", server.access_key.clone())];
+    let run = restore(&half);
+    run.assert_ok().assert_no_secret(&secrets);
+    assert!(run.stderr.contains("only AWS_ACCESS_KEY_ID is set"), "{}", run.stderr);
+    assert!(run.stderr.contains("anonymously"), "{}", run.stderr);
+    assert!(
+        run.json()["status"] == "restored" || run.json()["status"] == "error",
+        "{}",
+        run.stdout
+    );
+    let run = save(&half);
+    run.assert_ok();
+    assert_eq!(run.json()["outcome"]["reason"], "no_writer_credentials");
+
+    // A directory store ignores credentials entirely (no warning either).
+    let file = vec![("STRATA_STORE", scratch.file_store()), ("AWS_ACCESS_KEY_ID", "AKID".into())];
+    let run = save(&file);
+    run.assert_ok();
+    assert_eq!(run.json()["outcome"]["status"], "saved", "{}", run.stderr);
+    let run = restore(&file);
+    run.assert_ok();
+    assert_eq!(run.json()["status"], "restored", "{}", run.stderr);
+    assert!(!run.stderr.contains("credential"), "{}", run.stderr);
+
+    // Query values never appear: neither in a usage error nor in a skipped save's report.
+    let leaky = format!("{url}&secret=hunter2&x-amz-security-token=tok3n");
+    let run = restore(&[("STRATA_STORE", leaky.clone())]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    run.assert_no_secret(&["hunter2", "tok3n"]);
+    assert!(run.stderr.contains("secret=***"), "{}", run.stderr);
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", "", "--json", "--store", &leaky],
+        &[],
+    );
+    run.assert_ok().assert_no_secret(&["hunter2", "tok3n"]);
+}
+
+/// Review finding 9: `--json` keeps the skip notice on stderr (stdout stays one object).
+#[test]
+fn snapshot_a_skipped_save_notices_on_stderr_in_json_mode() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    std::fs::remove_file(cache.join(".updated")).unwrap();
+    let k = key(&scratch, "s");
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache.display().to_string(), "--key", &k, "--json"],
+        &store_env(&scratch),
+    );
+    run.assert_ok();
+    assert_eq!(run.json()["outcome"]["reason"], "not_updated");
+    assert!(run.stderr.contains("snapshot save skipped: no .updated marker"), "{}", run.stderr);
+    assert!(run.stderr.contains(&k), "{}", run.stderr);
+}
+
+/// Review finding 9: an unwritable `GITHUB_OUTPUT` (or none with `--github-output`) is a
+/// warning on stderr naming the file and the cause, never silence or a failure.
+#[test]
+fn snapshot_an_unwritable_github_output_is_a_warning() {
+    let scratch = Scratch::new();
+    let k = key(&scratch, "s");
+    let not_a_file = scratch.path("gh-dir");
+    std::fs::create_dir_all(&not_a_file).unwrap();
+    let args = ["snapshot", "restore", "--cache-dir", "cache", "--key", &k, "--github-output"];
+    let mut env = store_env(&scratch);
+    let run = strata(&scratch, &args, &env);
+    run.assert_ok();
+    assert!(run.stderr.contains("GITHUB_OUTPUT is not"), "{}", run.stderr);
+    env.push(("GITHUB_OUTPUT", not_a_file.display().to_string()));
+    let run = strata(&scratch, &args, &env);
+    run.assert_ok();
+    assert!(run.stderr.contains("strata: WARNING GitHub output: cannot open"), "{}", run.stderr);
+    assert!(run.stderr.contains("Is a directory"), "{}", run.stderr);
+    assert!(run.stderr.contains("later steps will not see"), "{}", run.stderr);
 }

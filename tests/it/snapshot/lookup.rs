@@ -126,3 +126,103 @@ fn snapshot_lookup_follows_listings_past_1000_objects() {
     assert_eq!(report["status"], "restored");
     assert_eq!(tree(&scratch.path("out/actions-v1")), tree(&scratch.path("src-5/actions-v1")));
 }
+
+/// Review findings 3 and 6: a corrupt newest snapshot is reported with its key and the next
+/// candidate is restored; a snapshot dated far in the future is ignored with a warning;
+/// after three rejections the restore gives up, and every report (GitHub outputs, step
+/// summary, `--json`, the event) names the rejected keys, the level and the reason.
+#[test]
+fn snapshot_a_corrupt_newest_snapshot_falls_back_to_the_next_candidate() {
+    use super::craft::{Entry, publish_entries};
+    let scratch = Scratch::new();
+    let env = vec![("STRATA_STORE", scratch.file_store())];
+    let compat = compat_prefix(&scratch);
+    let good = format!("{compat}srcA-20240101T000000Z-1-1-10-aaaaaaaa");
+    save_as(&scratch, &env, &good, 1);
+    let store = scratch.path("store");
+    let poison = |key: &str| {
+        publish_entries(
+            &store,
+            key,
+            &[Entry::Dir("actions-v1"), Entry::CharDevice("actions-v1/null")],
+        )
+    };
+    let corrupt = format!("{compat}srcA-20250101T000000Z-2-1-10-bbbbbbbb");
+    poison(&corrupt);
+    let future = format!("{compat}srcA-20991231T000000Z-3-1-10-cccccccc");
+    poison(&future);
+
+    let gh = scratch.path("gh");
+    std::fs::create_dir_all(&gh).unwrap();
+    let events = scratch.path("events.jsonl");
+    let mut env = env.clone();
+    env.push(("GITHUB_OUTPUT", gh.join("output").display().to_string()));
+    env.push(("GITHUB_STEP_SUMMARY", gh.join("summary").display().to_string()));
+    env.push(("STRATA_EVENT_LOG", events.display().to_string()));
+    let primary = format!("{compat}srcA-20250601T000000Z-9-1-10-dddddddd");
+    let restore = || {
+        strata(
+            &scratch,
+            &[
+                "snapshot",
+                "restore",
+                "--cache-dir",
+                "out",
+                "--key",
+                &primary,
+                "--json",
+                "--github-output",
+            ],
+            &env,
+        )
+    };
+    let run = restore();
+    run.assert_ok();
+    let report = run.json();
+    assert_eq!(report["status"], "restored", "{report}\n{}", run.stderr);
+    assert_eq!(report["matched_key"], good.as_str());
+    assert_eq!(report["rejected"][0]["key"], corrupt.as_str(), "{report}");
+    assert_eq!(report["rejected"][0]["level"], "same-source");
+    assert!(run.stderr.contains(&corrupt) && run.stderr.contains("devices are not allowed"));
+    assert!(run.stderr.contains("trying the next candidate"), "{}", run.stderr);
+    assert!(run.stderr.contains(&format!("ignoring snapshot {future}")), "{}", run.stderr);
+    assert!(run.stderr.contains("more than a day in the future"), "{}", run.stderr);
+    assert_eq!(tree(&scratch.path("out/actions-v1")), tree(&scratch.path("src-1/actions-v1")));
+
+    // Three corrupt candidates newer than the good one: the restore gives up after three.
+    for (i, hex) in ["eeeeeeee", "ffffffff"].iter().enumerate() {
+        poison(&format!("{compat}srcA-2025020{}T000000Z-4-1-10-{hex}", i + 1));
+    }
+    std::fs::write(gh.join("output"), b"").unwrap();
+    std::fs::write(gh.join("summary"), b"").unwrap();
+    let run = restore();
+    run.assert_ok();
+    let report = run.json();
+    assert_eq!(report["status"], "error", "{report}");
+    let newest_corrupt = format!("{compat}srcA-20250202T000000Z-4-1-10-ffffffff");
+    assert_eq!(report["level"], "same-source", "{report}");
+    assert_eq!(report["matched_key"], newest_corrupt.as_str(), "{report}");
+    assert_eq!(report["rejected"].as_array().unwrap().len(), 3, "{report}");
+    assert!(report["error"].as_str().unwrap().contains("rejected"), "{report}");
+    assert!(!report["tried"].as_array().unwrap().is_empty());
+    let output = std::fs::read_to_string(gh.join("output")).unwrap();
+    assert!(output.contains("status=error\n"), "{output}");
+    assert!(output.contains(&format!("cache-matched-key={newest_corrupt}\n")), "{output}");
+    assert!(output.contains("matched-level=same-source\n"), "{output}");
+    assert!(output.contains("reason=snapshot ") && output.contains("devices are not allowed"));
+    assert!(output.contains("rejected-keys<<ghadelimiter_"), "{output}");
+    assert!(output.contains(&corrupt), "{output}");
+    assert!(!output.contains("bytes=0\n"), "{output}");
+    let summary = std::fs::read_to_string(gh.join("summary")).unwrap();
+    assert!(summary.contains(&newest_corrupt) && summary.contains("| reason |"), "{summary}");
+    assert!(summary.contains("| rejected |"), "{summary}");
+    let log = std::fs::read_to_string(&events).unwrap();
+    let last: serde_json::Value =
+        serde_json::from_str(log.lines().rfind(|l| l.contains("snapshot_restore")).unwrap())
+            .unwrap();
+    assert_eq!(last["outcome"], "error", "{last}");
+    assert_eq!(last["level"], "same-source", "{last}");
+    assert_eq!(last["matched_key"], newest_corrupt.as_str(), "{last}");
+    assert_eq!(last["rejected"].as_array().unwrap().len(), 3, "{last}");
+    assert!(last["message"].as_str().unwrap().contains("rejected"), "{last}");
+}

@@ -100,14 +100,64 @@ fn snapshot_rejects_an_absolute_path() {
 #[test]
 fn snapshot_rejects_a_write_through_a_symlink() {
     let v = Victim::new();
+    // The symlink itself sits where artifacts may be symlinks; writing below it is not.
+    let link = "actions-v1/third_party/u/k/artifacts/link";
     let entries = [
         Entry::Dir("actions-v1"),
-        Entry::Symlink { path: "actions-v1/link", target: v.outside.display().to_string() },
-        file("actions-v1/link/evil", b"x"),
+        Entry::Symlink { path: link, target: v.outside.display().to_string() },
+        file(&format!("{link}/evil"), b"x"),
     ];
     publish_entries(&v.store(), &v.key, &entries);
     v.assert_rejected("writing through symlinks is not allowed");
     assert!(!v.outside.join("evil").exists());
+}
+
+/// Review finding 1: a directory symlink at a layout position (a domain, unit, key, or
+/// `artifacts` itself) is rejected even with nothing written through it, because the
+/// engine would later save entries through it and serve HITs from outside.
+#[test]
+fn snapshot_rejects_a_symlink_at_a_layout_position() {
+    for link in [
+        "actions-v1/third_party",
+        "actions-v1/custom_operator",
+        "actions-v1/third_party/zlib",
+        "actions-v1/third_party/zlib/k",
+        "actions-v1/third_party/zlib/k/artifacts",
+        "actions-v1/custom_operator/soc/op/ns/a@u/k/artifacts",
+        "actions-v1/elsewhere",
+    ] {
+        let v = Victim::new();
+        let entries = [
+            Entry::Dir("actions-v1"),
+            Entry::Symlink { path: link, target: v.outside.display().to_string() },
+        ];
+        publish_entries(&v.store(), &v.key, &entries);
+        let stderr = v.assert_rejected("outside an entry's artifacts/ directory");
+        assert!(stderr.contains(link), "{stderr}");
+    }
+}
+
+/// Symlinked artifacts are legitimate L1 content: they restore, with any target text.
+#[test]
+fn snapshot_restores_symlinks_inside_artifacts() {
+    let v = Victim::new();
+    let entries = [
+        Entry::Dir("actions-v1"),
+        Entry::Dir("actions-v1/third_party"),
+        Entry::Dir("actions-v1/third_party/zlib"),
+        Entry::Dir("actions-v1/third_party/zlib/k"),
+        Entry::Dir("actions-v1/third_party/zlib/k/artifacts"),
+        Entry::Symlink {
+            path: "actions-v1/third_party/zlib/k/artifacts/libz.so",
+            target: "/usr/lib/libz.so.1".to_owned(),
+        },
+    ];
+    publish_entries(&v.store(), &v.key, &entries);
+    let run = v.restore();
+    run.assert_ok();
+    assert!(run.stderr.contains("RESTORED"), "{}", run.stderr);
+    let link = v.cache.join("actions-v1/third_party/zlib/k/artifacts/libz.so");
+    assert_eq!(std::fs::read_link(link).unwrap(), PathBuf::from("/usr/lib/libz.so.1"));
 }
 
 #[test]
@@ -235,4 +285,16 @@ fn snapshot_rejection_is_an_annotation_under_github_actions() {
         run.stderr
     );
     assert_eq!(tree(&v.cache), v.before);
+}
+
+/// Review finding 10: a small object whose sidecar declares a huge tree (a decompression
+/// bomb) is rejected before it is downloaded.
+#[test]
+fn snapshot_rejects_a_sidecar_declaring_a_huge_expansion() {
+    let v = Victim::new();
+    let entries = [Entry::Dir("actions-v1"), file("actions-v1/f", b"tiny")];
+    let manifest = manifest_for(&entries, &v.key);
+    let (bytes, digest) = object(&entries, &manifest);
+    publish(&v.store(), &v.key, &bytes, &digest, 2, 10 * 1024 * 1024 * 1024);
+    v.assert_rejected("expansion (a decompression bomb?)");
 }

@@ -81,6 +81,11 @@ impl Run {
 
 /// Runs `strata args` with a clean environment plus `env`, from the scratch directory.
 pub fn strata(scratch: &Scratch, args: &[&str], env: &[(&str, String)]) -> Run {
+    strata_in(scratch, scratch.dir.path(), args, env)
+}
+
+/// [`strata`], from the directory `cwd`.
+pub fn strata_in(scratch: &Scratch, cwd: &Path, args: &[&str], env: &[(&str, String)]) -> Run {
     let home = scratch.path("home");
     std::fs::create_dir_all(&home).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
@@ -90,7 +95,7 @@ pub fn strata(scratch: &Scratch, args: &[&str], env: &[(&str, String)]) -> Run {
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", &home)
         .env("STRATA_S3_MAX_RETRIES", "2")
-        .current_dir(scratch.dir.path());
+        .current_dir(cwd);
     for (name, value) in env {
         command.env(name, value);
     }

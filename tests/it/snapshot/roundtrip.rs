@@ -256,3 +256,37 @@ fn snapshot_pack_and_unpack_local_files() {
     assert!(super::names(scratch.dir.path()).iter().all(|n| !n.starts_with(".bad-out")));
     assert!(!scratch.path("bad-out").exists());
 }
+
+/// Review finding 4: negative zstd levels (the fast modes) work as a separate argument
+/// (`--level -7`, as actions/save passes them), not only as `--level=-7`; out-of-range
+/// levels are still usage errors.
+#[test]
+fn snapshot_negative_levels_work_as_separate_arguments() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 3);
+    let cache_arg = cache.display().to_string();
+    let object = scratch.path("fast.tzst").display().to_string();
+    let run = strata(
+        &scratch,
+        &["snapshot", "pack", "--cache-dir", &cache_arg, "--output", &object, "--level", "-7"],
+        &[],
+    );
+    run.assert_ok();
+    let k = key(&scratch, "fast");
+    let env = vec![("STRATA_STORE", scratch.file_store())];
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k, "--level", "-3", "--json"],
+        &env,
+    );
+    run.assert_ok();
+    assert_eq!(run.json()["outcome"]["status"], "saved", "{}", run.stderr);
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k, "--level", "-8"],
+        &env,
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("-8 is outside -7..=19"), "{}", run.stderr);
+}

@@ -1,0 +1,129 @@
+//! Stale temp files and staging directories beside a cache directory.
+//!
+//! A restore or save works beside the cache directory `<parent>/<name>`:
+//! `<parent>/.<name>.download-<random>`, `.<name>.sidecar-<random>` and
+//! `.<name>.pack-<random>` temp files, and `.<name>.tmp-<16 hex>` staging directories
+//! (which also briefly hold the previous tree after a swap). A process that is killed
+//! leaves them behind; nothing ever reads them. [`remove_stale`] deletes the ones that
+//! have not been modified for [`STALE_AFTER`], at the start of the next restore or save of
+//! the same cache directory.
+//!
+//! # Limitations
+//! Staleness is judged by modification time, not by a lock: a transfer that writes nothing
+//! for an hour would lose its temp file (and fail, as a warning). Only names with this
+//! cache directory's `<name>` are considered, so neighbouring caches are left alone.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::fs;
+
+/// How long a leftover must have been untouched before it is deleted.
+pub const STALE_AFTER: Duration = Duration::from_secs(60 * 60);
+
+/// Labels of the temp files and staging directories placed beside a cache directory.
+const LABELS: [&str; 4] = ["download-", "sidecar-", "pack-", "tmp-"];
+
+/// True if `file_name` is a leftover of the cache directory named `name`.
+fn is_leftover_of(file_name: &str, name: &str) -> bool {
+    file_name
+        .strip_prefix('.')
+        .and_then(|rest| rest.strip_prefix(name))
+        .and_then(|rest| rest.strip_prefix('.'))
+        .is_some_and(|rest| {
+            LABELS.iter().any(|label| rest.strip_prefix(label).is_some_and(|r| !r.is_empty()))
+        })
+}
+
+/// Deletes leftovers of `cache_dir` (absolute) older than `stale_after` as of `now`;
+/// returns the paths deleted. Problems (an unreadable parent, a failed delete) are
+/// skipped: this is housekeeping and never fails a restore or save.
+pub fn remove_stale(cache_dir: &Path, now: SystemTime, stale_after: Duration) -> Vec<PathBuf> {
+    let (Some(parent), Some(name)) =
+        (cache_dir.parent(), cache_dir.file_name().and_then(|n| n.to_str()))
+    else {
+        return Vec::new();
+    };
+    let Ok(children) = fs::read_dir(parent) else { return Vec::new() };
+    let mut removed = Vec::new();
+    for path in children {
+        let Some(file_name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+        if !is_leftover_of(file_name, name) {
+            continue;
+        }
+        let Ok(meta) = fs::symlink_metadata(&path) else { continue };
+        let age = meta.modified().ok().and_then(|m| now.duration_since(m).ok());
+        if age.is_some_and(|age| age >= stale_after) && fs::remove_tree(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+/// A note for each deleted leftover.
+pub fn notes(removed: &[PathBuf]) -> Vec<String> {
+    removed
+        .iter()
+        .map(|p| {
+            format!(
+                "removed {}, a leftover of an interrupted restore or save (untouched for over \
+                 an hour)",
+                p.display()
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_cache_directorys_labels_count() {
+        for yes in [
+            ".cache.download-a1B2c3",
+            ".cache.pack-x",
+            ".cache.sidecar-y",
+            ".cache.tmp-0123456789abcdef",
+        ] {
+            assert!(is_leftover_of(yes, "cache"), "{yes}");
+        }
+        for no in [
+            "cache",
+            ".cache",
+            ".cache.download-",
+            ".other.download-abc",
+            ".cache.old-0123456789abcdef",
+            ".cachex.pack-abc",
+            "cache.pack-abc",
+        ] {
+            assert!(!is_leftover_of(no, "cache"), "{no}");
+        }
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn stale_leftovers_are_removed_fresh_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::write(dir.path().join(".cache.download-abc"), b"x").unwrap();
+        std::fs::create_dir_all(dir.path().join(".cache.tmp-0123456789abcdef/actions-v1")).unwrap();
+        std::fs::write(dir.path().join(".other.pack-abc"), b"x").unwrap();
+        let soon = SystemTime::now() + Duration::from_secs(10);
+        assert!(remove_stale(&cache, soon, STALE_AFTER).is_empty(), "all fresh");
+        let later = SystemTime::now() + STALE_AFTER + Duration::from_secs(10);
+        let mut removed = remove_stale(&cache, later, STALE_AFTER);
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                dir.path().join(".cache.download-abc"),
+                dir.path().join(".cache.tmp-0123456789abcdef")
+            ]
+        );
+        assert!(dir.path().join(".other.pack-abc").exists());
+        assert!(cache.exists());
+        assert_eq!(notes(&removed).len(), 2);
+    }
+}
