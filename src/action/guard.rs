@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::action::events::EventLog;
 use crate::action::layout::CacheRoot;
-use crate::action::run::lock_with_events;
+use crate::action::locks::lock_with_events;
 use crate::action::{Error, LockKind};
 use crate::fs::{self, LockGuard, LockWait};
 

@@ -13,7 +13,8 @@
 //! * [`artifacts`]: finding and describing what a build produced;
 //! * [`publish`]: custom-operator publication into a shared directory with ownership;
 //! * [`events`]: the JSONL event log;
-//! * [`run`]: the `run` algorithm and its locks;
+//! * [`run`]: the `run` algorithm; [`locks`]: lock timeouts and acquisition; [`guard`]:
+//!   stage safety and output-directory locks;
 //! * [`prune`] and [`explain`]: maintenance and diagnosis.
 //!
 //! # Invariants
@@ -30,6 +31,7 @@ pub mod explain;
 pub mod guard;
 pub mod identity;
 pub mod layout;
+pub mod locks;
 pub mod prune;
 pub mod publish;
 pub mod run;

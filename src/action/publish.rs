@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::entry::{Artifact, WriteMode, place_parent, write_record};
 use crate::action::events::EventLog;
-use crate::action::run::lock_with_events;
+use crate::action::locks::lock_with_events;
 use crate::action::{Error, LockKind};
 use crate::digest::Sha256Digest;
 use crate::fs::{self, LockWait, Placement, Sharing};

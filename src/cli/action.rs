@@ -7,7 +7,8 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::{Failure, action_failure};
 use strata::action::explain::{ExplainRequest, Verdict};
-use strata::action::run::{Notice, Timeouts};
+use strata::action::locks::Timeouts;
+use strata::action::run::Notice;
 use strata::action::{Domain, IdentityInputs, Profile, RunOptions, SetEnv};
 
 #[derive(Debug, Subcommand)]
