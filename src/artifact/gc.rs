@@ -311,15 +311,7 @@ pub fn gc(root: &StoreRoot, options: GcOptions) -> Result<GcReport, Error> {
     require_root(root)?;
     let mut report = GcReport::default();
     let act = |report: &mut GcReport, kind: &'static str, path: PathBuf, reason: String| {
-        let result = if options.dry_run {
-            "would_remove".to_owned()
-        } else {
-            match remove_forcefully(&path) {
-                Ok(()) => "removed".to_owned(),
-                Err(e) => format!("failed: {e}"),
-            }
-        };
-        report.actions.push(GcAction { kind, path, reason, result });
+        record_removal(report, options, kind, path, reason)
     };
     let mut held = Vec::new();
     let mut guards = Vec::new();
@@ -404,6 +396,25 @@ fn remove_if_empty(dir: &Path, report: &mut GcReport) -> Result<(), Error> {
     Ok(())
 }
 
+/// Removes `path` (or, with `--dry-run`, only notes it) and records the action.
+fn record_removal(
+    report: &mut GcReport,
+    options: GcOptions,
+    kind: &'static str,
+    path: PathBuf,
+    reason: String,
+) {
+    let result = if options.dry_run {
+        "would_remove".to_owned()
+    } else {
+        match remove_forcefully(&path) {
+            Ok(()) => "removed".to_owned(),
+            Err(e) => format!("failed: {e}"),
+        }
+    };
+    report.actions.push(GcAction { kind, path, reason, result });
+}
+
 /// Cleans `<root>/locks`: removes lock files of keys that have no directory left in the
 /// bucket and whose lock is free, and everything strata never uses there (`unexpected`):
 /// symlinks (writers refuse them, so a symlinked lock makes every build of its key
@@ -415,15 +426,7 @@ fn remove_unused_locks(
     options: GcOptions,
 ) -> Result<(), Error> {
     let act = |report: &mut GcReport, kind: &'static str, path: PathBuf, reason: String| {
-        let result = if options.dry_run {
-            "would_remove".to_owned()
-        } else {
-            match remove_forcefully(&path) {
-                Ok(()) => "removed".to_owned(),
-                Err(e) => format!("failed: {e}"),
-            }
-        };
-        report.actions.push(GcAction { kind, path, reason, result });
+        record_removal(report, options, kind, path, reason)
     };
     let locks = root.locks_dir();
     match fs::symlink_metadata_opt(&locks)? {
