@@ -8,7 +8,8 @@
 #   127.0.0.1; each test starts and stops its own instance);
 # * actionlint and zizmor from PyPI (lint of the GitHub actions and workflows), and PyYAML
 #   (tests/actions/runner.py runs the composite actions' steps the way a runner does);
-# then cargo fmt --check, cargo clippy -D warnings, the whole cargo test suite and the lints.
+# then cargo fmt --check, cargo clippy -D warnings, cargo doc, the whole cargo test suite and
+# the lints.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -48,6 +49,8 @@ say "cargo fmt --check"
 cargo fmt --all -- --check
 say "cargo clippy"
 cargo clippy --locked --all-targets -- -D warnings
+say "cargo doc (broken intra-doc links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib --quiet
 say "cargo test"
 cargo test --locked --all-targets 2>&1 | grep -v '^test .* ok$'
 cargo test --locked --doc 2>&1 | tail -n 3

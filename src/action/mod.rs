@@ -13,7 +13,7 @@
 //! * [`artifacts`]: finding and describing what a build produced;
 //! * [`publish`]: custom-operator publication into a shared directory with ownership;
 //! * [`events`]: the JSONL event log;
-//! * [`run`]: the `run` algorithm; [`locks`]: lock timeouts and acquisition; [`guard`]:
+//! * [`run`](mod@run): the `run` algorithm; [`locks`]: lock timeouts and acquisition; [`guard`]:
 //!   stage safety and output-directory locks;
 //! * [`prune`] and [`explain`]: maintenance and diagnosis.
 //!
@@ -222,7 +222,7 @@ pub enum Error {
     /// The build command could not be started.
     #[error("cannot start the build command {program:?}")]
     Spawn {
-        /// argv[0].
+        /// `argv[0]`.
         program: String,
         /// The OS error.
         #[source]

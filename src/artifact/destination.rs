@@ -150,7 +150,7 @@ impl Destination {
     /// destination unless every file was copied.
     ///
     /// # Errors
-    /// As [`Destination::check`]; [`Error::InvalidBuildOutput`] if `src` holds something
+    /// As `Destination::check`; [`Error::InvalidBuildOutput`] if `src` holds something
     /// other than regular files and directories; [`Error::Fs`].
     pub fn copy_tree(&self, src: &Path) -> Result<MaterializeReport, Error> {
         let (files, bytes) = self.fill(|staging| {
@@ -185,7 +185,7 @@ impl Destination {
     /// docs). On failure the destination is left as it was.
     ///
     /// # Errors
-    /// As [`Destination::check`]; `copy`'s error; [`Error::Fs`] for the staging directory
+    /// As `Destination::check`; `copy`'s error; [`Error::Fs`] for the staging directory
     /// or the final renames.
     pub(crate) fn fill<T>(&self, copy: impl FnOnce(&Path) -> Result<T, Error>) -> Result<T, Error> {
         let (_, state) = Self::examine(&self.root, &self.given)?;

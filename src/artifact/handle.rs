@@ -199,7 +199,7 @@ impl ArtifactHandle {
     /// Copies the verified payload (not the manifest) into `dest`, a new path or an empty
     /// directory outside the store root (checked after resolving symlinks, so a link
     /// outside pointing inside is refused): [`ArtifactHandle::materialize_into`] of
-    /// [`Destination::check`].
+    /// `Destination::check`.
     ///
     /// # Errors
     /// As [`ArtifactHandle::materialize_into`].

@@ -20,7 +20,7 @@
 //! * `publish`: the write order of a publication;
 //! * `gc`: offline cleanup;
 //! * [`archive`]: packing a ready artifact for L0 transfer (tar + zstd) and checking one;
-//! * [`include`]: the conservative include scanner for extern packaging.
+//! * [`include`](mod@include): the conservative include scanner for extern packaging.
 //!
 //! This module never touches the network: moving archives to and from object stores is
 //! [`crate::l0`]'s job.

@@ -6,7 +6,7 @@
 //! * [`ops`]: thin wrappers over `std::fs` that attach the path and operation to errors;
 //! * [`RelPath`] and path helpers: validated relative POSIX paths that cannot escape their
 //!   root, non-strict resolution, `~` expansion;
-//! * [`walk`] / [`inventory`]: sorted tree walks that never follow symlinks; the inventory
+//! * [`walk`](mod@walk) / [`inventory`]: sorted tree walks that never follow symlinks; the inventory
 //!   rejects special files (FIFOs, sockets, devices);
 //! * [`copy`]: copy-while-hashing, atomic placement of files and symlinks (temp + rename),
 //!   directory creation that refuses to pass through symlinks;

@@ -141,11 +141,11 @@ pub struct IdentityInputs {
 pub struct Identity {
     /// The action key.
     pub key: ActionKey,
-    /// Hash of [`Identity::prepared`].
+    /// Hash of the prepared-input records ([`Components::prepared`]).
     pub prepared_input_hash: Sha256Digest,
-    /// Hash of [`Identity::recipe`].
+    /// Hash of the recipe records ([`Components::recipe`]).
     pub recipe_hash: Sha256Digest,
-    /// Hash of [`Identity::environment`].
+    /// Hash of the environment records ([`Components::environment`]).
     pub compiler_environment_hash: Sha256Digest,
     /// Namespace of custom operators.
     pub operator_text_hash: Option<Sha256Digest>,

@@ -71,7 +71,8 @@ const COMPILER_NAMES: &[&str] = &[
 ];
 
 /// True if `argv0` (a build command's program) names a C/C++ compiler driver: one of
-/// [`COMPILER_NAMES`], optionally with a target prefix ending in `-`
+/// `COMPILER_NAMES` (gcc, g++, cc, c++, cpp, clang, clang++, clang-cl, icx, icpx, nvcc,
+/// armclang, bisheng, ccec, gfortran), optionally with a target prefix ending in `-`
 /// (`x86_64-linux-gnu-gcc`) and a version suffix (`gcc-12`, `clang++-17`). Such a command's
 /// program is added to the toolchain identity automatically, so the compiler that actually
 /// runs is identity even when it is not the profile's `cc`/`c++`.
