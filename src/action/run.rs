@@ -34,7 +34,7 @@ use crate::action::identity::{self, IdentityInputs, Patterns};
 use crate::action::layout::{CacheRoot, Domain, EntryName};
 use crate::action::locks::{Timeouts, lock_with_events};
 use crate::action::publish::{ActionId, Publisher, action_lock_path};
-use crate::action::{ActionKey, Error, LockKind, guard};
+use crate::action::{ActionKey, Error, LockKind, child, guard};
 use crate::fs::{self, RelPath};
 
 /// One `strata action run` request.
@@ -119,10 +119,13 @@ pub enum Notice {
         /// What happened.
         message: String,
     },
-    /// The build was killed by a signal.
+    /// The build was killed by a signal, or strata received one (and forwarded it to the
+    /// build); nothing is saved.
     Signal {
         /// The signal number.
         signal: i32,
+        /// True if strata itself received the signal.
+        interrupted: bool,
     },
 }
 
@@ -497,15 +500,19 @@ fn build(ctx: &mut Ctx<'_>) -> Result<(Build, i32), Error> {
         cmd.current_dir(dir);
     }
     let start = Instant::now();
-    let status =
-        cmd.status().map_err(|source| Error::Spawn { program: program.clone(), source })?;
+    let end =
+        child::run(&mut cmd).map_err(|source| Error::Spawn { program: program.clone(), source })?;
     let elapsed = start.elapsed();
-    let code = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
-        (Some(c), _) => c,
-        (None, Some(sig)) => {
-            (ctx.notify)(Notice::Signal { signal: sig });
+    let status = end.status;
+    // A signal strata received (and forwarded) ends the run like a build killed by it:
+    // nothing is saved, even if the build finished anyway.
+    let killed_by = end.interrupted_by.or(std::os::unix::process::ExitStatusExt::signal(&status));
+    let code = match (killed_by, status.code()) {
+        (Some(sig), _) => {
+            (ctx.notify)(Notice::Signal { signal: sig, interrupted: end.interrupted_by.is_some() });
             128 + sig
         }
+        (None, Some(c)) => c,
         (None, None) => 1,
     };
     Ok((Build { elapsed, before }, code))

@@ -250,7 +250,12 @@ fn run_action(args: RunArgs) -> Result<i32, Failure> {
             Notice::Warning { component, message } => {
                 format!("strata: WARNING {component} domain={domain} unit={unit}: {message}")
             }
-            Notice::Signal { signal } => format!("strata: build command killed by signal {signal}"),
+            Notice::Signal { signal, interrupted: false } => {
+                format!("strata: build command killed by signal {signal}")
+            }
+            Notice::Signal { signal, interrupted: true } => format!(
+                "strata: interrupted by signal {signal}, forwarded to the build command; nothing saved"
+            ),
         };
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "{line}");

@@ -188,3 +188,36 @@ fn engine_review_edited_published_output_is_a_hard_error() {
     r.expect_code(1).expect_stderr("changed outside its owning action");
     assert_eq!(std::fs::read(publish.join("o.o")).unwrap(), b"tampered\n");
 }
+
+/// A signal sent to strata alone (not its process group) reaches the build, and the run
+/// ends as interrupted: exit 128 + 15, nothing saved, `.updated` untouched.
+#[test]
+fn engine_review_sigterm_to_strata_is_forwarded_to_the_build() {
+    let ctx = TestContext::new();
+    let out = ctx.path("out");
+    let marker = ctx.path("got-term");
+    // The build traps TERM, records it, and still finishes successfully.
+    let script = "trap 'echo term > \"$1\"' TERM; mkdir -p \"$0\"; echo x > \"$0\"/x; \
+                  i=0; while [ $i -lt 100 ] && [ ! -s \"$1\" ]; do sleep 0.05; i=$((i+1)); done; exit 0";
+    let action = ctx.third_party("u", &out).cmd(&[
+        "sh",
+        "-c",
+        script,
+        out.to_str().unwrap(),
+        marker.to_str().unwrap(),
+    ]);
+    let child = ctx.spawn(&action);
+    // Wait until the build is running, then signal strata only.
+    let deadline = std::time::Instant::now() + RUN_TIMEOUT;
+    while !out.join("x").exists() {
+        assert!(std::time::Instant::now() < deadline, "the build never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let r = super::wait_bounded(child, RUN_TIMEOUT);
+    r.expect_code(128 + 15).expect_stderr("interrupted by signal 15");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap_or_default().trim(), "term");
+    assert!(!r.stderr.contains("SAVED"), "{}", r.stderr);
+    assert!(!ctx.updated_marker().exists());
+}
