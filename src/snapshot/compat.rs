@@ -249,7 +249,7 @@ pub fn toolchain_identity(
                 if name.is_empty() {
                     continue;
                 }
-                let path = resolve_tool(name).ok_or_else(|| {
+                let path = resolve_tool(name, None).ok_or_else(|| {
                     format!(
                         "no toolchain identity: toolchain tool {name:?} was not found on PATH; \
                          install it or pass another --toolchain-tool TOOL (host builds) or \

@@ -79,6 +79,13 @@ pub struct EnvironmentInputs<'a> {
     pub values: &'a [String],
     /// `--environment-tool`, in order.
     pub tools: &'a [String],
+    /// Compilers found in the build command ([`super::tool::command_compiler`]): recorded
+    /// like explicit tools, but one that cannot be found or run records `absent` /
+    /// `unavailable` instead of failing the build.
+    pub detected_tools: &'a [String],
+    /// The `PATH` the build command runs with (a `--set-env PATH=` override), used to find
+    /// tools; `None` means strata's own `PATH`.
+    pub path_var: Option<&'a std::ffi::OsStr>,
     /// Where tool versions are memoised (`None`: always run `--version`).
     pub memo_dir: Option<&'a Path>,
 }
@@ -95,9 +102,13 @@ pub fn environment_records(inputs: &EnvironmentInputs<'_>) -> Result<Records, Er
     records.push("machine", uname.machine().to_string_lossy().into_owned());
 
     let mut seen: Vec<PathBuf> = Vec::new();
-    for tool in inputs.profile.default_tools() {
-        let name = format!("tool:{tool}");
-        match resolve_tool(tool) {
+    // Default and detected tools may be missing or fail: that is recorded, never fatal.
+    let lenient = inputs.profile.default_tools().iter().map(|t| (*t, *t)).chain(
+        inputs.detected_tools.iter().map(|t| (t.as_str(), t.rsplit('/').next().unwrap_or(t))),
+    );
+    for (tool, base) in lenient {
+        let name = format!("tool:{base}");
+        match resolve_tool(tool, inputs.path_var) {
             None => records.push(name, "absent"),
             Some(canon) if seen.contains(&canon) => {}
             Some(canon) => {
@@ -111,7 +122,8 @@ pub fn environment_records(inputs: &EnvironmentInputs<'_>) -> Result<Records, Er
         }
     }
     for tool in inputs.tools {
-        let canon = resolve_tool(tool).ok_or_else(|| Error::ToolNotFound { tool: tool.clone() })?;
+        let canon = resolve_tool(tool, inputs.path_var)
+            .ok_or_else(|| Error::ToolNotFound { tool: tool.clone() })?;
         if seen.contains(&canon) {
             continue;
         }
@@ -200,6 +212,8 @@ mod tests {
             files: &files,
             values: &vals,
             tools: &[],
+            detected_tools: &[],
+            path_var: None,
             memo_dir: None,
         };
         let a = environment_records(&base).unwrap();

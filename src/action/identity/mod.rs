@@ -200,17 +200,22 @@ pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Ident
         },
         &normalizer,
     )?;
-    let mut tools = inputs.environment_tools.clone();
-    if let Some(compiler) = inputs.command.first().filter(|c| tool::looks_like_compiler(c))
-        && tool::resolve_tool(compiler).is_some()
-    {
-        tools.push(compiler.clone());
-    }
+    // Tools are looked up on the PATH the build runs with.
+    let path_var = inputs
+        .set_env
+        .iter()
+        .rev()
+        .find(|e| e.name() == "PATH")
+        .map(|e| std::ffi::OsStr::new(e.value()));
+    let detected: Vec<String> =
+        tool::command_compiler(&inputs.command).map(str::to_owned).into_iter().collect();
     let environment = environment::environment_records(&EnvironmentInputs {
         profile: inputs.profile.unwrap_or(Profile::HostCxx),
         files: &inputs.environment_files,
         values: &inputs.environment_values,
-        tools: &tools,
+        tools: &inputs.environment_tools,
+        detected_tools: &detected,
+        path_var,
         memo_dir,
     })?;
     let operator_text = match &inputs.operator_source {

@@ -66,45 +66,93 @@ impl Memo {
 
 /// Compiler driver names whose `--version` is safe to run and identifies the toolchain.
 const COMPILER_NAMES: &[&str] = &[
-    "cc", "c++", "gcc", "g++", "cpp", "clang", "clang++", "clang-cl", "icx", "icpx", "nvcc",
-    "armclang", "bisheng", "ccec", "gfortran",
+    "cc", "c++", "gcc", "g++", "cpp", "c89", "c99", "clang", "clang++", "clang-cl", "icx", "icpx",
+    "icc", "icpc", "nvcc", "hipcc", "emcc", "em++", "mpicc", "mpicxx", "mpic++", "armclang",
+    "bisheng", "ccec", "gfortran",
 ];
 
-/// True if `argv0` (a build command's program) names a C/C++ compiler driver: one of
-/// `COMPILER_NAMES` (gcc, g++, cc, c++, cpp, clang, clang++, clang-cl, icx, icpx, nvcc,
-/// armclang, bisheng, ccec, gfortran), optionally with a target prefix ending in `-`
-/// (`x86_64-linux-gnu-gcc`) and a version suffix (`gcc-12`, `clang++-17`). Such a command's
-/// program is added to the toolchain identity automatically, so the compiler that actually
-/// runs is identity even when it is not the profile's `cc`/`c++`.
+/// Compiler wrappers: as a command's program they run the compiler named next
+/// (`ccache gcc …`); as the target of a compiler symlink (`/usr/lib/ccache/gcc` →
+/// `/usr/bin/ccache`) they run the next compiler of that name on `PATH`. Neither is the
+/// toolchain: identity looks through them.
+const WRAPPERS: &[&str] = &["ccache", "sccache", "distcc", "icecc", "buildcache"];
+
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// True if `argv0` names a C/C++ compiler driver: one of the known names (gcc, g++, cc,
+/// c++, cpp, c89, c99, clang, clang++, clang-cl, icx, icpx, icc, icpc, nvcc, hipcc, emcc,
+/// em++, mpicc, mpicxx, mpic++, armclang, bisheng, ccec, gfortran), optionally with a target
+/// prefix ending in `-` (`x86_64-linux-gnu-gcc`), a version suffix (`gcc-12`, `clang++-17`)
+/// and a `-win32`/`-posix` thread-model suffix (MinGW).
 pub fn looks_like_compiler(argv0: &str) -> bool {
-    let base = argv0.rsplit('/').next().unwrap_or(argv0);
-    let unversioned = match base.rsplit_once('-') {
+    let mut name = basename(argv0);
+    for suffix in ["-win32", "-posix"] {
+        name = name.strip_suffix(suffix).unwrap_or(name);
+    }
+    let unversioned = match name.rsplit_once('-') {
         Some((stem, ver))
             if !ver.is_empty() && ver.bytes().all(|b| b.is_ascii_digit() || b == b'.') =>
         {
             stem
         }
-        _ => base,
+        _ => name,
     };
-    COMPILER_NAMES.iter().any(|name| {
-        unversioned == *name
-            || unversioned.strip_suffix(name).is_some_and(|prefix| prefix.ends_with('-'))
+    COMPILER_NAMES.iter().any(|known| {
+        unversioned == *known
+            || unversioned.strip_suffix(known).is_some_and(|prefix| prefix.ends_with('-'))
     })
 }
 
+/// The compiler a build command runs, if it names one: its program, or — through wrappers
+/// (`ccache gcc …`, `distcc g++ …`, `env CC=x gcc …`) — the first program after them.
+/// Such a compiler is added to the toolchain identity automatically.
+pub fn command_compiler(argv: &[String]) -> Option<&str> {
+    let mut rest = argv.iter().map(String::as_str);
+    let mut program = rest.next()?;
+    loop {
+        let base = basename(program);
+        if WRAPPERS.contains(&base) {
+            program = rest.next()?;
+        } else if base == "env" {
+            program = rest.find(|a| !a.starts_with('-') && !a.contains('='))?;
+        } else {
+            break;
+        }
+    }
+    looks_like_compiler(program).then_some(program)
+}
+
 /// Finds a tool: a value with `/` is a path (after `~` expansion) and must exist; otherwise
-/// `PATH` is searched for an executable regular file. Returns the canonical path.
-pub fn resolve_tool(spec: &str) -> Option<PathBuf> {
-    let candidate = if spec.contains('/') {
+/// the directories of `path_var` (`PATH` when `None`) are searched for an executable
+/// regular file. A candidate that resolves to a compiler wrapper (a ccache masquerade
+/// directory) is passed over for the next one of that name on the search path, which is
+/// what the wrapper itself would run. Returns the canonical path.
+pub fn resolve_tool(spec: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    let is_wrapper = |canon: &Path| {
+        canon.file_name().and_then(|n| n.to_str()).is_some_and(|n| WRAPPERS.contains(&n))
+    };
+    let name = if spec.contains('/') {
         let p = fs::expand_tilde(Path::new(spec));
-        fs::metadata(&p).ok().filter(|m| m.is_file()).map(|_| p)
+        let canon = fs::metadata(&p)
+            .ok()
+            .filter(|m| m.is_file())
+            .and_then(|_| fs::canonicalize(&p).ok())?;
+        if !is_wrapper(&canon) {
+            return Some(canon);
+        }
+        basename(spec).to_owned()
     } else {
-        let path = std::env::var_os("PATH")?;
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(spec))
-            .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0))
-    }?;
-    fs::canonicalize(&candidate).ok()
+        spec.to_owned()
+    };
+    let env_path = std::env::var_os("PATH");
+    let path = path_var.or(env_path.as_deref())?;
+    std::env::split_paths(path)
+        .map(|dir| dir.join(&name))
+        .filter(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0))
+        .filter_map(|p| fs::canonicalize(&p).ok())
+        .find(|canon| !is_wrapper(canon))
 }
 
 /// The version text of the tool at `canonical`, from the memo when it is fresh.
@@ -240,12 +288,50 @@ mod tests {
 
     #[test]
     fn compiler_names() {
-        for yes in ["gcc", "/usr/bin/g++", "x86_64-linux-gnu-gcc-12", "clang++-17", "cc", "nvcc"] {
+        for yes in [
+            "gcc",
+            "/usr/bin/g++",
+            "x86_64-linux-gnu-gcc-12",
+            "clang++-17",
+            "cc",
+            "nvcc",
+            "mpicxx",
+            "icpc",
+            "x86_64-w64-mingw32-gcc-win32",
+            "c99",
+        ] {
             assert!(looks_like_compiler(yes), "{yes}");
         }
         for no in ["sh", "make", "cmake", "ccache", "./build.sh", "gcc-ar", "mycc", "python3"] {
             assert!(!looks_like_compiler(no), "{no}");
         }
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(command_compiler(&argv(&["ccache", "gcc", "-c", "a.c"])), Some("gcc"));
+        assert_eq!(
+            command_compiler(&argv(&["distcc", "/usr/bin/g++-12", "x"])),
+            Some("/usr/bin/g++-12")
+        );
+        assert_eq!(command_compiler(&argv(&["env", "-i", "CC=x", "clang", "a.c"])), Some("clang"));
+        assert_eq!(command_compiler(&argv(&["make", "-j"])), None);
+        assert_eq!(command_compiler(&argv(&["ccache"])), None);
+    }
+
+    #[test]
+    fn masquerade_wrappers_are_looked_through() {
+        let d = tempfile::tempdir().unwrap();
+        let wrap = d.path().join("wrap");
+        let real = d.path().join("real");
+        std::fs::create_dir_all(&wrap).unwrap();
+        std::fs::create_dir_all(&real).unwrap();
+        let ccache = script(d.path(), "ccache", "echo ccache 4");
+        std::os::unix::fs::symlink(&ccache, wrap.join("gcc")).unwrap();
+        let gcc = script(&real, "gcc", "echo real gcc 13");
+        let path = std::env::join_paths([&wrap, &real]).unwrap();
+        let found = resolve_tool("gcc", Some(&path)).unwrap();
+        assert_eq!(found, std::fs::canonicalize(&gcc).unwrap());
+        // An explicit path to the masquerade link also finds the real compiler.
+        let explicit = wrap.join("gcc");
+        assert_eq!(resolve_tool(explicit.to_str().unwrap(), Some(&path)).unwrap(), found);
     }
 
     #[test]
@@ -257,9 +343,9 @@ mod tests {
         let err = tool_version(&failing, Some(&d.path().join("memo"))).unwrap_err();
         assert!(err.to_string().contains("exit status 2: \"bad option\""), "{err}");
         assert!(!d.path().join("memo").exists(), "a failure is never memoised");
-        assert!(resolve_tool("definitely-not-a-tool-xyz").is_none());
+        assert!(resolve_tool("definitely-not-a-tool-xyz", None).is_none());
         assert_eq!(
-            resolve_tool(tool.to_str().unwrap()),
+            resolve_tool(tool.to_str().unwrap(), None),
             Some(std::fs::canonicalize(&tool).unwrap())
         );
     }

@@ -221,3 +221,78 @@ fn engine_review_sigterm_to_strata_is_forwarded_to_the_build() {
     assert!(!r.stderr.contains("SAVED"), "{}", r.stderr);
     assert!(!ctx.updated_marker().exists());
 }
+
+/// Second review, B1/B2: the compiler behind a ccache masquerade link, after a wrapper
+/// (`ccache gcc`), or on a `--set-env PATH=` is the one whose version is identity.
+#[test]
+fn engine_review_compilers_behind_wrappers_are_identity() {
+    let ctx = TestContext::new();
+    let (mask, bin, real, opt) =
+        (ctx.path("mask"), ctx.path("bin"), ctx.path("real"), ctx.path("opt"));
+    let gcc = |dir: &std::path::Path, version: &str| {
+        write_script(
+            &dir.join("gcc"),
+            &format!(
+                "if [ \"$1\" = --version ]; then echo '{version}'; exit 0; fi\necho '{version}' > \"$2\"\n"
+            ),
+        );
+    };
+    // A ccache-like wrapper: its own --version, otherwise it runs the real gcc.
+    write_script(
+        &bin.join("ccache"),
+        &format!(
+            "if [ \"$1\" = --version ]; then echo 'ccache 4.7'; exit 0; fi\n\
+             [ \"$(basename \"$0\")\" = ccache ] && shift\nexec {}/gcc \"$@\"\n",
+            real.display()
+        ),
+    );
+    std::fs::create_dir_all(&mask).unwrap();
+    std::os::unix::fs::symlink(bin.join("ccache"), mask.join("gcc")).unwrap();
+    gcc(&real, "realgcc 12");
+    gcc(&opt, "optgcc 1");
+    let path = |dirs: &[&std::path::Path]| {
+        let mut v: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        v.push(std::env::var("PATH").unwrap());
+        v.join(":")
+    };
+    let out = ctx.path("out");
+    let o = out.join("a.o");
+    let cases = [
+        (
+            "masquerade",
+            ctx.third_party("m", &out).env("PATH", path(&[&mask, &real])).cmd(&[
+                "gcc",
+                "-o",
+                o.to_str().unwrap(),
+            ]),
+        ),
+        (
+            "wrapper",
+            ctx.third_party("w", &out).env("PATH", path(&[&bin, &real])).cmd(&[
+                "ccache",
+                "gcc",
+                "-o",
+                o.to_str().unwrap(),
+            ]),
+        ),
+        (
+            "set-env",
+            ctx.third_party("s", &out)
+                .env("PATH", path(&[&real]))
+                .flag("--set-env", format!("PATH={}", path(&[&opt])))
+                .cmd(&["gcc", "-o", o.to_str().unwrap()]),
+        ),
+    ];
+    let mut keys = Vec::new();
+    for (_, action) in &cases {
+        keys.push(ctx.run(action).expect(&["MISS", "SAVED"]).key());
+        ctx.run(action).expect(&["HIT"]);
+    }
+    gcc(&real, "realgcc 13");
+    gcc(&opt, "optgcc 2");
+    for ((name, action), old) in cases.iter().zip(keys) {
+        let r = ctx.run(action);
+        assert_eq!(r.statuses(), ["MISS", "SAVED"], "{name}: {}", r.stderr);
+        assert_ne!(r.key(), old, "{name}");
+    }
+}
