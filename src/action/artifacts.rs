@@ -19,7 +19,7 @@
 //!
 //! FIFOs, sockets and devices are never artifacts.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -77,8 +77,9 @@ pub enum Selection<'a> {
     Include(&'a Patterns),
     /// Every file and symlink.
     All,
-    /// Files and symlinks that are new or changed since `Before`.
-    ChangedSince(&'a Before),
+    /// Files and symlinks that are new or changed since `Before`, plus those at `also`
+    /// (outputs earlier entries of the same unit captured that still exist).
+    ChangedSince(&'a Before, &'a HashSet<RelPath>),
 }
 
 /// Records the signatures of everything under `root` (an absent root is empty).
@@ -131,8 +132,9 @@ pub fn collect(root: &Path, selection: &Selection<'_>) -> Result<Vec<Described>,
             let pick = match selection {
                 Selection::Include(p) => p.is_match(entry.rel.as_str()),
                 Selection::All => true,
-                Selection::ChangedSince(before) => {
-                    before.0.get(&entry.rel) != signature(&entry)?.as_ref()
+                Selection::ChangedSince(before, also) => {
+                    also.contains(&entry.rel)
+                        || before.0.get(&entry.rel) != signature(&entry)?.as_ref()
                 }
             };
             if pick {
@@ -251,7 +253,7 @@ mod tests {
         symlink("real/libz.so.1", root.join("lib/libz.so")).unwrap();
         symlink("/usr/lib/libc.so", root.join("lib/ext.so")).unwrap();
         symlink("real", root.join("lib/realdir")).unwrap();
-        let got = collect(&root, &Selection::ChangedSince(&before)).unwrap();
+        let got = collect(&root, &Selection::ChangedSince(&before, &HashSet::new())).unwrap();
         assert_eq!(paths(&got), ["lib/ext.so", "lib/libz.so", "lib/real/libz.so.1", "lib/realdir"]);
         let all = collect(&root, &Selection::All).unwrap();
         assert_eq!(all.len(), 5);
@@ -265,7 +267,7 @@ mod tests {
         std::fs::write(root.join("other.a"), b"y").unwrap();
         let mut before = snapshot(&root).unwrap();
         before.forget(&[RelPath::new("restored.a").unwrap(), RelPath::new("gone.a").unwrap()]);
-        let got = collect(&root, &Selection::ChangedSince(&before)).unwrap();
+        let got = collect(&root, &Selection::ChangedSince(&before, &HashSet::new())).unwrap();
         assert_eq!(paths(&got), ["restored.a"]);
     }
 

@@ -23,6 +23,7 @@
 //!
 //! Lock order: action, entry, publish.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -339,6 +340,7 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
 
     let lookup_start = Instant::now();
     let expected = EntryManifest::expected(&name, &identity);
+    let mut keep_entry = false;
     match entry::lookup(&loc, &expected) {
         Lookup::Valid(manifest) => {
             let lookup_ms = ms(lookup_start.elapsed());
@@ -363,7 +365,23 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
                     (ctx.notify)(Notice::Hit { key, artifacts: manifest.artifacts.len() });
                     return Ok(RunReport { outcome: Outcome::Hit, key, exit_code: 0 });
                 }
-                Err(e) => ctx.warn("restore", format!("restore failed; rebuilding: {}", chain(&e))),
+                Err(e) if entry_at_fault(&e, &loc.dir) => {
+                    ctx.warn("restore", format!("restore failed; rebuilding: {}", chain(&e)));
+                }
+                Err(e) => {
+                    // The entry is fine; the output directory is not (a symlink or a
+                    // directory in the way, a permission problem). Build without replacing
+                    // a good entry with whatever this directory lets the build produce.
+                    keep_entry = true;
+                    ctx.warn(
+                        "restore",
+                        format!(
+                            "cannot restore into {}; building without replacing the valid entry: {}",
+                            ctx.stage_or_output.display(),
+                            chain(&e)
+                        ),
+                    );
+                }
             }
         }
         Lookup::Invalid(reason) => {
@@ -389,12 +407,12 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
     if code != 0 {
         return Ok(RunReport { outcome: Outcome::BuildFailed, key, exit_code: code });
     }
-    let Some(described) = collect_after(&mut ctx, build.before)? else {
+    let Some(described) = collect_after(&mut ctx, build.before, &loc.parent)? else {
         return Ok(RunReport { outcome: Outcome::Built, key, exit_code: 0 });
     };
     let artifacts: Vec<Artifact> = described.iter().map(|d| d.artifact.clone()).collect();
     ctx.publish_artifacts(&ctx.stage_or_output.clone(), &artifacts)?;
-    if described.is_empty() {
+    if described.is_empty() || keep_entry {
         return Ok(RunReport { outcome: Outcome::Built, key, exit_code: 0 });
     }
     let save_start = Instant::now();
@@ -465,6 +483,16 @@ fn restore_hit(
     Ok(Ok(bytes))
 }
 
+/// True if a restore failure lies with the entry (a digest mismatch, an unreadable entry
+/// file) rather than with the destination.
+fn entry_at_fault(e: &Error, entry_dir: &Path) -> bool {
+    match e {
+        Error::Fs(fs::Error::DigestMismatch { .. }) => true,
+        Error::Fs(fs::Error::Io { path, .. }) => path.starts_with(entry_dir),
+        _ => false,
+    }
+}
+
 fn wipe(dir: &Path) -> Result<(), Error> {
     fs::remove_tree(dir)?;
     fs::create_dir_all(dir)?;
@@ -518,15 +546,36 @@ fn build(ctx: &mut Ctx<'_>) -> Result<(Build, i32), Error> {
     Ok((Build { elapsed, before }, code))
 }
 
+/// Artifact paths recorded by the existing entries under `unit_dir` (one unit's keys).
+/// Unreadable entries are skipped: this only widens what a new entry captures.
+fn previous_outputs(unit_dir: &Path) -> HashSet<RelPath> {
+    let mut out = HashSet::new();
+    let Ok(entries) = fs::read_dir(unit_dir) else { return out };
+    for dir in entries {
+        if dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')) {
+            continue;
+        }
+        if let Ok(m) = entry::read_manifest(&dir) {
+            out.extend(m.artifacts.into_iter().map(|a| a.path().clone()));
+        }
+    }
+    out
+}
+
 /// Collects artifacts after a successful build. `Ok(None)`: nothing to save (warned).
 fn collect_after(
     ctx: &mut Ctx<'_>,
     before: Option<artifacts::Before>,
+    unit_dir: &Path,
 ) -> Result<Option<Vec<Described>>, Error> {
     let root = ctx.stage_or_output.clone();
+    // An incremental build leaves up-to-date outputs alone; those that earlier entries of
+    // this unit captured are still outputs, so the new entry holds them too (otherwise a
+    // HIT in a clean directory would restore an incomplete set).
+    let previous = if before.is_some() { previous_outputs(unit_dir) } else { HashSet::new() };
     let selection = match (&ctx.include, &before) {
         (Some(p), _) => Selection::Include(p),
-        (None, Some(b)) => Selection::ChangedSince(b),
+        (None, Some(b)) => Selection::ChangedSince(b, &previous),
         (None, None) => Selection::All,
     };
     let custom = ctx.publish.is_some();
@@ -542,7 +591,11 @@ fn collect_after(
             Ok(if custom { Some(d) } else { None })
         }
         Ok(d) => {
-            if let Some(b) = &before {
+            // Untouched files with no earlier entry to vouch for them (a first build into
+            // a directory that already had content): possibly outputs the entry lacks.
+            if let Some(b) = &before
+                && previous.is_empty()
+            {
                 let untouched = b.untouched(&root, &d);
                 if let Some(first) = untouched.first() {
                     let message = format!(
@@ -573,7 +626,7 @@ fn bypass(ctx: &mut Ctx<'_>, key: ActionKey) -> Result<RunReport, Error> {
         return Ok(RunReport { outcome: Outcome::BuildFailed, key, exit_code: code });
     }
     if ctx.publish.is_some()
-        && let Some(described) = collect_after(ctx, build.before)?
+        && let Some(described) = collect_after(ctx, build.before, Path::new(""))?
     {
         let artifacts: Vec<Artifact> = described.iter().map(|d| d.artifact.clone()).collect();
         ctx.publish_artifacts(&ctx.stage_or_output.clone(), &artifacts)?;

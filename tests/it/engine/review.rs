@@ -296,3 +296,55 @@ fn engine_review_compilers_behind_wrappers_are_identity() {
         assert_ne!(r.key(), old, "{name}");
     }
 }
+
+/// Second review, B3: an incremental rebuild that leaves an up-to-date output alone still
+/// saves a complete entry (outputs earlier entries of the unit captured are kept), so a
+/// HIT into an empty directory restores everything.
+#[test]
+fn engine_review_incremental_rebuild_keeps_untouched_outputs_in_the_entry() {
+    let ctx = TestContext::new();
+    let out = ctx.path("out");
+    let src = ctx.write("src/lib.c", "v1\n");
+    // Like make: the header is generated once; the library is rebuilt from the source.
+    let script = "mkdir -p \"$0/include\" \"$0/lib\"; \
+                  [ -e \"$0/include/h.h\" ] || echo header > \"$0/include/h.h\"; \
+                  cat \"$1\" > \"$0/lib/libx.a\"";
+    let action = ctx.third_party("lib", &out).flag("--prepared-input", &src).cmd(&[
+        "sh",
+        "-c",
+        script,
+        out.to_str().unwrap(),
+        src.to_str().unwrap(),
+    ]);
+    ctx.run(&action).expect(&["MISS", "SAVED"]);
+    std::fs::write(&src, "v2\n").unwrap();
+    let r = ctx.run(&action);
+    r.expect(&["MISS", "SAVED"]);
+    assert!(r.warnings().is_empty(), "{}", r.stderr);
+    std::fs::remove_dir_all(&out).unwrap();
+    ctx.run(&action).expect(&["HIT"]);
+    assert_eq!(std::fs::read_to_string(out.join("include/h.h")).unwrap(), "header\n");
+    assert_eq!(std::fs::read_to_string(out.join("lib/libx.a")).unwrap(), "v2\n");
+}
+
+/// Second review, B4: a valid entry is not replaced when the trouble is in the output
+/// directory (a symlink in the way): the build runs, and the entry stays complete.
+#[test]
+fn engine_review_destination_trouble_never_replaces_a_valid_entry() {
+    let ctx = TestContext::new();
+    let out = ctx.path("out");
+    let script = "mkdir -p \"$0/lib\"; echo lib > \"$0/lib/libx.a\"; echo top > \"$0/top\"";
+    let action = ctx.third_party("u", &out).cmd(&["sh", "-c", script, out.to_str().unwrap()]);
+    let key = ctx.run(&action).expect(&["MISS", "SAVED"]).key();
+    let entry = ctx.third_party_entry("u", &key);
+    let before = std::fs::read(entry.dir.join("manifest.json")).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let elsewhere = ctx.path("user-dir");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join("lib")).unwrap();
+    let r = ctx.run(&action);
+    r.expect_code(0).expect_stderr("without replacing the valid entry");
+    assert!(!r.stderr.contains("SAVED"), "{}", r.stderr);
+    assert_eq!(std::fs::read(entry.dir.join("manifest.json")).unwrap(), before);
+}
