@@ -198,11 +198,11 @@ pub fn collect(root: &Path, selection: &Selection<'_>) -> Result<Vec<Described>,
 }
 
 /// True for the temporary names strata's own atomic placement uses (`.strata-*.tmp`,
-/// `.<name>.strata-<hex>.tmp`): a process killed mid-placement can leave one behind, and it
-/// must never become an artifact.
+/// `.<name>.strata-<hex>.tmp`: a process killed mid-placement can leave one behind) and
+/// for the stage marker `.strata-stage`: none of them is ever an artifact.
 fn is_placement_temp(name: &str) -> bool {
     name.starts_with('.') && name.ends_with(".tmp") && name.contains(".strata-")
-        || name.starts_with(".strata-") && name.ends_with(".tmp")
+        || name == crate::action::guard::STAGE_MARKER
 }
 
 /// The target of the link at `rel` with text `text`, relative to `root`, if it lies inside

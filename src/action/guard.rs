@@ -3,8 +3,10 @@
 //! * [`check_stage`]: a custom operator's private stage (`--output-dir`) is wiped before
 //!   every build and restore, so it must not be, or contain, anything else: `/`, the home
 //!   directory, the current directory, the cache root, the publish or state directory, the
-//!   operator source, the repo root, a prepared input, a recipe or environment file, or the
-//!   working directory. It must not lie inside the publish or state directory either.
+//!   operator source, the repo root, a prepared input, a recipe or environment file. It
+//!   must not lie inside the publish or state directory either, and an existing non-empty
+//!   stage must carry strata's `.strata-stage` marker (strata creates it when it empties a
+//!   stage): a directory strata did not create is never emptied.
 //!   Violations are usage errors (exit 2), checked before anything is written.
 //! * [`lock_output_tree`]: third-party builds write into `--output-dir` and are captured by
 //!   "what changed", so two builds whose output directories *overlap* (one inside the other)
@@ -39,7 +41,8 @@ impl Protected {
 /// Checks a custom operator's stage (see the module docs).
 ///
 /// # Errors
-/// [`Error::UnsafeStage`] naming the stage and what it would destroy.
+/// [`Error::UnsafeStage`] naming the stage and what it would destroy; [`Error::Fs`] if the
+/// stage cannot be listed.
 pub fn check_stage(
     stage: &Path,
     protected: &Protected,
@@ -70,8 +73,29 @@ pub fn check_stage(
             return Err(unsafe_stage(what, dir));
         }
     }
+    // Whatever else a directory may hold that no flag names (tracked sources, tools, logs):
+    // strata only empties a stage it created, or an empty directory.
+    match fs::symlink_metadata_opt(stage)? {
+        None => {}
+        Some(m) if !m.is_dir() => {
+            return Err(unsafe_stage("something that is not a directory", stage));
+        }
+        Some(_) => {
+            let children = fs::read_dir(stage)?;
+            if !children.is_empty() && !stage.join(STAGE_MARKER).exists() {
+                return Err(unsafe_stage(
+                    "files strata did not put there (no .strata-stage marker)",
+                    stage,
+                ));
+            }
+        }
+    }
     Ok(())
 }
+
+/// The marker file strata keeps in every private stage it manages: a non-empty directory
+/// without it is never emptied. Never collected as an artifact.
+pub const STAGE_MARKER: &str = ".strata-stage";
 
 /// Locks `output_dir` exclusively and its ancestors shared (see the module docs). The lock
 /// files live under `<cache root>/.locks/output/`.

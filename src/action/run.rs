@@ -493,9 +493,12 @@ fn entry_at_fault(e: &Error, entry_dir: &Path) -> bool {
     }
 }
 
+/// Empties a custom operator's stage (already checked by [`guard::check_stage`]) and marks
+/// it as strata's.
 fn wipe(dir: &Path) -> Result<(), Error> {
     fs::remove_tree(dir)?;
     fs::create_dir_all(dir)?;
+    fs::write_new(&dir.join(guard::STAGE_MARKER), b"", 0o644)?;
     Ok(())
 }
 

@@ -348,3 +348,37 @@ fn engine_review_destination_trouble_never_replaces_a_valid_entry() {
     assert!(!r.stderr.contains("SAVED"), "{}", r.stderr);
     assert_eq!(std::fs::read(entry.dir.join("manifest.json")).unwrap(), before);
 }
+
+/// Second review, B5: a non-empty stage strata did not create (no `.strata-stage` marker)
+/// is never emptied, whatever it holds; one strata created is reused freely.
+#[test]
+fn engine_review_only_strata_stages_are_emptied() {
+    let ctx = TestContext::new();
+    let source = ctx.path("ops/op");
+    write_file(&source.join("k.c"), "k\n");
+    let (publish, state) = (ctx.path("build/pub"), ctx.path("build/state"));
+    let foreign = ctx.path("docs");
+    write_file(&foreign.join("README"), "user data\n");
+    let op = |stage: &std::path::Path| {
+        let op = CustomOp {
+            unit: "u",
+            soc: "s",
+            operator: "op",
+            action: "a",
+            source: &source,
+            stage,
+            publish: &publish,
+            state: &state,
+        };
+        ctx.custom(&op).cmd(&["sh", "-c", "echo o > \"$0\"/o.o", stage.to_str().unwrap()])
+    };
+    let r = ctx.run(&op(&foreign));
+    r.expect_code(2).expect_stderr(".strata-stage");
+    assert_eq!(std::fs::read_to_string(foreign.join("README")).unwrap(), "user data\n");
+    let stage = ctx.path("build/stages/op");
+    ctx.run(&op(&stage)).expect(&["MISS", "SAVED"]);
+    assert!(stage.join(".strata-stage").exists());
+    ctx.run(&op(&stage)).expect(&["HIT"]);
+    assert_eq!(std::fs::read_to_string(publish.join("o.o")).unwrap(), "o\n");
+    assert!(!publish.join(".strata-stage").exists(), "the marker is never published");
+}
