@@ -8,11 +8,16 @@
 //!   stage must carry strata's `.strata-stage` marker (strata creates it when it empties a
 //!   stage): a directory strata did not create is never emptied.
 //!   Violations are usage errors (exit 2), checked before anything is written.
-//! * [`lock_output_tree`]: third-party builds write into `--output-dir` and are captured by
-//!   "what changed", so two builds whose output directories *overlap* (one inside the other)
-//!   would capture each other's files. The output directory is locked exclusively and every
-//!   ancestor *shared* (intention locks), in path order from `/` down: siblings run
-//!   concurrently, nested directories serialise, and the fixed order cannot deadlock.
+//! * [`lock_dirs`]: third-party builds write into `--output-dir` and are captured by "what
+//!   changed", so a build must not run while another writes below its output directory.
+//!   A third-party action locks its output directory exclusively (shared when it names its
+//!   outputs with `--artifact-include`: such actions may share an install prefix if their
+//!   patterns are disjoint); a custom operator locks its stage, publish and state
+//!   directories shared; every ancestor is locked shared (an intention lock). All locks are
+//!   taken in one global path order from `/` down, so siblings run concurrently, nested
+//!   directories serialise, and nothing can deadlock. A strata run started by another
+//!   strata run's build (a superbuild) inherits its parent's locks through
+//!   [`HELD_DIRS_VAR`] instead of waiting for them.
 
 use std::path::{Path, PathBuf};
 
@@ -97,35 +102,83 @@ pub fn check_stage(
 /// without it is never emptied. Never collected as an artifact.
 pub const STAGE_MARKER: &str = ".strata-stage";
 
-/// Locks `output_dir` exclusively and its ancestors shared (see the module docs). The lock
-/// files live under `<cache root>/.locks/output/`.
+/// The environment variable through which strata tells the build commands it runs which
+/// directories it holds locked: one absolute path per line. A nested `strata action run`
+/// (a superbuild whose build runs strata again, into a subdirectory) skips the locks its
+/// parent already holds instead of waiting for them forever.
+pub const HELD_DIRS_VAR: &str = "STRATA_HELD_OUTPUT_DIRS";
+
+/// The directories held by the strata processes this one runs under.
+pub fn held_dirs() -> Vec<PathBuf> {
+    std::env::var(HELD_DIRS_VAR)
+        .map(|v| v.lines().filter(|l| l.starts_with('/')).map(PathBuf::from).collect())
+        .unwrap_or_default()
+}
+
+/// How [`lock_dirs`] locks a directory itself (its ancestors are always locked shared).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirLock {
+    /// Exclusive: a third-party build that captures "what changed" in this directory.
+    Exclusive,
+    /// Shared: only an intention lock, so no exclusive holder of this directory or an
+    /// ancestor builds while we write below it (custom-operator stage and publish dirs).
+    Shared,
+}
+
+/// Locks each of `dirs` (see the module docs): the directory as `mode` says, each ancestor
+/// shared, all in path order from `/` down, skipping what a parent strata process holds
+/// ([`HELD_DIRS_VAR`]). Lock files live under `<cache root>/.locks/output/`.
 ///
 /// # Errors
 /// [`Error::LockTimeout`] (kind `action`); [`Error::Fs`] if a lock file cannot be opened.
-pub fn lock_output_tree(
+pub fn lock_dirs(
     cache: &CacheRoot,
-    output_dir: &Path,
+    dirs: &[&Path],
+    mode: DirLock,
     wait: LockWait,
     events: &EventLog,
 ) -> Result<Vec<LockGuard>, Error> {
-    let mut chain: Vec<&Path> = output_dir.ancestors().skip(1).collect();
-    chain.reverse();
-    let mut guards = Vec::with_capacity(chain.len() + 1);
-    for ancestor in chain {
-        let path = cache.output_lock(ancestor);
+    let held = held_dirs();
+    let is_held = |dir: &Path| held.iter().any(|h| h.starts_with(dir));
+    // Every directory to lock, with its mode; exclusive wins over shared for one path.
+    let mut plan: std::collections::BTreeMap<PathBuf, DirLock> = std::collections::BTreeMap::new();
+    for dir in dirs {
+        for ancestor in dir.ancestors().skip(1) {
+            plan.entry(ancestor.to_path_buf()).or_insert(DirLock::Shared);
+        }
+        if mode == DirLock::Exclusive || !plan.contains_key(*dir) {
+            plan.insert(dir.to_path_buf(), mode);
+        }
+    }
+    // BTreeMap order puts every ancestor before its descendants: a fixed global order.
+    let mut guards = Vec::with_capacity(plan.len());
+    for (dir, how) in plan {
+        if is_held(&dir) {
+            continue;
+        }
+        let path = cache.output_lock(&dir);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent)?;
         }
-        let guard = fs::lock_shared(&path, wait, &mut |_| {}).map_err(|e| match e {
-            fs::Error::LockTimeout { path, waited } => {
-                Error::LockTimeout { kind: LockKind::Action, path, waited }
-            }
-            other => Error::Fs(other),
-        })?;
+        let guard = match how {
+            DirLock::Exclusive => lock_with_events(&path, LockKind::Action, wait, events)?,
+            DirLock::Shared => fs::lock_shared(&path, wait, &mut |_| {}).map_err(|e| match e {
+                fs::Error::LockTimeout { path, waited } => {
+                    Error::LockTimeout { kind: LockKind::Action, path, waited }
+                }
+                other => Error::Fs(other),
+            })?,
+        };
         guards.push(guard);
     }
-    guards.push(lock_with_events(&cache.output_lock(output_dir), LockKind::Action, wait, events)?);
     Ok(guards)
+}
+
+/// The value of [`HELD_DIRS_VAR`] for a child of this process, which holds `dirs`.
+pub fn held_dirs_for_child(dirs: &[&Path]) -> String {
+    let mut all: Vec<String> = held_dirs().iter().map(|p| p.display().to_string()).collect();
+    all.extend(dirs.iter().map(|p| p.display().to_string()));
+    all.join("\n")
 }
 
 #[cfg(test)]
@@ -164,15 +217,19 @@ mod tests {
         let cache = CacheRoot::new(&d.path().join("cache")).unwrap();
         let out = d.path().join("out");
         let events = EventLog::disabled();
-        let held =
-            lock_output_tree(&cache, &out.join("a"), LockWait::Immediately, &events).unwrap();
-        assert!(lock_output_tree(&cache, &out.join("b"), LockWait::Immediately, &events).is_ok());
-        let err = lock_output_tree(&cache, &out, LockWait::Immediately, &events).unwrap_err();
+        let lock =
+            |dir: &Path, mode| lock_dirs(&cache, &[dir], mode, LockWait::Immediately, &events);
+        let held = lock(&out.join("a"), DirLock::Exclusive).unwrap();
+        assert!(lock(&out.join("b"), DirLock::Exclusive).is_ok());
+        let err = lock(&out, DirLock::Exclusive).unwrap_err();
         assert!(err.is_lock_timeout(), "{err}");
-        let err = lock_output_tree(&cache, &out.join("a/deeper"), LockWait::Immediately, &events)
-            .unwrap_err();
+        let err = lock(&out.join("a/deeper"), DirLock::Shared).unwrap_err();
         assert!(err.is_lock_timeout(), "{err}");
         drop(held);
-        assert!(lock_output_tree(&cache, &out, LockWait::Immediately, &events).is_ok());
+        let shared = lock(&out.join("x"), DirLock::Shared).unwrap();
+        assert!(lock(&out.join("x"), DirLock::Shared).is_ok(), "shared holders coexist");
+        assert!(lock(&out, DirLock::Exclusive).unwrap_err().is_lock_timeout());
+        drop(shared);
+        assert!(lock(&out, DirLock::Exclusive).is_ok());
     }
 }

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use crate::action::artifacts::{self, Selection};
 use crate::action::entry::{self, Artifact, Described, EntryManifest, Lookup};
 use crate::action::events::{EventLog, ms};
+use crate::action::guard::DirLock;
 use crate::action::identity::{self, IdentityInputs, Patterns};
 use crate::action::layout::{CacheRoot, Domain, EntryName};
 use crate::action::locks::{Timeouts, lock_with_events};
@@ -154,6 +155,9 @@ struct Ctx<'a> {
     /// They are outputs of this very key, so the rebuild's entry must hold them even if an
     /// incremental build leaves them untouched.
     partially_restored: Vec<RelPath>,
+    /// The resolved cache root: when it lies inside the output directory, its files are
+    /// never artifacts.
+    cache_root: PathBuf,
 }
 
 impl Ctx<'_> {
@@ -298,18 +302,43 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
         action_id,
         include,
         partially_restored: Vec::new(),
+        cache_root: cache.path().to_path_buf(),
     };
 
     // Action lock.
     let _action_lock = match (&ctx.publish, &ctx.action_id) {
-        (Some((_, state)), Some(id)) => Some(vec![lock_with_events(
-            &action_lock_path(state, id),
-            LockKind::Action,
-            opts.timeouts.action,
-            &ctx.events,
-        )?]),
+        (Some((publish_dir, state)), Some(id)) => {
+            let action = lock_with_events(
+                &action_lock_path(state, id),
+                LockKind::Action,
+                opts.timeouts.action,
+                &ctx.events,
+            )?;
+            let dirs = [output_dir.as_path(), publish_dir.as_path(), state.as_path()];
+            let mut guards = match guard::lock_dirs(
+                &cache,
+                &dirs,
+                DirLock::Shared,
+                opts.timeouts.action,
+                &ctx.events,
+            ) {
+                Ok(g) => g,
+                Err(e) if e.is_lock_timeout() => return Err(e),
+                // A cache root we cannot write: intention locks are best effort here.
+                Err(_) => Vec::new(),
+            };
+            guards.push(action);
+            Some(guards)
+        }
         _ => {
-            match guard::lock_output_tree(&cache, &output_dir, opts.timeouts.action, &ctx.events) {
+            let mode = if ctx.include.is_some() { DirLock::Shared } else { DirLock::Exclusive };
+            match guard::lock_dirs(
+                &cache,
+                &[output_dir.as_path()],
+                mode,
+                opts.timeouts.action,
+                &ctx.events,
+            ) {
                 Ok(g) => Some(g),
                 Err(e) if e.is_lock_timeout() => return Err(e),
                 // A cache root we cannot write: the entry lock will fail too, and we BYPASS.
@@ -527,6 +556,13 @@ fn build(ctx: &mut Ctx<'_>) -> Result<(Build, i32), Error> {
     for e in &opts.identity.set_env {
         cmd.env(e.name(), e.value());
     }
+    // A strata run inside this build inherits the directory locks this run holds.
+    let mut held: Vec<&Path> = vec![ctx.stage_or_output.as_path()];
+    if let Some((publish_dir, state)) = &ctx.publish {
+        held.push(publish_dir);
+        held.push(state);
+    }
+    cmd.env(guard::HELD_DIRS_VAR, guard::held_dirs_for_child(&held));
     if let Some(dir) = &opts.identity.working_directory {
         cmd.current_dir(dir);
     }
@@ -582,7 +618,10 @@ fn collect_after(
         (None, None) => Selection::All,
     };
     let custom = ctx.publish.is_some();
-    match artifacts::collect(&root, &selection) {
+    let cache_root = ctx.cache_root.clone();
+    let collected = artifacts::collect(&root, &selection)
+        .map(|d| d.into_iter().filter(|a| !a.source.starts_with(&cache_root)).collect::<Vec<_>>());
+    match collected {
         Ok(d) if d.is_empty() => {
             ctx.warn(
                 "collect",
@@ -599,7 +638,8 @@ fn collect_after(
             if let Some(b) = &before
                 && previous.is_empty()
             {
-                let untouched = b.untouched(&root, &d);
+                let mut untouched = b.untouched(&root, &d);
+                untouched.retain(|p| !p.to_path(&root).starts_with(&cache_root));
                 if let Some(first) = untouched.first() {
                     let message = format!(
                         "{} file(s) already in {} were not rewritten by this build (e.g. {first}) and \

@@ -382,3 +382,47 @@ fn engine_review_only_strata_stages_are_emptied() {
     assert_eq!(std::fs::read_to_string(publish.join("o.o")).unwrap(), "o\n");
     assert!(!publish.join(".strata-stage").exists(), "the marker is never published");
 }
+
+/// Second review, B6 and B9: a superbuild whose build runs strata again into a
+/// subdirectory does not wait for its own parent's locks, and neither the inner action's
+/// outputs nor a cache root inside the output directory end up in the outer entry.
+#[test]
+fn engine_review_nested_strata_runs_neither_deadlock_nor_capture_each_other() {
+    let ctx = TestContext::new();
+    let out = ctx.path("super");
+    let cache = out.join("cache");
+    let inner = format!(
+        "{strata} action run --cache-root {cache} --domain third_party --unit inner \
+         --output-dir {out}/sub --environment-profile bare -- sh -c 'echo inner > {out}/sub/i'",
+        strata = super::STRATA,
+        cache = cache.display(),
+        out = out.display(),
+    );
+    let script =
+        format!("mkdir -p {out}/sub && {inner} && echo outer > {out}/o", out = out.display());
+    let outer = super::Action::default()
+        .flag("--cache-root", &cache)
+        .flag("--domain", "third_party")
+        .flag("--unit", "outer")
+        .flag("--output-dir", &out)
+        .flag("--environment-profile", "bare")
+        .env("STRATA_ACTION_LOCK_TIMEOUT_SECONDS", "5")
+        .cmd(&["sh", "-c", &script]);
+    let started = std::time::Instant::now();
+    let r = ctx.run(&outer);
+    r.expect_code(0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "waited for its own locks");
+    assert!(r.stderr.contains("unit=inner"), "{}", r.stderr);
+    let key = r
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("strata: SAVED domain=third_party unit=outer key="))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    assert!(!r.stderr.contains("not rewritten"), "strata's own cache is not output: {}", r.stderr);
+    let manifest = super::load_manifest(&cache.join("actions-v1/third_party/outer").join(&key));
+    let paths: Vec<_> = manifest.artifacts.iter().map(|a| a.path().as_str().to_owned()).collect();
+    assert!(paths.contains(&"o".to_owned()), "{paths:?}");
+    assert!(paths.iter().all(|p| !p.starts_with("cache/")), "cache files captured: {paths:?}");
+}
