@@ -21,7 +21,8 @@
 #                      ${CMAKE_SOURCE_DIR}/.strata-cache)
 #
 # Relative OUTPUT_DIR, PUBLISH_DIR and PUBLISH_STATE_DIR are taken relative to
-# ${CMAKE_CURRENT_BINARY_DIR}; relative input paths relative to ${CMAKE_CURRENT_SOURCE_DIR}.
+# ${CMAKE_CURRENT_BINARY_DIR}; relative OPERATOR_SOURCE, REPO_ROOT, PREPARED_INPUT,
+# RECIPE_FILE, ENVIRONMENT_FILE and NORMALIZE_PATH relative to ${CMAKE_CURRENT_SOURCE_DIR}.
 # The C and C++ compilers of the project (CMAKE_C_COMPILER, CMAKE_CXX_COMPILER, when set) are
 # always passed as ENVIRONMENT_TOOL, so their --version output is toolchain identity.
 #
@@ -120,11 +121,15 @@ function(strata_cache_command out_var)
     string(TOLOWER "${_opt}" _flag)
     string(REPLACE "_" "-" _flag "${_flag}")
     foreach(_value IN LISTS S_${_opt})
+      if(_opt MATCHES "^(PREPARED_INPUT|RECIPE_FILE|ENVIRONMENT_FILE)$")
+        get_filename_component(_value "${_value}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+      endif()
       list(APPEND _cmd "--${_flag}=${_value}")
     endforeach()
   endforeach()
   list(APPEND _cmd "--normalize-path=${CMAKE_SOURCE_DIR}" "--normalize-path=${CMAKE_BINARY_DIR}")
   foreach(_value IN LISTS S_NORMALIZE_PATH)
+    get_filename_component(_value "${_value}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     list(APPEND _cmd "--normalize-path=${_value}")
   endforeach()
   foreach(_value IN LISTS S_ARTIFACT_INCLUDE)

@@ -176,11 +176,16 @@ pub struct Components {
 /// (see [`Error`]).
 pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Identity, Error> {
     let start = Instant::now();
+    // Each root in its resolved form and as given (made absolute): a checkout reached
+    // through a symlinked directory is spelled both ways in commands and files.
     let mut roots = Vec::new();
     for p in &inputs.normalize_paths {
-        roots.push(fs::resolve_nonstrict(&fs::expand_tilde(p))?.to_string_lossy().into_owned());
+        let given = fs::expand_tilde(p);
+        let resolved = fs::resolve_nonstrict(&given)?.to_string_lossy().into_owned();
+        let absolute = fs::absolute(&given)?.to_string_lossy().into_owned();
+        roots.push(if absolute == resolved { vec![resolved] } else { vec![resolved, absolute] });
     }
-    let normalizer = Normalizer::new(&roots);
+    let normalizer = Normalizer::with_spellings(&roots);
     let excludes = Patterns::excludes_with(&inputs.excludes)?;
     let prepared = prepared::prepared_input_records(
         &inputs.prepared_inputs,

@@ -40,8 +40,16 @@ impl Normalizer {
     /// Builds the table from roots that are already absolute and resolved. Root `i` maps to
     /// `<PATH_i>`.
     pub fn new(roots: &[String]) -> Self {
+        let spelled: Vec<Vec<String>> = roots.iter().map(|r| vec![r.clone()]).collect();
+        Self::with_spellings(&spelled)
+    }
+
+    /// Like [`Normalizer::new`], with several spellings of root `i` (e.g. the path as
+    /// given through a symlinked directory and its resolved form), all mapping to
+    /// `<PATH_i>`.
+    pub fn with_spellings(roots: &[Vec<String>]) -> Self {
         let mut table: Vec<(String, String)> = Vec::new();
-        for (i, root) in roots.iter().enumerate() {
+        for (i, root) in roots.iter().enumerate().flat_map(|(i, v)| v.iter().map(move |r| (i, r))) {
             let placeholder = format!("<PATH_{i}>");
             for spelling in [root.clone(), root.replace('\\', "/"), root.replace('/', "\\")] {
                 let trimmed = spelling.trim_end_matches(['/', '\\']).to_owned();

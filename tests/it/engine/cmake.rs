@@ -46,7 +46,8 @@ strata_cache_command(ANSWER_CMD
   OUTPUT_DIR "${STAGE}"
   PUBLISH_DIR "${OBJ}"
   PUBLISH_STATE_DIR "${CMAKE_BINARY_DIR}/publish_state"
-  PREPARED_INPUT "${CMAKE_SOURCE_DIR}/ops/answer/answer.c"
+  # Relative: the module makes it absolute against CMAKE_CURRENT_SOURCE_DIR.
+  PREPARED_INPUT "ops/answer/answer.c"
   ENVIRONMENT_PROFILE bare
   ENVIRONMENT_TOOL "${CMAKE_C_COMPILER}"
   COMMAND "${CMAKE_C_COMPILER}" -O1 -c "${CMAKE_SOURCE_DIR}/ops/answer/answer.c" -o "${STAGE}/answer.o")

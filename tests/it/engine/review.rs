@@ -426,3 +426,35 @@ fn engine_review_nested_strata_runs_neither_deadlock_nor_capture_each_other() {
     assert!(paths.contains(&"o".to_owned()), "{paths:?}");
     assert!(paths.iter().all(|p| !p.starts_with("cache/")), "cache files captured: {paths:?}");
 }
+
+/// Second review, B8: a checkout reached through a symlinked directory relocates like any
+/// other: the root as given and its resolved form both normalise.
+#[test]
+fn engine_review_symlinked_checkout_still_relocates() {
+    let ctx = TestContext::new();
+    for ws in ["real/a", "real/b"] {
+        ctx.write(&format!("{ws}/src/x.c"), "int x;\n");
+    }
+    std::os::unix::fs::symlink(ctx.path("real"), ctx.path("lnk")).unwrap();
+    let run = |ws: std::path::PathBuf| {
+        let out = ws.join("out");
+        let src = ws.join("src/x.c");
+        let action = ctx
+            .third_party("x", &out)
+            .flag("--normalize-path", &ws)
+            .flag("--prepared-input", &src)
+            .cmd(&[
+                "sh",
+                "-c",
+                "mkdir -p \"$1\" && cp \"$0\" \"$1/x.o\"",
+                src.to_str().unwrap(),
+                out.to_str().unwrap(),
+            ]);
+        ctx.run(&action)
+    };
+    let first = run(ctx.path("real/a"));
+    first.expect(&["MISS", "SAVED"]);
+    let through_link = run(ctx.path("lnk/b"));
+    through_link.expect(&["HIT"]);
+    assert_eq!(through_link.key(), first.key());
+}
