@@ -248,7 +248,7 @@ pub enum Error {
         requester: String,
     },
     /// A published file was modified by something other than its owning action.
-    #[error("published artifact {} changed outside its owning action {owner}; delete the publish directory and its state directory to rebuild them", path.display())]
+    #[error("published artifact {} changed outside its owning action {owner}; delete that file (the action publishes it again) or restore what it published", path.display())]
     PublishedArtifactChanged {
         /// The published path.
         path: PathBuf,

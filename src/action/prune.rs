@@ -68,6 +68,13 @@ pub fn prune(cache_root: &Path, max_operator_versions: i64, dry_run: bool) -> Pr
             return report;
         }
     };
+    if !fs::metadata(cache.path()).is_ok_and(|m| m.is_dir()) {
+        report.warnings.push(format!(
+            "cache root {} does not exist or is not a directory; nothing to prune",
+            cache.path().display()
+        ));
+        return report;
+    }
     if max_operator_versions > 0 {
         let custom = cache.domain_dir(Domain::CustomOperator);
         for soc in subdirs(&custom, &mut report) {

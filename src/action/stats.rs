@@ -50,8 +50,11 @@ pub fn stats(cache_root: &Path) -> CacheStats {
         }
     };
     out.cache_root = cache.path().to_path_buf();
-    if fs::symlink_metadata_opt(cache.path()).ok().flatten().is_none() {
-        out.warnings.push(format!("cache root {} does not exist", cache.path().display()));
+    if !fs::metadata(cache.path()).is_ok_and(|m| m.is_dir()) {
+        out.warnings.push(format!(
+            "cache root {} does not exist or is not a directory",
+            cache.path().display()
+        ));
         return out;
     }
     out.updated_marker = fs::symlink_metadata_opt(&cache.updated_marker()).ok().flatten().is_some();

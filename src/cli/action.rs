@@ -283,7 +283,10 @@ fn explain(args: RunArgs, json: bool) -> Result<i32, Failure> {
     }
     println!("strata: explain domain={} unit={} key={}", ex.domain, ex.unit, ex.key);
     match &ex.verdict {
-        Verdict::Hit { entry } => println!("HIT: a valid entry exists at {}", entry.display()),
+        Verdict::Hit { entry } => println!(
+            "HIT: an entry for this key exists at {} and is structurally valid (run verifies every byte as it restores)",
+            entry.display()
+        ),
         Verdict::Invalid { entry, reason } => {
             println!("MISS: the entry at {} exists but is invalid: {reason}", entry.display())
         }

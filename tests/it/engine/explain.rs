@@ -62,7 +62,13 @@ fn engine_explain_names_the_component_that_changed() {
 
     // Unchanged: HIT, and a relocated copy too.
     let (text, json) = explain_both(&ctx, &action(&ctx, &root, "BUILD_GMOCK=ON"));
-    assert!(text.contains(&format!("HIT: a valid entry exists at {}", entry.display())), "{text}");
+    assert!(
+        text.contains(&format!(
+            "HIT: an entry for this key exists at {} and is structurally valid",
+            entry.display()
+        )),
+        "{text}"
+    );
     assert!(text.contains(&format!("key={key}")), "{text}");
     assert_eq!((json["verdict"].as_str(), json["key"].as_str()), (Some("hit"), Some(key.as_str())));
     let moved = ctx.path("moved/checkout");
