@@ -554,7 +554,9 @@ pub fn scan(sources: &[PathBuf], include_dirs: &[PathBuf]) -> Result<Verdict, Er
         }
         order.push(file.clone());
         let bytes = fs::read(&file)?;
-        let text = String::from_utf8_lossy(&bytes);
+        // A UTF-8 byte-order mark is not part of the first line (compilers skip it).
+        let bytes = bytes.strip_prefix(b"\xef\xbb\xbf".as_slice()).unwrap_or(&bytes);
+        let text = String::from_utf8_lossy(bytes);
         let found = match directives(&file, &text)? {
             Ok(found) => found,
             Err(unsupported) => return Ok(Verdict::Unsupported(unsupported)),

@@ -136,6 +136,8 @@ fn scan_io_errors_and_malformed_input_are_exit_1() {
 #[test]
 fn scan_digraphs_and_multi_line_comments_in_conditions_are_followed() {
     for text in [
+        "\u{feff}#include \"local.h\"\n",
+        "\u{feff}%:include \"local.h\"\n",
         "%:include \"local.h\"\n",
         "  %:  include \"local.h\"\n",
         "#if 0 /* start\n end */ || 1\n#include \"local.h\"\n#endif\n",
