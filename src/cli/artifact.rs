@@ -457,17 +457,20 @@ struct CommandFailed {
     code: i32,
 }
 
-fn run_command(command: &[String], out_dir: &Path) -> Result<(), CommandFailed> {
+/// Runs the build command with `STRATA_ARTIFACT_OUT` set. With `--json`, its stdout goes
+/// to stderr so that stdout carries only strata's JSON object.
+fn run_command(command: &[String], out_dir: &Path, json: bool) -> Result<(), CommandFailed> {
     let program = command.first().cloned().unwrap_or_default();
-    let status = Process::new(&program)
-        .args(command.iter().skip(1))
-        .env("STRATA_ARTIFACT_OUT", out_dir)
-        .status()
-        .map_err(|e| CommandFailed {
-            program: program.clone(),
-            how: format!("could not start: {e}"),
-            code: 127,
-        })?;
+    let mut process = Process::new(&program);
+    process.args(command.iter().skip(1)).env("STRATA_ARTIFACT_OUT", out_dir);
+    if json {
+        process.stdout(std::io::stderr());
+    }
+    let status = process.status().map_err(|e| CommandFailed {
+        program: program.clone(),
+        how: format!("could not start: {e}"),
+        code: 127,
+    })?;
     if status.success() {
         return Ok(());
     }
@@ -628,7 +631,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
             let build = store
-                .get_or_build(&key, &spec, |dir| run_command(&command, dir))
+                .get_or_build(&key, &spec, |dir| run_command(&command, dir, out.json))
                 .map_err(build_failure)?;
             let kept = finish_build(&build, output.as_ref(), keep_private, &mut private)?;
             let (value, text) = build_report(&build, &key, &spec, &kept);
@@ -668,7 +671,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
             let (parent, build) = store
-                .promote(&key, &generated, &ready, |dir| run_command(&command, dir))
+                .promote(&key, &generated, &ready, |dir| run_command(&command, dir, out.json))
                 .map_err(build_failure)?;
             let kept = finish_build(&build, output.as_ref(), false, &mut private)?;
             let (mut value, text) = build_report(&build, &key, &ready, &kept);

@@ -465,7 +465,14 @@ fn json_output_covers_error_outcomes() {
     let flags = id_flags(&ws.root(), &hex('b'), "generated", REQUIRED);
     let remote = format!("file://{}", ws.path().join("remote").display());
     let cases: Vec<(Vec<String>, i32)> = vec![
-        (with(&flags, &["get-or-build", "--json", "--", "sh", "-c", "exit 42"]), 42),
+        // The build's own stdout must not corrupt the JSON on stdout.
+        (
+            with(
+                &flags,
+                &["get-or-build", "--json", "--", "sh", "-c", "echo building...; exit 42"],
+            ),
+            42,
+        ),
         (with(&flags, &["get-or-build", "--json", "--", "true"]), 1),
         (with(&flags, &["push", "--json", "--store", &remote]), 3),
         (with(&flags, &["promote", "--json", "--ready-require", "x", "--", "true"]), 3),
