@@ -420,6 +420,16 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
 /// `no_writer_credentials`).
 fn open(gh: &Github, title: &str, url: &str) -> Result<Box<dyn ObjectStore>, Failure> {
     let options = TransportOptions::from_env().map_err(|e| usage("STRATA_S3_* setting", e))?;
+    let ignored = warn_incomplete_pairs(gh, title, url);
+    let env = |name: &str| {
+        if ignored.contains(&name) { None } else { std::env::var(name).ok() }
+    };
+    open_store_with_env(url, &options, env).map_err(|e| usage("store", e))
+}
+
+/// Warns about each credential pair of which only one half is set (for `s3://` stores) and
+/// returns the variable names to ignore.
+fn warn_incomplete_pairs(gh: &Github, title: &str, url: &str) -> Vec<&'static str> {
     let mut ignored: Vec<&'static str> = Vec::new();
     if let Ok(StoreUrl::S3(_)) = url.parse::<StoreUrl>() {
         for (set, missing) in incomplete_credential_pairs(&|name| std::env::var(name).ok()) {
@@ -435,10 +445,7 @@ fn open(gh: &Github, title: &str, url: &str) -> Result<Box<dyn ObjectStore>, Fai
             ignored.extend([set, missing]);
         }
     }
-    let env = |name: &str| {
-        if ignored.contains(&name) { None } else { std::env::var(name).ok() }
-    };
-    open_store_with_env(url, &options, env).map_err(|e| usage("store", e))
+    ignored
 }
 
 fn seconds(value: f64) -> String {
@@ -709,6 +716,11 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         )?;
     let store = match skip_reason {
         None => Some(open(&gh, "snapshot save", &url)?),
+        Some(snapshot::save::SkipReason::NoWriterCredentials) => {
+            // A writer whose secret is misnamed looks like a read-only consumer: say so.
+            warn_incomplete_pairs(&gh, "snapshot save", &url);
+            None
+        }
         Some(_) => None,
     };
     let request = store.as_ref().map(|store| SaveRequest {
@@ -805,7 +817,18 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             if status == "skipped" {
                 let shown =
                     if key.is_empty() { reason.clone() } else { format!("{reason} (key {key})") };
-                notice(&gh, "snapshot save skipped", &shown);
+                // A skip the producer must act on is a warning, the others are notices.
+                let needs_action = matches!(
+                    report.outcome,
+                    SaveOutcome::Skipped {
+                        reason: SkipReason::TooCompressible | SkipReason::IncompleteUpload
+                    }
+                );
+                if needs_action {
+                    warn(&gh, "snapshot save skipped", &shown);
+                } else {
+                    notice(&gh, "snapshot save skipped", &shown);
+                }
             }
             Ok(0)
         }

@@ -21,18 +21,31 @@ use crate::fs;
 /// How long a leftover must have been untouched before it is deleted.
 pub const STALE_AFTER: Duration = Duration::from_secs(60 * 60);
 
-/// Labels of the temp files and staging directories placed beside a cache directory.
-const LABELS: [&str; 4] = ["download-", "sidecar-", "pack-", "tmp-"];
+/// Labels of the temp files placed beside a cache directory (then 6 random alphanumerics).
+const FILE_LABELS: [&str; 3] = ["download-", "sidecar-", "pack-"];
 
-/// True if `file_name` is a leftover of the cache directory named `name`.
-fn is_leftover_of(file_name: &str, name: &str) -> bool {
-    file_name
-        .strip_prefix('.')
-        .and_then(|rest| rest.strip_prefix(name))
-        .and_then(|rest| rest.strip_prefix('.'))
-        .is_some_and(|rest| {
-            LABELS.iter().any(|label| rest.strip_prefix(label).is_some_and(|r| !r.is_empty()))
-        })
+/// What a leftover name says it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leftover {
+    /// A temp file: `.<name>.<label><6 alphanumerics>`.
+    File,
+    /// A staging directory: `.<name>.tmp-<16 hex>`.
+    Dir,
+}
+
+/// What `file_name` is if it is exactly one of strata's leftover names for the cache
+/// directory named `name` (anything else, even similar, is left alone).
+fn is_leftover_of(file_name: &str, name: &str) -> Option<Leftover> {
+    let rest = file_name.strip_prefix('.')?.strip_prefix(name)?.strip_prefix('.')?;
+    if let Some(hex) = rest.strip_prefix("tmp-") {
+        return (hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then_some(Leftover::Dir);
+    }
+    FILE_LABELS.iter().find_map(|label| {
+        let random = rest.strip_prefix(label)?;
+        (random.len() == 6 && random.bytes().all(|b| b.is_ascii_alphanumeric()))
+            .then_some(Leftover::File)
+    })
 }
 
 /// Deletes leftovers of `cache_dir` (absolute) older than `stale_after` as of `now`;
@@ -48,10 +61,15 @@ pub fn remove_stale(cache_dir: &Path, now: SystemTime, stale_after: Duration) ->
     let mut removed = Vec::new();
     for path in children {
         let Some(file_name) = path.file_name().and_then(|n| n.to_str()) else { continue };
-        if !is_leftover_of(file_name, name) {
+        let Some(kind) = is_leftover_of(file_name, name) else { continue };
+        let Ok(meta) = fs::symlink_metadata(&path) else { continue };
+        let right_type = match kind {
+            Leftover::File => meta.is_file(),
+            Leftover::Dir => meta.is_dir(),
+        };
+        if !right_type {
             continue;
         }
-        let Ok(meta) = fs::symlink_metadata(&path) else { continue };
         let age = meta.modified().ok().and_then(|m| now.duration_since(m).ok());
         if age.is_some_and(|age| age >= stale_after) && fs::remove_tree(&path).is_ok() {
             removed.push(path);
@@ -82,22 +100,25 @@ mod tests {
     fn only_this_cache_directorys_labels_count() {
         for yes in [
             ".cache.download-a1B2c3",
-            ".cache.pack-x",
-            ".cache.sidecar-y",
+            ".cache.pack-xYz123",
+            ".cache.sidecar-y00000",
             ".cache.tmp-0123456789abcdef",
         ] {
-            assert!(is_leftover_of(yes, "cache"), "{yes}");
+            assert!(is_leftover_of(yes, "cache").is_some(), "{yes}");
         }
         for no in [
             "cache",
             ".cache",
             ".cache.download-",
+            ".cache.download-dir",
+            ".cache.tmp-notahex",
+            ".cache.pack-x",
             ".other.download-abc",
             ".cache.old-0123456789abcdef",
             ".cachex.pack-abc",
             "cache.pack-abc",
         ] {
-            assert!(!is_leftover_of(no, "cache"), "{no}");
+            assert!(is_leftover_of(no, "cache").is_none(), "{no}");
         }
     }
 
@@ -107,7 +128,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
         std::fs::create_dir_all(&cache).unwrap();
-        std::fs::write(dir.path().join(".cache.download-abc"), b"x").unwrap();
+        std::fs::write(dir.path().join(".cache.download-abc123"), b"x").unwrap();
         std::fs::create_dir_all(dir.path().join(".cache.tmp-0123456789abcdef/actions-v1")).unwrap();
         std::fs::write(dir.path().join(".other.pack-abc"), b"x").unwrap();
         let soon = SystemTime::now() + Duration::from_secs(10);
@@ -118,7 +139,7 @@ mod tests {
         assert_eq!(
             removed,
             [
-                dir.path().join(".cache.download-abc"),
+                dir.path().join(".cache.download-abc123"),
                 dir.path().join(".cache.tmp-0123456789abcdef")
             ]
         );

@@ -349,7 +349,7 @@ pub const MIN_EXPANSION_ALLOWANCE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Checks the sidecar's declared sizes against [`MAX_EXPANSION_RATIO`] before anything is
 /// downloaded (unpacking then enforces the declared sizes themselves).
-fn check_expansion(key: &str, sidecar: &Sidecar) -> Result<(), Error> {
+pub(crate) fn check_expansion(key: &str, sidecar: &Sidecar) -> Result<(), Error> {
     let declared = sidecar.entry_count.saturating_mul(512).saturating_add(sidecar.file_bytes);
     let allowed = sidecar
         .object_size_bytes

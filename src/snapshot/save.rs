@@ -66,6 +66,9 @@ pub enum SkipReason {
     /// The object exists without its sidecar (an earlier save was interrupted) and this
     /// cache directory cannot complete it (no matching pending sidecar).
     IncompleteUpload,
+    /// The packed snapshot unpacks to more than restore accepts for its compressed size
+    /// (see `restore::MAX_EXPANSION_RATIO`): every restore would refuse it.
+    TooCompressible,
 }
 
 impl SkipReason {
@@ -97,11 +100,16 @@ impl SkipReason {
                  under a new key (actions/key makes a new one every run); until then restores \
                  ignore it"
             }
+            SkipReason::TooCompressible => {
+                "the snapshot would unpack to more than 1000× its compressed size (e.g. large \
+                 zero-filled files), which every restore refuses as a possible decompression \
+                 bomb; nothing was uploaded. Keep such files out of the cache (--artifact-include)"
+            }
         }
     }
 
     /// `no_key`, `no_cache_dir`, `symlinked_layout`, `not_updated`,
-    /// `no_writer_credentials`, `already_exists`, `incomplete_upload`.
+    /// `no_writer_credentials`, `already_exists`, `incomplete_upload`, `too_compressible`.
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::NoKey => "no_key",
@@ -111,6 +119,7 @@ impl SkipReason {
             SkipReason::NoWriterCredentials => "no_writer_credentials",
             SkipReason::AlreadyExists => "already_exists",
             SkipReason::IncompleteUpload => "incomplete_upload",
+            SkipReason::TooCompressible => "too_compressible",
         }
     }
 }
@@ -321,6 +330,12 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         producer: request.producer.clone(),
         parents: parents.clone(),
     };
+    // Restore refuses such an object (a decompression-bomb bound): publishing it would
+    // leave its namespace cold for every consumer.
+    if super::restore::check_expansion(&key, &sidecar).is_err() {
+        let _ = fs::remove_file(&temp);
+        return Ok(SaveReport::skipped(SkipReason::TooCompressible, Some(key), cache_dir, started));
+    }
     // The sidecar is kept locally until it is uploaded, so that a save interrupted between
     // the two uploads can be completed by the next one.
     let pending = pending_sidecar_path(&cache_dir, &key)?;

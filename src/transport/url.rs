@@ -90,7 +90,7 @@ fn shown_name(name: &str) -> &str {
 
 /// A store URL as it may appear in messages: `user:password@` becomes `***@` anywhere, and
 /// the value of every query parameter other than `endpoint`, `region` and `addressing`
-/// becomes `***` (as do bare query tokens that do not look like a parameter name), so a
+/// becomes `***` (as does every bare query token that is not one of those names), so a
 /// secret pasted into a URL (`?secret=…`, `&x-amz-security-token=…`) is never echoed.
 ///
 /// ```
@@ -105,7 +105,9 @@ pub fn redact_store_url(url: &str) -> String {
         .map(|pair| match pair.split_once('=') {
             Some((name, value)) if KNOWN_PARAMETERS.contains(&name) => format!("{name}={value}"),
             Some((name, _)) => format!("{}=***", shown_name(name)),
-            None => shown_name(pair).to_owned(),
+            // A bare token may be a pasted secret, however plausible it looks.
+            None if KNOWN_PARAMETERS.contains(&pair) => pair.to_owned(),
+            None => "***".to_owned(),
         })
         .collect();
     format!("{head}?{}", pairs.join("&"))
@@ -142,6 +144,9 @@ fn decode(url: &str, value: &str) -> Result<String, Error> {
 }
 
 fn parse_s3(url: &str, rest: &str) -> Result<S3Url, Error> {
+    if rest.contains('#') {
+        return Err(invalid(url, "an s3 URL takes no fragment (#…); percent-encode '#' as %23"));
+    }
     let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
     let (bucket, prefix) = location.split_once('/').unwrap_or((location, ""));
     if bucket.is_empty() {
@@ -179,12 +184,13 @@ fn parse_s3(url: &str, rest: &str) -> Result<S3Url, Error> {
             "addressing" => s3.addressing = value.parse().map_err(|e: String| invalid(url, e))?,
             "endpoint" | "region" => return Err(invalid(url, format!("{name}= is empty"))),
             other => {
+                // A bare token (no `=`) may be a pasted secret: not even its name is shown.
+                let shown = if pair.contains('=') { shown_name(other) } else { "***" };
                 return Err(invalid(
                     url,
                     format!(
-                        "unknown parameter {:?} (known: endpoint, region, addressing; values \
-                         of other parameters are never shown)",
-                        shown_name(other)
+                        "unknown parameter {shown:?} (known: endpoint, region, addressing; values \
+                         of other parameters are never shown)"
                     ),
                 ));
             }
@@ -199,6 +205,11 @@ impl FromStr for StoreUrl {
     fn from_str(url: &str) -> Result<Self, Error> {
         if let Some(rest) = url.strip_prefix("s3://") {
             return parse_s3(url, rest).map(StoreUrl::S3);
+        }
+        if url.contains(['?', '#']) && !url.starts_with('/') {
+            // A query or fragment on a directory store is a mistake (or a pasted secret),
+            // never part of the directory name.
+            return Err(invalid(url, "a file URL takes no query (?…) or fragment (#…)"));
         }
         let path = if let Some(rest) = url.strip_prefix("file://") {
             if !rest.starts_with('/') {
@@ -305,6 +316,8 @@ mod tests {
             ("s3://b/p?secret=hunter2", "hunter2"),
             ("s3://b/p?region=x&x-amz-security-token=tok3n", "tok3n"),
             ("s3://b/p?AKIAEXAMPLE/SECRETVALUE+x", "SECRETVALUE"),
+            ("s3://b/p?SEKRET15", "SEKRET15"),
+            ("file:///tmp/fq?token=SEKRET8", "SEKRET8"),
         ] {
             let err = url.parse::<StoreUrl>().unwrap_err();
             assert!(!err.to_string().contains(secret), "{err}");

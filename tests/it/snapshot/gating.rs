@@ -466,6 +466,8 @@ fn snapshot_half_credential_pairs_and_url_secrets() {
     let run = save(&half);
     run.assert_ok();
     assert_eq!(run.json()["outcome"]["reason"], "no_writer_credentials");
+    // A writer with a misnamed secret is told so, not taken for a read-only consumer.
+    assert!(run.stderr.contains("only AWS_ACCESS_KEY_ID is set"), "{}", run.stderr);
 
     // A directory store ignores credentials entirely (no warning either).
     let file = vec![("STRATA_STORE", scratch.file_store()), ("AWS_ACCESS_KEY_ID", "AKID".into())];
@@ -529,4 +531,31 @@ fn snapshot_an_unwritable_github_output_is_a_warning() {
     assert!(run.stderr.contains("strata: WARNING GitHub output: cannot open"), "{}", run.stderr);
     assert!(run.stderr.contains("Is a directory"), "{}", run.stderr);
     assert!(run.stderr.contains("later steps will not see"), "{}", run.stderr);
+}
+
+/// A snapshot that would unpack to more than restore accepts for its size (here 72 MiB of
+/// zeros packing to a few KiB) is not published: every restore would refuse it.
+#[test]
+fn snapshot_save_refuses_what_every_restore_would_reject() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    let entry = cache.join(format!("actions-v1/third_party/u/{}/artifacts", "a".repeat(64)));
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(entry.join("zeros.bin"), vec![0u8; 72 << 20]).unwrap();
+    std::fs::write(cache.join(".updated"), b"").unwrap();
+    let store = format!("file://{}", scratch.path("store").display());
+    let cache_arg = cache.display().to_string();
+    let k = key(&scratch, "z");
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k, "--store", &store, "--json"],
+        &[],
+    );
+    run.assert_ok();
+    assert_eq!(run.json()["outcome"]["reason"], "too_compressible", "{}", run.stdout);
+    assert!(run.stderr.contains("1000×"), "{}", run.stderr);
+    assert!(
+        std::fs::read_dir(scratch.path("store")).map_or(true, |d| d.count() == 0),
+        "nothing may be uploaded"
+    );
 }
