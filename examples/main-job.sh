@@ -3,7 +3,7 @@
 #
 #   bash examples/main-job.sh
 #
-# 1. installs what it needs (Debian cmake, g++, googletest) when missing;
+# 1. installs what it needs (Debian cmake, g++, make, googletest) when missing;
 # 2. builds strata in release mode;
 # 3. copies Debian's googletest sources and the zstd C library vendored in the zstd-sys crate
 #    into a source tree next to examples/project (the CMake project that wires them to strata);
@@ -34,18 +34,10 @@ work=${STRATA_WORK:-$repo/examples/work}
 say() { printf '\n== %s\n' "$*"; }
 
 # --- 1. prerequisites ----------------------------------------------------------------
-need=()
-command -v cmake >/dev/null || need+=(cmake)
-command -v g++ >/dev/null || need+=(g++)
-[ -f /usr/src/googletest/CMakeLists.txt ] || need+=(googletest)
-if [ ${#need[@]} -gt 0 ]; then
-  say "installing ${need[*]} (Debian packages)"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1 ||
-    { $sudo apt-get update >/dev/null && $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null; }
-fi
+. "$repo/scripts/prereqs.sh"
+# make: Debian's cmake only recommends it, and apt installs without recommends here.
+prereqs_debian ca-certificates cmake g++ make googletest
+prereqs_rust
 
 # --- 2. strata -----------------------------------------------------------------------
 say "building strata (release)"

