@@ -144,7 +144,10 @@ ExternalProject_Add(ep SOURCE_DIR "${{CMAKE_SOURCE_DIR}}" DOWNLOAD_COMMAND "" CO
 fn nul_strings(path: &Path) -> Vec<String> {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(bytes.last(), Some(&0), "{} is not NUL-terminated", path.display());
-    bytes[..bytes.len() - 1].split(|b| *b == 0).map(|s| String::from_utf8(s.to_vec()).unwrap()).collect()
+    bytes[..bytes.len() - 1]
+        .split(|b| *b == 0)
+        .map(|s| String::from_utf8(s.to_vec()).unwrap())
+        .collect()
 }
 
 /// A `STRATA_EXECUTABLE` that records its arguments in `<dir>/<unit>.argv` and runs strata.
@@ -166,7 +169,13 @@ exec '{STRATA}' "$@""#,
     (script, dir)
 }
 
-fn build(ctx: &TestContext, src: &Path, build: &Path, generator: &str, strata: &Path) -> Vec<String> {
+fn build(
+    ctx: &TestContext,
+    src: &Path,
+    build: &Path,
+    generator: &str,
+    strata: &Path,
+) -> Vec<String> {
     configure_with(ctx, src, build, Some(generator), strata).expect_code(0);
     let seen = ctx.event_statuses().len();
     cmake(ctx, &["--build".as_ref(), build.as_os_str()]).expect_code(0);
@@ -285,7 +294,11 @@ add_custom_target(gen ALL DEPENDS ${OUT}/first.txt ${OUT}/second.txt)
         let strata = Path::new(STRATA);
         for (build_dir, statuses) in [("b1", &["MISS", "SAVED"][..]), ("b2", &["HIT"])] {
             let b = ctx.path(build_dir);
-            assert_eq!(build(&ctx, &src, &b, generator, strata), statuses, "{generator} {build_dir}");
+            assert_eq!(
+                build(&ctx, &src, &b, generator, strata),
+                statuses,
+                "{generator} {build_dir}"
+            );
             let read = |f: &str| std::fs::read_to_string(b.join("gen").join(f)).unwrap();
             assert_eq!(read("first.txt"), "first line\n", "{generator} {build_dir}");
             assert_eq!(read("second.txt"), "second\n", "{generator} {build_dir}");

@@ -19,6 +19,7 @@ mod locks;
 mod prune;
 mod review;
 mod updated;
+mod wrappers;
 
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read};
