@@ -91,6 +91,7 @@ while eval "[ -n \"\${L$i+set}\" ]"; do eval "printf '%s\0' \"\$L$i\"" >> "$dir/
 fn fidelity_project(src: &Path) {
     write_script(&src.join("argv.sh"), ARGV_SCRIPT);
     write_file(&src.join(format!("{ODD_NAME}.txt")), "declared input\n");
+    write_script(&src.join(format!("{ODD_NAME} tool")), "echo 'odd tool 1.0'");
     std::fs::create_dir_all(src.join(format!("{ODD_NAME} dir"))).unwrap();
     let args: String = TRICKY.iter().map(|a| format!(" {}", bracket(a))).collect();
     let set_env: String = TRICKY
@@ -120,6 +121,7 @@ strata_cache_command(CMD DOMAIN third_party UNIT fidelity OUTPUT_DIR "${{OUT}}"
   RECIPE_VALUE{args}
   ENVIRONMENT_FILE {odd_file}
   ENVIRONMENT_VALUE{args}
+  ENVIRONMENT_TOOL "${{CMAKE_SOURCE_DIR}}/{ODD_NAME} tool"
   NORMALIZE_PATH {odd_dir}
   ARTIFACT_INCLUDE "*.bin" "a;b"
   EXCLUDE "x;y"
@@ -233,6 +235,7 @@ fn engine_cmake_module_passes_every_argument_as_plain_add_custom_command_does() 
         want.extend(plain.iter().map(|v| format!("--recipe-value={v}")));
         want.push(format!("--environment-file={}/{ODD_NAME}.txt", src.display()));
         want.extend(plain.iter().map(|v| format!("--environment-value={v}")));
+        want.push(format!("--environment-tool={}/{ODD_NAME} tool", src.display()));
         want.extend([
             format!("--normalize-path={}", src.display()),
             format!("--normalize-path={}", b1.display()),
