@@ -12,8 +12,19 @@
 #       [SET_ENV NAME=VALUE...]
 #       COMMAND <build command and arguments>...)
 #
-# <out_var> receives the wrapped command as a list, ready for add_custom_command(COMMAND ...)
-# or ExternalProject's BUILD_COMMAND. Every element is a separate argument, so spaces survive.
+# <out_var> receives the wrapped command as a list, ready for
+# add_custom_command(COMMAND ${<out_var>} ... VERBATIM) or ExternalProject's
+# BUILD_COMMAND ${<out_var>}. Every argument reaches strata and the command exactly as a plain
+# add_custom_command(... VERBATIM) would pass it: `;`, empty arguments, spaces, quotes,
+# backslashes, `$`, `#`, square brackets and generator expressions (evaluated when the build
+# system is generated, as in a plain custom command). To keep them through a list, `;` is
+# stored as `$<SEMICOLON>` and an element that is empty, ends in `\` or has unbalanced square
+# brackets carries an empty `$<0:...>`; use the list only where generator expressions are
+# evaluated (add_custom_command, add_custom_target, ExternalProject step commands). An
+# argument with a line break, which no generator can pass, a SET_ENV entry that is not
+# NAME=VALUE and an empty path stop the configure step. Keywords end the COMMAND list as in
+# cmake_parse_arguments, and add_custom_command's own keywords (DEPENDS, ...) inside COMMAND
+# act on the expanded list as they would in a plain custom command.
 #
 # Cache variables:
 #   STRATA_EXECUTABLE  the strata binary (default: found on PATH, or $ENV{STRATA_EXECUTABLE})
@@ -53,18 +64,132 @@ if(NOT DEFINED STRATA_CACHE_DIR OR STRATA_CACHE_DIR STREQUAL "")
 endif()
 get_filename_component(STRATA_CACHE_DIR "${STRATA_CACHE_DIR}" ABSOLUTE)
 
+# _strata_append(<list_var> <what> <value>): appends <value> to <list_var> as one element that
+# every consumer of the returned list gives back unchanged: `COMMAND ${CMD}` in
+# add_custom_command (VERBATIM), ExternalProject step commands, list(APPEND), foreach(IN
+# LISTS). CMake splits a list at a `;` unless it follows a backslash or sits inside unbalanced
+# `[`/`]`, and drops empty elements from `${CMD}`; so `;` becomes `$<SEMICOLON>`, an element
+# whose square brackets do not balance gets an empty `$<0:...>` holding the missing
+# brackets, one that ends in `\` or is empty gets an empty `$<0:>`, and so does every `]]` or
+# `]=` between its two characters (ExternalProject quotes elements as `[==[...]==]`). Those generator
+# expressions evaluate to `;` or to nothing when the custom command is generated, exactly as
+# a literal `;` in a quoted argument of a plain add_custom_command would. A value that no
+# generator can carry (a line break) is a configure error naming <what>.
+function(_strata_append list_var what value)
+  if(NOT value MATCHES "[];[\\\r\n]" AND NOT value STREQUAL "")
+    # Nothing a list would change: the common case, kept fast.
+    set(enc "${value}")
+  else()
+    _strata_encode(enc "${what}" "${value}")
+  endif()
+  if("${${list_var}}" STREQUAL "")
+    set(${list_var} "${enc}" PARENT_SCOPE)
+  else()
+    set(${list_var} "${${list_var}};${enc}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# _strata_encode(<out_var> <what> <value>): the element for <value> (see _strata_append).
+function(_strata_encode out_var what value)
+  if(value MATCHES "[\r\n]")
+    message(FATAL_ERROR "strata_cache_command: ${what} contains a line break, which no CMake "
+                        "generator passes to a command as one argument; write the text to a "
+                        "file and pass the file name instead")
+  endif()
+  string(REPLACE ";" "$<SEMICOLON>" enc "${value}")
+  # ExternalProject quotes each element as a bracket argument `[==[...]==]`: a `]]` or `]=`
+  # inside could close it, so an empty expression goes between.
+  while(enc MATCHES "\\][]=]")
+    string(REGEX REPLACE "\\]([]=])" "]$<0:>\\1" enc "${enc}")
+  endwhile()
+  string(REGEX REPLACE "[^[]" "" opens "${enc}")
+  string(REGEX REPLACE "[^]]" "" closes "${enc}")
+  string(LENGTH "${opens}" n_open)
+  string(LENGTH "${closes}" n_close)
+  while(n_open GREATER n_close)
+    string(APPEND enc "$<0:]>")
+    math(EXPR n_close "${n_close} + 1")
+  endwhile()
+  while(n_close GREATER n_open)
+    string(APPEND enc "$<0:[>")
+    math(EXPR n_open "${n_open} + 1")
+  endwhile()
+  if(enc STREQUAL "" OR enc MATCHES "\\\\$")
+    string(APPEND enc "$<0:>")
+  endif()
+  set(${out_var} "${enc}" PARENT_SCOPE)
+endfunction()
+
 function(strata_cache_command out_var)
   set(_single DOMAIN UNIT SOC OPERATOR ACTION OPERATOR_SOURCE REPO_ROOT OUTPUT_DIR PUBLISH_DIR
               PUBLISH_STATE_DIR ENVIRONMENT_PROFILE)
   set(_multi PREPARED_INPUT RECIPE_FILE RECIPE_VALUE ENVIRONMENT_FILE ENVIRONMENT_VALUE
              ENVIRONMENT_TOOL NORMALIZE_PATH ARTIFACT_INCLUDE EXCLUDE SET_ENV COMMAND)
-  cmake_parse_arguments(PARSE_ARGV 1 S "" "${_single}" "${_multi}")
+  set(_keywords ${_single} ${_multi})
+  list(LENGTH _single _n_single)
+  # Arguments are read one by one from ARGV<n>, never through a list, so a `;`, an empty
+  # argument or an unbalanced bracket reaches the command as written. S_<single keyword> holds
+  # its value as given; S_<list keyword> holds its values already encoded as list elements
+  # (see _strata_encode; paths made absolute first). A keyword ends the previous one's
+  # values, as in cmake_parse_arguments; a repeated list keyword adds to its values.
+  foreach(_kw IN LISTS _keywords)
+    set(S_${_kw} "")
+  endforeach()
+  set(_unparsed "")
+  set(_current "")
+  set(_current_single FALSE)
+  set(_single_taken FALSE)
+  math(EXPR _last "${ARGC} - 1")
+  if(_last GREATER_EQUAL 1)
+    foreach(_i RANGE 1 ${_last})
+      set(_arg "${ARGV${_i}}")
+      list(FIND _keywords "${_arg}" _k)
+      if(_k GREATER -1)
+        set(_current "${_arg}")
+        set(_single_taken FALSE)
+        if(_k LESS _n_single)
+          set(_current_single TRUE)
+        else()
+          set(_current_single FALSE)
+        endif()
+        continue()
+      endif()
+      if(_current STREQUAL "" OR _single_taken)
+        string(APPEND _unparsed " '${_arg}'")
+        continue()
+      endif()
+      if(_current_single)
+        set(S_${_current} "${_arg}")
+        set(_single_taken TRUE)
+        continue()
+      endif()
+      if(_current MATCHES "^(PREPARED_INPUT|RECIPE_FILE|ENVIRONMENT_FILE|NORMALIZE_PATH|ENVIRONMENT_TOOL)$")
+        if(_arg STREQUAL "")
+          list(LENGTH S_${_current} _n)
+          message(FATAL_ERROR "strata_cache_command: ${_current} argument ${_n} is empty; "
+                              "name a file, directory or tool (an empty path would mean the "
+                              "whole current directory)")
+        endif()
+        if(NOT _current STREQUAL "ENVIRONMENT_TOOL")
+          get_filename_component(_arg "${_arg}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+        endif()
+      elseif(_current STREQUAL "SET_ENV" AND NOT _arg MATCHES "^[^=]+=")
+        message(FATAL_ERROR "strata_cache_command: SET_ENV '${_arg}' is not NAME=VALUE "
+                            "(a non-empty name, then `=`, then the value, which may be empty)")
+      endif()
+      if(_arg MATCHES "[];[\\\r\n]" OR _arg STREQUAL "")
+        list(LENGTH S_${_current} _n)
+        _strata_encode(_arg "${_current} argument ${_n}" "${_arg}")
+      endif()
+      list(APPEND S_${_current} "${_arg}")
+    endforeach()
+  endif()
 
-  if(S_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "strata_cache_command: unknown arguments: ${S_UNPARSED_ARGUMENTS}")
+  if(NOT _unparsed STREQUAL "")
+    message(FATAL_ERROR "strata_cache_command: unknown arguments:${_unparsed}")
   endif()
   foreach(_required DOMAIN UNIT OUTPUT_DIR ENVIRONMENT_PROFILE COMMAND)
-    if(NOT DEFINED S_${_required} OR "${S_${_required}}" STREQUAL "")
+    if("${S_${_required}}" STREQUAL "")
       message(FATAL_ERROR "strata_cache_command: ${_required} is required")
     endif()
   endforeach()
@@ -73,11 +198,11 @@ function(strata_cache_command out_var)
   endif()
   if(S_DOMAIN STREQUAL "custom_operator")
     foreach(_required OPERATOR_SOURCE PUBLISH_DIR PUBLISH_STATE_DIR SOC OPERATOR ACTION)
-      if(NOT DEFINED S_${_required} OR "${S_${_required}}" STREQUAL "")
+      if("${S_${_required}}" STREQUAL "")
         message(FATAL_ERROR "strata_cache_command: DOMAIN custom_operator requires ${_required}")
       endif()
     endforeach()
-    if(NOT S_REPO_ROOT)
+    if("${S_REPO_ROOT}" STREQUAL "")
       set(S_REPO_ROOT "${CMAKE_SOURCE_DIR}")
     endif()
   endif()
@@ -87,59 +212,53 @@ function(strata_cache_command out_var)
   endif()
 
   foreach(_dir OUTPUT_DIR PUBLISH_DIR PUBLISH_STATE_DIR)
-    if(DEFINED S_${_dir} AND NOT "${S_${_dir}}" STREQUAL "")
+    if(NOT "${S_${_dir}}" STREQUAL "")
       get_filename_component(S_${_dir} "${S_${_dir}}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
     endif()
   endforeach()
   foreach(_dir OPERATOR_SOURCE REPO_ROOT)
-    if(DEFINED S_${_dir} AND NOT "${S_${_dir}}" STREQUAL "")
+    if(NOT "${S_${_dir}}" STREQUAL "")
       get_filename_component(S_${_dir} "${S_${_dir}}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     endif()
   endforeach()
+  # The project's compilers are tools too (one already given is not repeated).
   foreach(_compiler CMAKE_C_COMPILER CMAKE_CXX_COMPILER)
-    if(DEFINED ${_compiler} AND NOT "${${_compiler}}" STREQUAL "")
-      list(APPEND S_ENVIRONMENT_TOOL "${${_compiler}}")
+    if(NOT "${${_compiler}}" STREQUAL "")
+      set(_tools "")
+      _strata_append(_tools "${_compiler}" "${${_compiler}}")
+      list(FIND S_ENVIRONMENT_TOOL "${_tools}" _k)
+      if(_k EQUAL -1)
+        list(APPEND S_ENVIRONMENT_TOOL "${_tools}")
+      endif()
     endif()
   endforeach()
-  list(REMOVE_DUPLICATES S_ENVIRONMENT_TOOL)
 
-  set(_cmd "${STRATA_EXECUTABLE}" action run
-      "--cache-root=${STRATA_CACHE_DIR}"
-      "--domain=${S_DOMAIN}"
-      "--unit=${S_UNIT}"
-      "--output-dir=${S_OUTPUT_DIR}"
-      "--environment-profile=${S_ENVIRONMENT_PROFILE}")
-  foreach(_opt PUBLISH_DIR PUBLISH_STATE_DIR SOC OPERATOR ACTION OPERATOR_SOURCE REPO_ROOT)
-    if(DEFINED S_${_opt} AND NOT "${S_${_opt}}" STREQUAL "")
+  # Single values go through _strata_append, list values are encoded already, so the list
+  # holds exactly these arguments.
+  set(_cmd "")
+  _strata_append(_cmd "STRATA_EXECUTABLE" "${STRATA_EXECUTABLE}")
+  list(APPEND _cmd action run)
+  _strata_append(_cmd "STRATA_CACHE_DIR" "--cache-root=${STRATA_CACHE_DIR}")
+  foreach(_opt DOMAIN UNIT OUTPUT_DIR ENVIRONMENT_PROFILE PUBLISH_DIR PUBLISH_STATE_DIR SOC
+               OPERATOR ACTION OPERATOR_SOURCE REPO_ROOT)
+    if(NOT "${S_${_opt}}" STREQUAL "")
       string(TOLOWER "${_opt}" _flag)
       string(REPLACE "_" "-" _flag "${_flag}")
-      list(APPEND _cmd "--${_flag}=${S_${_opt}}")
+      _strata_append(_cmd "${_opt}" "--${_flag}=${S_${_opt}}")
     endif()
   endforeach()
   foreach(_opt PREPARED_INPUT RECIPE_FILE RECIPE_VALUE ENVIRONMENT_FILE ENVIRONMENT_VALUE
-               ENVIRONMENT_TOOL)
+               ENVIRONMENT_TOOL NORMALIZE_PATH ARTIFACT_INCLUDE EXCLUDE SET_ENV)
     string(TOLOWER "${_opt}" _flag)
     string(REPLACE "_" "-" _flag "${_flag}")
+    if(_opt STREQUAL "NORMALIZE_PATH")
+      _strata_append(_cmd "CMAKE_SOURCE_DIR" "--normalize-path=${CMAKE_SOURCE_DIR}")
+      _strata_append(_cmd "CMAKE_BINARY_DIR" "--normalize-path=${CMAKE_BINARY_DIR}")
+    endif()
+    # `--flag=` followed by an encoded value is the encoding of `--flag=value`.
     foreach(_value IN LISTS S_${_opt})
-      if(_opt MATCHES "^(PREPARED_INPUT|RECIPE_FILE|ENVIRONMENT_FILE)$")
-        get_filename_component(_value "${_value}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
-      endif()
       list(APPEND _cmd "--${_flag}=${_value}")
     endforeach()
-  endforeach()
-  list(APPEND _cmd "--normalize-path=${CMAKE_SOURCE_DIR}" "--normalize-path=${CMAKE_BINARY_DIR}")
-  foreach(_value IN LISTS S_NORMALIZE_PATH)
-    get_filename_component(_value "${_value}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
-    list(APPEND _cmd "--normalize-path=${_value}")
-  endforeach()
-  foreach(_value IN LISTS S_ARTIFACT_INCLUDE)
-    list(APPEND _cmd "--artifact-include=${_value}")
-  endforeach()
-  foreach(_value IN LISTS S_EXCLUDE)
-    list(APPEND _cmd "--exclude=${_value}")
-  endforeach()
-  foreach(_value IN LISTS S_SET_ENV)
-    list(APPEND _cmd "--set-env=${_value}")
   endforeach()
   list(APPEND _cmd -- ${S_COMMAND})
   set(${out_var} "${_cmd}" PARENT_SCOPE)

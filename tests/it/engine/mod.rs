@@ -8,6 +8,7 @@
 
 mod artifacts;
 mod cmake;
+mod cmake_args;
 mod concurrency;
 mod crash;
 mod entries;
@@ -18,6 +19,7 @@ mod locks;
 mod prune;
 mod review;
 mod updated;
+mod wrappers;
 
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read};
