@@ -23,8 +23,8 @@ say() { printf '\n== %s\n' "$*"; }
 
 # Quick installs first, so that a missing package shows in seconds, not after the s3s-fs
 # build. cmake, ninja-build, g++, make, googletest: CMake and engine tests build real C/C++
-# with both generators; git: source
-# hashes and checkouts; python3 + python3-venv: the lint tools and the action runner.
+# with both generators; git: source hashes and checkouts; python3 + python3-venv: the lint
+# tools and the action runner.
 prereqs_debian ca-certificates git cmake ninja-build g++ make googletest python3 python3-venv
 prereqs_rust
 prereqs_tools_venv
