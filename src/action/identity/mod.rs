@@ -130,9 +130,10 @@ pub struct IdentityInputs {
     pub output_dir: Option<PathBuf>,
     /// `--artifact-include` (part of the recipe).
     pub artifact_include: Vec<String>,
-    /// Absolute directories never walked inside prepared inputs (the cache root, output,
-    /// publish and state directories): strata's own and the build's products are not
-    /// inputs. Not identity themselves.
+    /// Absolute, resolved paths never walked inside prepared inputs: directories with
+    /// their subtrees (the cache root, output, publish and state directories) and files
+    /// (the event log). What strata and the build write is not an input. Not identity
+    /// themselves; [`crate::action::prepare::prepare`] fills them.
     pub skip_dirs: Vec<PathBuf>,
 }
 
