@@ -150,7 +150,7 @@ pub struct Explanation {
 
 /// Explains the request `opts` (the same options `run` takes; see the module docs). The
 /// key is computed by the very preparation `run` uses
-/// ([`prepare`](crate::action::prepare::prepare)), so explain names the key run looks up.
+/// ([`prepare`](fn@crate::action::prepare::prepare)), so explain names the key run looks up.
 ///
 /// # Errors
 /// What `run` reports before it builds: usage errors (a custom operator without its
@@ -203,11 +203,7 @@ fn list(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     }
 }
 
-fn nearest(
-    cache: &CacheRoot,
-    req: &RunOptions,
-    now: &Components,
-) -> Result<Verdict, Error> {
+fn nearest(cache: &CacheRoot, req: &RunOptions, now: &Components) -> Result<Verdict, Error> {
     let mut best: Option<(usize, String, PathBuf, ActionKey, Vec<Difference>)> = None;
     for dir in candidates(cache, req)? {
         let (Ok(stored), Ok(manifest)) = (entry::read_identity(&dir), entry::read_manifest(&dir))

@@ -110,8 +110,8 @@ pub fn prepare(opts: &RunOptions) -> Result<PreparedAction, Error> {
     {
         // `run` creates a third-party output directory before building: building in it is
         // fine even before it exists.
-        let created_by_run = !custom
-            && fs::resolve_nonstrict(&fs::expand_tilde(dir)).is_ok_and(|d| d == output_dir);
+        let created_by_run =
+            !custom && fs::resolve_nonstrict(&fs::expand_tilde(dir)).is_ok_and(|d| d == output_dir);
         if !created_by_run {
             return Err(Error::WorkingDirectoryMissing { path: dir.clone() });
         }

@@ -2,7 +2,7 @@
 //!
 //! 1. Validate the request (command present; custom operators need `--soc`, `--operator`,
 //!    `--action`, `--operator-source`, `--publish-dir`, `--publish-state-dir`) and prepare
-//!    its identity inputs with [`prepare`](crate::action::prepare::prepare), the one
+//!    its identity inputs with [`prepare`](fn@crate::action::prepare::prepare), the one
 //!    preparation `explain` shares.
 //! 2. Compute the identity (a missing or unreadable declared input fails here, exit 1).
 //! 3. Take the *action lock*: per action for custom operators (in the publish state

@@ -12,8 +12,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use super::output::{errln, outln};
 use super::Failure;
+use super::output::{errln, outln};
 use strata::artifact::{
     self, ArtifactBuild, ArtifactKey, ArtifactSpec, ArtifactStore, BuildKind, Destination,
     EnvironmentIdentity, Lookup, LookupStatus, Mode, Stage, StoreOptions, include,
@@ -754,9 +754,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                 Err(e) if remote.strict => return Err(Failure::from(anyhow::Error::from(e))),
                 Err(e) => {
                     let message = chain(&e);
-                    errln!(
-                        "strata: warning: {message} (treated as a miss; use --strict to fail)"
-                    );
+                    errln!("strata: warning: {message} (treated as a miss; use --strict to fail)");
                     let value = json!({"outcome": "transport_error", "reason": message});
                     print(out.json, &value, "strata: L0 MISS (transport error)")?;
                     return Ok(EXIT_MISS);

@@ -164,11 +164,7 @@ fn cases(ctx: &TestContext) -> Vec<Case> {
         Case { name: "action run (HIT)", command: command(&run), code: 0 },
         Case { name: "action explain", command: command(&explain), code: 0 },
         Case { name: "action explain --json", command: command(&explain_json), code: 0 },
-        Case {
-            name: "action run (missing input, exit 1)",
-            command: command(&missing),
-            code: 1,
-        },
+        Case { name: "action run (missing input, exit 1)", command: command(&missing), code: 1 },
         Case { name: "stats", command: strata(ctx, &["stats", "--cache-root", &cache]), code: 0 },
         Case {
             name: "stats --json",
@@ -206,7 +202,12 @@ fn r7_closed_stdout_or_stderr_keeps_the_exit_status() {
     for closed in [Closed::Stdout, Closed::Stderr, Closed::Both] {
         for case in cases(&ctx) {
             let ended = run_closed(case.command, closed);
-            assert!(!ended.stderr.contains("panicked"), "{} {closed:?}: {}", case.name, ended.stderr);
+            assert!(
+                !ended.stderr.contains("panicked"),
+                "{} {closed:?}: {}",
+                case.name,
+                ended.stderr
+            );
             assert_eq!(
                 ended.code, case.code,
                 "{} with {closed:?} closed (101 is a panic): {}",

@@ -135,8 +135,8 @@ fn r7_snapshot_restore_never_reserves_a_claimed_size() {
     std::fs::write(cache.join("actions-v1/keep/f"), b"previous").unwrap();
     let key = crate::snapshot::key(&scratch, "sizes");
     let claim = 60 * MIB;
-    let object = zstd::encode_all(truncated_tar("actions-v1/big", claim, b"x").as_slice(), 3)
-        .unwrap();
+    let object =
+        zstd::encode_all(truncated_tar("actions-v1/big", claim, b"x").as_slice(), 3).unwrap();
     // The sidecar declares exactly the claimed size: within the expansion allowance.
     let digest = format!("sha256:{}", "0".repeat(64));
     publish(&scratch.path("store"), &key, &object, &digest, 2, claim);
@@ -189,10 +189,8 @@ fn r7_l0_pull_never_reserves_a_claimed_size() {
     std::fs::write(&object, zstd::encode_all(stream.as_slice(), 3).unwrap()).unwrap();
 
     let url = format!("file://{}", remote.path().display());
-    let mut args: Vec<String> = ["artifact", "pull", "--json", "--store", &url]
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    let mut args: Vec<String> =
+        ["artifact", "pull", "--json", "--store", &url].into_iter().map(str::to_owned).collect();
     args.extend(id_flags(&consumer.root(), &hex('b'), "ready", REQUIRED));
     let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
     let out = strata_limited(consumer.path(), &args, &[]);

@@ -220,7 +220,12 @@ fn r7_explain_and_run_name_the_same_key() {
                 ctx.write("src/a.c", "int a;\n");
                 ctx.third_party("u", &ctx.path("src/out"))
                     .flag("--prepared-input", ctx.path("src"))
-                    .cmd(&["sh", "-c", "echo o > \"$0\"/o.txt", ctx.path("src/out").to_str().unwrap()])
+                    .cmd(&[
+                        "sh",
+                        "-c",
+                        "echo o > \"$0\"/o.txt",
+                        ctx.path("src/out").to_str().unwrap(),
+                    ])
             },
             unchanged,
         ),
@@ -239,9 +244,12 @@ fn r7_explain_and_run_name_the_same_key() {
             "cache root and event log inside the prepared input",
             |ctx| {
                 ctx.write("a.c", "int a;\n");
-                ctx.third_party("u", &ctx.path("out"))
-                    .flag("--prepared-input", &ctx.root)
-                    .cmd(&["sh", "-c", "echo o > \"$0\"/o.txt", ctx.path("out").to_str().unwrap()])
+                ctx.third_party("u", &ctx.path("out")).flag("--prepared-input", &ctx.root).cmd(&[
+                    "sh",
+                    "-c",
+                    "echo o > \"$0\"/o.txt",
+                    ctx.path("out").to_str().unwrap(),
+                ])
             },
             unchanged,
         ),
@@ -306,9 +314,12 @@ fn r7_explain_and_run_name_the_same_key() {
                     publish: &publish,
                     state: &state,
                 };
-                ctx.custom(&op)
-                    .flag("--prepared-input", ctx.path("src"))
-                    .cmd(&["sh", "-c", "echo o > \"$0\"/conv.o", stage.to_str().unwrap()])
+                ctx.custom(&op).flag("--prepared-input", ctx.path("src")).cmd(&[
+                    "sh",
+                    "-c",
+                    "echo o > \"$0\"/conv.o",
+                    stage.to_str().unwrap(),
+                ])
             },
             unchanged,
         ),
