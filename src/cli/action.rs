@@ -155,7 +155,6 @@ impl RunArgs {
         let ts = |v: Vec<PathBuf>| {
             v.into_iter().map(|p| strata::fs::expand_tilde(&p)).collect::<Vec<_>>()
         };
-        let output_dir = t(self.output_dir);
         Ok(RunOptions {
             cache_root: t(cache_root(self.cache_root)?),
             domain: match self.domain {
@@ -166,10 +165,10 @@ impl RunArgs {
             soc: self.soc,
             operator: self.operator,
             action: self.action,
-            output_dir: output_dir.clone(),
+            output_dir: t(self.output_dir),
             publish_dir: self.publish_dir.map(t),
             publish_state_dir: self.publish_state_dir.map(t),
-            artifact_include: self.artifact_include.clone(),
+            artifact_include: self.artifact_include,
             identity: IdentityInputs {
                 prepared_inputs: ts(self.prepared_input),
                 excludes: self.exclude,
@@ -189,8 +188,10 @@ impl RunArgs {
                 environment_tools: self.environment_tool,
                 operator_source: self.operator_source.map(t),
                 repo_root: self.repo_root.map(t),
-                output_dir: Some(output_dir),
-                artifact_include: self.artifact_include,
+                // Filled from the fields above by `strata::action::prepare::prepare`, the one
+                // preparation `run` and `explain` share.
+                output_dir: None,
+                artifact_include: Vec::new(),
                 skip_dirs: Vec::new(),
             },
             timeouts,
