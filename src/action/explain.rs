@@ -1,7 +1,8 @@
 //! `strata action explain`: why would this action miss? (docs/operations.md "Debugging
 //! misses").
 //!
-//! Given the same flags as `run`, compute the identity without building, then:
+//! Given the same flags as `run`, compute the identity without building (through the
+//! preparation `run` uses, [`crate::action::prepare`], so both name the same key), then:
 //! * if the exact entry exists, say whether it is valid (a HIT) or why it is not;
 //! * otherwise find the *nearest* existing entry of the same unit/action — the one whose
 //!   stored identity records differ in the fewest places (ties: the newest) — and list each
@@ -17,9 +18,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::action::entry::{self, EntryManifest, Lookup};
-use crate::action::identity::{self, Components, IdentityInputs, Records};
-use crate::action::layout::{CacheRoot, Domain, EntryName, encode_component};
-use crate::action::{ActionKey, Error};
+use crate::action::identity::{Components, Records};
+use crate::action::layout::{CacheRoot, Domain, encode_component};
+use crate::action::prepare::{entry_name, prepare};
+use crate::action::{ActionKey, Error, RunOptions};
 
 /// What changed in one record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -146,59 +148,37 @@ pub struct Explanation {
     pub verdict: Verdict,
 }
 
-/// Request parameters (the placement-relevant `run` flags).
-#[derive(Debug, Clone)]
-pub struct ExplainRequest<'a> {
-    /// `--cache-root`.
-    pub cache_root: &'a Path,
-    /// `--domain`.
-    pub domain: Domain,
-    /// `--unit`.
-    pub unit: &'a str,
-    /// `--soc`.
-    pub soc: Option<&'a str>,
-    /// `--operator`.
-    pub operator: Option<&'a str>,
-    /// `--action`.
-    pub action: Option<&'a str>,
-    /// Identity inputs.
-    pub identity: &'a IdentityInputs,
-}
-
-/// Explains the request (see the module docs).
+/// Explains the request `opts` (the same options `run` takes; see the module docs). The
+/// key is computed by the very preparation `run` uses
+/// ([`prepare`](fn@crate::action::prepare::prepare)), so explain names the key run looks up.
 ///
 /// # Errors
-/// Identity errors (a missing declared input…), invalid names.
-pub fn explain(req: &ExplainRequest<'_>) -> Result<Explanation, Error> {
-    let cache = CacheRoot::new(req.cache_root)?;
-    let identity = identity::compute(req.identity, Some(&cache.memo_dir()))?;
-    let name = EntryName {
-        domain: req.domain,
-        unit: req.unit,
-        soc: req.soc,
-        operator: req.operator,
-        action: req.action,
-        operator_text_hash: identity.operator_text_hash.as_ref(),
-    };
+/// What `run` reports before it builds: usage errors (a custom operator without its
+/// flags, an empty command), identity errors (a missing declared input…), invalid names.
+pub fn explain(opts: &RunOptions) -> Result<Explanation, Error> {
+    let prepared = prepare(opts)?;
+    let identity = prepared.identity()?;
+    let cache = &prepared.cache;
+    let name = entry_name(opts, &identity);
     let loc = cache.entry(&name, &identity.key)?;
     let expected = EntryManifest::expected(&name, &identity);
     let verdict = match entry::lookup(&loc, &expected) {
         Lookup::Valid(_) => Verdict::Hit { entry: loc.dir.clone() },
         Lookup::Invalid(reason) => Verdict::Invalid { entry: loc.dir.clone(), reason },
-        Lookup::Absent => nearest(&cache, req, &identity.components)?,
+        Lookup::Absent => nearest(cache, opts, &identity.components)?,
     };
-    Ok(Explanation { key: identity.key, domain: req.domain, unit: req.unit.to_owned(), verdict })
+    Ok(Explanation { key: identity.key, domain: opts.domain, unit: opts.unit.clone(), verdict })
 }
 
-fn candidates(cache: &CacheRoot, req: &ExplainRequest<'_>) -> Result<Vec<PathBuf>, Error> {
+fn candidates(cache: &CacheRoot, req: &RunOptions) -> Result<Vec<PathBuf>, Error> {
     let mut dirs = Vec::new();
-    let unit = encode_component("--unit", req.unit)?;
+    let unit = encode_component("--unit", &req.unit)?;
     match req.domain {
         Domain::ThirdParty => dirs.push(cache.domain_dir(Domain::ThirdParty).join(unit)),
         Domain::CustomOperator => {
-            let soc = encode_component("--soc", req.soc.unwrap_or_default())?;
-            let op = encode_component("--operator", req.operator.unwrap_or_default())?;
-            let action = encode_component("--action", req.action.unwrap_or_default())?;
+            let soc = encode_component("--soc", req.soc.as_deref().unwrap_or_default())?;
+            let op = encode_component("--operator", req.operator.as_deref().unwrap_or_default())?;
+            let action = encode_component("--action", req.action.as_deref().unwrap_or_default())?;
             let op_dir = cache.domain_dir(Domain::CustomOperator).join(soc).join(op);
             for ns in list(&op_dir)? {
                 dirs.push(ns.join(format!("{action}@{unit}")));
@@ -223,11 +203,7 @@ fn list(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     }
 }
 
-fn nearest(
-    cache: &CacheRoot,
-    req: &ExplainRequest<'_>,
-    now: &Components,
-) -> Result<Verdict, Error> {
+fn nearest(cache: &CacheRoot, req: &RunOptions, now: &Components) -> Result<Verdict, Error> {
     let mut best: Option<(usize, String, PathBuf, ActionKey, Vec<Difference>)> = None;
     for dir in candidates(cache, req)? {
         let (Ok(stored), Ok(manifest)) = (entry::read_identity(&dir), entry::read_manifest(&dir))

@@ -7,7 +7,8 @@
 //! `docs/engine.md` for the user guide and `docs/format.md` for the on-disk format.
 //!
 //! Submodules:
-//! * [`identity`]: action keys and their components;
+//! * [`identity`]: action keys and their components; [`prepare`]: the one preparation of a
+//!   request's identity inputs that `run` and `explain` share;
 //! * [`layout`]: where entries, locks and state live under the cache root;
 //! * [`entry`]: entry manifests, validation, restore and save;
 //! * [`artifacts`]: finding and describing what a build produced;
@@ -33,6 +34,7 @@ pub mod guard;
 pub mod identity;
 pub mod layout;
 pub mod locks;
+pub mod prepare;
 pub mod prune;
 pub mod publish;
 pub mod run;

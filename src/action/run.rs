@@ -1,7 +1,9 @@
 //! `strata action run`: one cache-aware build action (seed 003 "构建流程"; spec/engine.md §4).
 //!
 //! 1. Validate the request (command present; custom operators need `--soc`, `--operator`,
-//!    `--action`, `--operator-source`, `--publish-dir`, `--publish-state-dir`).
+//!    `--action`, `--operator-source`, `--publish-dir`, `--publish-state-dir`) and prepare
+//!    its identity inputs with [`prepare`](fn@crate::action::prepare::prepare), the one
+//!    preparation `explain` shares.
 //! 2. Compute the identity (a missing or unreadable declared input fails here, exit 1).
 //! 3. Take the *action lock*: per action for custom operators (in the publish state
 //!    directory), per output directory for third-party builds (in the cache root; the
@@ -32,9 +34,10 @@ use crate::action::artifacts::{self, Selection};
 use crate::action::entry::{self, Artifact, Described, EntryManifest, Lookup};
 use crate::action::events::{EventLog, ms};
 use crate::action::guard::DirLock;
-use crate::action::identity::{self, IdentityInputs, Patterns};
-use crate::action::layout::{CacheRoot, Domain, EntryName};
+use crate::action::identity::{IdentityInputs, Patterns};
+use crate::action::layout::Domain;
 use crate::action::locks::{Timeouts, lock_with_events};
+use crate::action::prepare::{entry_name, prepare};
 use crate::action::publish::{ActionId, Publisher, action_lock_path};
 use crate::action::{ActionKey, Error, LockKind, child, guard};
 use crate::fs::{self, RelPath};
@@ -197,38 +200,10 @@ impl Ctx<'_> {
 /// non-bypassable lock timeouts ([`Error::is_lock_timeout`]), a command that cannot start.
 pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunReport, Error> {
     let started = Instant::now();
-    if opts.identity.command.is_empty() {
-        return Err(Error::EmptyCommand);
-    }
     let custom = opts.domain == Domain::CustomOperator;
-    if custom {
-        for (value, flag) in [
-            (opts.identity.operator_source.is_some(), "--operator-source"),
-            (opts.publish_dir.is_some(), "--publish-dir"),
-            (opts.publish_state_dir.is_some(), "--publish-state-dir"),
-            (opts.soc.is_some(), "--soc"),
-            (opts.operator.is_some(), "--operator"),
-            (opts.action.is_some(), "--action"),
-        ] {
-            if !value {
-                return Err(Error::MissingFlag { domain: opts.domain, flag });
-            }
-        }
-    }
-    let cache = CacheRoot::new(&opts.cache_root)?;
-    let output_dir = fs::resolve_nonstrict(&fs::expand_tilde(&opts.output_dir))?;
-    let publish = match (&opts.publish_dir, &opts.publish_state_dir) {
-        (Some(p), Some(s)) if custom => Some((
-            fs::resolve_nonstrict(&fs::expand_tilde(p))?,
-            fs::resolve_nonstrict(&fs::expand_tilde(s))?,
-        )),
-        _ => None,
-    };
-    let include = if opts.artifact_include.is_empty() {
-        None
-    } else {
-        Some(Patterns::new(&opts.artifact_include)?)
-    };
+    // The same preparation `explain` uses: checks, resolved places, identity inputs.
+    let prepared = prepare(opts)?;
+    let (cache, output_dir) = (prepared.cache.clone(), prepared.output_dir.clone());
     if !custom {
         fs::create_dir_all(&output_dir)?;
     }
@@ -253,7 +228,7 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
             protected.add("an environment file", p);
         }
         let mut inside = Vec::new();
-        if let Some((dir, state)) = &publish {
+        if let Some((dir, state)) = &prepared.publish {
             protected.add("the publish directory", dir);
             protected.add("the publish state directory", state);
             inside.push(("the publish directory", dir.clone()));
@@ -261,30 +236,10 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
         }
         guard::check_stage(&output_dir, &protected, &inside)?;
     }
-    if let Some(dir) = &opts.identity.working_directory
-        && !fs::metadata(dir).is_ok_and(|m| m.is_dir())
-    {
-        return Err(Error::WorkingDirectoryMissing { path: dir.clone() });
-    }
-
-    let memo = cache.memo_dir();
-    let mut identity_inputs = opts.identity.clone();
-    identity_inputs.skip_dirs = [Some(cache.path().to_path_buf()), Some(output_dir.clone())]
-        .into_iter()
-        .chain(publish.iter().flat_map(|(d, s)| [Some(d.clone()), Some(s.clone())]))
-        .flatten()
-        .collect();
-    let identity = identity::compute(&identity_inputs, Some(&memo))?;
+    let identity = prepared.identity()?;
     let key = identity.key;
     events.set_base("key", key.to_string());
-    let name = EntryName {
-        domain: opts.domain,
-        unit: &opts.unit,
-        soc: opts.soc.as_deref(),
-        operator: opts.operator.as_deref(),
-        action: opts.action.as_deref(),
-        operator_text_hash: identity.operator_text_hash.as_ref(),
-    };
+    let name = entry_name(opts, &identity);
     let loc = cache.entry(&name, &key)?;
     let action_id = custom.then(|| ActionId {
         unit: opts.unit.clone(),
@@ -298,9 +253,9 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
         events,
         notify,
         stage_or_output: output_dir.clone(),
-        publish,
+        publish: prepared.publish,
         action_id,
-        include,
+        include: prepared.include,
         partially_restored: Vec::new(),
         cache_root: cache.path().to_path_buf(),
     };

@@ -1,12 +1,12 @@
 //! `strata action run | explain | prune`.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
+use super::output::{errln, outln};
 use super::{Failure, action_failure};
-use strata::action::explain::{ExplainRequest, Verdict};
+use strata::action::explain::Verdict;
 use strata::action::locks::Timeouts;
 use strata::action::run::Notice;
 use strata::action::{Domain, IdentityInputs, Profile, RunOptions, SetEnv};
@@ -155,7 +155,6 @@ impl RunArgs {
         let ts = |v: Vec<PathBuf>| {
             v.into_iter().map(|p| strata::fs::expand_tilde(&p)).collect::<Vec<_>>()
         };
-        let output_dir = t(self.output_dir);
         Ok(RunOptions {
             cache_root: t(cache_root(self.cache_root)?),
             domain: match self.domain {
@@ -166,10 +165,10 @@ impl RunArgs {
             soc: self.soc,
             operator: self.operator,
             action: self.action,
-            output_dir: output_dir.clone(),
+            output_dir: t(self.output_dir),
             publish_dir: self.publish_dir.map(t),
             publish_state_dir: self.publish_state_dir.map(t),
-            artifact_include: self.artifact_include.clone(),
+            artifact_include: self.artifact_include,
             identity: IdentityInputs {
                 prepared_inputs: ts(self.prepared_input),
                 excludes: self.exclude,
@@ -189,8 +188,10 @@ impl RunArgs {
                 environment_tools: self.environment_tool,
                 operator_source: self.operator_source.map(t),
                 repo_root: self.repo_root.map(t),
-                output_dir: Some(output_dir),
-                artifact_include: self.artifact_include,
+                // Filled from the fields above by `strata::action::prepare::prepare`, the one
+                // preparation `run` and `explain` share.
+                output_dir: None,
+                artifact_include: Vec::new(),
                 skip_dirs: Vec::new(),
             },
             timeouts,
@@ -257,9 +258,7 @@ fn run_action(args: RunArgs) -> Result<i32, Failure> {
                 "strata: interrupted by signal {signal}, forwarded to the build command; nothing saved"
             ),
         };
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "{line}");
-        let _ = err.flush();
+        errln!("{line}");
     };
     let report = strata::action::run(&opts, &mut notify).map_err(action_failure)?;
     Ok(report.exit_code)
@@ -267,51 +266,42 @@ fn run_action(args: RunArgs) -> Result<i32, Failure> {
 
 fn explain(args: RunArgs, json: bool) -> Result<i32, Failure> {
     let opts = args.into_options()?;
-    let req = ExplainRequest {
-        cache_root: &opts.cache_root,
-        domain: opts.domain,
-        unit: &opts.unit,
-        soc: opts.soc.as_deref(),
-        operator: opts.operator.as_deref(),
-        action: opts.action.as_deref(),
-        identity: &opts.identity,
-    };
-    let ex = strata::action::explain::explain(&req).map_err(action_failure)?;
+    let ex = strata::action::explain::explain(&opts).map_err(action_failure)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&ex)?);
+        outln!("{}", serde_json::to_string_pretty(&ex)?)?;
         return Ok(0);
     }
-    println!("strata: explain domain={} unit={} key={}", ex.domain, ex.unit, ex.key);
+    outln!("strata: explain domain={} unit={} key={}", ex.domain, ex.unit, ex.key)?;
     match &ex.verdict {
-        Verdict::Hit { entry } => println!(
+        Verdict::Hit { entry } => outln!(
             "HIT: an entry for this key exists at {} and is structurally valid (run verifies every byte as it restores)",
             entry.display()
-        ),
+        )?,
         Verdict::Invalid { entry, reason } => {
-            println!("MISS: the entry at {} exists but is invalid: {reason}", entry.display())
+            outln!("MISS: the entry at {} exists but is invalid: {reason}", entry.display())?
         }
-        Verdict::NoEntries => println!("MISS: the cache holds no entry for this unit/action yet"),
+        Verdict::NoEntries => outln!("MISS: the cache holds no entry for this unit/action yet")?,
         Verdict::Nearest { nearest_key, entry, created_at, differences }
             if *nearest_key == ex.key =>
         {
-            println!(
+            outln!(
                 "MISS: an entry with this action key exists under another operator-text namespace \
                  (saved {created_at}) at {}; the operator's source text changed:",
                 entry.display()
-            );
+            )?;
             for d in differences {
-                println!("  {}", d.describe());
+                outln!("  {}", d.describe())?;
             }
         }
         Verdict::Nearest { nearest_key: key, entry, created_at, differences } => {
-            println!(
+            outln!(
                 "MISS: nearest entry {key} (saved {created_at}, {} difference{}) at {}",
                 differences.len(),
                 if differences.len() == 1 { "" } else { "s" },
                 entry.display()
-            );
+            )?;
             for d in differences {
-                println!("  {}", d.describe());
+                outln!("  {}", d.describe())?;
             }
         }
     }
@@ -321,39 +311,39 @@ fn explain(args: RunArgs, json: bool) -> Result<i32, Failure> {
 fn prune(cache_root: PathBuf, max: i64, dry_run: bool, json: bool) -> Result<i32, Failure> {
     let report = strata::action::prune::prune(&cache_root, max, dry_run);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(0);
     }
     let verb = if dry_run { "would remove" } else { "removed" };
     for r in &report.removed {
-        println!("strata: prune {verb} {} ({}, {} bytes)", r.path.display(), r.kind, r.bytes);
+        outln!("strata: prune {verb} {} ({}, {} bytes)", r.path.display(), r.kind, r.bytes)?;
     }
     for p in &report.skipped_busy {
-        println!("strata: prune kept {} (in use)", p.display());
+        outln!("strata: prune kept {} (in use)", p.display())?;
     }
     for w in &report.warnings {
-        eprintln!("strata: WARNING prune: {w}");
+        errln!("strata: WARNING prune: {w}");
     }
     let total: u64 = report.removed.iter().map(|r| r.bytes).sum();
-    println!("strata: prune {verb} {} item(s), {total} bytes", report.removed.len());
+    outln!("strata: prune {verb} {} item(s), {total} bytes", report.removed.len())?;
     Ok(0)
 }
 
 pub(crate) fn stats(root: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
     let s = strata::action::stats::stats(&cache_root(root)?);
     if json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        outln!("{}", serde_json::to_string_pretty(&s)?)?;
         return Ok(0);
     }
-    println!("cache root: {}", s.cache_root.display());
+    outln!("cache root: {}", s.cache_root.display())?;
     for (name, d) in [("third_party", &s.third_party), ("custom_operator", &s.custom_operator)] {
-        println!("{name}: {} entries, {} artifact bytes", d.entries, d.artifact_bytes);
+        outln!("{name}: {} entries, {} artifact bytes", d.entries, d.artifact_bytes)?;
     }
-    println!("operator namespaces: {}", s.operator_namespaces);
-    println!("leftovers (removed by prune): {}", s.leftovers);
-    println!(".updated: {}", if s.updated_marker { "set" } else { "not set" });
+    outln!("operator namespaces: {}", s.operator_namespaces)?;
+    outln!("leftovers (removed by prune): {}", s.leftovers)?;
+    outln!(".updated: {}", if s.updated_marker { "set" } else { "not set" })?;
     for w in &s.warnings {
-        eprintln!("strata: WARNING stats: {w}");
+        errln!("strata: WARNING stats: {w}");
     }
     Ok(0)
 }

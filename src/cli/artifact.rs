@@ -5,16 +5,15 @@
 //! available; 4 INVALID; 5 STORAGE_ERROR; 6 scan-includes "unsupported"; a build command's
 //! own exit code (128 + signal when killed) for `get-or-build` and `promote`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use super::Failure;
+use super::output::{errln, outln};
 use strata::artifact::{
     self, ArtifactBuild, ArtifactKey, ArtifactSpec, ArtifactStore, BuildKind, Destination,
     EnvironmentIdentity, Lookup, LookupStatus, Mode, Stage, StoreOptions, include,
@@ -407,12 +406,7 @@ impl StoreArgs {
 }
 
 fn print(json: bool, value: &Value, text: &str) -> Result<(), Failure> {
-    let mut out = std::io::stdout().lock();
-    let result = if json { writeln!(out, "{value}") } else { writeln!(out, "{text}") };
-    match result {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("write to stdout").map_err(Failure::from),
-    }
+    if json { outln!("{value}") } else { outln!("{text}") }
 }
 
 fn lookup_code(status: LookupStatus) -> i32 {
@@ -738,7 +732,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                 Err(e) if remote.strict => Err(Failure::from(anyhow::Error::from(e))),
                 Err(e) => {
                     let message = chain(&e);
-                    eprintln!("strata: warning: {message} (continuing; use --strict to fail)");
+                    errln!("strata: warning: {message} (continuing; use --strict to fail)");
                     print(
                         out.json,
                         &json!({"outcome": "transport_error", "reason": message}),
@@ -760,9 +754,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                 Err(e) if remote.strict => return Err(Failure::from(anyhow::Error::from(e))),
                 Err(e) => {
                     let message = chain(&e);
-                    eprintln!(
-                        "strata: warning: {message} (treated as a miss; use --strict to fail)"
-                    );
+                    errln!("strata: warning: {message} (treated as a miss; use --strict to fail)");
                     let value = json!({"outcome": "transport_error", "reason": message});
                     print(out.json, &value, "strata: L0 MISS (transport error)")?;
                     return Ok(EXIT_MISS);
@@ -781,10 +773,10 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                         report.object
                     )));
                 }
-                eprintln!("strata: warning: rejected L0 object {}: {r}", report.object);
+                errln!("strata: warning: rejected L0 object {}: {r}", report.object);
             }
             for warning in &report.warnings {
-                eprintln!("strata: warning: {warning}");
+                errln!("strata: warning: {warning}");
             }
             let available = report.dir();
             if report.handle.is_none() && report.private_dir.is_some() && dest.is_none() {

@@ -9,12 +9,16 @@
 //! `strata snapshot …` exits 0 for every fail-open outcome, 1 with `--strict` or
 //! `--fail-on-cache-miss` (docs/snapshots.md "Exit codes"), 2 for usage errors.
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+// Output goes through `output` (never `print!`/`eprint!`, which panic on a closed pipe).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod action;
 mod artifact;
 mod log;
+mod output;
 mod snapshot;
+
+use output::errln;
 
 use clap::{Parser, Subcommand};
 
@@ -89,9 +93,9 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(f) => {
-            eprintln!("strata: error: {}", f.error);
+            errln!("strata: error: {}", f.error);
             for cause in f.error.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                errln!("  caused by: {cause}");
             }
             f.code
         }

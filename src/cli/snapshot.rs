@@ -5,12 +5,12 @@
 //! unless `--strict` (exit 1) or, for restore, `--fail-on-cache-miss` (exit 1 when nothing
 //! was restored). Malformed flags, store URLs and `STRATA_S3_*` values exit 2.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
+use super::output::{errln, outln};
 use super::{EXIT_USAGE, Failure};
 use strata::action::events::EventLog;
 use strata::ci::{self, EventCounts, Github};
@@ -222,23 +222,21 @@ fn non_empty(value: Option<String>) -> Option<String> {
 /// Prints a warning: a workflow command under GitHub Actions, else a plain line (both on
 /// stderr, so stdout stays machine-readable).
 fn warn(gh: &Github, title: &str, message: &str) {
-    let mut err = std::io::stderr().lock();
     let line = if gh.actions {
         ci::warning(&format!("strata {title}"), message)
     } else {
         format!("strata: WARNING {title}: {message}")
     };
-    let _ = writeln!(err, "{line}");
+    errln!("{line}");
 }
 
 fn notice(gh: &Github, title: &str, message: &str) {
-    let mut err = std::io::stderr().lock();
     let line = if gh.actions {
         ci::notice(&format!("strata {title}"), message)
     } else {
         format!("strata: {title}: {message}")
     };
-    let _ = writeln!(err, "{line}");
+    errln!("{line}");
 }
 
 /// Writes GitHub files; a failure is a warning on stderr naming the file and the cause
@@ -301,7 +299,7 @@ fn event_log(flag: Option<PathBuf>) -> Option<PathBuf> {
 }
 
 fn print_json(value: &Value) -> Result<(), Failure> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?)?;
     Ok(())
 }
 
@@ -407,7 +405,7 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
         value["event_log"] = json!(events);
         print_json(&value)?;
     } else if let Some(keys) = &report.keys {
-        println!("{}\n{}\n{}", keys.primary_key, keys.same_source_prefix, keys.compat_prefix);
+        outln!("{}\n{}\n{}", keys.primary_key, keys.same_source_prefix, keys.compat_prefix)?;
     }
     Ok(0)
 }
@@ -674,14 +672,14 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
             _ => None,
         };
         if let Some(line) = line {
-            eprintln!("{line}");
+            errln!("{line}");
         }
     }
     if error.is_some() {
         return Ok(if common.strict || args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 });
     }
     if report.level == MatchLevel::None && args.fail_on_cache_miss {
-        eprintln!("strata: error: no snapshot matched {key_text} and --fail-on-cache-miss is set");
+        errln!("strata: error: no snapshot matched {key_text} and --fail-on-cache-miss is set");
         return Ok(EXIT_CACHE_FAILURE);
     }
     Ok(0)
@@ -805,7 +803,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
                 }
                 print_json(&value)?;
             } else if status == "saved" {
-                eprintln!(
+                errln!(
                     "strata: snapshot SAVED key={key} files={} bytes={} pack_seconds={:.3} upload_seconds={:.3} to {}",
                     report.file_count,
                     report.object_size_bytes,
@@ -894,9 +892,9 @@ fn pack(args: PackArgs) -> Result<i32, Failure> {
         }))?;
     } else {
         for warning in &report.warnings {
-            eprintln!("strata: WARNING snapshot pack: {warning}");
+            errln!("strata: WARNING snapshot pack: {warning}");
         }
-        eprintln!(
+        errln!(
             "strata: snapshot PACKED files={} file_bytes={} bytes={} sha256={} seconds={seconds:.3} into {}",
             report.manifest.files.len(),
             report.manifest.file_bytes,
@@ -922,7 +920,7 @@ fn unpack(args: UnpackArgs) -> Result<i32, Failure> {
             "seconds": seconds,
         }))?;
     } else {
-        eprintln!(
+        errln!(
             "strata: snapshot UNPACKED key={} files={} file_bytes={} seconds={seconds:.3} into {}",
             report.manifest.key,
             report.files,

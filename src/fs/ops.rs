@@ -81,32 +81,13 @@ pub fn read_exact_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> R
 }
 
 /// Sets the length of `file` (opened from `path`) to `len_bytes`, extending with zeros or
-/// truncating.
+/// truncating. Never pass a length that untrusted input declares (an archive header, a
+/// manifest, a sidecar, an HTTP `Content-Length`): a file grows only by bytes that arrived.
 ///
 /// # Errors
 /// [`Error::Io`] with op "resize".
 pub fn set_len(file: &File, path: &Path, len_bytes: u64) -> Result<()> {
     file.set_len(len_bytes).map_err(|e| Error::io("resize", path, e))
-}
-
-/// Reserves `len_bytes` of disk space for `file` (opened from `path`) with `fallocate`, so
-/// a file written sequentially gets its blocks in one allocation. Best effort: filesystems
-/// without `fallocate` (`EOPNOTSUPP`) are not an error. The file's size becomes
-/// `len_bytes` (zeros until written).
-///
-/// # Errors
-/// [`Error::Io`] with op "preallocate" for other failures (e.g. `ENOSPC`).
-pub fn preallocate(file: &File, path: &Path, len_bytes: u64) -> Result<()> {
-    if len_bytes == 0 {
-        return Ok(());
-    }
-    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len_bytes) {
-        Ok(()) => Ok(()),
-        Err(rustix::io::Errno::OPNOTSUPP) | Err(rustix::io::Errno::NOSYS) => Ok(()),
-        Err(errno) => {
-            Err(Error::io("preallocate", path, io::Error::from_raw_os_error(errno.raw_os_error())))
-        }
-    }
 }
 
 /// fsyncs an open file (data and metadata).

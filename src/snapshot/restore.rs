@@ -257,10 +257,10 @@ fn read_sidecar(
     store
         .get_to_file(&object_key(&name)?, temp)
         .map_err(|e| Error::transport("download", &name, e))?;
-    let bytes = fs::read(temp)?;
-    if bytes.len() as u64 > MAX_SIDECAR_BYTES {
+    // The listing's size is the store's claim; read at most the bound, whatever arrived.
+    let Some(bytes) = fs::read_capped_nofollow(temp, MAX_SIDECAR_BYTES)? else {
         return Err(Error::corrupt(&found.key, "the sidecar is larger than 1 MiB"));
-    }
+    };
     let (envelope, sidecar): (_, Sidecar) = manifest::load(&bytes, &SIDECAR_SCHEMA, "sidecar")
         .map_err(|e| Error::corrupt(&found.key, e.one_line()))?;
     if sidecar.key != found.key {

@@ -10,6 +10,11 @@
 //!
 //! Memory is bounded: each writer's queue holds at most [`QUEUE_CHUNKS`] chunks of at most
 //! [`CHUNK_BYTES`], whatever the snapshot size.
+//!
+//! Disk use follows the data: a file grows only by bytes that have arrived from the
+//! archive. Nothing is reserved or pre-sized from the size an entry's header declares (a
+//! 236-byte archive may claim a 1 TiB file; `fallocate` on that claim filled the disk
+//! before the archive was found truncated, issue 7 item 3).
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -32,7 +37,7 @@ pub(crate) const QUEUE_CHUNKS: usize = 4;
 const MAX_WRITERS: usize = 4;
 
 enum Message {
-    Open { rel: RelPath, path: PathBuf, executable: bool, size: u64 },
+    Open { rel: RelPath, path: PathBuf, executable: bool },
     Data(Vec<u8>),
     Close,
 }
@@ -76,14 +81,11 @@ fn run_writer(receiver: Receiver<Message>, failed: Arc<AtomicBool>) -> Output {
             continue; // drain so the sender never blocks
         }
         let result: Result<(), WriteError> = match message {
-            Message::Open { rel, path, executable, size } => match fs::create_new(&path, 0o600) {
-                Ok(file) => match fs::preallocate(&file, &path, size) {
-                    Ok(()) => {
-                        current = Some((file, path, rel, executable, Hasher::new()));
-                        Ok(())
-                    }
-                    Err(e) => Err(WriteError::Io(e)),
-                },
+            Message::Open { rel, path, executable } => match fs::create_new(&path, 0o600) {
+                Ok(file) => {
+                    current = Some((file, path, rel, executable, Hasher::new()));
+                    Ok(())
+                }
                 Err(fs::Error::Io { source, .. })
                     if source.kind() == io::ErrorKind::AlreadyExists =>
                 {
@@ -162,7 +164,8 @@ impl WriterPool {
     }
 
     /// Hands the file at `path` (entry `rel`) to the next writer: reads exactly `size`
-    /// bytes from `data` in chunks and queues them.
+    /// bytes from `data` in chunks and queues them. `size` is what the archive declares
+    /// (untrusted): it only says how much to read, never how much to reserve.
     pub(crate) fn write_file(
         &mut self,
         rel: RelPath,
@@ -176,7 +179,7 @@ impl WriterPool {
         };
         self.next = self.next.wrapping_add(1);
         let send = |m| sender.send(m).map_err(|_| FeedError::WriterStopped);
-        send(Message::Open { rel: rel.clone(), path, executable, size })?;
+        send(Message::Open { rel: rel.clone(), path, executable })?;
         let mut remaining = size;
         while remaining > 0 {
             let want = usize::try_from(remaining.min(CHUNK_BYTES as u64)).unwrap_or(CHUNK_BYTES);

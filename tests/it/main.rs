@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod artifact;
+mod closed_output;
 mod engine;
 mod snapshot;
 mod transport;
+mod untrusted_sizes;

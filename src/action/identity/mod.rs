@@ -128,12 +128,14 @@ pub struct IdentityInputs {
     /// `--repo-root`.
     pub repo_root: Option<PathBuf>,
     /// `--output-dir` (part of the recipe: it decides what an entry captures).
+    /// [`crate::action::prepare::prepare`] sets it from [`crate::action::RunOptions`].
     pub output_dir: Option<PathBuf>,
-    /// `--artifact-include` (part of the recipe).
+    /// `--artifact-include` (part of the recipe); set by `prepare` like `output_dir`.
     pub artifact_include: Vec<String>,
-    /// Absolute directories never walked inside prepared inputs (the cache root, output,
-    /// publish and state directories): strata's own and the build's products are not
-    /// inputs. Not identity themselves.
+    /// Absolute, resolved paths never walked inside prepared inputs: directories with
+    /// their subtrees (the cache root, output, publish and state directories) and files
+    /// (the event log). What strata and the build write is not an input. Not identity
+    /// themselves; [`crate::action::prepare::prepare`] fills them.
     pub skip_dirs: Vec<PathBuf>,
 }
 

@@ -101,7 +101,8 @@ struct Job {
 
 struct Walker<'a> {
     excludes: &'a Patterns,
-    /// Absolute directories whose subtrees are never walked (cache root, outputs).
+    /// Absolute paths never walked: directories with their subtrees (cache root, outputs)
+    /// and files (the event log).
     skip_dirs: &'a [PathBuf],
     normalizer: &'a Normalizer,
     /// Canonical directories currently being hashed (cycle detection).
@@ -176,7 +177,7 @@ impl Walker<'_> {
         while let Some(entry) = walk.next() {
             let entry = entry?;
             let rel = entry.rel.as_str();
-            if entry.kind == EntryKind::Dir && self.skip_dirs.contains(&entry.path) {
+            if self.skip_dirs.contains(&entry.path) {
                 walk.skip_subtree(&entry.path);
                 continue;
             }

@@ -3,7 +3,10 @@
 //! with positioned writes.
 //!
 //! Memory stays bounded whatever the object size: bodies are written chunk by chunk as
-//! they arrive, and at most `parallelism` parts are in flight. A part whose body breaks
+//! they arrive, and at most `parallelism` parts are in flight. Disk use follows the data
+//! too: the destination is never pre-sized from the `Content-Length` the server declares
+//! (untrusted: a HEAD claiming 1 TiB must not make a 1 TiB file); positioned writes extend
+//! it as bytes arrive. A part whose body breaks
 //! off or comes up short is retried as a whole (rewriting the same range). Every part must
 //! deliver exactly its length; a server that ignores `Range` is an error.
 //!
@@ -152,7 +155,6 @@ pub(crate) async fn download(
     if size == 0 {
         return Ok(meta);
     }
-    crate::fs::set_len(&file, dest, size)?;
     let target = Target { file: &file, path: dest };
     let part = inner.options.part_size_bytes.max(1);
     if size <= part {

@@ -199,3 +199,176 @@ fn engine_explain_names_a_changed_operator_text() {
     assert_eq!(diffs.len(), 1, "{json}");
     assert_eq!(diffs[0]["component"], "operator_text");
 }
+
+/// One row of [`r7_explain_and_run_name_the_same_key`]: a name, the action (built in a
+/// fresh context) and what to change between the two runs without changing the key.
+type KeyCase = (&'static str, fn(&TestContext) -> Action, fn(&TestContext));
+
+fn unchanged(_: &TestContext) {}
+
+/// Issue 7 item 5: `explain` prepares identity with the very function `run` uses, so over
+/// every flag combination that decides what is walked or recorded, explain names the key
+/// run looks up: before the first run (the key run then saves under) and after it (a HIT
+/// on the key run HITs). The first row is the issue's example: `--output-dir` inside a
+/// `--prepared-input` directory, where explain used to report "input[0]/out/o.txt added".
+#[test]
+fn r7_explain_and_run_name_the_same_key() {
+    let cases: [KeyCase; 8] = [
+        (
+            "output dir inside the prepared input",
+            |ctx| {
+                ctx.write("src/a.c", "int a;\n");
+                ctx.third_party("u", &ctx.path("src/out"))
+                    .flag("--prepared-input", ctx.path("src"))
+                    .cmd(&[
+                        "sh",
+                        "-c",
+                        "echo o > \"$0\"/o.txt",
+                        ctx.path("src/out").to_str().unwrap(),
+                    ])
+            },
+            unchanged,
+        ),
+        (
+            "working directory = a not yet existing output dir inside the input",
+            |ctx| {
+                ctx.write("src/a.c", "int a;\n");
+                ctx.third_party("u", &ctx.path("src/build"))
+                    .flag("--prepared-input", ctx.path("src"))
+                    .flag("--working-directory", ctx.path("src/build"))
+                    .sh("echo o > o.txt")
+            },
+            unchanged,
+        ),
+        (
+            "cache root and event log inside the prepared input",
+            |ctx| {
+                ctx.write("a.c", "int a;\n");
+                ctx.third_party("u", &ctx.path("out")).flag("--prepared-input", &ctx.root).cmd(&[
+                    "sh",
+                    "-c",
+                    "echo o > \"$0\"/o.txt",
+                    ctx.path("out").to_str().unwrap(),
+                ])
+            },
+            unchanged,
+        ),
+        (
+            "--exclude, with the excluded file edited between runs",
+            |ctx| {
+                ctx.write("src/a.c", "int a;\n");
+                ctx.write("src/notes.tmp", "1\n");
+                ctx.third_party("u", &ctx.path("out"))
+                    .flag("--prepared-input", ctx.path("src"))
+                    .flag("--exclude", "*.tmp")
+                    .cmd(&["sh", "-c", "echo o > \"$0\"/o.txt", ctx.path("out").to_str().unwrap()])
+            },
+            |ctx| {
+                ctx.write("src/notes.tmp", "2\n");
+            },
+        ),
+        (
+            "--normalize-path, --set-env, --recipe-value, --artifact-include",
+            |ctx| {
+                ctx.write("src/a.c", "int a;\n");
+                ctx.third_party("u", &ctx.path("src/out"))
+                    .flag("--prepared-input", ctx.path("src"))
+                    .flag("--normalize-path", &ctx.root)
+                    .flag("--set-env", "MODE=fast")
+                    .flag("--recipe-value", "-O2")
+                    .flag("--artifact-include", "*.txt")
+                    .cmd(&[
+                        "sh",
+                        "-c",
+                        "echo \"$MODE\" > \"$0\"/o.txt",
+                        ctx.path("src/out").to_str().unwrap(),
+                    ])
+            },
+            unchanged,
+        ),
+        (
+            "a tilde output dir inside the input",
+            |ctx| {
+                ctx.write("home/src/a.c", "int a;\n");
+                ctx.third_party("u", Path::new("~/src/out"))
+                    .flag("--prepared-input", "~/src")
+                    .env("HOME", ctx.path("home"))
+                    .sh("echo o > \"$HOME\"/src/out/o.txt")
+            },
+            unchanged,
+        ),
+        (
+            "custom operator: stage, publish and state dirs inside the prepared input",
+            |ctx| {
+                ctx.write("src/kernel.c", "/* k */\n");
+                ctx.write("ops/conv/tiling.h", "/* t */\n");
+                let (source, stage) = (ctx.path("ops/conv"), ctx.path("src/stage"));
+                let (publish, state) = (ctx.path("src/publish"), ctx.path("src/state"));
+                let op = CustomOp {
+                    unit: "ops",
+                    soc: "soc1",
+                    operator: "conv",
+                    action: "compile",
+                    source: &source,
+                    stage: &stage,
+                    publish: &publish,
+                    state: &state,
+                };
+                ctx.custom(&op).flag("--prepared-input", ctx.path("src")).cmd(&[
+                    "sh",
+                    "-c",
+                    "echo o > \"$0\"/conv.o",
+                    stage.to_str().unwrap(),
+                ])
+            },
+            unchanged,
+        ),
+        (
+            "custom operator with the cache root inside the prepared input",
+            |ctx| {
+                ctx.write("kernel.c", "/* k */\n");
+                ctx.write("ops/conv/tiling.h", "/* t */\n");
+                let (source, stage) = (ctx.path("ops/conv"), ctx.path("stage"));
+                let (publish, state) = (ctx.path("publish"), ctx.path("state"));
+                let op = CustomOp {
+                    unit: "ops",
+                    soc: "soc1",
+                    operator: "conv",
+                    action: "compile",
+                    source: &source,
+                    stage: &stage,
+                    publish: &publish,
+                    state: &state,
+                };
+                ctx.custom(&op)
+                    .flag("--prepared-input", &ctx.root)
+                    .flag("--exclude", "ops/**")
+                    .cmd(&["sh", "-c", "echo o > \"$0\"/conv.o", stage.to_str().unwrap()])
+            },
+            unchanged,
+        ),
+    ];
+    for (name, build, between) in cases {
+        let ctx = TestContext::new();
+        let action = build(&ctx);
+        let before = ctx.explain(&action, true);
+        before.expect_code(0);
+        let before: Value = serde_json::from_str(&before.stdout).unwrap();
+        assert_eq!(before["verdict"], "no_entries", "{name}: {before}");
+        let saved = ctx.run(&action);
+        saved.expect(&["MISS", "SAVED"]);
+        let key = saved.key();
+        assert_eq!(before["key"], key.as_str(), "{name}: explain before the run");
+        between(&ctx);
+        let hit = ctx.run(&action);
+        hit.expect(&["HIT"]);
+        assert_eq!(hit.key(), key, "{name}: the second run");
+        let (text, after) = explain_both(&ctx, &action);
+        assert_eq!(
+            (after["verdict"].as_str(), after["key"].as_str()),
+            (Some("hit"), Some(key.as_str())),
+            "{name}: explain after the runs\n{text}"
+        );
+        assert!(text.contains(&format!("key={key}")) && text.contains("HIT:"), "{name}: {text}");
+    }
+}
