@@ -26,10 +26,13 @@ pub(crate) struct Candidate {
     pub(crate) object_size_bytes: Option<u64>,
 }
 
+/// The sort key of [`recency`].
+type Recency = (String, u32, String);
+
 /// The sort key of a listed snapshot: its suffix time, else the sidecar's `Last-Modified`
 /// (formatted the same way), then the sub-second part of `Last-Modified` for keys without
 /// strata's suffix (0 for keys with one), then the key itself; larger is newer.
-fn recency(name: &str, sidecar: &ObjectMeta) -> (String, u32, String) {
+fn recency(name: &str, sidecar: &ObjectMeta) -> Recency {
     match key_time(name) {
         Some(time) => (time.to_owned(), 0, name.to_owned()),
         None => {
@@ -54,7 +57,7 @@ fn newest_first(
     let sizes: std::collections::HashMap<&str, u64> =
         objects.iter().map(|o| (o.key.as_str(), o.size_bytes)).collect();
     let limit = format_time(now + MAX_FUTURE);
-    let mut found: Vec<((String, u32, String), ObjectMeta, Option<u64>)> = Vec::new();
+    let mut found: Vec<(Recency, ObjectMeta, Option<u64>)> = Vec::new();
     for o in objects {
         let Some(name) = o.key.as_str().strip_suffix(".json") else { continue };
         if !name.starts_with(prefix) || check_key_text("--key", name).is_err() {

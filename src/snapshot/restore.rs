@@ -380,6 +380,9 @@ fn restore_candidate(
     let sidecar_temp = fs::temp_path_beside(cache_dir, "sidecar")?;
     let (sidecar, _) = read_sidecar(request.store, found, &sidecar_temp)?;
     drop(sidecar_temp);
+    if report.matched_key.as_deref() == Some(found.key.as_str()) {
+        report.object_size_bytes = sidecar.object_size_bytes;
+    }
     check_expansion(&found.key, &sidecar)?;
     let object = object_key(sidecar.object_name())?;
     let stored =
