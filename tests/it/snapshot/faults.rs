@@ -410,7 +410,12 @@ fn snapshot_concurrent_saves_of_one_key_leave_a_restorable_snapshot() {
     let s3 = env(&server, &server.endpoint, &server.secret_key);
     let file = vec![("STRATA_STORE", scratch.file_store())];
     let started = Instant::now();
-    for (round, store_env) in [&s3, &s3, &s3, &s3, &s3, &file, &file].into_iter().enumerate() {
+    let bucket = server.data_dir().join(BUCKET).join("l1");
+    let rounds = [(&s3, &bucket), (&s3, &bucket), (&s3, &bucket), (&s3, &bucket), (&s3, &bucket)];
+    let store_dir = scratch.path("store");
+    let rounds = rounds.into_iter().chain([(&file, &store_dir), (&file, &store_dir)]);
+    let (mut both_saved, mut caught) = (0, 0);
+    for (round, (store_env, dir)) in rounds.enumerate() {
         let k = format!("same-{round}");
         let children: Vec<_> = caches
             .iter()
@@ -427,6 +432,7 @@ fn snapshot_concurrent_saves_of_one_key_leave_a_restorable_snapshot() {
         for child in children {
             let run = super::run_of(child.wait_with_output().unwrap());
             run.assert_ok();
+            caught += usize::from(run.stderr.contains("both conditional writes were accepted"));
             let report = run.json();
             match report["outcome"]["status"].as_str() {
                 Some("saved") => saved += 1,
@@ -437,6 +443,13 @@ fn snapshot_concurrent_saves_of_one_key_leave_a_restorable_snapshot() {
             }
         }
         assert!(saved >= 1, "round {round}: nobody saved");
+        // A save that learned it lost deleted its object; one that reported `saved` keeps
+        // it (on s3s-fs two can both read their own sidecar back). No other object stays.
+        assert_eq!(super::objects_of(dir, &k).len(), saved, "round {round}: {:?}", names(dir));
+        if store_env == &file {
+            assert_eq!(saved, 1, "round {round}: the directory store's publication is atomic");
+        }
+        both_saved += usize::from(saved > 1);
         let out = scratch.path(&format!("out-{round}/cache"));
         let run = strata(
             &scratch,
@@ -453,6 +466,10 @@ fn snapshot_concurrent_saves_of_one_key_leave_a_restorable_snapshot() {
         }
     }
     assert!(started.elapsed() < Duration::from_secs(120), "{:?}", started.elapsed());
+    eprintln!(
+        "rounds in which more than one save reported saved: {both_saved}; saves that were \
+         told `created` and found another sidecar when reading it back: {caught}"
+    );
 }
 
 /// Review finding 9: temp files and staging directories that killed restores and saves left
