@@ -27,7 +27,8 @@
 //!
 //! # Pending records
 //! Before the object is uploaded, the sealed sidecar is written to
-//! `<cache dir>/.local/pending-sidecars/<sha256 of store and key>.json` and locked
+//! `<cache dir>/.local/pending-sidecars/<sha256 of store and key>-<32 hex>.json` (the hex
+//! from the object's name, so each save has its own) and locked
 //! (`flock`) for as long as the save runs. It is removed as soon as the outcome is known,
 //! and kept only when the save could not tell or could not clean up (the process was
 //! killed; the object could not be deleted; the sidecar could not be read back): then the
@@ -84,9 +85,17 @@ pub(crate) fn unique_object_name(key: &str, object_sha256: &Sha256Digest) -> Str
     format!("{}{}", super::manifest::object_name_stem(key), hex.get(..32).unwrap_or(&hex))
 }
 
-/// The pending record file of `key` on the store `store_id` ([`ObjectStore::describe`]).
-fn pending_name(store_id: &str, key: &str) -> String {
-    format!("{}.json", Sha256Digest::of_bytes(format!("{store_id}\n{key}").as_bytes()).to_hex())
+/// The pending record file of the save of `key` to the store `store_id`
+/// ([`ObjectStore::describe`]) that uploads `object`:
+/// `<64 hex of SHA-256(store_id, key)>-<the object name's last 32 hex>.json`. Every save
+/// has its own, so a record a save could not resolve is never overwritten by the next.
+fn pending_name(store_id: &str, key: &str, object: &str) -> String {
+    let unique = object.get(object.len().saturating_sub(32)..).unwrap_or(object);
+    format!("{}-{unique}.json", store_key_digest(store_id, key))
+}
+
+fn store_key_digest(store_id: &str, key: &str) -> String {
+    Sha256Digest::of_bytes(format!("{store_id}\n{key}").as_bytes()).to_hex()
 }
 
 /// A pending record held by the running save (see the module docs).
@@ -96,7 +105,8 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// Writes and locks the pending record of `key` on `store_id` holding `sidecar`.
+    /// Writes and locks the pending record of the save of `key` to `store_id` that uploads
+    /// `object`, holding `sidecar`.
     ///
     /// # Errors
     /// [`Error::Local`] if `.local/pending-sidecars` or the record cannot be written.
@@ -104,10 +114,11 @@ impl Pending {
         cache_dir: &Path,
         store_id: &str,
         key: &str,
+        object: &ObjectKey,
         sidecar: &[u8],
     ) -> Result<Self, Error> {
         let dir = fs::create_dir_all_within(cache_dir, Path::new(PENDING_DIR), 0o755)?;
-        let path = dir.join(pending_name(store_id, key));
+        let path = dir.join(pending_name(store_id, key, object.as_str()));
         let lock = fs::write_atomic_locked(&path, sidecar, 0o600)?;
         Ok(Self { path, lock })
     }
@@ -368,7 +379,7 @@ pub(crate) fn resolve_pending(
             }
             continue;
         };
-        if name != pending_name(&store_id, &sidecar.key) {
+        if name != pending_name(&store_id, &sidecar.key, sidecar.object_name()) {
             if expired() {
                 let _ = fs::remove_file(&path);
             }
@@ -441,9 +452,13 @@ mod tests {
 
     #[test]
     fn pending_names_bind_store_and_key() {
-        let a = pending_name("s3://b/p", "k");
-        assert_ne!(a, pending_name("s3://b/q", "k"));
-        assert_ne!(a, pending_name("s3://b/p", "k2"));
-        assert!(a.ends_with(".json") && a.len() == 64 + 5);
+        let object = unique_object_name("k", &Sha256Digest::of_bytes(b""));
+        let a = pending_name("s3://b/p", "k", &object);
+        assert_ne!(a, pending_name("s3://b/q", "k", &object));
+        assert_ne!(a, pending_name("s3://b/p", "k2", &object));
+        let other = unique_object_name("k", &Sha256Digest::of_bytes(b""));
+        assert_ne!(a, pending_name("s3://b/p", "k", &other));
+        assert!(a.ends_with(".json") && a.len() == 64 + 1 + 32 + 5, "{a}");
+        assert!(a.ends_with(&format!("{}.json", &object[object.len() - 32..])), "{a}");
     }
 }

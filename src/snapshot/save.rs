@@ -331,7 +331,8 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         return skip(SkipReason::TooCompressible, notes);
     }
     let sidecar_bytes = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar)?.to_bytes();
-    let pending = commit::Pending::record(&cache_dir, &store.describe(), &key, &sidecar_bytes)?;
+    let pending =
+        commit::Pending::record(&cache_dir, &store.describe(), &key, &object, &sidecar_bytes)?;
 
     let upload_started = Instant::now();
     let upload = commit::Upload {

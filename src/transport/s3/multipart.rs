@@ -232,8 +232,9 @@ async fn complete(
                     location,
                     reason: format!(
                         "CompleteMultipartUpload was retried after its answer was lost and the \
-                         retry was refused ({e}); the store holds no object with the uploaded \
-                         bytes, so the upload did not complete"
+                         retry was refused ({}); the store holds no object with the uploaded \
+                         bytes, so the upload did not complete",
+                        refusal(&e)
                     ),
                     retryable: false,
                     attempts: e.attempts().unwrap_or_default(),
@@ -242,6 +243,22 @@ async fn complete(
         }
         Err(e) if is_precondition_failed(&e) => Ok((PutOutcome::AlreadyExists, 0)),
         Err(e) => Err(e),
+    }
+}
+
+/// The status and S3 code of a refusal, e.g. `HTTP 403 AccessDenied` (the full error would
+/// suggest checking credentials, which is not the problem here).
+fn refusal(error: &Error) -> String {
+    let (status, code) = match error {
+        Error::AccessDenied { status, code, .. } | Error::Http { status, code, .. } => {
+            (*status, code.as_deref())
+        }
+        Error::NotFound { .. } => (404, None),
+        _ => return error.to_string(),
+    };
+    match code {
+        Some(code) => format!("HTTP {status} {code}"),
+        None => format!("HTTP {status}"),
     }
 }
 

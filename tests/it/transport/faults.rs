@@ -389,3 +389,40 @@ fn transport_s3_a_refused_retry_over_another_object_is_already_exists() {
     assert!(seen.iter().any(|r| r.starts_with("DELETE ") && r.contains("uploadId=")), "{seen:?}");
     assert!(pending_uploads(&server).is_empty());
 }
+
+/// Issue 7 item 6: a retried completion refused with 403 when no object with the uploaded
+/// bytes exists is an error that says what happened (not "check the credentials"), and
+/// the upload is aborted.
+#[test]
+fn transport_s3_a_refused_completion_retry_without_the_object_says_so() {
+    let server = S3sServer::start();
+    let rules = vec![
+        Rule { method: "POST", contains: "uploadId=", fault: Fault::ServerError, times: Some(1) },
+        Rule {
+            method: "POST",
+            contains: "uploadId=",
+            fault: Fault::Answer(
+                "403 Forbidden",
+                "content-type: application/xml\r\n",
+                "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>",
+            ),
+            times: Some(1),
+        },
+    ];
+    let proxy = FaultProxy::start(&server.endpoint, rules);
+    let store =
+        open_store_with_env(&url_for(&proxy.endpoint, "p"), &multipart_options(), server.env())
+            .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("src");
+    std::fs::write(&src, random_bytes(6 * MIB, 41)).unwrap();
+    let err = store.put_file_if_absent(&key("k"), &src).unwrap_err().to_string();
+    assert!(err.contains("retried after its answer was lost"), "{err}");
+    assert!(err.contains("the upload did not complete"), "{err}");
+    assert!(!err.contains("check the credentials"), "{err}");
+    assert_eq!(proxy.injected(), 2);
+    let seen = proxy.seen();
+    assert!(seen.iter().any(|r| r.starts_with("DELETE ") && r.contains("uploadId=")), "{seen:?}");
+    assert!(pending_uploads(&server).is_empty());
+    assert!(server.store("p", &fast_options()).head(&key("k")).unwrap().is_none());
+}
