@@ -461,4 +461,68 @@ mod tests {
         assert!(a.ends_with(".json") && a.len() == 64 + 1 + 32 + 5, "{a}");
         assert!(a.ends_with(&format!("{}.json", &object[object.len() - 32..])), "{a}");
     }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn pending_records_are_resolved_once_their_save_is_gone() {
+        use crate::snapshot::manifest::{SIDECAR_SCHEMA, seal};
+        use crate::transport::FsStore;
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsStore::new(dir.path().join("store"));
+        let cache = dir.path().join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let src = dir.path().join("object");
+        std::fs::write(&src, b"object bytes").unwrap();
+        let record = |key: &str| {
+            let name = unique_object_name(key, &Sha256Digest::of_bytes(b"object bytes"));
+            let object = ObjectKey::new(name.clone()).unwrap();
+            store.put_file_if_absent(&object, &src).unwrap();
+            let sidecar = crate::snapshot::manifest::Sidecar {
+                key: key.to_owned(),
+                object: Some(name),
+                format: crate::snapshot::Compression::Zstd,
+                object_size_bytes: 12,
+                object_sha256: Sha256Digest::of_bytes(b"object bytes"),
+                manifest_digest: format!("sha256:{}", "0".repeat(64)),
+                entry_count: 1,
+                file_count: 0,
+                file_bytes: 0,
+                created_at: "2025-01-01T00:00:00Z".to_owned(),
+                producer: Default::default(),
+                parents: vec![],
+            };
+            let bytes = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar).unwrap().to_bytes();
+            let pending = Pending::record(&cache, &store.describe(), key, &object, &bytes).unwrap();
+            (object, bytes, pending)
+        };
+        let now = SystemTime::now();
+        // A running save holds its record: nothing is touched.
+        let (object, _, pending) = record("k");
+        assert!(resolve_pending(&store, &cache, now).is_empty());
+        assert!(store.head(&object).unwrap().is_some());
+        // Its save is gone (killed, or it kept the record): the object is deleted.
+        let path = pending.keep();
+        let notes = resolve_pending(&store, &cache, now);
+        assert!(notes.len() == 1 && notes[0].contains(&format!("deleted {object}")), "{notes:?}");
+        assert!(store.head(&object).unwrap().is_none());
+        assert!(!path.exists());
+        // A record whose sidecar did arrive: the earlier save committed; the object stays.
+        let (object, bytes, pending) = record("j");
+        let sidecar_src = dir.path().join("sidecar");
+        std::fs::write(&sidecar_src, &bytes).unwrap();
+        store.put_file_if_absent(&ObjectKey::new("j.json").unwrap(), &sidecar_src).unwrap();
+        let path = pending.keep();
+        let notes = resolve_pending(&store, &cache, now);
+        assert!(notes.len() == 1 && notes[0].contains("had been committed"), "{notes:?}");
+        assert!(store.head(&object).unwrap().is_some() && !path.exists());
+        // A record for another store is left alone until it expires.
+        let other = FsStore::new(dir.path().join("other"));
+        let (object, _, pending) = record("i");
+        let path = pending.keep();
+        assert!(resolve_pending(&other, &cache, now).is_empty());
+        assert!(path.exists() && store.head(&object).unwrap().is_some());
+        let later = now + PENDING_EXPIRY + Duration::from_secs(60);
+        assert!(resolve_pending(&other, &cache, later).is_empty());
+        assert!(!path.exists(), "expired");
+    }
 }
