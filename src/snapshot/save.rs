@@ -13,7 +13,7 @@
 //!    permissions are the boundary);
 //! 4. no sidecar `<key>.json` exists yet (`AlreadyExists`; snapshots are immutable).
 //!
-//! Write order ([`super::commit`]): pack into `<parent>/.<name>.pack-*` beside the cache
+//! Write order (`commit.rs`): pack into `<parent>/.<name>.pack-*` beside the cache
 //! directory ([`super::pack`]); record the sealed sidecar as a pending record under
 //! `<cache dir>/.local/pending-sidecars/`; upload the object under a name of its own,
 //! `~<16 hex>-<32 hex>`, with no-overwrite semantics (the transport HEADs first, then writes
