@@ -818,9 +818,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
                 // A skip the producer must act on is a warning, the others are notices.
                 let needs_action = matches!(
                     report.outcome,
-                    SaveOutcome::Skipped {
-                        reason: SkipReason::TooCompressible | SkipReason::IncompleteUpload
-                    }
+                    SaveOutcome::Skipped { reason: SkipReason::TooCompressible }
                 );
                 if needs_action {
                     warn(&gh, "snapshot save skipped", &shown);

@@ -178,6 +178,37 @@ fn acquire(
     }
 }
 
+/// Writes `bytes` to `path` atomically (a temp file in the same directory, fsync, rename
+/// over `path`; permission bits `mode`) and returns an exclusive lock on the new file, taken
+/// before the name appears: from the moment `path` exists until the guard is dropped (or the
+/// process dies), [`try_lock_existing`] on it finds it held. Used for records that another
+/// process may clean up once their writer is gone.
+///
+/// # Errors
+/// [`Error::Io`] naming the temp file or directory; [`Error::Rename`] naming `path`.
+pub fn write_atomic_locked(path: &Path, bytes: &[u8], mode: u32) -> Result<LockGuard> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".strata-")
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create temporary file in", dir, e))?;
+    flock(tmp.as_file(), FlockOperation::NonBlockingLockExclusive).map_err(|errno| {
+        Error::io("lock", tmp.path(), std::io::Error::from_raw_os_error(errno.raw_os_error()))
+    })?;
+    tmp.write_all(bytes).map_err(|e| Error::io("write", tmp.path(), e))?;
+    tmp.as_file().sync_all().map_err(|e| Error::io("fsync", tmp.path(), e))?;
+    let file = tmp.persist(path).map_err(|e| Error::Rename {
+        from: e.file.path().into(),
+        to: path.into(),
+        source: e.error,
+    })?;
+    Ok(LockGuard { _file: file, path: path.into(), waited: Duration::ZERO })
+}
+
 /// Tries once to lock `path` exclusively without creating it; `Ok(None)` if it is held or
 /// missing. Used by prune to tell whether a leftover is still in use.
 ///
@@ -218,5 +249,20 @@ mod tests {
         drop(first);
         let again = lock_exclusive(&path, LockWait::Immediately, &mut |_| {}).unwrap();
         assert_eq!(again.path(), path);
+    }
+
+    #[test]
+    fn an_atomically_written_record_is_locked_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("record.json");
+        let guard = write_atomic_locked(&path, b"first", 0o600).unwrap();
+        assert_eq!(crate::fs::read(&path).unwrap(), b"first");
+        assert!(try_lock_existing(&path).unwrap().is_none(), "held by its writer");
+        drop(guard);
+        assert!(try_lock_existing(&path).unwrap().is_some(), "free once released");
+        let again = write_atomic_locked(&path, b"second", 0o600).unwrap();
+        assert_eq!(crate::fs::read(&path).unwrap(), b"second");
+        assert!(try_lock_existing(&path).unwrap().is_none());
+        drop(again);
     }
 }

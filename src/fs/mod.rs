@@ -49,7 +49,7 @@ pub use copy::{
 };
 pub use lock::{
     LockGuard, LockProgress, LockWait, lock_exclusive, lock_exclusive_nofollow, lock_shared,
-    try_lock_existing,
+    try_lock_existing, write_atomic_locked,
 };
 pub use nofollow::{
     FileStamp, copy_new_file, hash_file_stable, open_nofollow, read_capped_nofollow,

@@ -82,6 +82,28 @@ pub enum Error {
         /// Why it was refused.
         reason: String,
     },
+    /// A save failed at a point where its snapshot object may be left in the store. The
+    /// object is invisible to restores (no sidecar commits it) and is named in a pending
+    /// record under the cache directory, so the next save from that directory deletes it —
+    /// or, if the sidecar did arrive, finds the snapshot committed.
+    #[error(
+        "cannot save {key}: {what}; its object {object} may remain in the store, invisible \
+         to restores, and the next save from this cache directory deletes it (recorded in {})",
+        pending.display()
+    )]
+    Uncommitted {
+        /// The snapshot key.
+        key: String,
+        /// What went wrong, in a few words.
+        what: String,
+        /// The object that may remain.
+        object: String,
+        /// The pending record that names it.
+        pending: PathBuf,
+        /// The store failure.
+        #[source]
+        source: Box<Error>,
+    },
     /// A record (manifest, sidecar, origin) could not be encoded or did not verify.
     #[error("snapshot {what} is not a valid record")]
     Record {
@@ -131,13 +153,18 @@ impl Error {
 
     /// True if the object store failed.
     pub fn is_transport(&self) -> bool {
-        matches!(self, Error::Transport { .. })
+        match self {
+            Error::Transport { .. } => true,
+            Error::Uncommitted { source, .. } => source.is_transport(),
+            _ => false,
+        }
     }
 
     /// Retries the transport made before failing (0 for other errors).
     pub fn retries(&self) -> u32 {
         match self {
             Error::Transport { source, .. } => source.retries(),
+            Error::Uncommitted { source, .. } => source.retries(),
             _ => 0,
         }
     }

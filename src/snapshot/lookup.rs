@@ -1,19 +1,24 @@
 //! Lookup: which snapshots a restore tries, in which order (see [`super::restore`]'s module
-//! docs for the rules): the exact key by two HEADs, then each prefix's complete snapshots
-//! (sidecar and object both listed) newest first, future-dated keys left out.
+//! docs for the rules): the exact key by a HEAD of its sidecar, then each prefix's complete
+//! snapshots newest first, future-dated keys left out. A snapshot counts when its sidecar
+//! `<key>.json` exists: the sidecar is uploaded after the object it commits (which, for
+//! today's saves, is named `~<16 hex>-<32 hex>` and so is not in the prefix's listing);
+//! restore then reads the sidecar and checks that object.
 
 use std::time::{Duration, SystemTime};
 
 use super::key::{KeyParts, check_key_text, format_time, key_time};
 use super::restore::{MatchLevel, RestoreReport, RestoreRequest, object_key};
 use super::{Error, SnapshotKey};
-use crate::transport::{ObjectKey, ObjectMeta};
+use crate::transport::ObjectMeta;
 
 /// How far in the future a suffix time may be before its snapshot is ignored (clock skew
 /// between runners is fine; a key dated years ahead would otherwise win every lookup).
 pub const MAX_FUTURE: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// A candidate snapshot: key, level, and the sidecar's store metadata.
+/// A candidate snapshot: key, level, the sidecar's store metadata and, when the lookup
+/// saw it, the size of its object (which object a sidecar commits is known only once the
+/// sidecar is read).
 pub(crate) struct Candidate {
     pub(crate) key: String,
     pub(crate) level: MatchLevel,
@@ -21,10 +26,13 @@ pub(crate) struct Candidate {
     pub(crate) object_size_bytes: Option<u64>,
 }
 
+/// The sort key of [`recency`].
+type Recency = (String, u32, String);
+
 /// The sort key of a listed snapshot: its suffix time, else the sidecar's `Last-Modified`
 /// (formatted the same way), then the sub-second part of `Last-Modified` for keys without
 /// strata's suffix (0 for keys with one), then the key itself; larger is newer.
-fn recency(name: &str, sidecar: &ObjectMeta) -> (String, u32, String) {
+fn recency(name: &str, sidecar: &ObjectMeta) -> Recency {
     match key_time(name) {
         Some(time) => (time.to_owned(), 0, name.to_owned()),
         None => {
@@ -45,17 +53,18 @@ fn newest_first(
     prefix: &str,
     now: SystemTime,
     notes: &mut Vec<String>,
-) -> Vec<(String, ObjectMeta, u64)> {
+) -> Vec<(String, ObjectMeta, Option<u64>)> {
     let sizes: std::collections::HashMap<&str, u64> =
         objects.iter().map(|o| (o.key.as_str(), o.size_bytes)).collect();
     let limit = format_time(now + MAX_FUTURE);
-    let mut found: Vec<((String, u32, String), ObjectMeta, u64)> = Vec::new();
+    let mut found: Vec<(Recency, ObjectMeta, Option<u64>)> = Vec::new();
     for o in objects {
         let Some(name) = o.key.as_str().strip_suffix(".json") else { continue };
         if !name.starts_with(prefix) || check_key_text("--key", name).is_err() {
             continue;
         }
-        let Some(size) = sizes.get(name).copied() else { continue };
+        // The object `<key>` of an earlier release's snapshot is listed with it.
+        let size = sizes.get(name).copied();
         if let Some(time) = key_time(name)
             && time > limit.as_str()
         {
@@ -111,19 +120,22 @@ pub(crate) fn candidates(
         let key = request.key.as_str();
         report.tried.push(key.to_owned());
         let sidecar_key = object_key(&request.key.sidecar_name())?;
-        let head =
-            |k: &ObjectKey| store.head(k).map_err(|e| Error::transport("look up", k.as_str(), e));
-        if let Some(sidecar) = head(&sidecar_key)?
-            && let Some(object) = head(&object_key(key)?)?
-        {
-            return Ok(Some(vec![Candidate {
-                key: key.to_owned(),
-                level: MatchLevel::Exact,
-                sidecar,
-                object_size_bytes: Some(object.size_bytes),
-            }]));
-        }
-        return Ok(Some(Vec::new()));
+        // The sidecar is uploaded after the object it names, so it is the snapshot's
+        // presence; restore then checks the object it names.
+        let sidecar = store
+            .head(&sidecar_key)
+            .map_err(|e| Error::transport("look up", sidecar_key.as_str(), e))?;
+        return Ok(Some(
+            sidecar
+                .map(|sidecar| Candidate {
+                    key: key.to_owned(),
+                    level: MatchLevel::Exact,
+                    sidecar,
+                    object_size_bytes: None,
+                })
+                .into_iter()
+                .collect(),
+        ));
     };
     let Some((prefix, level)) = prefixes.get(index) else { return Ok(None) };
     report.tried.push(prefix.clone());
@@ -136,7 +148,7 @@ pub(crate) fn candidates(
                 key,
                 level: *level,
                 sidecar,
-                object_size_bytes: Some(size),
+                object_size_bytes: size,
             })
             .collect(),
     ))
@@ -165,8 +177,8 @@ mod tests {
             meta("ns-b-20250301T000000Z-1-0-1-aa.json", 100),
             // Newest by time but incomplete: no sidecar.
             meta("ns-c-20250401T000000Z-1-0-1-aa", 900),
-            // A sidecar without its object.
-            meta("ns-d-20250501T000000Z-1-0-1-aa.json", 900),
+            // Today's layout: the object has a name of its own, outside the prefix.
+            meta("ns-d-20250201T000000Z-1-0-1-aa.json", 1),
         ];
         let now = SystemTime::now();
         let names = |objects: &[ObjectMeta], prefix: &str| -> Vec<String> {
@@ -174,8 +186,15 @@ mod tests {
         };
         assert_eq!(
             names(&objects, p),
-            ["ns-b-20250301T000000Z-1-0-1-aa", "ns-a-20250101T000000Z-1-0-1-aa"]
+            [
+                "ns-b-20250301T000000Z-1-0-1-aa",
+                "ns-d-20250201T000000Z-1-0-1-aa",
+                "ns-a-20250101T000000Z-1-0-1-aa"
+            ]
         );
+        let sizes: Vec<Option<u64>> =
+            newest_first(&objects, p, now, &mut Vec::new()).into_iter().map(|c| c.2).collect();
+        assert_eq!(sizes, [Some(1), None, Some(1)]);
         assert!(names(&objects, "other-").is_empty());
     }
 

@@ -12,14 +12,17 @@
 //!   [`ObjectStore`](crate::transport::ObjectStore): lookup order (`lookup.rs`: exact key,
 //!   then each prefix newest first, falling through candidates that fail verification),
 //!   whole-object verification, staging and atomic swap into a cache directory of its own,
-//!   writer gating, the sidecar commit point and the completion of interrupted saves;
+//!   writer gating; `commit.rs`: the commit protocol (an object of its own, the sidecar
+//!   that binds it, read back; pending records of saves that could not clean up);
 //!   [`leftovers`] removes stale temp files of killed runs beside the cache directory.
 //!
 //! # Objects in the store
-//! A snapshot is two objects: `<key>` (the compressed tar stream) and `<key>.json`, a
-//! `strata.snapshot_sidecar` record holding the object's size and SHA-256, the format, the
-//! manifest digest and the producer. The sidecar is uploaded last: it is the commit point,
-//! and restore only considers keys whose sidecar exists.
+//! A snapshot is two objects: the compressed tar stream, under a name of its own
+//! (`~<16 hex>-<32 hex>`; `<key>` for snapshots of earlier releases), and `<key>.json`, a
+//! `strata.snapshot_sidecar` record naming that object and holding its size and SHA-256,
+//! the format, the manifest digest and the producer. The sidecar is uploaded last: it is
+//! the commit point, and restore only considers keys whose sidecar exists. However saves of
+//! one key interleave, a visible sidecar commits an object of the same save.
 //!
 //! # Invariants
 //! * Restores stay inside their target (DESIGN.md invariant 4): see [`unpack`].
@@ -32,6 +35,7 @@
 //!   [`put_file_if_absent`](crate::transport::ObjectStore::put_file_if_absent).
 //! * This module knows no S3 wire details and never prints; the CLI reports.
 
+mod commit;
 pub mod compat;
 mod error;
 mod format;

@@ -3,7 +3,7 @@
 //! §7.16).
 //!
 //! Lookup order, first match wins; only keys whose sidecar `<key>.json` exists count:
-//! 1. the exact key (HEAD of the sidecar and the object: never a prefix match, §7.5);
+//! 1. the exact key (HEAD of the sidecar: never a prefix match, §7.5);
 //! 2. the newest snapshot under the key's same-source prefix, then under its compatibility
 //!    prefix (both derived from the key when it has strata's shape);
 //! 3. the newest snapshot under each `--restore-key` prefix, in order.
@@ -24,9 +24,12 @@
 //! restore of its namespace. Store failures are not retried with other candidates.
 //!
 //! Read order for the match:
-//! 1. download the sidecar (at most 1 MiB) and verify it as a record naming the matched key;
-//! 2. download the object into `<parent>/.<name>.download-*` beside the cache directory
-//!    (the transport runs parallel ranged GETs), then check its size and SHA-256 against the
+//! 1. download the sidecar (at most 1 MiB) and verify it as a record naming the matched key
+//!    and, for version 2, the object it commits (`~<16 hex>-<32 hex>`; version 1 sidecars
+//!    of earlier releases commit the object `<key>`);
+//! 2. HEAD that object (missing, or not the declared size: the candidate is rejected),
+//!    download it into `<parent>/.<name>.download-*` beside the cache directory (the
+//!    transport runs parallel ranged GETs), then check its size and SHA-256 against the
 //!    sidecar before reading a single entry;
 //! 3. unpack into a staging directory `<parent>/.<name>.tmp-<hex>` under the checks of
 //!    [`super::unpack`], bounded by the sidecar's counts, which themselves may not exceed
@@ -54,9 +57,7 @@ use std::time::{Instant, SystemTime};
 use super::leftovers::{self, STALE_AFTER};
 pub use super::lookup::MAX_FUTURE;
 use super::lookup::{Candidate, candidates, prefixes};
-use super::manifest::{
-    MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SCHEMA, Sidecar, now_rfc3339, seal,
-};
+use super::manifest::{MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, Sidecar, now_rfc3339, seal};
 use super::pack::is_leftover;
 use super::unpack::{UnpackLimits, hash_object, unpack};
 use super::{CARRIED_DIR, Error, SnapshotKey, manifest};
@@ -261,8 +262,8 @@ fn read_sidecar(
     let Some(bytes) = fs::read_capped_nofollow(temp, MAX_SIDECAR_BYTES)? else {
         return Err(Error::corrupt(&found.key, "the sidecar is larger than 1 MiB"));
     };
-    let (envelope, sidecar): (_, Sidecar) = manifest::load(&bytes, &SIDECAR_SCHEMA, "sidecar")
-        .map_err(|e| Error::corrupt(&found.key, e.one_line()))?;
+    let (envelope, sidecar): (_, Sidecar) =
+        manifest::load_sidecar(&bytes).map_err(|e| Error::corrupt(&found.key, e.one_line()))?;
     if sidecar.key != found.key {
         return Err(Error::corrupt(&found.key, format!("the sidecar names key {}", sidecar.key)));
     }
@@ -379,26 +380,35 @@ fn restore_candidate(
     let sidecar_temp = fs::temp_path_beside(cache_dir, "sidecar")?;
     let (sidecar, _) = read_sidecar(request.store, found, &sidecar_temp)?;
     drop(sidecar_temp);
+    if report.matched_key.as_deref() == Some(found.key.as_str()) {
+        report.object_size_bytes = sidecar.object_size_bytes;
+    }
     check_expansion(&found.key, &sidecar)?;
-    if let Some(listed) = found.object_size_bytes
-        && listed != sidecar.object_size_bytes
-    {
+    let object = object_key(sidecar.object_name())?;
+    let stored =
+        request.store.head(&object).map_err(|e| Error::transport("look up", object.as_str(), e))?;
+    let Some(stored) = stored else {
+        return Err(Error::corrupt(
+            &found.key,
+            format!("its sidecar commits the object {object}, which is not in the store"),
+        ));
+    };
+    if stored.size_bytes != sidecar.object_size_bytes {
         return Err(Error::corrupt(
             &found.key,
             format!(
-                "the object has {listed} bytes, its sidecar declares {}",
-                sidecar.object_size_bytes
+                "the object {object} has {} bytes, its sidecar declares {}",
+                stored.size_bytes, sidecar.object_size_bytes
             ),
         ));
     }
 
     let download = fs::temp_path_beside(cache_dir, "download")?;
-    let object = object_key(&found.key)?;
     let download_started = Instant::now();
     let (_, stats) = request
         .store
         .get_to_file(&object, &download)
-        .map_err(|e| Error::transport("download", &found.key, e))?;
+        .map_err(|e| Error::transport("download", object.as_str(), e))?;
     report.download_seconds += download_started.elapsed().as_secs_f64();
     report.retries += stats.retries;
     let (digest, size) = hash_object(&download)?;

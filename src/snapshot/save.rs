@@ -11,23 +11,20 @@
 //!    `HW_OBS_SK` or `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY`
 //!    ([`has_writer_credentials`]); a `file://` store needs none (the directory's
 //!    permissions are the boundary);
-//! 4. nothing exists under the key yet (`AlreadyExists`; snapshots are immutable). An
-//!    object without its sidecar is an interrupted save: see below.
+//! 4. no sidecar `<key>.json` exists yet (`AlreadyExists`; snapshots are immutable).
 //!
-//! Write order: pack into `<parent>/.<name>.pack-*` beside the cache directory
-//! ([`super::pack`]); upload the object with no-overwrite semantics (the transport HEADs
-//! first, then writes conditionally, multipart with parallel parts above the part size,
-//! aborting incomplete uploads); then upload the sidecar `<key>.json`, the commit point.
-//! If the sidecar cannot be uploaded, the object is deleted again (best effort): without
-//! its sidecar it is invisible to restores anyway.
-//!
-//! The sealed sidecar is written to `<cache dir>/.local/pending-sidecars/<sha256(key)>.json`
-//! before the object is uploaded and removed once it is. So when a save dies (or cannot
-//! delete its object) between the two uploads, the next save under the same key from the
-//! same cache directory finds the object without a sidecar, downloads it, checks its size
-//! and SHA-256 against the pending sidecar and uploads the sidecar: the snapshot is
-//! complete. Without a matching pending sidecar it skips with `IncompleteUpload`, whose
-//! message says what to do.
+//! Write order (`commit.rs`): pack into `<parent>/.<name>.pack-*` beside the cache
+//! directory ([`super::pack`]); record the sealed sidecar as a pending record under
+//! `<cache dir>/.local/pending-sidecars/`; upload the object under a name of its own,
+//! `~<16 hex>-<32 hex>`, with no-overwrite semantics (the transport HEADs first, then writes
+//! conditionally, multipart with parallel parts above the part size, aborting incomplete
+//! uploads); then upload the sidecar `<key>.json`, the commit point, which names that
+//! object and binds its size and SHA-256; read the sidecar back to learn which save won.
+//! A save that loses (another save's sidecar is there) deletes its object and reports
+//! `AlreadyExists`; one whose answers were lost reports what the store holds. The pending
+//! record is removed once the outcome is known; one that outlives a failed save (the store
+//! could not be cleaned up or asked) is resolved by the next save from the same cache
+//! directory before it does anything else.
 //!
 //! `parents` comes from `.local/snapshot-origin.json`, written by the restore that filled
 //! the cache. A save that passes the gates first deletes stale leftovers of killed
@@ -36,15 +33,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::commit;
 use super::key::check_key_text;
 use super::leftovers::{self, STALE_AFTER};
 use super::manifest::{Producer, SIDECAR_SCHEMA, Sidecar, seal};
 use super::pack::{PackOptions, pack};
 use super::restore::{origin_parent, resolve_cache_dir};
 use super::{CARRIED_DIR, Compression, Error};
-use crate::digest::Sha256Digest;
 use crate::fs;
-use crate::transport::{ObjectKey, ObjectStore, PutOutcome, StoreUrl};
+use crate::transport::{ObjectKey, ObjectStore, StoreUrl};
 
 /// Why a save published nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -61,11 +58,9 @@ pub enum SkipReason {
     NotUpdated,
     /// An `s3://` store without writer credentials.
     NoWriterCredentials,
-    /// A snapshot already exists under the key.
+    /// A snapshot already exists under the key (or another save of the same key committed
+    /// first, while this one ran; its object was then withdrawn).
     AlreadyExists,
-    /// The object exists without its sidecar (an earlier save was interrupted) and this
-    /// cache directory cannot complete it (no matching pending sidecar).
-    IncompleteUpload,
     /// The packed snapshot unpacks to more than restore accepts for its compressed size
     /// (see `restore::MAX_EXPANSION_RATIO`): every restore would refuse it.
     TooCompressible,
@@ -92,14 +87,6 @@ impl SkipReason {
             SkipReason::AlreadyExists => {
                 "a snapshot already exists under this key (never overwritten)"
             }
-            SkipReason::IncompleteUpload => {
-                "the snapshot object exists under this key without its sidecar <key>.json: an \
-                 earlier save was interrupted after uploading it, and this cache directory \
-                 holds no matching pending sidecar to complete it with (snapshots are never \
-                 overwritten). Delete the object <key> from the store and save again, or save \
-                 under a new key (actions/key makes a new one every run); until then restores \
-                 ignore it"
-            }
             SkipReason::TooCompressible => {
                 "the snapshot would unpack to more than 1000× its compressed size (e.g. large \
                  zero-filled files), which every restore refuses as a possible decompression \
@@ -109,7 +96,7 @@ impl SkipReason {
     }
 
     /// `no_key`, `no_cache_dir`, `symlinked_layout`, `not_updated`,
-    /// `no_writer_credentials`, `already_exists`, `incomplete_upload`, `too_compressible`.
+    /// `no_writer_credentials`, `already_exists`, `too_compressible`.
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::NoKey => "no_key",
@@ -118,7 +105,6 @@ impl SkipReason {
             SkipReason::NotUpdated => "not_updated",
             SkipReason::NoWriterCredentials => "no_writer_credentials",
             SkipReason::AlreadyExists => "already_exists",
-            SkipReason::IncompleteUpload => "incomplete_upload",
             SkipReason::TooCompressible => "too_compressible",
         }
     }
@@ -274,8 +260,10 @@ pub fn skipped_report(cache_dir: &Path, key: Option<&str>, reason: SkipReason) -
 ///
 /// # Errors
 /// [`Error::InvalidInput`] for a malformed key or cache directory; [`Error::Pack`],
-/// [`Error::Local`] and [`Error::Transport`] for failures after the gates. A failure never
-/// leaves a visible snapshot: the sidecar is written last.
+/// [`Error::Local`] and [`Error::Transport`] for failures after the gates;
+/// [`Error::Uncommitted`] for a failure that may leave this save's object in the store
+/// (invisible; the next save from the cache directory deletes it). A failure never leaves a
+/// visible snapshot: the sidecar is written last.
 pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let started = Instant::now();
     let cache_dir = resolve_cache_dir(&request.cache_dir)?;
@@ -286,21 +274,25 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let Some(key) = key else {
         return Ok(SaveReport::skipped(SkipReason::NoKey, None, cache_dir, started));
     };
-    let skip =
-        |reason| Ok(SaveReport::skipped(reason, Some(key.clone()), cache_dir.clone(), started));
-    let object = object_key(&key)?;
-    let sidecar_key = object_key(&format!("{key}.json"))?;
     let store = request.store;
-    let head =
-        |k: &ObjectKey| store.head(k).map_err(|e| Error::transport("look up", k.as_str(), e));
-    if head(&sidecar_key)?.is_some() {
-        return skip(SkipReason::AlreadyExists);
-    }
-    if let Some(meta) = head(&object)? {
-        return complete_interrupted(store, &cache_dir, &key, meta.size_bytes, started);
+    // What earlier failed saves from this cache directory left in the store comes first.
+    let mut notes = commit::resolve_pending(store, &cache_dir, std::time::SystemTime::now());
+    let skip = |reason, notes: Vec<String>| {
+        let mut report = SaveReport::skipped(reason, Some(key.clone()), cache_dir.clone(), started);
+        report.notes = notes;
+        Ok(report)
+    };
+    let sidecar_key = object_key(&format!("{key}.json"))?;
+    if store
+        .head(&sidecar_key)
+        .map_err(|e| Error::transport("look up", sidecar_key.as_str(), e))?
+        .is_some()
+    {
+        return skip(SkipReason::AlreadyExists, notes);
     }
 
     let stale = leftovers::remove_stale(&cache_dir, std::time::SystemTime::now(), STALE_AFTER);
+    notes.extend(leftovers::notes(&stale));
     let parents: Vec<String> = origin_parent(&cache_dir).into_iter().collect();
     let temp = fs::temp_path_beside(&cache_dir, "pack")?;
     let options = PackOptions {
@@ -316,8 +308,10 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let pack_seconds = pack_started.elapsed().as_secs_f64();
 
     let manifest = &packed.manifest;
+    let object = object_key(&commit::unique_object_name(&key, &packed.object_sha256))?;
     let sidecar = Sidecar {
         key: key.clone(),
+        object: Some(object.as_str().to_owned()),
         format: request.compression,
         object_size_bytes: packed.object_size_bytes,
         object_sha256: packed.object_sha256,
@@ -334,46 +328,35 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     // leave its namespace cold for every consumer.
     if super::restore::check_expansion(&key, &sidecar).is_err() {
         let _ = fs::remove_file(&temp);
-        return Ok(SaveReport::skipped(SkipReason::TooCompressible, Some(key), cache_dir, started));
+        return skip(SkipReason::TooCompressible, notes);
     }
-    // The sidecar is kept locally until it is uploaded, so that a save interrupted between
-    // the two uploads can be completed by the next one.
-    let pending = pending_sidecar_path(&cache_dir, &key)?;
-    let envelope = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar)?;
-    fs::write_atomic(&pending, &envelope.to_bytes(), 0o600)?;
+    let sidecar_bytes = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar)?.to_bytes();
+    let pending =
+        commit::Pending::record(&cache_dir, &store.describe(), &key, &object, &sidecar_bytes)?;
 
     let upload_started = Instant::now();
-    let (outcome, stats) = store
-        .put_file_if_absent(&object, &temp)
-        .map_err(|e| Error::transport("upload", &key, e))?;
-    if outcome == PutOutcome::AlreadyExists {
-        forget_pending(&pending);
-        return skip(SkipReason::AlreadyExists);
-    }
+    let upload = commit::Upload {
+        store,
+        cache_dir: &cache_dir,
+        key: &key,
+        object: &object,
+        packed: &temp,
+        sidecar_key: &sidecar_key,
+        sidecar: &sidecar_bytes,
+    };
+    let published = commit::publish(&upload, pending);
     drop(temp);
-    let commit = store
-        .put_file_if_absent(&sidecar_key, &pending)
-        .map_err(|e| Error::transport("upload", sidecar_key.as_str(), e));
-    let retries = match commit {
-        Ok((PutOutcome::Created, sidecar_stats)) => stats.retries + sidecar_stats.retries,
-        Ok((PutOutcome::AlreadyExists, _)) => {
-            forget_pending(&pending);
-            return skip(SkipReason::AlreadyExists);
+    let retries = match published? {
+        commit::Published::Committed { retries, note } => {
+            notes.extend(note);
+            retries
         }
-        Err(e) => {
-            if let Err(cleanup) = store.delete(&object) {
-                tracing::warn!(
-                    "could not delete the uncommitted snapshot object {key}: {cleanup}; the \
-                     next save under this key completes it from {}",
-                    pending.display()
-                );
-            } else {
-                forget_pending(&pending);
-            }
-            return Err(e);
+        commit::Published::Lost { note } => {
+            notes.push(note);
+            return skip(SkipReason::AlreadyExists, notes);
         }
     };
-    forget_pending(&pending);
+    notes.extend(packed.warnings);
     Ok(SaveReport {
         outcome: SaveOutcome::Saved,
         key: Some(key),
@@ -387,94 +370,7 @@ pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         retries,
         manifest_digest: Some(packed.manifest_digest.clone()),
         parents,
-        notes: leftovers::notes(&stale).into_iter().chain(packed.warnings).collect(),
-    })
-}
-
-/// Where a save keeps the sidecar of `key` until it is uploaded:
-/// `<cache dir>/.local/pending-sidecars/<sha256 of the key>.json` (machine-local, never
-/// packed). The directory is created.
-fn pending_sidecar_path(cache_dir: &Path, key: &str) -> Result<PathBuf, Error> {
-    let dir = fs::create_dir_all_within(cache_dir, Path::new(".local/pending-sidecars"), 0o755)?;
-    Ok(dir.join(format!("{}.json", Sha256Digest::of_bytes(key.as_bytes()).to_hex())))
-}
-
-fn forget_pending(path: &Path) {
-    if let Err(e) = fs::remove_file(path) {
-        tracing::warn!("{e}");
-    }
-}
-
-/// The object under `key` exists without its sidecar: an earlier save was interrupted
-/// between the two uploads. If this cache directory holds that save's pending sidecar and
-/// the stored object matches it (size, then the SHA-256 of a full download), the sidecar is
-/// uploaded now and the snapshot is complete; otherwise the save is skipped as
-/// [`SkipReason::IncompleteUpload`], whose message says what to do.
-fn complete_interrupted(
-    store: &dyn ObjectStore,
-    cache_dir: &Path,
-    key: &str,
-    object_size_bytes: u64,
-    started: Instant,
-) -> Result<SaveReport, Error> {
-    let skip = || {
-        Ok(SaveReport::skipped(
-            SkipReason::IncompleteUpload,
-            Some(key.to_owned()),
-            cache_dir.to_path_buf(),
-            started,
-        ))
-    };
-    let pending = pending_sidecar_path(cache_dir, key)?;
-    let Ok(bytes) = fs::read(&pending) else { return skip() };
-    let Ok((_, sidecar)) = super::manifest::load::<Sidecar>(&bytes, &SIDECAR_SCHEMA, "sidecar")
-    else {
-        return skip();
-    };
-    if sidecar.key != key || sidecar.object_size_bytes != object_size_bytes {
-        return skip();
-    }
-    let object = object_key(key)?;
-    let upload_started = Instant::now();
-    let download = fs::temp_path_beside(cache_dir, "download")?;
-    let (_, stats) =
-        store.get_to_file(&object, &download).map_err(|e| Error::transport("download", key, e))?;
-    let (digest, size) = fs::hash_file(&download)?;
-    drop(download);
-    if digest != sidecar.object_sha256 || size != sidecar.object_size_bytes {
-        return skip();
-    }
-    let sidecar_key = object_key(&format!("{key}.json"))?;
-    let (outcome, sidecar_stats) = store
-        .put_file_if_absent(&sidecar_key, &pending)
-        .map_err(|e| Error::transport("upload", sidecar_key.as_str(), e))?;
-    forget_pending(&pending);
-    if outcome == PutOutcome::AlreadyExists {
-        return Ok(SaveReport::skipped(
-            SkipReason::AlreadyExists,
-            Some(key.to_owned()),
-            cache_dir.to_path_buf(),
-            started,
-        ));
-    }
-    Ok(SaveReport {
-        outcome: SaveOutcome::Saved,
-        key: Some(key.to_owned()),
-        cache_dir: cache_dir.to_path_buf(),
-        object_size_bytes: sidecar.object_size_bytes,
-        file_count: sidecar.file_count,
-        file_bytes: sidecar.file_bytes,
-        pack_seconds: 0.0,
-        upload_seconds: upload_started.elapsed().as_secs_f64(),
-        seconds: started.elapsed().as_secs_f64(),
-        retries: stats.retries + sidecar_stats.retries,
-        manifest_digest: Some(sidecar.manifest_digest),
-        parents: sidecar.parents,
-        notes: vec![format!(
-            "completed the interrupted save of {key}: the object was already uploaded and \
-             matches the pending sidecar ({size} bytes, SHA-256 {digest}); uploaded its \
-             sidecar"
-        )],
+        notes,
     })
 }
 

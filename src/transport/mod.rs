@@ -14,7 +14,11 @@
 //! * **Never overwrite** (DESIGN.md invariant 3): [`ObjectStore::put_file_if_absent`]
 //!   publishes with `renameat2(RENAME_NOREPLACE)` on a directory store, and with a HEAD
 //!   check plus a conditional write (`If-None-Match: *`) on S3. A server that ignores the
-//!   condition leaves a small race between the HEAD and the write; see `docs/transport.md`.
+//!   condition (or checks it apart from the write) leaves a small race between the check
+//!   and the write; see `docs/transport.md`.
+//! * **The truth about retried writes**: a conditional write that was retried after a lost
+//!   answer and then refused compares the stored object with the bytes it sent and reports
+//!   `Created` when they are its own (`s3::put`).
 //! * **Secrets never leave memory** (invariant 5): credentials live in [`Secret`], whose
 //!   `Debug` and `Display` print `***`; no error, log line or [`ObjectStore::describe`]
 //!   output contains one, nor a signature or an `Authorization` header.
@@ -107,6 +111,9 @@ pub trait ObjectStore: Send + Sync {
 
     /// Uploads the file `src` under `key` unless an object already exists there; never
     /// overwrites (HEAD first, then a conditional write where the store supports one).
+    /// `Created` means `key` holds `src`'s bytes because of this call, also when a retry was
+    /// refused because an earlier attempt whose answer was lost had stored them (checked by
+    /// size and SHA-256).
     ///
     /// # Errors
     /// [`Error::MissingCredentials`] for an S3 store without credentials; network,

@@ -25,6 +25,7 @@ use reqwest::{Method, StatusCode};
 
 use super::response::network_error;
 use super::{Call, Inner};
+use crate::digest::{Hasher, Sha256Digest};
 use crate::transport::{Attempts, Error, ObjectKey, ObjectMeta};
 
 /// Parses an HTTP date (`Wed, 21 Oct 2015 07:28:00 GMT`).
@@ -171,6 +172,49 @@ pub(crate) async fn download(
             .await?;
     }
     Ok(meta)
+}
+
+/// Size and SHA-256 of the stored object `key` (one HEAD, then one GET streamed through a
+/// hash, nothing written to disk), or `None` if there is no such object. Used to tell
+/// whether an object is the one an earlier, unanswered write stored ([`super::put`]).
+///
+/// # Errors
+/// Network and HTTP errors; [`Error::Protocol`] if the body is not the size HEAD reported.
+pub(crate) async fn stored_digest(
+    inner: &Inner,
+    key: &ObjectKey,
+    retries: &AtomicU32,
+) -> Result<Option<(u64, Sha256Digest)>, Error> {
+    let Some(meta) = inner.head(key, retries).await? else { return Ok(None) };
+    let call = Call::object(inner, Method::GET, key.as_str());
+    let location = call.location.clone();
+    let size = meta.size_bytes;
+    let digest = inner
+        .send(&call, retries, |mut response| {
+            let location = location.clone();
+            async move {
+                let mut hasher = Hasher::new();
+                while let Some(chunk) =
+                    response.chunk().await.map_err(|e| network_error("GET", &location, e))?
+                {
+                    hasher.update(&chunk);
+                }
+                if hasher.len() != size {
+                    let reason = format!(
+                        "the body has {} bytes, HEAD said {size} (object changed?)",
+                        hasher.len()
+                    );
+                    return Err(protocol_error("GET", &location, reason, false));
+                }
+                Ok(hasher.finish())
+            }
+        })
+        .await;
+    match digest {
+        Ok(digest) => Ok(Some((size, digest))),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 //!   ([`get`]);
 //! * uploads are a HEAD (existing object → `AlreadyExists`), then one `PUT` with
 //!   `If-None-Match: *` below the part size, or a multipart upload whose completion
-//!   carries `If-None-Match: *` ([`put`], [`multipart`]); a 412 means `AlreadyExists`;
+//!   carries `If-None-Match: *` ([`put`], [`multipart`]); a 412 means `AlreadyExists`,
+//!   except after a retry, when the stored object is first compared with what was sent
+//!   (an earlier attempt whose answer was lost may have stored it);
 //! * LIST is ListObjectsV2 following continuation tokens ([`list`]).
 //!
 //! Every request has a timeout and bounded retries ([`retry`]); errors are mapped by
@@ -16,8 +18,10 @@
 //!
 //! # Limitations
 //! * A server that ignores `If-None-Match` (older MinIO, some OBS versions) is protected
-//!   only by the HEAD check: two writers racing on one key may both upload and the last
-//!   one wins. Keys that embed a unique suffix (snapshot keys do) never race.
+//!   only by the HEAD check, and one that checks it apart from the write (s3s-fs) has the
+//!   same gap: two writers racing on one key may both upload and the last one wins.
+//!   Snapshots do not rely on it (each save writes an object of its own and reads its
+//!   sidecar back, `crate::snapshot`).
 //! * A HEAD answered 404 cannot tell a missing bucket from a missing key (HEAD has no
 //!   body), so [`ObjectStore::head`] probes with a one-byte GET before reporting a miss.
 

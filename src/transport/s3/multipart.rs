@@ -9,8 +9,13 @@
 //! * The part size is the configured one, raised to the S3 minimum of 5 MiB and, for very
 //!   large files, to keep within 10,000 parts.
 //! * Completion can answer 200 with an `<Error>` body; that is treated as the error it
-//!   names. A completion retried after a lost response may find the upload gone
-//!   (`NoSuchUpload`); if the object now exists with the right size, the upload succeeded.
+//!   names. A completion retried after a lost answer may be refused because the earlier
+//!   attempt succeeded: 412 (the object now exists), `NoSuchUpload` (404) or 403 (s3s and
+//!   some stores check the upload id, used up by the completion, before anything else). Then
+//!   the stored object is compared with the local file (size, then SHA-256 of a GET,
+//!   [`super::put::own_object_stored`]): the same bytes mean the upload succeeded
+//!   (`Created`, nothing aborted); otherwise a 412 is `AlreadyExists` and a 403/404 is an
+//!   error that says the completion was refused after a lost answer.
 //! * Any failure after CreateMultipartUpload aborts the upload (best effort, logged) so no
 //!   invisible parts keep costing storage.
 
@@ -123,7 +128,7 @@ async fn upload_parts_and_complete(
         .try_collect()
         .await?;
     parts.sort_by_key(|(number, _)| *number);
-    complete(inner, key, upload_id, &parts, size, retries).await
+    complete(inner, key, upload_id, &parts, src, size, retries).await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -182,6 +187,7 @@ async fn complete(
     key: &ObjectKey,
     upload_id: &str,
     parts: &[(u64, String)],
+    src: &Path,
     size: u64,
     retries: &AtomicU32,
 ) -> Result<(PutOutcome, u64), Error> {
@@ -213,16 +219,53 @@ async fn complete(
         .await;
     match result {
         Ok(()) => Ok((PutOutcome::Created, size)),
-        Err(e) if is_precondition_failed(&e) => Ok((PutOutcome::AlreadyExists, 0)),
-        Err(e) if e.retries() > 0 && is_no_such_upload(&e) => {
+        Err(e) if e.retries() > 0 && refused_after_retry(&e) => {
             // An earlier attempt may have completed the upload and lost its answer.
-            match inner.head(key, retries).await? {
-                Some(meta) if meta.size_bytes == size => Ok((PutOutcome::Created, size)),
-                _ => Err(e),
+            let (sent, _) = crate::fs::hash_file(src)?;
+            if super::put::own_object_stored(inner, key, size, &sent, retries).await? {
+                Ok((PutOutcome::Created, size))
+            } else if is_precondition_failed(&e) {
+                Ok((PutOutcome::AlreadyExists, 0))
+            } else {
+                Err(Error::Protocol {
+                    method: "POST".into(),
+                    location,
+                    reason: format!(
+                        "CompleteMultipartUpload was retried after its answer was lost and the \
+                         retry was refused ({}); the store holds no object with the uploaded \
+                         bytes, so the upload did not complete",
+                        refusal(&e)
+                    ),
+                    retryable: false,
+                    attempts: e.attempts().unwrap_or_default(),
+                })
             }
         }
+        Err(e) if is_precondition_failed(&e) => Ok((PutOutcome::AlreadyExists, 0)),
         Err(e) => Err(e),
     }
+}
+
+/// The status and S3 code of a refusal, e.g. `HTTP 403 AccessDenied` (the full error would
+/// suggest checking credentials, which is not the problem here).
+fn refusal(error: &Error) -> String {
+    let (status, code) = match error {
+        Error::AccessDenied { status, code, .. } | Error::Http { status, code, .. } => {
+            (*status, code.as_deref())
+        }
+        Error::NotFound { .. } => (404, None),
+        _ => return error.to_string(),
+    };
+    match code {
+        Some(code) => format!("HTTP {status} {code}"),
+        None => format!("HTTP {status}"),
+    }
+}
+
+/// A refusal that a completion retried after a lost answer gets when the earlier attempt
+/// succeeded: 412, 403 (upload id used up, s3s) or `NoSuchUpload`.
+fn refused_after_retry(error: &Error) -> bool {
+    is_precondition_failed(error) || is_no_such_upload(error) || error.is_auth()
 }
 
 fn is_no_such_upload(error: &Error) -> bool {

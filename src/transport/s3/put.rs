@@ -6,6 +6,16 @@
 //! HTTP 412 (`PreconditionFailed`) from the conditional write means another writer won the
 //! race: `AlreadyExists`, and their object is untouched.
 //!
+//! **A write retried after a lost answer** (the request reached the store, the answer did
+//! not) may be refused because the earlier attempt succeeded: the retry then finds "its
+//! own" object. So whenever a conditional write was retried and the retry is refused (412,
+//! and for a multipart completion also 403 or `NoSuchUpload`, which stores send once the
+//! upload id is used up), the stored object is compared with what was sent — size from a
+//! HEAD, then the SHA-256 of a GET against the SHA-256 of the local bytes
+//! ([`own_object_stored`]). The same bytes are `Created` (the truth: our write landed);
+//! anything else keeps the refusal's meaning. A write refused on its first attempt is never
+//! ours, and costs no extra request.
+//!
 //! # Limitations
 //! A server that ignores `If-None-Match` only has the HEAD check to protect it; see the
 //! parent module.
@@ -17,12 +27,49 @@ use bytes::Bytes;
 use reqwest::Method;
 
 use super::sign::Payload;
-use super::{Call, Inner, multipart};
+use super::{Call, Inner, get, multipart};
+use crate::digest::Sha256Digest;
 use crate::transport::{Error, ObjectKey, PutOutcome};
 
 /// True if `error` is a failed `If-None-Match: *` precondition (the object exists).
 pub(crate) fn is_precondition_failed(error: &Error) -> bool {
     matches!(error, Error::Http { status: 412, .. })
+}
+
+/// True if `key` now holds exactly `size` bytes whose SHA-256 is `sent`: the object an
+/// earlier attempt of a retried write stored (see the module docs). `Ok(false)` when there
+/// is no object or it differs.
+///
+/// # Errors
+/// Network and HTTP errors of the HEAD and GET (then the write's outcome stays unknown).
+pub(crate) async fn own_object_stored(
+    inner: &Inner,
+    key: &ObjectKey,
+    size: u64,
+    sent: &Sha256Digest,
+    retries: &AtomicU32,
+) -> Result<bool, Error> {
+    let head = inner.head(key, retries).await?;
+    if head.is_none_or(|meta| meta.size_bytes != size) {
+        return Ok(false);
+    }
+    let stored = get::stored_digest(inner, key, retries).await?;
+    let own = stored.is_some_and(|(stored_size, digest)| stored_size == size && &digest == sent);
+    let location = inner.config.location(key.as_str());
+    if own {
+        tracing::info!(
+            object = %location,
+            "the write was retried after a lost answer and refused; the stored object has the \
+             uploaded bytes, so the earlier attempt created it"
+        );
+    } else {
+        tracing::info!(
+            object = %location,
+            "the write was retried after a lost answer and refused; the stored object is not \
+             the uploaded one (another writer's)"
+        );
+    }
+    Ok(own)
 }
 
 /// Uploads `src` under `key` unless it exists; returns the outcome and the bytes sent.
@@ -68,9 +115,17 @@ async fn put_single(
     let mut call = Call::object(inner, Method::PUT, key.as_str());
     call.headers.push(("if-none-match", "*".to_owned()));
     call.headers.push(("content-type", "application/octet-stream".to_owned()));
-    call.payload = Payload::Signed(body);
+    call.payload = Payload::Signed(body.clone());
     match inner.send(&call, retries, |_| async { Ok(()) }).await {
         Ok(()) => Ok((PutOutcome::Created, size)),
+        Err(e) if is_precondition_failed(&e) && e.retries() > 0 => {
+            let sent = Sha256Digest::of_bytes(&body);
+            if own_object_stored(inner, key, size, &sent, retries).await? {
+                Ok((PutOutcome::Created, size))
+            } else {
+                Ok((PutOutcome::AlreadyExists, 0))
+            }
+        }
         Err(e) if is_precondition_failed(&e) => Ok((PutOutcome::AlreadyExists, 0)),
         Err(e) => Err(e),
     }

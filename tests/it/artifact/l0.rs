@@ -275,3 +275,45 @@ fn l0_trailing_data_after_the_archive_is_rejected() {
         }
     }
 }
+
+/// Issue 7 item 6 for L0: the answer to the object's PUT is lost, the retry gets 412
+/// because the first attempt stored it. The push reports `uploaded` (it did upload), not
+/// `already_present`, and the object pulls.
+#[test]
+fn l0_a_push_whose_answer_was_lost_is_uploaded() {
+    use crate::transport::proxy::{Fault, FaultProxy, Rule};
+    let server = S3sServer::start();
+    let rule =
+        Rule { method: "PUT", contains: "/ci/l0/", fault: Fault::LoseAnswer, times: Some(1) };
+    let proxy = FaultProxy::start(&server.endpoint, vec![rule]);
+    let url = crate::transport::server::url_for(&proxy.endpoint, "ci/l0");
+    let producer = Workspace::new();
+    publish(&producer);
+    let out = strata()
+        .args(["artifact", "push", "--json", "--store", &url])
+        .args(id_flags(&producer.root(), &hex('b'), "ready", REQUIRED))
+        .env("AWS_ACCESS_KEY_ID", &server.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &server.secret_key)
+        .env("STRATA_S3_MAX_RETRIES", "2")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v = json(&out.stdout);
+    assert_eq!(v["outcome"], "uploaded", "{v}\n{stderr}");
+    assert_eq!(proxy.injected(), 1, "{:?}", proxy.seen());
+    let consumer = Workspace::new();
+    let pulled = strata()
+        .args(["artifact", "pull", "--json", "--store", &server.url("ci/l0")])
+        .args(id_flags(&consumer.root(), &hex('b'), "ready", REQUIRED))
+        .env("AWS_ACCESS_KEY_ID", &server.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &server.secret_key)
+        .output()
+        .unwrap();
+    assert_eq!(
+        json(&pulled.stdout)["outcome"],
+        "pulled",
+        "{}",
+        String::from_utf8_lossy(&pulled.stderr)
+    );
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use strata::digest::Sha256Digest;
 use strata::record::Envelope;
-use strata::snapshot::manifest::{MANIFEST_SCHEMA, SIDECAR_SCHEMA};
+use strata::snapshot::manifest::{MANIFEST_SCHEMA, SIDECAR_SCHEMA_V1};
 use strata::snapshot::{Compression, Producer, Sidecar};
 
 /// One raw entry.
@@ -117,7 +117,8 @@ pub fn object(entries: &[Entry], manifest: &Value) -> (Vec<u8>, String) {
     (zstd::encode_all(tar.as_slice(), 3).unwrap(), sealed.content_digest.to_prefixed())
 }
 
-/// Writes `object` and a sidecar for it into a directory store. `entry_count` and
+/// Writes `object` and a sidecar for it into a directory store, in the layout of the
+/// earlier releases (object `<key>`, version 1 sidecar), which restores still read. `entry_count` and
 /// `file_bytes` are what the sidecar declares.
 pub fn publish(
     store: &Path,
@@ -131,6 +132,7 @@ pub fn publish(
     std::fs::write(store.join(key), object).unwrap();
     let sidecar = Sidecar {
         key: key.to_owned(),
+        object: None,
         format: Compression::Zstd,
         object_size_bytes: object.len() as u64,
         object_sha256: Sha256Digest::of_bytes(object),
@@ -142,7 +144,7 @@ pub fn publish(
         producer: Producer::default(),
         parents: vec![],
     };
-    let sealed = Envelope::seal(&SIDECAR_SCHEMA, vec![], &sidecar).unwrap();
+    let sealed = Envelope::seal(&SIDECAR_SCHEMA_V1, vec![], &sidecar).unwrap();
     std::fs::write(store.join(format!("{key}.json")), sealed.to_bytes()).unwrap();
 }
 

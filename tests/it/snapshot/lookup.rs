@@ -36,10 +36,15 @@ fn snapshot_prefix_fallback_newest_wins() {
     save_as(&scratch, &env, &a_new, 2);
     save_as(&scratch, &env, &b_newest, 3);
     save_as(&scratch, &env, &a_old, 1);
-    // The newest of all, but incomplete: its sidecar never arrived.
+    // The newest of all, but incomplete: its sidecar never arrived (an earlier release's
+    // object under the key, and today's under a name of its own).
     let incomplete = format!("{compat}srcA-20241201T000000Z-4-1-10-aaaaaaaa");
-    std::fs::copy(scratch.path("store").join(&a_old), scratch.path("store").join(&incomplete))
-        .unwrap();
+    let store = scratch.path("store");
+    let object = super::object_of(&store, &a_old);
+    std::fs::copy(&object, store.join(&incomplete)).unwrap();
+    let own_name =
+        format!("{}{}", strata::snapshot::manifest::object_name_stem(&incomplete), "0".repeat(32));
+    std::fs::copy(&object, store.join(own_name)).unwrap();
 
     let restore = |key: &str, extra: &[&str]| {
         let mut args = vec!["snapshot", "restore", "--cache-dir", "out", "--key", key, "--json"];

@@ -84,8 +84,13 @@ pub fn strata(scratch: &Scratch, args: &[&str], env: &[(&str, String)]) -> Run {
     strata_in(scratch, scratch.dir.path(), args, env)
 }
 
-/// [`strata`], from the directory `cwd`.
-pub fn strata_in(scratch: &Scratch, cwd: &Path, args: &[&str], env: &[(&str, String)]) -> Run {
+/// The command [`strata_in`] runs (for tests that start several at once).
+pub fn strata_command(
+    scratch: &Scratch,
+    cwd: &Path,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> Command {
     let home = scratch.path("home");
     std::fs::create_dir_all(&home).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
@@ -99,12 +104,21 @@ pub fn strata_in(scratch: &Scratch, cwd: &Path, args: &[&str], env: &[(&str, Str
     for (name, value) in env {
         command.env(name, value);
     }
-    let output = command.output().unwrap();
+    command
+}
+
+/// The result of a finished command.
+pub fn run_of(output: std::process::Output) -> Run {
     Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
+}
+
+/// [`strata`], from the directory `cwd`.
+pub fn strata_in(scratch: &Scratch, cwd: &Path, args: &[&str], env: &[(&str, String)]) -> Run {
+    run_of(strata_command(scratch, cwd, args, env).output().unwrap())
 }
 
 /// A fresh primary key for `source_hash` (same compatibility for every call).
@@ -185,6 +199,23 @@ pub fn names(dir: &Path) -> Vec<String> {
         read.map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     names
+}
+
+/// The objects of `key` in the directory (or bucket directory) `store`, as a save names
+/// them (`~<16 hex of the key's SHA-256>-<32 hex>`).
+pub fn objects_of(store: &Path, key: &str) -> Vec<String> {
+    names(store)
+        .into_iter()
+        .filter(|n| strata::snapshot::manifest::is_object_name_of(key, n))
+        .collect()
+}
+
+/// The snapshot object of `key` in `store` ([`objects_of`]). Panics unless there is
+/// exactly one.
+pub fn object_of(store: &Path, key: &str) -> PathBuf {
+    let found = objects_of(store, key);
+    assert_eq!(found.len(), 1, "objects of {key} in {}: {found:?}", store.display());
+    store.join(&found[0])
 }
 
 /// Environment for an S3 store on `server` with its credentials.

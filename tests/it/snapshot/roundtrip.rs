@@ -152,12 +152,20 @@ fn snapshot_round_trip_through_s3() {
     let server = S3sServer::start();
     let env = s3_env(&server, &server.endpoint, "ci/l1");
     round_trip(&scratch, &env, &[&server.secret_key, &server.access_key]);
-    // The objects live under the store prefix, named by key only (no path spelling).
+    // The objects live under the store prefix, named by key (sidecars) or by a name of
+    // their own that the sidecar gives (no path spelling).
     let stored = super::names(
         &server.data_dir().join(super::super::transport::server::BUCKET).join("ci/l1"),
     );
-    assert!(stored.iter().all(|n| n.starts_with("strata-l1-schema1-")), "{stored:?}");
-    assert_eq!(stored.iter().filter(|n| n.ends_with(".json")).count(), 2, "{stored:?}");
+    let sidecars: Vec<&String> = stored.iter().filter(|n| n.ends_with(".json")).collect();
+    assert_eq!(sidecars.len(), 2, "{stored:?}");
+    assert!(sidecars.iter().all(|n| n.starts_with("strata-l1-schema1-")), "{stored:?}");
+    for sidecar in sidecars {
+        let key = sidecar.strip_suffix(".json").unwrap();
+        let dir = server.data_dir().join(super::super::transport::server::BUCKET).join("ci/l1");
+        assert_eq!(super::objects_of(&dir, key).len(), 1, "{stored:?}");
+    }
+    assert_eq!(stored.len(), 4, "{stored:?}");
 }
 
 #[test]
@@ -200,7 +208,7 @@ fn snapshot_gzip_snapshots_restore_by_magic_number() {
         &env,
     )
     .assert_ok();
-    let object = std::fs::read(scratch.path("store").join(&k)).unwrap();
+    let object = std::fs::read(super::object_of(&scratch.path("store"), &k)).unwrap();
     assert_eq!(&object[..2], &[0x1f, 0x8b]);
     let other = key(&scratch, "src4");
     let run = strata(
@@ -289,4 +297,67 @@ fn snapshot_negative_levels_work_as_separate_arguments() {
     );
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("-8 is outside -7..=19"), "{}", run.stderr);
+}
+
+/// Issue 7 item 7: snapshots in the layout of earlier releases — the object under the key
+/// itself, a version 1 sidecar without `object` — stay restorable, by exact key and by
+/// prefix, and still count as existing for a save.
+#[test]
+fn snapshot_restores_snapshots_in_the_layout_of_earlier_releases() {
+    let scratch = Scratch::new();
+    let env = vec![("STRATA_STORE", scratch.file_store())];
+    let cache = scratch.path("a/cache");
+    fill_cache(&cache, 8);
+    let k = key(&scratch, "old");
+    let cache_arg = cache.display().to_string();
+    strata(&scratch, &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k], &env)
+        .assert_ok();
+    // Rewrite the snapshot the way an earlier release stored it.
+    let store = scratch.path("store");
+    std::fs::rename(super::object_of(&store, &k), store.join(&k)).unwrap();
+    let sidecar_path = store.join(format!("{k}.json"));
+    let sealed: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&sidecar_path).unwrap()).unwrap();
+    assert_eq!(sealed["schema_version"], 2);
+    let mut payload = sealed["payload"].clone();
+    payload.as_object_mut().unwrap().remove("object").unwrap();
+    let v1 = strata::record::Envelope::seal(
+        &strata::snapshot::manifest::SIDECAR_SCHEMA_V1,
+        vec![],
+        &payload,
+    )
+    .unwrap();
+    std::fs::write(&sidecar_path, v1.to_bytes()).unwrap();
+    assert_eq!(super::names(&store), [k.clone(), format!("{k}.json")]);
+
+    let restore = |key: &str, out: &str| {
+        let run = strata(
+            &scratch,
+            &["snapshot", "restore", "--cache-dir", out, "--key", key, "--json"],
+            &env,
+        );
+        run.assert_ok();
+        run.json()
+    };
+    let exact = restore(&k, "b/cache");
+    assert_eq!(
+        (exact["status"].as_str(), exact["level"].as_str()),
+        (Some("restored"), Some("exact")),
+        "{exact}"
+    );
+    assert_eq!(tree(&scratch.path("b/cache/actions-v1")), tree(&cache.join("actions-v1")));
+    let newer = key(&scratch, "old");
+    let by_prefix = restore(&newer, "c/cache");
+    assert_eq!(by_prefix["status"], "restored", "{by_prefix}");
+    assert_eq!(
+        (by_prefix["level"].as_str(), by_prefix["matched_key"].as_str()),
+        (Some("same-source"), Some(k.as_str()))
+    );
+    assert_eq!(tree(&scratch.path("c/cache/actions-v1")), tree(&cache.join("actions-v1")));
+    let again = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k, "--json"],
+        &env,
+    );
+    assert_eq!(again.json()["outcome"]["reason"], "already_exists", "{}", again.stdout);
 }

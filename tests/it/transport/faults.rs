@@ -252,3 +252,177 @@ fn transport_s3_retries_a_failed_ranged_get() {
     assert_eq!(gets, 4, "three ranged parts plus one retry: {:?}", proxy.seen());
     assert!(std::fs::read(&dest).unwrap() == data);
 }
+
+/// What a store that checks the precondition before the upload id answers a retried
+/// completion (AWS-like): 412.
+const PRECONDITION_FAILED: Fault = Fault::Answer(
+    "412 Precondition Failed",
+    "content-type: application/xml\r\n",
+    "<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you \
+     specified did not hold</Message></Error>",
+);
+
+/// Issue 7 item 6: a conditional write whose answer is lost is retried; the retry is
+/// refused because the first attempt worked. The upload reports `Created` (the truth), for
+/// a single PUT (s3s-fs answers the retry 412) and for a multipart completion (s3s-fs
+/// answers 403 because the upload id is used up; an AWS-like store answers 412).
+#[test]
+fn transport_s3_a_write_whose_answer_was_lost_is_created() {
+    let server = S3sServer::start();
+    let work = tempfile::tempdir().unwrap();
+    let small = work.path().join("small");
+    std::fs::write(&small, b"small object bytes").unwrap();
+    let large = work.path().join("large");
+    let large_data = random_bytes(11 * MIB, 21);
+    std::fs::write(&large, &large_data).unwrap();
+    let cases: [(&str, &std::path::Path, Vec<Rule>); 3] = [
+        (
+            "small",
+            &small,
+            vec![Rule {
+                method: "PUT",
+                contains: "/p/small",
+                fault: Fault::LoseAnswer,
+                times: Some(1),
+            }],
+        ),
+        (
+            "large-403",
+            &large,
+            vec![Rule {
+                method: "POST",
+                contains: "uploadId=",
+                fault: Fault::LoseAnswer,
+                times: Some(1),
+            }],
+        ),
+        (
+            "large-412",
+            &large,
+            vec![
+                Rule {
+                    method: "POST",
+                    contains: "uploadId=",
+                    fault: Fault::LoseAnswer,
+                    times: Some(1),
+                },
+                Rule {
+                    method: "POST",
+                    contains: "uploadId=",
+                    fault: PRECONDITION_FAILED,
+                    times: Some(1),
+                },
+            ],
+        ),
+    ];
+    for (name, src, rules) in cases {
+        let expected_faults = rules.len() as u32;
+        let proxy = FaultProxy::start(&server.endpoint, rules);
+        let store =
+            open_store_with_env(&url_for(&proxy.endpoint, "p"), &multipart_options(), server.env())
+                .unwrap();
+        let (outcome, stats) = store.put_file_if_absent(&key(name), src).unwrap();
+        assert_eq!(outcome, PutOutcome::Created, "{name}: {:?}", proxy.seen());
+        assert_eq!(proxy.injected(), expected_faults, "{name}: {:?}", proxy.seen());
+        assert!(stats.retries >= 1, "{name}: {stats:?}");
+        let seen = proxy.seen();
+        assert!(
+            !seen.iter().any(|r| r.starts_with("DELETE ")),
+            "{name}: a completed upload was aborted or deleted: {seen:?}"
+        );
+        let dest = work.path().join(format!("{name}.out"));
+        store.get_to_file(&key(name), &dest).unwrap();
+        assert!(std::fs::read(&dest).unwrap() == std::fs::read(src).unwrap(), "{name}");
+    }
+    assert!(pending_uploads(&server).is_empty(), "{:?}", pending_uploads(&server));
+}
+
+/// Issue 7 item 6, the other side: a retried write refused because *another* writer's
+/// object (same size, other bytes) is there stays `AlreadyExists`, and that object is
+/// untouched; the multipart upload is aborted.
+#[test]
+fn transport_s3_a_refused_retry_over_another_object_is_already_exists() {
+    let server = S3sServer::start();
+    let direct = server.store("p", &multipart_options());
+    let work = tempfile::tempdir().unwrap();
+    let theirs_small = random_bytes(1000, 31);
+    let theirs_large = random_bytes(6 * MIB, 32);
+    for (name, data) in [("small", &theirs_small), ("large", &theirs_large)] {
+        let path = work.path().join(format!("{name}.theirs"));
+        std::fs::write(&path, data).unwrap();
+        direct.put_file_if_absent(&key(name), &path).unwrap();
+    }
+    // The first HEAD misses their object (it lands just after); the first write attempt
+    // fails with a 500 that wrote nothing; the retry gets the store's real 412.
+    let rules = vec![
+        Rule { method: "HEAD", contains: "/p/small", fault: Fault::NotFound, times: Some(1) },
+        Rule { method: "HEAD", contains: "/p/large", fault: Fault::NotFound, times: Some(1) },
+        Rule { method: "PUT", contains: "/p/small", fault: Fault::ServerError, times: Some(1) },
+        Rule { method: "POST", contains: "uploadId=", fault: Fault::ServerError, times: Some(1) },
+    ];
+    let proxy = FaultProxy::start(&server.endpoint, rules);
+    let store =
+        open_store_with_env(&url_for(&proxy.endpoint, "p"), &multipart_options(), server.env())
+            .unwrap();
+    for (name, data, theirs) in [
+        ("small", random_bytes(1000, 33), &theirs_small),
+        ("large", random_bytes(6 * MIB, 34), &theirs_large),
+    ] {
+        let ours = work.path().join(format!("{name}.ours"));
+        std::fs::write(&ours, &data).unwrap();
+        let (outcome, stats) = store.put_file_if_absent(&key(name), &ours).unwrap();
+        assert_eq!(outcome, PutOutcome::AlreadyExists, "{name}: {:?}", proxy.seen());
+        assert_eq!(stats.retries, 1, "{name}");
+        let dest = work.path().join(format!("{name}.out"));
+        direct.get_to_file(&key(name), &dest).unwrap();
+        assert!(std::fs::read(&dest).unwrap() == *theirs, "{name} was overwritten");
+    }
+    assert_eq!(proxy.injected(), 4, "{:?}", proxy.seen());
+    let seen = proxy.seen();
+    // Each refused retry was checked against the stored bytes: one GET of the whole object,
+    // besides the one-byte probe that follows the hidden HEAD.
+    for name in ["small", "large"] {
+        let path = format!("/p/{name}");
+        let gets = seen.iter().filter(|r| r.starts_with("GET ") && r.ends_with(&path)).count();
+        assert_eq!(gets, 2, "{name}: {seen:?}");
+    }
+    assert!(seen.iter().any(|r| r.starts_with("DELETE ") && r.contains("uploadId=")), "{seen:?}");
+    assert!(pending_uploads(&server).is_empty());
+}
+
+/// Issue 7 item 6: a retried completion refused with 403 when no object with the uploaded
+/// bytes exists is an error that says what happened (not "check the credentials"), and
+/// the upload is aborted.
+#[test]
+fn transport_s3_a_refused_completion_retry_without_the_object_says_so() {
+    let server = S3sServer::start();
+    let rules = vec![
+        Rule { method: "POST", contains: "uploadId=", fault: Fault::ServerError, times: Some(1) },
+        Rule {
+            method: "POST",
+            contains: "uploadId=",
+            fault: Fault::Answer(
+                "403 Forbidden",
+                "content-type: application/xml\r\n",
+                "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>",
+            ),
+            times: Some(1),
+        },
+    ];
+    let proxy = FaultProxy::start(&server.endpoint, rules);
+    let store =
+        open_store_with_env(&url_for(&proxy.endpoint, "p"), &multipart_options(), server.env())
+            .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("src");
+    std::fs::write(&src, random_bytes(6 * MIB, 41)).unwrap();
+    let err = store.put_file_if_absent(&key("k"), &src).unwrap_err().to_string();
+    assert!(err.contains("retried after its answer was lost"), "{err}");
+    assert!(err.contains("the upload did not complete"), "{err}");
+    assert!(!err.contains("check the credentials"), "{err}");
+    assert_eq!(proxy.injected(), 2);
+    let seen = proxy.seen();
+    assert!(seen.iter().any(|r| r.starts_with("DELETE ") && r.contains("uploadId=")), "{seen:?}");
+    assert!(pending_uploads(&server).is_empty());
+    assert!(server.store("p", &fast_options()).head(&key("k")).unwrap().is_none());
+}

@@ -4,7 +4,9 @@
 //! `Content-Length` body), records `METHOD path?query`, and either applies the first
 //! matching fault rule (a 500, a 404, a delay, or closing the connection) or forwards the
 //! request unchanged (except `Connection: close`) and copies the answer back, adding
-//! `Connection: close` so the client never reuses the connection. The `Host` header is
+//! `Connection: close` so the client never reuses the connection. [`Fault::LoseAnswer`]
+//! forwards the request and then closes the client's connection without the answer: the
+//! store did the work, the client never hears of it (a lost response). The `Host` header is
 //! forwarded as the client sent it, so SigV4 signatures still verify.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -21,6 +23,9 @@ pub enum Fault {
     NotFound,
     /// Wait this long, then close the connection without answering.
     Stall(Duration),
+    /// Forward the request, wait for the store's whole answer, then close the connection
+    /// without sending it (the request took effect; its answer was lost).
+    LoseAnswer,
     /// Answer with this status line (e.g. `301 Moved Permanently`), extra header lines
     /// (each ending in `\r\n`) and body.
     Answer(&'static str, &'static str, &'static str),
@@ -155,6 +160,13 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
                 if method == "HEAD" { "" } else { body }
             );
             client.write_all(answer.as_bytes())?;
+        }
+        Some(Fault::LoseAnswer) => {
+            let mut server = TcpStream::connect(upstream)?;
+            server.write_all(head.as_bytes())?;
+            server.write_all(&body)?;
+            // The upstream closes after its answer (connection: close): read it all, drop it.
+            std::io::copy(&mut server, &mut std::io::sink())?;
         }
         None => {
             let mut server = TcpStream::connect(upstream)?;
