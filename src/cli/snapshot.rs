@@ -608,7 +608,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
     }
     if let Some(e) = &error {
         fields.push(("message", e.one_line().into()));
-        fields.push(("retries", (report.retries + e.retries()).into()));
+        fields.push(("retries", report.retries.into()));
     }
     events.emit("snapshot_restore", &fields);
     write_github(&Shown {
@@ -648,7 +648,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         value["store"] = json!(store.describe());
         if let Some(e) = &error {
             value["error"] = json!(e.one_line());
-            value["retries"] = json!(report.retries + e.retries());
+            value["retries"] = json!(report.retries);
         }
         print_json(&value)?;
     } else {
@@ -762,13 +762,22 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         }
         github_write(&gh, gh.append_summary(&ci::summary_table("strata snapshot save", &rows)));
     };
-    let result = match &request {
+    let retried_before = store.as_ref().map_or(0, |s| s.retried_requests());
+    let mut result = match &request {
         Some(request) => snapshot::save(request),
         None => {
             let reason = skip_reason.unwrap_or(SkipReason::NoKey);
             Ok(snapshot::save::skipped_report(&literal_dir, Some(&args.key), reason))
         }
     };
+    // Every request of the save counts (HEADs, both uploads, a failed attempt's cleanup),
+    // whatever the outcome.
+    let retries = store.as_ref().map_or(0, |s| {
+        u32::try_from(s.retried_requests().saturating_sub(retried_before)).unwrap_or(u32::MAX)
+    });
+    if let Ok(report) = &mut result {
+        report.retries = report.retries.max(retries);
+    }
     let describe_store = || store.as_ref().map_or_else(|| redact_store_url(&url), |s| s.describe());
     match result {
         Ok(report) => {
@@ -843,13 +852,13 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
                     ("outcome", "error".into()),
                     ("key", args.key.clone().into()),
                     ("message", e.one_line().into()),
-                    ("retries", e.retries().into()),
+                    ("retries", retries.into()),
                 ],
             );
             write_github("error", &e.one_line(), &args.key, 0, 0.0);
             if common.json {
                 print_json(
-                    &json!({"status": "error", "error": e.one_line(), "retries": e.retries()}),
+                    &json!({"status": "error", "error": e.one_line(), "retries": retries}),
                 )?;
             }
             Ok(if common.strict { EXIT_CACHE_FAILURE } else { 0 })

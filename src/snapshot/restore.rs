@@ -141,7 +141,8 @@ pub struct RestoreReport {
     pub seconds: f64,
     /// Wall time of the object download, in seconds.
     pub download_seconds: f64,
-    /// Transport retries.
+    /// Requests retried during the restore, all of them (HEADs, listing pages, the
+    /// sidecar and object downloads), including those of a failed restore.
     pub retries: u32,
     /// The restored manifest's digest (`sha256:<hex>`).
     pub manifest_digest: Option<String>,
@@ -395,12 +396,11 @@ fn restore_candidate(
     let download = fs::temp_path_beside(cache_dir, "download")?;
     let object = object_key(&found.key)?;
     let download_started = Instant::now();
-    let (_, stats) = request
+    request
         .store
         .get_to_file(&object, &download)
         .map_err(|e| Error::transport("download", &found.key, e))?;
     report.download_seconds += download_started.elapsed().as_secs_f64();
-    report.retries += stats.retries;
     let (digest, size) = hash_object(&download)?;
     if size != sidecar.object_size_bytes || digest != sidecar.object_sha256 {
         return Err(Error::corrupt(
@@ -471,15 +471,16 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Box<Restor
         manifest_digest: None,
         notes: Vec::new(),
     };
-    match restore_into(request, &mut report) {
-        Ok(()) => {
-            report.seconds = started.elapsed().as_secs_f64();
-            Ok(report)
-        }
-        Err(error) => {
-            report.seconds = started.elapsed().as_secs_f64();
-            Err(Box::new(RestoreFailure { error, report }))
-        }
+    let retried_before = request.store.retried_requests();
+    let result = restore_into(request, &mut report);
+    report.seconds = started.elapsed().as_secs_f64();
+    // Every request of the restore counts: HEADs, probes, listing pages, the sidecar and
+    // the object, whether they succeeded, missed or failed.
+    let retried = request.store.retried_requests().saturating_sub(retried_before);
+    report.retries = u32::try_from(retried).unwrap_or(u32::MAX);
+    match result {
+        Ok(()) => Ok(report),
+        Err(error) => Err(Box::new(RestoreFailure { error, report })),
     }
 }
 

@@ -1,0 +1,112 @@
+//! Reports that must not mislead (issue 7 item 11): retry counts cover every request of
+//! the operation; data that fails its digest after a download is called possibly
+//! transient, never "delete it"; URL settings that cannot work are usage errors before any
+//! request; no message repeats its own prefix.
+
+use std::path::Path;
+
+use super::super::transport::proxy::{Fault, FaultProxy, Rule};
+use super::super::transport::server::url_for;
+use super::{S3sServer, Scratch, fill_cache, key, strata};
+
+fn arg(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn env(server: &S3sServer, endpoint: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("STRATA_STORE", url_for(endpoint, "l1")),
+        ("AWS_ACCESS_KEY_ID", server.access_key.clone()),
+        ("AWS_SECRET_ACCESS_KEY", server.secret_key.clone()),
+    ]
+}
+
+fn fail_once(method: &'static str, contains: &'static str) -> Rule {
+    Rule { method, contains, fault: Fault::ServerError, times: Some(1) }
+}
+
+/// Saves a small cache under a fresh key straight to `server`; returns the key.
+fn saved_key(scratch: &Scratch, server: &S3sServer, seed: u64) -> String {
+    let cache = scratch.path(&format!("src-{seed}/cache"));
+    fill_cache(&cache, seed);
+    let k = key(scratch, &format!("s{seed}"));
+    let run = strata(
+        scratch,
+        &["snapshot", "save", "--cache-dir", &arg(&cache), "--key", &k],
+        &env(server, &server.endpoint),
+    );
+    run.assert_ok();
+    assert!(run.stderr.contains("SAVED"), "{}", run.stderr);
+    k
+}
+
+/// Issue 7 item 11, first bullet: `retries` counts the HEADs, the sidecar GET, the object
+/// GET and listing pages, on success, on a miss and on failure.
+#[test]
+fn snapshot_restore_reports_every_retried_request() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let k = saved_key(&scratch, &server, 1);
+    let restore = |proxy: &FaultProxy, key: &str, out: &str| {
+        let run = strata(
+            &scratch,
+            &["snapshot", "restore", "--cache-dir", out, "--key", key, "--json"],
+            &env(&server, &proxy.endpoint),
+        );
+        run.assert_ok();
+        run.json()
+    };
+
+    // Restored: one 500 on the sidecar's HEAD, one on the sidecar's GET.
+    let sidecar = Box::leak(format!("{k}.json").into_boxed_str());
+    let proxy = FaultProxy::start(
+        &server.endpoint,
+        vec![fail_once("HEAD", sidecar), fail_once("GET", sidecar)],
+    );
+    let report = restore(&proxy, &k, "out-1");
+    assert_eq!(report["status"], "restored", "{report}");
+    assert_eq!(proxy.injected(), 2);
+    assert_eq!(report["retries"], 2, "{report}");
+
+    // Another key: one 500 on a listing page (the compatible snapshot is found).
+    let proxy = FaultProxy::start(&server.endpoint, vec![fail_once("GET", "list-type=2")]);
+    let other = key(&scratch, "othersources");
+    let report = restore(&proxy, &other, "out-2");
+    assert_eq!(proxy.injected(), 1);
+    assert_eq!(report["retries"], 1, "{report}");
+
+    // A failure: one 500 on the sidecar's HEAD, then the sidecar's GET fails for good
+    // (STRATA_S3_MAX_RETRIES=2: two retries of it).
+    let proxy = FaultProxy::start(
+        &server.endpoint,
+        vec![
+            fail_once("HEAD", sidecar),
+            Rule { method: "GET", contains: sidecar, fault: Fault::ServerError, times: None },
+        ],
+    );
+    let report = restore(&proxy, &k, "out-3");
+    assert_eq!(report["status"], "error", "{report}");
+    assert_eq!(proxy.injected(), 4, "{:?}", proxy.seen());
+    assert_eq!(report["retries"], 3, "{report}");
+}
+
+/// Issue 7 item 11, first bullet, for saves: the save's own HEADs count too.
+#[test]
+fn snapshot_save_reports_every_retried_request() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let proxy = FaultProxy::start(&server.endpoint, vec![fail_once("HEAD", ".json")]);
+    let cache = scratch.path("a/cache");
+    fill_cache(&cache, 3);
+    let k = key(&scratch, "s");
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &arg(&cache), "--key", &k, "--json"],
+        &env(&server, &proxy.endpoint),
+    );
+    run.assert_ok();
+    let report = run.json();
+    assert_eq!(report["outcome"]["status"], "saved", "{report}");
+    assert_eq!(proxy.injected(), 1);
+    assert_eq!(report["retries"], 1, "{report}");
+}
