@@ -246,6 +246,13 @@ pub struct Rejected {
     pub reason: String,
 }
 
+/// The advice for bytes that fail verification right after a download: the damage may
+/// have happened in transit, so it is no reason to delete anything from the store (a
+/// record corrupt on this machine's disk keeps the record layer's "delete it").
+pub(crate) const MAYBE_TRANSIENT: &str = "this may be a transient transfer error (bytes \
+     damaged in transit): retry the restore; only if every retry fails the same way is the \
+     stored copy damaged";
+
 fn read_sidecar(
     store: &dyn ObjectStore,
     found: &Candidate,
@@ -263,7 +270,19 @@ fn read_sidecar(
         return Err(Error::corrupt(&found.key, "the sidecar is larger than 1 MiB"));
     }
     let (envelope, sidecar): (_, Sidecar) = manifest::load(&bytes, &SIDECAR_SCHEMA, "sidecar")
-        .map_err(|e| Error::corrupt(&found.key, e.one_line()))?;
+        .map_err(|e| {
+            let problem = match &e {
+                Error::Record { source, .. } => source.problem(),
+                other => other.one_line(),
+            };
+            Error::corrupt(
+                &found.key,
+                format!(
+                    "its sidecar {name} did not verify after the download ({problem}); \
+                     {MAYBE_TRANSIENT}"
+                ),
+            )
+        })?;
     if sidecar.key != found.key {
         return Err(Error::corrupt(&found.key, format!("the sidecar names key {}", sidecar.key)));
     }
@@ -407,7 +426,7 @@ fn restore_candidate(
             &found.key,
             format!(
                 "the downloaded object ({size} bytes, SHA-256 {digest}) does not match its \
-                 sidecar ({} bytes, SHA-256 {})",
+                 sidecar ({} bytes, SHA-256 {}); {MAYBE_TRANSIENT}",
                 sidecar.object_size_bytes, sidecar.object_sha256
             ),
         ));

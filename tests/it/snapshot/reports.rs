@@ -4,6 +4,7 @@
 //! request; no message repeats its own prefix.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use super::super::transport::proxy::{Fault, FaultProxy, Rule};
 use super::super::transport::server::url_for;
@@ -109,4 +110,85 @@ fn snapshot_save_reports_every_retried_request() {
     assert_eq!(report["outcome"]["status"], "saved", "{report}");
     assert_eq!(proxy.injected(), 1);
     assert_eq!(report["retries"], 1, "{report}");
+}
+
+/// Flips one byte of the first GET answer whose path ends with `suffix`, in transit.
+fn flip_once(
+    server: &S3sServer,
+    suffix: String,
+    flip: fn(&mut Vec<u8>),
+) -> super::super::transport::stub::RewriteProxy {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    super::super::transport::stub::RewriteProxy::start(
+        &server.endpoint,
+        Box::new(move |method, target, body| {
+            let path = target.split('?').next().unwrap_or_default();
+            if method != "GET" || !path.ends_with(&suffix) || done.swap(true, Ordering::SeqCst) {
+                return false;
+            }
+            flip(body);
+            true
+        }),
+    )
+}
+
+/// Issue 7 item 11, second bullet: a byte damaged in transit (in the sidecar, or in the
+/// object) is reported as possibly transient with the advice to retry, never "delete it";
+/// the stored snapshot is intact and the next restore succeeds.
+#[test]
+fn snapshot_damage_in_transit_is_called_possibly_transient() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let k = saved_key(&scratch, &server, 4);
+    let cases: [(String, fn(&mut Vec<u8>), &str); 2] = [
+        (
+            format!("/{k}.json"),
+            |body| {
+                // One letter of the payload's key: still valid JSON, a digest mismatch.
+                let at = body.windows(7).position(|w| w == b"\"key\":\"").unwrap() + 7;
+                body[at] ^= 0x01;
+            },
+            "did not verify after the download (record digest mismatch: recorded sha256:",
+        ),
+        (
+            format!("/{k}"),
+            |body| {
+                let middle = body.len() / 2;
+                body[middle] ^= 0x40;
+            },
+            "does not match its sidecar (",
+        ),
+    ];
+    for (i, (suffix, flip, what)) in cases.into_iter().enumerate() {
+        let proxy = flip_once(&server, suffix, flip);
+        let out = format!("out-{i}");
+        let run = strata(
+            &scratch,
+            &["snapshot", "restore", "--cache-dir", &out, "--key", &k, "--json"],
+            &env(&server, &proxy.endpoint),
+        );
+        run.assert_ok();
+        assert_eq!(proxy.rewritten(), 1, "{:?}", proxy.seen());
+        let report = run.json();
+        assert_eq!(report["status"], "error", "{report}");
+        let error = report["error"].as_str().unwrap();
+        assert!(error.contains(what), "{error}");
+        assert!(
+            error.contains(
+                "this may be a transient transfer error (bytes damaged in transit): retry the \
+                 restore; only if every retry fails the same way is the stored copy damaged"
+            ),
+            "{error}"
+        );
+        assert!(!error.contains("delete"), "{error}");
+        assert!(!run.stderr.contains("delete it"), "{}", run.stderr);
+        // The same restore again (the damage was transient): restored.
+        let again = strata(
+            &scratch,
+            &["snapshot", "restore", "--cache-dir", &out, "--key", &k, "--json"],
+            &env(&server, &proxy.endpoint),
+        );
+        again.assert_ok();
+        assert_eq!(again.json()["status"], "restored", "{}", again.stdout);
+    }
 }
