@@ -210,8 +210,16 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// A usage error (exit 2) saying `invalid <what>: <reason>`. For a library error whose
+/// message already says what is invalid, use [`usage_error`] instead (no doubled prefix).
 fn usage(what: &str, reason: impl std::fmt::Display) -> Failure {
     Failure { code: EXIT_USAGE, error: anyhow::anyhow!("invalid {what}: {reason}") }
+}
+
+/// A library error shown as it is, with exit code 2 if `usage` (it names what is invalid
+/// itself), else 1.
+fn usage_error(usage: bool, error: impl Into<anyhow::Error>) -> Failure {
+    Failure { code: if usage { EXIT_USAGE } else { 1 }, error: error.into() }
 }
 
 /// Empty flag values (as GitHub passes unset inputs) count as absent.
@@ -419,12 +427,12 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
 /// still works; a save never gets here without a complete pair, it skips with
 /// `no_writer_credentials`).
 fn open(gh: &Github, title: &str, url: &str) -> Result<Box<dyn ObjectStore>, Failure> {
-    let options = TransportOptions::from_env().map_err(|e| usage("STRATA_S3_* setting", e))?;
+    let options = TransportOptions::from_env().map_err(|e| usage_error(e.is_usage(), e))?;
     let ignored = warn_incomplete_pairs(gh, title, url);
     let env = |name: &str| {
         if ignored.contains(&name) { None } else { std::env::var(name).ok() }
     };
-    open_store_with_env(url, &options, env).map_err(|e| usage("store", e))
+    open_store_with_env(url, &options, env).map_err(|e| usage_error(e.is_usage(), e))
 }
 
 /// Warns about each credential pair of which only one half is set (for `s3://` stores) and
@@ -544,7 +552,8 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         }
         return Ok(if args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 });
     }
-    let key: SnapshotKey = key_text.parse().map_err(|e| usage("--key", e))?;
+    let key: SnapshotKey =
+        key_text.parse().map_err(|e: snapshot::Error| usage_error(e.is_usage(), e))?;
     let url = store_url(common.store)?;
     let store = open(&gh, "snapshot restore", &url)?;
     let mode = if args.lookup_only { LookupMode::LookupOnly } else { LookupMode::Restore };

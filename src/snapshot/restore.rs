@@ -229,7 +229,13 @@ fn protected_dirs() -> Vec<(&'static str, PathBuf)> {
 }
 
 pub(crate) fn object_key(name: &str) -> Result<ObjectKey, Error> {
-    ObjectKey::new(name).map_err(|e| Error::InvalidInput { what: "--key", reason: e.to_string() })
+    ObjectKey::new(name).map_err(|e| Error::InvalidInput {
+        what: "--key",
+        reason: match e {
+            crate::transport::Error::InvalidKey { reason, .. } => reason.to_owned(),
+            other => other.to_string(),
+        },
+    })
 }
 
 /// Most candidates that may fail verification in one restore before it gives up.

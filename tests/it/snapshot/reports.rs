@@ -192,3 +192,95 @@ fn snapshot_damage_in_transit_is_called_possibly_transient() {
         assert_eq!(again.json()["status"], "restored", "{}", again.stdout);
     }
 }
+
+/// Issue 7 item 11, fourth bullet: `addressing=virtual` with an endpoint that cannot carry
+/// a bucket in its host name (an IP address, `localhost`) or a bucket name a host cannot
+/// carry is a usage error (exit 2) before any request, saying to use `addressing=path`.
+#[test]
+fn snapshot_virtual_addressing_that_cannot_work_is_a_usage_error() {
+    let scratch = Scratch::new();
+    let stub = super::super::transport::stub::ListStub::start(
+        Vec::new(),
+        10,
+        super::super::transport::stub::Paging::TruncatedWithoutToken,
+    );
+    let port = stub.endpoint.rsplit(':').next().unwrap().to_owned();
+    let k = key(&scratch, "v");
+    for (url, fragment) in [
+        (
+            format!("s3://cache/l1?endpoint={}&addressing=virtual", stub.endpoint),
+            "(cache.127.0.0.1), which cannot work: the endpoint host 127.0.0.1 is an IP address"
+                .to_owned(),
+        ),
+        (
+            format!("s3://cache/l1?endpoint=http://localhost:{port}&addressing=virtual"),
+            "the endpoint host localhost is localhost, which has no sub-domains".to_owned(),
+        ),
+        (
+            format!("s3://cache/l1?endpoint=http://[::1]:{port}&addressing=virtual"),
+            "the endpoint host [::1] is an IP address".to_owned(),
+        ),
+        (
+            "s3://Old_Bucket/l1?region=us-east-1&addressing=virtual".to_owned(),
+            "the bucket name \"Old_Bucket\" has upper-case letters or '_'".to_owned(),
+        ),
+    ] {
+        let env = vec![
+            ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "not-a-real-secret".to_owned()),
+        ];
+        let args = ["snapshot", "restore", "--cache-dir", "out", "--key", &k, "--store", &url];
+        let run = strata(&scratch, &args, &env);
+        assert_eq!(run.code, 2, "{url}: {}", run.stderr);
+        assert!(run.stderr.contains(&fragment), "{url}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(
+                "strata: error: invalid addressing=\"virtual\": virtual-hosted addressing puts \
+                 the bucket in the host name"
+            ),
+            "{}",
+            run.stderr
+        );
+        assert!(run.stderr.contains("; use addressing=path"), "{}", run.stderr);
+        assert!(!run.stderr.contains("retrying"), "{}", run.stderr);
+        assert!(!scratch.path("out").exists());
+    }
+    assert!(stub.requests().is_empty(), "{:?}", stub.requests());
+}
+
+/// Issue 7 item 11, fifth bullet: a message that wraps another never repeats its prefix
+/// ("invalid --key: invalid --key: …"); each is a usage error (exit 2).
+#[test]
+fn snapshot_usage_errors_say_invalid_once() {
+    let scratch = Scratch::new();
+    let restore = |key: &str, store: &str, env: &[(&str, String)]| {
+        strata(
+            &scratch,
+            &["snapshot", "restore", "--cache-dir", "out", "--key", key, "--store", store],
+            env,
+        )
+    };
+    let file_store = scratch.file_store();
+    for (run, expected) in [
+        (
+            restore("a,b", &file_store, &[]),
+            "strata: error: invalid --key: it contains ','; keys use only letters",
+        ),
+        (
+            restore("k", "s3://b/../x", &[]),
+            "strata: error: invalid store URL \"s3://b/../x\": bad prefix: ",
+        ),
+        (
+            restore("k", "s3://b/p?endpoint=ftp://x", &[]),
+            "strata: error: invalid endpoint=\"ftp://x\": the endpoint must start with http://",
+        ),
+        (
+            restore("k", "s3://b/p", &[("STRATA_S3_MAX_RETRIES", "lots".to_owned())]),
+            "strata: error: invalid STRATA_S3_MAX_RETRIES=\"lots\": ",
+        ),
+    ] {
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(run.stderr.contains(expected), "{expected}: {}", run.stderr);
+        assert_eq!(run.stderr.matches("invalid").count(), 1, "{}", run.stderr);
+    }
+}
