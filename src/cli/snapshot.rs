@@ -866,9 +866,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             );
             write_github("error", &e.one_line(), &args.key, 0, 0.0);
             if common.json {
-                print_json(
-                    &json!({"status": "error", "error": e.one_line(), "retries": retries}),
-                )?;
+                print_json(&json!({"status": "error", "error": e.one_line(), "retries": retries}))?;
             }
             Ok(if common.strict { EXIT_CACHE_FAILURE } else { 0 })
         }

@@ -254,7 +254,10 @@ impl Error {
     /// [`Error::InvalidConfig`]). Their messages name what is invalid, so callers show them
     /// as they are, without a prefix of their own.
     pub fn is_usage(&self) -> bool {
-        matches!(self, Error::InvalidKey { .. } | Error::InvalidUrl { .. } | Error::InvalidConfig { .. })
+        matches!(
+            self,
+            Error::InvalidKey { .. } | Error::InvalidUrl { .. } | Error::InvalidConfig { .. }
+        )
     }
 
     /// True for authentication and authorisation failures: access denied (bad key,

@@ -54,12 +54,10 @@ impl Patterns {
             builder.add(glob);
             texts.push(p.to_owned());
         }
-        let set = builder
-            .build()
-            .map_err(|e| Error::InvalidGlob {
-                pattern: texts.join(" "),
-                reason: e.kind().to_string(),
-            })?;
+        let set = builder.build().map_err(|e| Error::InvalidGlob {
+            pattern: texts.join(" "),
+            reason: e.kind().to_string(),
+        })?;
         Ok(Self { set, texts })
     }
 

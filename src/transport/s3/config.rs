@@ -155,7 +155,8 @@ fn is_local_or_ip(url: &Url) -> bool {
 fn virtual_host_problem(bucket: &str, endpoint: &Url) -> Option<String> {
     let host = endpoint.host_str().unwrap_or_default();
     if is_local_or_ip(endpoint) {
-        let what = if host.eq_ignore_ascii_case("localhost") { "localhost" } else { "an IP address" };
+        let what =
+            if host.eq_ignore_ascii_case("localhost") { "localhost" } else { "an IP address" };
         return Some(format!("the endpoint host {host} is {what}, which has no sub-domains"));
     }
     if bucket.chars().any(|c| c.is_ascii_uppercase() || c == '_') {

@@ -345,7 +345,10 @@ mod tests {
         assert!(p.next(&Cursor::After("b".into()), &same).is_err());
         // A truncated empty page without a token.
         let err = Pagination::default().next(&Cursor::Start, &page(&[], true, None)).unwrap_err();
-        assert!(err.contains("page 1 (requested with the first page) is truncated (0 keys"), "{err}");
+        assert!(
+            err.contains("page 1 (requested with the first page) is truncated (0 keys"),
+            "{err}"
+        );
     }
 
     #[test]

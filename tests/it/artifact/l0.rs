@@ -127,8 +127,9 @@ fn l0_corrupt_object_is_rejected_and_nothing_is_published() {
         // Issue 7 item 11: the bytes were just downloaded, so the damage may be transient.
         let reason = v["reason"].as_str().unwrap();
         assert!(
-            reason.contains("the object was just downloaded, so this may be a transient transfer error")
-                && reason.contains("retry the pull"),
+            reason.contains(
+                "the object was just downloaded, so this may be a transient transfer error"
+            ) && reason.contains("retry the pull"),
             "{reason}"
         );
         assert!(!reason.contains("artifact gc") && !reason.contains("delete"), "{reason}");

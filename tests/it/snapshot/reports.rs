@@ -112,11 +112,14 @@ fn snapshot_save_reports_every_retried_request() {
     assert_eq!(report["retries"], 1, "{report}");
 }
 
+/// Damages an answer's body in place.
+type Flip = fn(&mut Vec<u8>);
+
 /// Flips one byte of the first GET answer whose path ends with `suffix`, in transit.
 fn flip_once(
     server: &S3sServer,
     suffix: String,
-    flip: fn(&mut Vec<u8>),
+    flip: Flip,
 ) -> super::super::transport::stub::RewriteProxy {
     let done = std::sync::atomic::AtomicBool::new(false);
     super::super::transport::stub::RewriteProxy::start(
@@ -140,7 +143,7 @@ fn snapshot_damage_in_transit_is_called_possibly_transient() {
     let scratch = Scratch::new();
     let server = S3sServer::start();
     let k = saved_key(&scratch, &server, 4);
-    let cases: [(String, fn(&mut Vec<u8>), &str); 2] = [
+    let cases: [(String, Flip, &str); 2] = [
         (
             format!("/{k}.json"),
             |body| {
@@ -202,7 +205,7 @@ fn snapshot_virtual_addressing_that_cannot_work_is_a_usage_error() {
     let stub = super::super::transport::stub::ListStub::start(
         Vec::new(),
         10,
-        super::super::transport::stub::Paging::TruncatedWithoutToken,
+        super::super::transport::stub::Paging::StartAfterOnly,
     );
     let port = stub.endpoint.rsplit(':').next().unwrap().to_owned();
     let k = key(&scratch, "v");

@@ -27,7 +27,7 @@ fn transport_s3_lists_past_truncated_pages_without_a_token() {
     let mut keys: Vec<String> = (0..2_345).map(|i| format!("p/k{i:05}")).collect();
     keys.push("p/k00998/../z".to_owned());
     keys.push("q/outside".to_owned());
-    let stub = ListStub::start(keys, 1_000, Paging::TruncatedWithoutToken);
+    let stub = ListStub::start(keys, 1_000, Paging::StartAfterOnly);
     let store = open_store_with_env(&url_for(&stub.endpoint, "p"), &fast_options(), env).unwrap();
     let listed = store.list("").unwrap();
     let got: Vec<String> = listed.iter().map(|m| m.key.to_string()).collect();
@@ -52,9 +52,9 @@ fn transport_s3_lists_past_truncated_pages_without_a_token() {
 fn transport_s3_listing_that_repeats_a_page_stops_with_a_clear_error() {
     let keys: Vec<String> = (0..50).map(|i| format!("p/k{i:03}")).collect();
     for (paging, most_requests, wording) in [
-        (Paging::SamePageSameToken, 3, "no request would make progress"),
-        (Paging::SamePageNoToken, 2, "no request would make progress"),
-        (Paging::SamePageFreshToken, 101, "truncated pages in a row brought no new key"),
+        (Paging::SameTokenForever, 3, "no request would make progress"),
+        (Paging::NoTokenForever, 2, "no request would make progress"),
+        (Paging::FreshTokenForever, 101, "truncated pages in a row brought no new key"),
     ] {
         let stub = ListStub::start(keys.clone(), 10, paging);
         let store =
@@ -66,7 +66,10 @@ fn transport_s3_listing_that_repeats_a_page_stops_with_a_clear_error() {
         assert!(!err.is_retryable(), "{paging:?}: {err}");
         let message = err.to_string();
         assert!(message.contains(wording), "{paging:?}: {message}");
-        assert!(message.contains("GET s3://strata-test/p/: unexpected response: page "), "{message}");
+        assert!(
+            message.contains("GET s3://strata-test/p/: unexpected response: page "),
+            "{message}"
+        );
         assert_eq!(stub.requests().len(), most_requests, "{paging:?}: {:?}", stub.requests());
     }
 }

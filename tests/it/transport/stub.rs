@@ -54,9 +54,8 @@ pub fn query_value(target: &str, name: &str) -> Option<String> {
     let query = target.split_once('?')?.1;
     query.split('&').find_map(|pair| {
         let (n, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (n == name).then(|| {
-            percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned()
-        })
+        (n == name)
+            .then(|| percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned())
     })
 }
 
@@ -69,14 +68,14 @@ fn escape_xml(text: &str) -> String {
 pub enum Paging {
     /// Pages of `page_size` keys after `start-after`; every page but the last says
     /// `IsTruncated=true` without a `NextContinuationToken` (Huawei OBS).
-    TruncatedWithoutToken,
+    StartAfterOnly,
     /// The first page, truncated, with the same `NextContinuationToken` every time, whatever
     /// the request asks for.
-    SamePageSameToken,
+    SameTokenForever,
     /// The first page, truncated, without a token, whatever the request asks for.
-    SamePageNoToken,
+    NoTokenForever,
     /// The first page, truncated, with a new token every time.
-    SamePageFreshToken,
+    FreshTokenForever,
 }
 
 /// A ListObjectsV2-only server over a fixed, sorted set of full object names.
@@ -125,19 +124,19 @@ fn serve_list(
     let prefix = query_value(&request.target, "prefix").unwrap_or_default();
     let matching: Vec<&String> = keys.iter().filter(|k| k.starts_with(&prefix)).collect();
     let start = match (paging, query_value(&request.target, "start-after")) {
-        (Paging::TruncatedWithoutToken, Some(after)) => {
+        (Paging::StartAfterOnly, Some(after)) => {
             matching.iter().position(|k| k.as_str() > after.as_str()).unwrap_or(matching.len())
         }
         _ => 0,
     };
     let page: Vec<&String> = matching.iter().skip(start).take(page_size).copied().collect();
     let truncated = match paging {
-        Paging::TruncatedWithoutToken => start + page.len() < matching.len(),
+        Paging::StartAfterOnly => start + page.len() < matching.len(),
         _ => true,
     };
     let token = match paging {
-        Paging::SamePageSameToken => "<NextContinuationToken>same</NextContinuationToken>".into(),
-        Paging::SamePageFreshToken => {
+        Paging::SameTokenForever => "<NextContinuationToken>same</NextContinuationToken>".into(),
+        Paging::FreshTokenForever => {
             format!("<NextContinuationToken>fresh-{n}</NextContinuationToken>")
         }
         _ => String::new(),
