@@ -66,6 +66,12 @@ impl From<fs::Error> for Error {
     }
 }
 
+/// The advice that ends every rejection of a pulled object: it was verified right after
+/// the download, so the damage may have happened in transit.
+pub const MAYBE_TRANSIENT: &str = "the object was just downloaded, so this may be a \
+     transient transfer error (bytes damaged in transit): retry the pull; only if every \
+     retry is rejected the same way is the stored object damaged";
+
 /// The object key of the slot of `key` and `spec`: `l0-v1/<key>/<spec>.tar.zst`.
 pub fn object_key(key: &ArtifactKey, spec: &ArtifactSpec) -> ObjectKey {
     ObjectKey::new(format!("l0-v1/{}/{}.tar.zst", key.digest(), spec.digest()))
@@ -106,7 +112,8 @@ pub enum PullOutcome {
     Pulled,
     /// No object under the key.
     NotInRemote,
-    /// The object did not verify; nothing was published.
+    /// The object did not verify; nothing was published. The reason ends with
+    /// [`MAYBE_TRANSIENT`]: the bytes were just downloaded.
     Rejected(String),
 }
 
@@ -300,7 +307,7 @@ pub fn pull(
                 .builder_error()
                 .and_then(|b| b.downcast_ref::<artifact::Error>())
                 .filter(|inner| inner.is_corrupt())
-                .map(|inner| inner.to_string());
+                .map(|inner| format!("{inner}; {MAYBE_TRANSIENT}"));
             match rejected {
                 Some(reason) => {
                     tracing::warn!("rejected L0 object {object}: {reason}");

@@ -302,7 +302,8 @@ fn read_state(path: &Path, state_dir: &Path) -> Result<Option<ActionState>, Erro
             .map_err(|e| Error::PublishStateCorrupt {
                 path: path.into(),
                 state_dir: state_dir.into(),
-                reason: e.to_string(),
+                // The problem only: the variant gives its own advice (what to delete).
+                reason: e.problem(),
             }),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e.into()),

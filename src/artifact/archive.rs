@@ -177,7 +177,7 @@ pub fn unpack(
         .map_err(|e| invalid(archive, format!("damaged manifest entry: {e}")))?;
     drop(first);
     let (payload, digest) =
-        manifest::decode(&manifest_bytes).map_err(|reason| invalid(archive, reason))?;
+        manifest::decode_received(&manifest_bytes).map_err(|reason| invalid(archive, reason))?;
     if payload.key != key.record() || payload.spec != spec.record() {
         return Err(invalid(archive, "the archive holds another key or spec than requested"));
     }

@@ -431,7 +431,8 @@ impl ArtifactSpec {
         for text in required {
             let text = text.as_ref();
             let path = RelPath::new(text).map_err(|e| Error::InvalidSpec {
-                reason: format!("required path {text:?}: {e}"),
+                // The error names the path itself ("\"../x\" is not a safe relative path").
+                reason: format!("required path {e}"),
             })?;
             if path.as_str() == MANIFEST_NAME {
                 return Err(Error::InvalidSpec {
@@ -545,6 +546,16 @@ mod tests {
 
     fn env() -> EnvironmentIdentity {
         EnvironmentIdentity::new([("compiler", Some(hex('1'))), ("sdk", Some(hex('2')))]).unwrap()
+    }
+
+    #[test]
+    fn a_bad_required_path_is_named_once() {
+        let err = ArtifactSpec::new(Stage::BinaryReady, BuildKind::Single, ["../x"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid artifact spec: required path \"../x\" is not a safe relative path: has a \
+             `.` or `..` segment"
+        );
     }
 
     #[test]

@@ -204,8 +204,25 @@ impl ManifestPayload {
 /// # Errors
 /// A reason (the caller reports INVALID).
 pub fn decode(bytes: &[u8]) -> Result<(ManifestPayload, ManifestDigest), String> {
+    decode_with(bytes, describe_record_error)
+}
+
+/// [`decode`] for a manifest that arrived in an archive (an L0 object) rather than from a
+/// slot: a record error names the problem only, without the advice for a stored slot
+/// (`strata artifact gc`); the caller adds its own.
+///
+/// # Errors
+/// A reason.
+pub fn decode_received(bytes: &[u8]) -> Result<(ManifestPayload, ManifestDigest), String> {
+    decode_with(bytes, record::Error::problem)
+}
+
+fn decode_with(
+    bytes: &[u8],
+    describe: fn(&record::Error) -> String,
+) -> Result<(ManifestPayload, ManifestDigest), String> {
     let envelope = record::load(bytes, &MANIFEST_SCHEMA)
-        .map_err(|e| format!("manifest does not load: {}", describe_record_error(&e)))?;
+        .map_err(|e| format!("manifest does not load: {}", describe(&e)))?;
     let payload: ManifestPayload =
         envelope.payload_as().map_err(|e| match diagnose(&envelope.payload) {
             Some(problem) => format!("manifest payload {problem}"),

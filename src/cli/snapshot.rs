@@ -210,8 +210,16 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// A usage error (exit 2) saying `invalid <what>: <reason>`. For a library error whose
+/// message already says what is invalid, use [`usage_error`] instead (no doubled prefix).
 fn usage(what: &str, reason: impl std::fmt::Display) -> Failure {
     Failure { code: EXIT_USAGE, error: anyhow::anyhow!("invalid {what}: {reason}") }
+}
+
+/// A library error shown as it is, with exit code 2 if `usage` (it names what is invalid
+/// itself), else 1.
+fn usage_error(usage: bool, error: impl Into<anyhow::Error>) -> Failure {
+    Failure { code: if usage { EXIT_USAGE } else { 1 }, error: error.into() }
 }
 
 /// Empty flag values (as GitHub passes unset inputs) count as absent.
@@ -417,12 +425,12 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
 /// still works; a save never gets here without a complete pair, it skips with
 /// `no_writer_credentials`).
 fn open(gh: &Github, title: &str, url: &str) -> Result<Box<dyn ObjectStore>, Failure> {
-    let options = TransportOptions::from_env().map_err(|e| usage("STRATA_S3_* setting", e))?;
+    let options = TransportOptions::from_env().map_err(|e| usage_error(e.is_usage(), e))?;
     let ignored = warn_incomplete_pairs(gh, title, url);
     let env = |name: &str| {
         if ignored.contains(&name) { None } else { std::env::var(name).ok() }
     };
-    open_store_with_env(url, &options, env).map_err(|e| usage("store", e))
+    open_store_with_env(url, &options, env).map_err(|e| usage_error(e.is_usage(), e))
 }
 
 /// Warns about each credential pair of which only one half is set (for `s3://` stores) and
@@ -542,7 +550,8 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         }
         return Ok(if args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 });
     }
-    let key: SnapshotKey = key_text.parse().map_err(|e| usage("--key", e))?;
+    let key: SnapshotKey =
+        key_text.parse().map_err(|e: snapshot::Error| usage_error(e.is_usage(), e))?;
     let url = store_url(common.store)?;
     let store = open(&gh, "snapshot restore", &url)?;
     let mode = if args.lookup_only { LookupMode::LookupOnly } else { LookupMode::Restore };
@@ -606,7 +615,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
     }
     if let Some(e) = &error {
         fields.push(("message", e.one_line().into()));
-        fields.push(("retries", (report.retries + e.retries()).into()));
+        fields.push(("retries", report.retries.into()));
     }
     events.emit("snapshot_restore", &fields);
     write_github(&Shown {
@@ -646,7 +655,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         value["store"] = json!(store.describe());
         if let Some(e) = &error {
             value["error"] = json!(e.one_line());
-            value["retries"] = json!(report.retries + e.retries());
+            value["retries"] = json!(report.retries);
         }
         print_json(&value)?;
     } else {
@@ -760,6 +769,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         }
         github_write(&gh, gh.append_summary(&ci::summary_table("strata snapshot save", &rows)));
     };
+    let retried_before = store.as_ref().map_or(0, |s| s.retried_requests());
     let result = match &request {
         Some(request) => snapshot::save(request),
         None => {
@@ -767,6 +777,10 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             Ok(snapshot::save::skipped_report(&literal_dir, Some(&args.key), reason))
         }
     };
+    // A failed save has no report: its retries are counted here (a report counts its own).
+    let retries = store.as_ref().map_or(0, |s| {
+        u32::try_from(s.retried_requests().saturating_sub(retried_before)).unwrap_or(u32::MAX)
+    });
     let describe_store = || store.as_ref().map_or_else(|| redact_store_url(&url), |s| s.describe());
     match result {
         Ok(report) => {
@@ -839,14 +853,12 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
                     ("outcome", "error".into()),
                     ("key", args.key.clone().into()),
                     ("message", e.one_line().into()),
-                    ("retries", e.retries().into()),
+                    ("retries", retries.into()),
                 ],
             );
             write_github("error", &e.one_line(), &args.key, 0, 0.0);
             if common.json {
-                print_json(
-                    &json!({"status": "error", "error": e.one_line(), "retries": e.retries()}),
-                )?;
+                print_json(&json!({"status": "error", "error": e.one_line(), "retries": retries}))?;
             }
             Ok(if common.strict { EXIT_CACHE_FAILURE } else { 0 })
         }

@@ -118,9 +118,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// The bytes are not valid UTF-8.
-    #[error(
-        "record is not valid UTF-8 (first bad byte at offset {offset}); the record is corrupt, delete it"
-    )]
+    #[error("{}; the record is corrupt, delete it", self.problem())]
     Utf8 {
         /// Byte offset of the first invalid byte.
         offset: usize,
@@ -130,9 +128,7 @@ pub enum Error {
     },
     /// The bytes are not one JSON value (syntax error, truncation, trailing data, nesting
     /// deeper than 128 levels).
-    #[error(
-        "record is not valid JSON at line {line} column {column}: {message}; the record is corrupt, delete it"
-    )]
+    #[error("{}; the record is corrupt, delete it", self.problem())]
     Syntax {
         /// 1-based line of the error.
         line: usize,
@@ -142,9 +138,7 @@ pub enum Error {
         message: String,
     },
     /// An object has the same key twice (after unescaping).
-    #[error(
-        "record has duplicate key {key:?} at {path:?}; records must have unique keys, delete the record"
-    )]
+    #[error("{}; records must have unique keys, delete the record", self.problem())]
     DuplicateKey {
         /// The repeated key.
         key: String,
@@ -201,7 +195,7 @@ pub enum Error {
         schema: String,
     },
     /// The recorded digest differs from the digest of the record's content.
-    #[error("record digest mismatch: recorded {}, computed {}; the record is corrupt or was edited, delete it", recorded.to_prefixed(), computed.to_prefixed())]
+    #[error("{}; the record is corrupt or was edited, delete it", self.problem())]
     DigestMismatch {
         /// The `content_digest` stored in the record.
         recorded: Sha256Digest,
@@ -209,9 +203,7 @@ pub enum Error {
         computed: Sha256Digest,
     },
     /// The record's value verifies but its bytes are not the canonical encoding.
-    #[error(
-        "record bytes are not canonical (first difference at byte {offset}); records are never edited by hand, delete it"
-    )]
+    #[error("{}; records are never edited by hand, delete it", self.problem())]
     NonCanonical {
         /// Offset of the first byte that differs from the canonical encoding.
         offset: usize,
@@ -242,6 +234,33 @@ pub enum Error {
 }
 
 impl Error {
+    /// What is wrong, without the advice the message gives for a record stored on this
+    /// machine ("… delete it"): for bytes that just arrived over the network, where the
+    /// damage may have happened in transit and the right advice is to retry, the caller
+    /// adds its own. Equal to the message for errors that carry no such advice.
+    pub fn problem(&self) -> String {
+        match self {
+            Error::Utf8 { offset, .. } => {
+                format!("record is not valid UTF-8 (first bad byte at offset {offset})")
+            }
+            Error::Syntax { line, column, message } => {
+                format!("record is not valid JSON at line {line} column {column}: {message}")
+            }
+            Error::DuplicateKey { key, path } => {
+                format!("record has duplicate key {key:?} at {path:?}")
+            }
+            Error::DigestMismatch { recorded, computed } => format!(
+                "record digest mismatch: recorded {}, computed {}",
+                recorded.to_prefixed(),
+                computed.to_prefixed()
+            ),
+            Error::NonCanonical { offset } => {
+                format!("record bytes are not canonical (first difference at byte {offset})")
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// True if the stored bytes are bad: damaged, edited by hand, or not a record at all.
     ///
     /// Covers [`Error::Utf8`], [`Error::Syntax`], [`Error::DuplicateKey`],
@@ -297,6 +316,30 @@ fn push_pointer_token(path: &mut String, token: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_problem_leaves_out_the_local_advice() {
+        let digest = |b: u8| Sha256Digest::of_bytes(&[b]);
+        let cases = [
+            Error::Syntax { line: 1, column: 7, message: "EOF".into() },
+            Error::DuplicateKey { key: "k".into(), path: "/payload".into() },
+            Error::DigestMismatch { recorded: digest(1), computed: digest(2) },
+            Error::NonCanonical { offset: 9 },
+        ];
+        for e in cases {
+            let (shown, problem) = (e.to_string(), e.problem());
+            assert!(shown.starts_with(&format!("{problem}; ")), "{shown} / {problem}");
+            assert!(shown.contains("delete") && !problem.contains("delete"), "{problem}");
+        }
+        let e = Error::NonCanonical { offset: 9 };
+        assert_eq!(
+            e.to_string(),
+            "record bytes are not canonical (first difference at byte 9); records are never \
+             edited by hand, delete it"
+        );
+        let other = Error::NotObject { found: "array" };
+        assert_eq!(other.problem(), other.to_string());
+    }
 
     #[test]
     fn pointer_tokens_are_escaped() {

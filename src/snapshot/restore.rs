@@ -142,7 +142,8 @@ pub struct RestoreReport {
     pub seconds: f64,
     /// Wall time of the object download, in seconds.
     pub download_seconds: f64,
-    /// Transport retries.
+    /// Requests retried during the restore, all of them (HEADs, listing pages, the
+    /// sidecar and object downloads), including those of a failed restore.
     pub retries: u32,
     /// The restored manifest's digest (`sha256:<hex>`).
     pub manifest_digest: Option<String>,
@@ -229,7 +230,13 @@ fn protected_dirs() -> Vec<(&'static str, PathBuf)> {
 }
 
 pub(crate) fn object_key(name: &str) -> Result<ObjectKey, Error> {
-    ObjectKey::new(name).map_err(|e| Error::InvalidInput { what: "--key", reason: e.to_string() })
+    ObjectKey::new(name).map_err(|e| Error::InvalidInput {
+        what: "--key",
+        reason: match e {
+            crate::transport::Error::InvalidKey { reason, .. } => reason.to_owned(),
+            other => other.to_string(),
+        },
+    })
 }
 
 /// Most candidates that may fail verification in one restore before it gives up.
@@ -245,6 +252,13 @@ pub struct Rejected {
     /// Why it was rejected (one line).
     pub reason: String,
 }
+
+/// The advice for bytes that fail verification right after a download: the damage may
+/// have happened in transit, so it is no reason to delete anything from the store (a
+/// record corrupt on this machine's disk keeps the record layer's "delete it").
+pub(crate) const MAYBE_TRANSIENT: &str = "this may be a transient transfer error (bytes \
+     damaged in transit): retry the restore; only if every retry fails the same way is the \
+     stored copy damaged";
 
 fn read_sidecar(
     store: &dyn ObjectStore,
@@ -262,8 +276,19 @@ fn read_sidecar(
     let Some(bytes) = fs::read_capped_nofollow(temp, MAX_SIDECAR_BYTES)? else {
         return Err(Error::corrupt(&found.key, "the sidecar is larger than 1 MiB"));
     };
-    let (envelope, sidecar): (_, Sidecar) =
-        manifest::load_sidecar(&bytes).map_err(|e| Error::corrupt(&found.key, e.one_line()))?;
+    let (envelope, sidecar): (_, Sidecar) = manifest::load_sidecar(&bytes).map_err(|e| {
+        let problem = match &e {
+            Error::Record { source, .. } => source.problem(),
+            other => other.one_line(),
+        };
+        Error::corrupt(
+            &found.key,
+            format!(
+                "its sidecar {name} did not verify after the download ({problem}); \
+                     {MAYBE_TRANSIENT}"
+            ),
+        )
+    })?;
     if sidecar.key != found.key {
         return Err(Error::corrupt(&found.key, format!("the sidecar names key {}", sidecar.key)));
     }
@@ -405,19 +430,18 @@ fn restore_candidate(
 
     let download = fs::temp_path_beside(cache_dir, "download")?;
     let download_started = Instant::now();
-    let (_, stats) = request
+    request
         .store
         .get_to_file(&object, &download)
         .map_err(|e| Error::transport("download", object.as_str(), e))?;
     report.download_seconds += download_started.elapsed().as_secs_f64();
-    report.retries += stats.retries;
     let (digest, size) = hash_object(&download)?;
     if size != sidecar.object_size_bytes || digest != sidecar.object_sha256 {
         return Err(Error::corrupt(
             &found.key,
             format!(
                 "the downloaded object ({size} bytes, SHA-256 {digest}) does not match its \
-                 sidecar ({} bytes, SHA-256 {})",
+                 sidecar ({} bytes, SHA-256 {}); {MAYBE_TRANSIENT}",
                 sidecar.object_size_bytes, sidecar.object_sha256
             ),
         ));
@@ -481,15 +505,16 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Box<Restor
         manifest_digest: None,
         notes: Vec::new(),
     };
-    match restore_into(request, &mut report) {
-        Ok(()) => {
-            report.seconds = started.elapsed().as_secs_f64();
-            Ok(report)
-        }
-        Err(error) => {
-            report.seconds = started.elapsed().as_secs_f64();
-            Err(Box::new(RestoreFailure { error, report }))
-        }
+    let retried_before = request.store.retried_requests();
+    let result = restore_into(request, &mut report);
+    report.seconds = started.elapsed().as_secs_f64();
+    // Every request of the restore counts: HEADs, probes, listing pages, the sidecar and
+    // the object, whether they succeeded, missed or failed.
+    let retried = request.store.retried_requests().saturating_sub(retried_before);
+    report.retries = u32::try_from(retried).unwrap_or(u32::MAX);
+    match result {
+        Ok(()) => Ok(report),
+        Err(error) => Err(Box::new(RestoreFailure { error, report })),
     }
 }
 

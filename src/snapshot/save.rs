@@ -38,10 +38,10 @@ use super::key::check_key_text;
 use super::leftovers::{self, STALE_AFTER};
 use super::manifest::{Producer, SIDECAR_SCHEMA, Sidecar, seal};
 use super::pack::{PackOptions, pack};
-use super::restore::{origin_parent, resolve_cache_dir};
+use super::restore::{object_key, origin_parent, resolve_cache_dir};
 use super::{CARRIED_DIR, Compression, Error};
 use crate::fs;
-use crate::transport::{ObjectKey, ObjectStore, StoreUrl};
+use crate::transport::{ObjectStore, StoreUrl};
 
 /// Why a save published nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -214,10 +214,6 @@ impl SaveReport {
     }
 }
 
-fn object_key(name: &str) -> Result<ObjectKey, Error> {
-    ObjectKey::new(name).map_err(|e| Error::InvalidInput { what: "--key", reason: e.to_string() })
-}
-
 /// Gates 1–3 (see the module docs), which need no store: the reason to skip, if any.
 /// `key` is trimmed; an empty key is `NoKey`.
 ///
@@ -264,7 +260,18 @@ pub fn skipped_report(cache_dir: &Path, key: Option<&str>, reason: SkipReason) -
 /// [`Error::Uncommitted`] for a failure that may leave this save's object in the store
 /// (invisible; the next save from the cache directory deletes it). A failure never leaves a
 /// visible snapshot: the sidecar is written last.
+///
+/// The report's `retries` counts every retried request of the save (probes, HEADs, both
+/// uploads, a lost writer's cleanup), read from the store's running total.
 pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
+    let retried_before = request.store.retried_requests();
+    let mut report = save_uncounted(request)?;
+    let retried = request.store.retried_requests().saturating_sub(retried_before);
+    report.retries = u32::try_from(retried).unwrap_or(u32::MAX);
+    Ok(report)
+}
+
+fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let started = Instant::now();
     let cache_dir = resolve_cache_dir(&request.cache_dir)?;
     let key = request.key.as_deref().map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned);

@@ -249,6 +249,17 @@ impl Error {
         }
     }
 
+    /// True for malformed input that no request can fix (a usage error): an invalid object
+    /// key, store URL, or setting ([`Error::InvalidKey`], [`Error::InvalidUrl`],
+    /// [`Error::InvalidConfig`]). Their messages name what is invalid, so callers show them
+    /// as they are, without a prefix of their own.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidKey { .. } | Error::InvalidUrl { .. } | Error::InvalidConfig { .. }
+        )
+    }
+
     /// True for authentication and authorisation failures: access denied (bad key,
     /// signature, clock skew, policy) and missing credentials.
     pub fn is_auth(&self) -> bool {

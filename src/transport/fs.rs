@@ -210,6 +210,10 @@ impl ObjectStore for FsStore {
         }
     }
 
+    fn retried_requests(&self) -> u64 {
+        0
+    }
+
     fn describe(&self) -> String {
         format!("file://{}", self.root.display())
     }

@@ -138,6 +138,13 @@ pub trait ObjectStore: Send + Sync {
     /// permission and I/O errors.
     fn delete(&self, key: &ObjectKey) -> Result<(), Error>;
 
+    /// Requests this store has retried since it was opened, over every operation and
+    /// thread (always 0 for a directory store, which has nothing to retry). A caller that
+    /// reports the retries of one operation takes the difference before and after it, so
+    /// that HEADs, probes, listing pages and downloads all count, whether they succeeded,
+    /// missed or failed. Operations run concurrently on one store are counted together.
+    fn retried_requests(&self) -> u64;
+
     /// A one-line human description, e.g.
     /// `s3://bucket/prefix (endpoint http://127.0.0.1:9000, region us-east-1, path-style)`.
     /// Never contains a secret.

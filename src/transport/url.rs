@@ -166,7 +166,10 @@ fn parse_s3(url: &str, rest: &str) -> Result<S3Url, Error> {
     }
     let prefix = prefix.trim_matches('/');
     if !prefix.is_empty() {
-        ObjectKey::new(prefix).map_err(|e| invalid(url, format!("bad prefix: {e}")))?;
+        ObjectKey::new(prefix).map_err(|e| match e {
+            Error::InvalidKey { reason, .. } => invalid(url, format!("bad prefix: {reason}")),
+            other => invalid(url, format!("bad prefix: {other}")),
+        })?;
     }
     let mut s3 = S3Url {
         bucket: bucket.to_owned(),

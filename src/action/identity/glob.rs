@@ -46,13 +46,18 @@ impl Patterns {
                 .literal_separator(false)
                 .backslash_escape(false)
                 .build()
-                .map_err(|e| Error::InvalidGlob { pattern: p.to_owned(), reason: e.to_string() })?;
+                // The kind only: the error's own text repeats the pattern the variant names.
+                .map_err(|e| Error::InvalidGlob {
+                    pattern: p.to_owned(),
+                    reason: e.kind().to_string(),
+                })?;
             builder.add(glob);
             texts.push(p.to_owned());
         }
-        let set = builder
-            .build()
-            .map_err(|e| Error::InvalidGlob { pattern: texts.join(" "), reason: e.to_string() })?;
+        let set = builder.build().map_err(|e| Error::InvalidGlob {
+            pattern: texts.join(" "),
+            reason: e.kind().to_string(),
+        })?;
         Ok(Self { set, texts })
     }
 
@@ -112,6 +117,12 @@ mod tests {
 
     #[test]
     fn bad_pattern_is_an_error() {
-        assert!(matches!(Patterns::new(&["[unclosed"]), Err(Error::InvalidGlob { .. })));
+        let err = Patterns::new(&["[unclosed"]).err().unwrap();
+        assert!(matches!(err, Error::InvalidGlob { .. }));
+        // Issue 7 item 11: the pattern is named once, not again by the parser's own text.
+        assert_eq!(
+            err.to_string(),
+            "invalid glob pattern \"[unclosed\": unclosed character class; missing ']'"
+        );
     }
 }

@@ -5,7 +5,9 @@
 //!   `https://s3.<region>.amazonaws.com`;
 //! * region: `region=`, `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`;
 //! * addressing: `addressing=`; `auto` (the default) is path-style for IP-literal and
-//!   `localhost` endpoints and for bucket names with a `.`, virtual-hosted otherwise;
+//!   `localhost` endpoints and for bucket names with a `.`, an upper-case letter or `_`,
+//!   virtual-hosted otherwise; `virtual` where it cannot work (those endpoints, those
+//!   upper-case or `_` names) is [`Error::InvalidConfig`], before any request;
 //! * credentials: `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` (+ `AWS_SESSION_TOKEN`),
 //!   else `HW_OBS_AK` + `HW_OBS_SK` (+ `HW_OBS_TOKEN`), else none: requests are sent
 //!   unsigned (anonymous reads) and writes fail with [`Error::MissingCredentials`].
@@ -146,6 +148,26 @@ fn is_local_or_ip(url: &Url) -> bool {
     }
 }
 
+/// Why `bucket` cannot be put in front of `endpoint`'s host (virtual-hosted addressing),
+/// or `None` if it can: an IP-literal or `localhost` endpoint has no sub-domains, and a
+/// bucket name with upper-case letters or `_` is not a host-name label (host names are
+/// case-insensitive, so `MyBucket.host` would address `mybucket`).
+fn virtual_host_problem(bucket: &str, endpoint: &Url) -> Option<String> {
+    let host = endpoint.host_str().unwrap_or_default();
+    if is_local_or_ip(endpoint) {
+        let what =
+            if host.eq_ignore_ascii_case("localhost") { "localhost" } else { "an IP address" };
+        return Some(format!("the endpoint host {host} is {what}, which has no sub-domains"));
+    }
+    if bucket.chars().any(|c| c.is_ascii_uppercase() || c == '_') {
+        return Some(format!(
+            "the bucket name {bucket:?} has upper-case letters or '_', which a host name cannot \
+             carry"
+        ));
+    }
+    None
+}
+
 fn parse_endpoint(text: &str, origin: &str) -> Result<Url, Error> {
     let bad = |reason: &str| Error::InvalidConfig {
         name: origin.to_owned(),
@@ -174,7 +196,8 @@ impl S3Config {
     /// Resolves `url` against the environment `env` (see the module docs).
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for an unusable endpoint or half a credential pair.
+    /// [`Error::InvalidConfig`] for an unusable endpoint, virtual-hosted addressing that cannot
+    /// work (see the module docs) or half a credential pair.
     pub fn from_url(url: &S3Url, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, Error> {
         let region = url
             .region
@@ -194,10 +217,23 @@ impl S3Config {
                 parse_endpoint(&format!("https://s3.{region}.amazonaws.com"), "region")?
             }
         };
-        let path_style = match url.addressing {
-            Addressing::Path => true,
-            Addressing::Virtual => false,
-            Addressing::Auto => is_local_or_ip(&endpoint) || url.bucket.contains('.'),
+        let path_style = match (url.addressing, virtual_host_problem(&url.bucket, &endpoint)) {
+            (Addressing::Path, _) => true,
+            (Addressing::Virtual, None) => false,
+            (Addressing::Virtual, Some(problem)) => {
+                return Err(Error::InvalidConfig {
+                    name: "addressing".to_owned(),
+                    value: "virtual".to_owned(),
+                    reason: format!(
+                        "virtual-hosted addressing puts the bucket in the host name \
+                         ({}.{}), which cannot work: {problem}; use addressing=path (or leave \
+                         addressing out: auto picks path-style here)",
+                        url.bucket,
+                        endpoint.host_str().unwrap_or_default()
+                    ),
+                });
+            }
+            (Addressing::Auto, problem) => problem.is_some() || url.bucket.contains('.'),
         };
         let prefix = if url.prefix.is_empty() { String::new() } else { format!("{}/", url.prefix) };
         Ok(Self {
@@ -322,7 +358,36 @@ mod tests {
                 .path_style
         );
         assert!(config("s3://b?addressing=path", &[]).path_style);
-        assert!(!config("s3://b?endpoint=http://127.0.0.1:1&addressing=virtual", &[]).path_style);
+        assert!(config("s3://My_Bucket", &[]).path_style);
+        assert!(!config("s3://b?endpoint=http://obs.example:1&addressing=virtual", &[]).path_style);
+    }
+
+    #[test]
+    fn virtual_hosting_that_cannot_work_is_refused() {
+        let error = |url: &str, env: &[(&str, &str)]| {
+            let s3 = match url.parse::<crate::transport::StoreUrl>().unwrap() {
+                crate::transport::StoreUrl::S3(s3) => s3,
+                other => panic!("{other:?}"),
+            };
+            let lookup =
+                |name: &str| env.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned());
+            S3Config::from_url(&s3, &lookup).unwrap_err().to_string()
+        };
+        let e = error("s3://b?endpoint=http://127.0.0.1:9000&addressing=virtual", &[]);
+        assert_eq!(
+            e,
+            "invalid addressing=\"virtual\": virtual-hosted addressing puts the bucket in the \
+             host name (b.127.0.0.1), which cannot work: the endpoint host 127.0.0.1 is an IP \
+             address, which has no sub-domains; use addressing=path (or leave addressing out: \
+             auto picks path-style here)"
+        );
+        let e = error("s3://b?addressing=virtual", &[("AWS_ENDPOINT_URL", "http://[::1]:9000")]);
+        assert!(e.contains("the endpoint host [::1] is an IP address"), "{e}");
+        let e = error("s3://b?endpoint=http://LocalHost:1&addressing=virtual", &[]);
+        assert!(e.contains("is localhost, which has no sub-domains"), "{e}");
+        let e = error("s3://Legacy_Bucket?addressing=virtual", &[]);
+        assert!(e.contains("the bucket name \"Legacy_Bucket\" has upper-case"), "{e}");
+        assert!(e.contains("use addressing=path"), "{e}");
     }
 
     #[test]

@@ -35,7 +35,7 @@ mod retry;
 mod sign;
 
 use std::sync::Once;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
 use reqwest::Method;
@@ -96,6 +96,8 @@ pub(crate) struct Inner {
     pub client: reqwest::Client,
     pub options: TransportOptions,
     pub policy: RetryPolicy,
+    /// Requests retried since the store was opened ([`ObjectStore::retried_requests`]).
+    pub retried: AtomicU64,
 }
 
 impl Inner {
@@ -132,7 +134,8 @@ impl Inner {
     }
 
     /// Sends `call` with retries, consuming the response with `read` inside each attempt
-    /// (so a body that breaks off is retried too).
+    /// (so a body that breaks off is retried too). The retries made are added to
+    /// `retries` and to the store's total, whatever the outcome.
     ///
     /// # Errors
     /// The last attempt's error, with the retry count.
@@ -146,11 +149,17 @@ impl Inner {
         F: Fn(reqwest::Response) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        with_retries(&self.policy, call.method.as_str(), &call.location, retries, || async {
-            let response = self.send_once(call).await?;
-            read(response).await
-        })
-        .await
+        let made = AtomicU32::new(0);
+        let result =
+            with_retries(&self.policy, call.method.as_str(), &call.location, &made, || async {
+                let response = self.send_once(call).await?;
+                read(response).await
+            })
+            .await;
+        let made = made.load(Ordering::Relaxed);
+        retries.fetch_add(made, Ordering::Relaxed);
+        self.retried.fetch_add(u64::from(made), Ordering::Relaxed);
+        result
     }
 
     /// Fails with [`Error::MissingCredentials`] unless the store has credentials.
@@ -234,7 +243,8 @@ impl S3Store {
             .build()
             .map_err(|e| Error::Setup { reason: format!("tokio runtime: {e}") })?;
         let policy = RetryPolicy::from_options(&options);
-        Ok(Self { inner: Inner { config, client, options, policy }, runtime })
+        let inner = Inner { config, client, options, policy, retried: AtomicU64::new(0) };
+        Ok(Self { inner, runtime })
     }
 
     /// The resolved configuration (credentials redacted in `Debug`).
@@ -247,7 +257,7 @@ fn stats(bytes: u64, started: Instant, retries: &AtomicU32) -> TransferStats {
     TransferStats {
         bytes,
         seconds: started.elapsed().as_secs_f64(),
-        retries: retries.load(std::sync::atomic::Ordering::Relaxed),
+        retries: retries.load(Ordering::Relaxed),
     }
 }
 
@@ -296,6 +306,10 @@ impl ObjectStore for S3Store {
                 other => other,
             }
         })
+    }
+
+    fn retried_requests(&self) -> u64 {
+        self.inner.retried.load(Ordering::Relaxed)
     }
 
     fn describe(&self) -> String {

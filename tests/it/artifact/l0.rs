@@ -124,12 +124,32 @@ fn l0_corrupt_object_is_rejected_and_nothing_is_published() {
         assert_eq!(code, 3, "flip at {flip}: {v} {err}");
         assert_eq!(v["outcome"], "rejected", "{v}");
         assert!(err.contains("rejected"), "{err}");
+        // Issue 7 item 11: the bytes were just downloaded, so the damage may be transient.
+        let reason = v["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(
+                "the object was just downloaded, so this may be a transient transfer error"
+            ) && reason.contains("retry the pull"),
+            "{reason}"
+        );
+        assert!(!reason.contains("artifact gc") && !reason.contains("delete"), "{reason}");
         let lookup =
             consumer.store(Mode::ReadOnly).lookup(&key(), &spec(Stage::BinaryReady, REQUIRED));
         assert_eq!(lookup.status(), LookupStatus::Miss);
         let (code, _, _) = l0("pull", &consumer.root(), &url, &["--strict"]);
         assert_eq!(code, 1);
     }
+    // A manifest damaged inside an intact zstd frame: the record's problem, and no advice
+    // meant for a stored slot (`strata artifact gc`).
+    let mut tar = zstd::decode_all(original.as_slice()).unwrap();
+    let at = tar.windows(20).position(|w| w == b"\"producer_version\":\"").unwrap() + 20;
+    tar[at] ^= 0x01;
+    std::fs::write(&object, zstd::encode_all(tar.as_slice(), 3).unwrap()).unwrap();
+    let (code, v, _) = l0("pull", &Workspace::new().root(), &url, &[]);
+    assert_eq!((code, v["outcome"].as_str()), (3, Some("rejected")), "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(reason.contains("manifest does not load: record digest mismatch"), "{reason}");
+    assert!(reason.contains("retry the pull") && !reason.contains("artifact gc"), "{reason}");
     // An intact archive of another key under this key's name is rejected too.
     std::fs::write(&object, &original).unwrap();
     let other_key_flags = id_flags(&Workspace::new().root(), &hex('d'), "ready", REQUIRED);

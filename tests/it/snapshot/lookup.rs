@@ -231,3 +231,55 @@ fn snapshot_a_corrupt_newest_snapshot_falls_back_to_the_next_candidate() {
     assert_eq!(last["rejected"].as_array().unwrap().len(), 3, "{last}");
     assert!(last["message"].as_str().unwrap().contains("rejected"), "{last}");
 }
+
+/// Issue 7 item 8: a store that answers truncated listings without a continuation token
+/// (Huawei OBS; here s3s-fs behind a proxy that strips every token) still finds the newest
+/// snapshot on the listing's second page, instead of failing and leaving a cold build.
+#[test]
+fn snapshot_lookup_pages_a_store_that_sends_no_continuation_token() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let compat = compat_prefix(&scratch);
+    let newest = format!("{compat}srcZ-20240601T000000Z-1-1-10-aaaaaaaa");
+    save_as(&scratch, &s3_env(&server, &server.endpoint, "l1"), &newest, 5);
+    let dir = server.data_dir().join(super::super::transport::server::BUCKET).join("l1");
+    for i in 0..600 {
+        let name = format!("{compat}src{i:04}-20230101T000000Z-1-1-10-aaaaaaaa");
+        std::fs::write(dir.join(&name), b"junk").unwrap();
+        std::fs::write(dir.join(format!("{name}.json")), b"junk").unwrap();
+    }
+    let proxy = super::super::transport::stub::RewriteProxy::start(
+        &server.endpoint,
+        Box::new(|method, target, body| {
+            let text = String::from_utf8_lossy(body).into_owned();
+            let (Some(start), Some(end)) =
+                (text.find("<NextContinuationToken>"), text.find("</NextContinuationToken>"))
+            else {
+                return false;
+            };
+            assert!(method == "GET" && target.contains("list-type=2"));
+            *body = format!("{}{}", &text[..start], &text[end + 24..]).into_bytes();
+            true
+        }),
+    );
+    let run = strata(
+        &scratch,
+        &[
+            "snapshot",
+            "restore",
+            "--cache-dir",
+            "out",
+            "--key",
+            &format!("{compat}srcY-20250101T000000Z-1-1-1-bbbbbbbb"),
+            "--json",
+        ],
+        &s3_env(&server, &proxy.endpoint, "l1"),
+    );
+    run.assert_ok().assert_no_secret(&[&server.secret_key]);
+    let report = run.json();
+    assert_eq!(report["status"], "restored", "{report}");
+    assert_eq!(report["matched_key"], newest.as_str(), "{report}");
+    assert!(proxy.rewritten() >= 1, "{:?}", proxy.seen());
+    assert!(proxy.seen().iter().any(|r| r.contains("start-after=")), "{:?}", proxy.seen());
+    assert_eq!(tree(&scratch.path("out/actions-v1")), tree(&scratch.path("src-5/actions-v1")));
+}

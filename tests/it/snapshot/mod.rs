@@ -13,6 +13,7 @@ mod faults;
 mod gating;
 mod lookup;
 mod malicious;
+mod reports;
 mod roundtrip;
 
 use std::collections::BTreeMap;

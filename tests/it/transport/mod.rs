@@ -4,10 +4,12 @@
 
 mod faults;
 mod fs_store;
+mod listing;
 pub mod logs;
 pub mod proxy;
 mod s3_store;
 pub mod server;
+pub mod stub;
 
 /// `len` bytes of pseudo-random data from `seed` (deterministic per test).
 pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
