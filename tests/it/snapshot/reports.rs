@@ -143,6 +143,12 @@ fn snapshot_damage_in_transit_is_called_possibly_transient() {
     let scratch = Scratch::new();
     let server = S3sServer::start();
     let k = saved_key(&scratch, &server, 4);
+    // The data object: the one stored object beside the sidecar (a save names it uniquely).
+    let objects =
+        server.store("l1", &super::super::transport::server::fast_options()).list("").unwrap();
+    let names: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let object = names.iter().find(|n| !n.ends_with(".json")).unwrap().to_string();
     let cases: [(String, Flip, &str); 2] = [
         (
             format!("/{k}.json"),
@@ -154,7 +160,7 @@ fn snapshot_damage_in_transit_is_called_possibly_transient() {
             "did not verify after the download (record digest mismatch: recorded sha256:",
         ),
         (
-            format!("/{k}"),
+            format!("/{object}"),
             |body| {
                 let middle = body.len() / 2;
                 body[middle] ^= 0x40;
