@@ -74,7 +74,8 @@ pub struct Closure {
     pub files: Vec<PathBuf>,
     /// The same files relative to `common_root`.
     pub relative_files: Vec<RelPath>,
-    /// The `-I` directories relative to `common_root` (`.` for the root itself).
+    /// The `-I` directories relative to `common_root` (`.` for the root itself), in the
+    /// name encoding of [`crate::fs::name`].
     pub relative_include_dirs: Vec<String>,
     /// Angle includes found in no `-I` directory.
     pub system_includes: Vec<SystemInclude>,
@@ -633,7 +634,7 @@ pub fn scan(sources: &[PathBuf], include_dirs: &[PathBuf]) -> Result<Verdict, Er
             if rel.as_os_str().is_empty() {
                 ".".to_owned()
             } else {
-                rel.to_string_lossy().into_owned()
+                fs::name::encode_os(rel.as_os_str())
             }
         })
         .collect();
@@ -662,14 +663,18 @@ pub fn package(closure: &Closure, dest: &Path) -> Result<(), Error> {
     }
     for dir in &closure.relative_include_dirs {
         if dir != "." {
-            fs::create_dir_all_within(dest, Path::new(dir), Sharing::Private.dir_mode())?;
+            let rel = fs::name::decode_os(dir).map_err(|reason| fs::Error::UnsafePath {
+                path: dir.clone(),
+                reason,
+            })?;
+            fs::create_dir_all_within(dest, Path::new(&rel), Sharing::Private.dir_mode())?;
         }
     }
     for (src, rel) in closure.files.iter().zip(&closure.relative_files) {
         if let Some(parent) = rel.parent() {
             fs::create_dir_all_within(
                 dest,
-                Path::new(parent.as_str()),
+                &parent.to_relative_path(),
                 Sharing::Private.dir_mode(),
             )?;
         }

@@ -64,7 +64,6 @@ pub(crate) fn classify(error: &fs::Error) -> Problem {
     use rustix::io::Errno;
     let damage = match error {
         fs::Error::ChangedWhileReading { .. }
-        | fs::Error::NonUtf8Name { .. }
         | fs::Error::UnsafePath { .. }
         | fs::Error::SpecialFile { .. }
         | fs::Error::WrongFileType { .. } => true,

@@ -200,7 +200,7 @@ pub fn check_target(cache_dir: &Path, protected: &[(&str, PathBuf)]) -> Result<(
     }
     let foreign: Vec<String> = fs::read_dir(cache_dir)?
         .iter()
-        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter_map(|p| p.file_name().map(fs::name::encode_os))
         .filter(|name| !OWN_NAMES.contains(&name.as_str()) && !is_leftover(name))
         .collect();
     if let Some(first) = foreign.first() {

@@ -169,6 +169,18 @@ pub struct Components {
     pub operator_text: Option<Records>,
 }
 
+/// The texts a root path is spelled with: its recorded form (the name encoding of
+/// [`crate::fs::name`], as paths are recorded in identity), and, when it differs (a
+/// backslash in the path), the plain text as it appears in files and commands. A root that
+/// is not UTF-8 has only its recorded form: it cannot occur in UTF-8 text.
+fn root_spellings(path: &Path) -> Vec<String> {
+    let recorded = fs::name::encode_os(path.as_os_str());
+    match path.to_str() {
+        Some(plain) if plain != recorded => vec![plain.to_owned(), recorded],
+        _ => vec![recorded],
+    }
+}
+
 /// Computes the identity.
 ///
 /// # Errors
@@ -181,9 +193,13 @@ pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Ident
     let mut roots = Vec::new();
     for p in &inputs.normalize_paths {
         let given = fs::expand_tilde(p);
-        let resolved = fs::resolve_nonstrict(&given)?.to_string_lossy().into_owned();
-        let absolute = fs::absolute(&given)?.to_string_lossy().into_owned();
-        roots.push(if absolute == resolved { vec![resolved] } else { vec![resolved, absolute] });
+        let mut spellings = root_spellings(&fs::resolve_nonstrict(&given)?);
+        for spelling in root_spellings(&fs::absolute(&given)?) {
+            if !spellings.contains(&spelling) {
+                spellings.push(spelling);
+            }
+        }
+        roots.push(spellings);
     }
     let normalizer = Normalizer::with_spellings(&roots);
     let excludes = Patterns::excludes_with(&inputs.excludes)?;

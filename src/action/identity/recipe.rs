@@ -10,6 +10,8 @@
 //! * `set_env[j]` → SHA-256 hex of the exact `NAME=VALUE` text (not normalised: an
 //!   override may point at inputs nothing else covers, seed 003).
 //! * `working_directory` → the normalised absolute `--working-directory`, only when given.
+//!   Paths are recorded in the name encoding ([`crate::fs::name`]), so two directories
+//!   whose names differ only in bytes that are not UTF-8 never share a record.
 //! * `output_dir` → the normalised absolute `--output-dir`, and `artifact_include[k]` → each
 //!   `--artifact-include` pattern: they decide which files an entry holds and where a HIT
 //!   puts them, so changing them must not HIT an entry captured differently.
@@ -57,7 +59,7 @@ pub fn recipe_records(
             Some(m) if m.is_file() => {}
             _ => return Err(Error::RecipeFileMissing { path: file.clone() }),
         }
-        let name = resolved.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let name = resolved.file_name().map(fs::name::encode_os).unwrap_or_default();
         let digest = semantic_file_hash(&resolved, &name, normalizer)?;
         records.push(format!("recipe_file[{j}]"), digest.to_hex());
     }
@@ -73,11 +75,11 @@ pub fn recipe_records(
     }
     if let Some(dir) = inputs.working_directory {
         let abs = fs::resolve_nonstrict(dir)?;
-        records.push("working_directory", normalizer.apply(&abs.to_string_lossy()));
+        records.push("working_directory", normalizer.apply(&fs::name::encode_os(abs.as_os_str())));
     }
     if let Some(dir) = inputs.output_dir {
         let abs = fs::resolve_nonstrict(dir)?;
-        records.push("output_dir", normalizer.apply(&abs.to_string_lossy()));
+        records.push("output_dir", normalizer.apply(&fs::name::encode_os(abs.as_os_str())));
     }
     for (k, pattern) in inputs.artifact_include.iter().enumerate() {
         records.push(format!("artifact_include[{k}]"), pattern.clone());

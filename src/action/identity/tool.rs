@@ -168,7 +168,7 @@ pub fn tool_version(canonical: &Path, memo_dir: Option<&Path>) -> Result<String,
     if let Some(path) = &memo_path
         && let Ok(bytes) = fs::read(path)
         && let Ok((_, memo)) = record::load_as::<Memo>(&bytes, &TOOL_MEMO_SCHEMA)
-        && memo.path == canonical.to_string_lossy()
+        && memo.path == fs::name::encode_os(canonical.as_os_str())
         && memo.stat_matches(&meta)
     {
         return Ok(memo.version);
@@ -176,7 +176,7 @@ pub fn tool_version(canonical: &Path, memo_dir: Option<&Path>) -> Result<String,
     let version = run_version(canonical)?;
     if let Some(path) = &memo_path {
         let memo = Memo {
-            path: canonical.to_string_lossy().into_owned(),
+            path: fs::name::encode_os(canonical.as_os_str()),
             size_bytes: meta.size(),
             mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
             ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
