@@ -5,6 +5,7 @@
 //! available; 4 INVALID; 5 STORAGE_ERROR; 6 scan-includes "unsupported"; a build command's
 //! own exit code (128 + signal when killed) for `get-or-build` and `promote`.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
@@ -85,10 +86,10 @@ pub(crate) enum ArtifactCommand {
         store: StoreArgs,
         #[command(flatten)]
         id: IdArgs,
-        /// Extra files the ready stage requires (repeatable); the ready spec requires
-        /// these plus the generated spec's files.
+        /// Extra files the ready stage requires (repeatable; any bytes, like --require);
+        /// the ready spec requires these plus the generated spec's files.
         #[arg(long = "ready-require", value_name = "PATH", required = true)]
-        ready_require: Vec<String>,
+        ready_require: Vec<OsString>,
         /// Copy the ready result into this empty or new directory.
         #[arg(long, value_name = "DIR")]
         output: Option<PathBuf>,
@@ -257,9 +258,10 @@ pub(crate) struct IdArgs {
     /// Build kind.
     #[arg(long, value_enum, default_value = "single")]
     kind: KindArg,
-    /// Required relative path (repeatable; at least one).
+    /// Required relative path (repeatable; at least one). A file name is bytes: a name that
+    /// is not UTF-8 is given as it is and recorded in the name encoding (`\xHH`).
     #[arg(long, value_name = "PATH", required = true)]
-    require: Vec<String>,
+    require: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -279,9 +281,9 @@ pub(crate) struct OptionalIdArgs {
     /// Build kind.
     #[arg(long, value_enum, default_value = "single")]
     kind: KindArg,
-    /// Required relative path (repeatable).
+    /// Required relative path (repeatable; any bytes, like `--require` elsewhere).
     #[arg(long, value_name = "PATH")]
-    require: Vec<String>,
+    require: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -338,12 +340,18 @@ fn key_from(env: &[String], source: &str, specialization: &str) -> Result<Artifa
     ArtifactKey::new(environment, source, specialization).map_err(usage)
 }
 
-fn spec_from(stage: Stage, kind: KindArg, require: &[String]) -> Result<ArtifactSpec, Failure> {
+fn spec_from(stage: Stage, kind: KindArg, require: &[OsString]) -> Result<ArtifactSpec, Failure> {
     let kind = match kind {
         KindArg::Single => BuildKind::Single,
         KindArg::Distributed => BuildKind::Distributed,
     };
-    ArtifactSpec::new(stage, kind, require).map_err(usage)
+    ArtifactSpec::new(stage, kind, recorded_paths(require)).map_err(usage)
+}
+
+/// Relative paths given on the command line (raw bytes) in their recorded form (the name
+/// encoding of `strata::fs::name`).
+fn recorded_paths(paths: &[OsString]) -> Vec<String> {
+    paths.iter().map(|p| strata::fs::name::encode_os(p)).collect()
 }
 
 /// A private root for this invocation: the given one, or a fresh one under $TMPDIR that
@@ -666,7 +674,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let key = id.key()?;
             let generated = spec_from(Stage::Generated, id.kind, &id.require)?;
             let ready =
-                generated.with_stage_and_more(Stage::BinaryReady, &ready_require).map_err(usage)?;
+                generated.with_stage_and_more(Stage::BinaryReady, &recorded_paths(&ready_require)).map_err(usage)?;
             let output = store.destination(output.as_deref())?;
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;

@@ -6,5 +6,6 @@
 
 mod artifact;
 mod engine;
+mod names;
 mod snapshot;
 mod transport;

@@ -8,7 +8,7 @@
 //! checks captured output for the S3 test credentials.
 
 mod actions;
-mod craft;
+pub(crate) mod craft;
 mod faults;
 mod gating;
 mod lookup;
