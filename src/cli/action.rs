@@ -1,6 +1,7 @@
 //! `strata action run | explain | prune`.
 
 use std::io::Write;
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -126,18 +127,20 @@ pub(crate) struct RunArgs {
     /// Extra exclusions for directory walks of prepared inputs.
     #[arg(long, value_name = "GLOB")]
     exclude: Vec<String>,
-    /// Environment override for the build command, NAME=VALUE (part of the recipe).
+    /// Environment override for the build command, NAME=VALUE (part of the recipe; the
+    /// value is any bytes).
     #[arg(long, value_name = "NAME=VALUE", allow_hyphen_values = true)]
-    set_env: Vec<String>,
+    set_env: Vec<OsString>,
     /// Working directory of the build command.
     #[arg(long, value_name = "DIR")]
     working_directory: Option<PathBuf>,
     /// Append JSONL events to this file [env: STRATA_EVENT_LOG; empty means none].
     #[arg(long, value_name = "FILE")]
     event_log: Option<PathBuf>,
-    /// The build command and its arguments (after the options, optionally after `--`).
+    /// The build command and its arguments (after the options, optionally after `--`);
+    /// arguments are bytes, passed on exactly.
     #[arg(trailing_var_arg = true, value_name = "CMD", required = true)]
-    command: Vec<String>,
+    command: Vec<OsString>,
 }
 
 impl RunArgs {

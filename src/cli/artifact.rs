@@ -63,7 +63,7 @@ pub(crate) enum ArtifactCommand {
         out: OutArgs,
         /// The build command.
         #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<String>,
+        command: Vec<OsString>,
     },
     /// Copy a verified artifact into an empty or new directory outside the cache root
     /// (no manifest, owner-writable). Exit 3/4/5 when the slot does not HIT.
@@ -97,7 +97,7 @@ pub(crate) enum ArtifactCommand {
         out: OutArgs,
         /// The build command.
         #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<String>,
+        command: Vec<OsString>,
     },
     /// Verify one slot (with key and spec flags) or every slot (--all). Reads only.
     /// Exit 0 valid, 3 MISS, 4 INVALID, 5 STORAGE_ERROR.
@@ -467,9 +467,10 @@ struct CommandFailed {
 
 /// Runs the build command with `STRATA_ARTIFACT_OUT` set. With `--json`, its stdout goes
 /// to stderr so that stdout carries only strata's JSON object.
-fn run_command(command: &[String], out_dir: &Path, json: bool) -> Result<(), CommandFailed> {
-    let program = command.first().cloned().unwrap_or_default();
-    let mut process = Process::new(&program);
+fn run_command(command: &[OsString], out_dir: &Path, json: bool) -> Result<(), CommandFailed> {
+    let argv0 = command.first().cloned().unwrap_or_default();
+    let mut process = Process::new(&argv0);
+    let program = strata::fs::name::encode_os(&argv0);
     process.args(command.iter().skip(1)).env("STRATA_ARTIFACT_OUT", out_dir);
     if json {
         process.stdout(std::io::stderr());

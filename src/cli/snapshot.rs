@@ -144,11 +144,11 @@ pub(crate) struct KeyArgs {
     source_root: PathBuf,
     /// git pathspec hashed under the source root (repeatable) [default: every tracked file].
     #[arg(long, value_name = "PATHSPEC")]
-    source_path: Vec<String>,
+    source_path: Vec<std::ffi::OsString>,
     /// A path under the source root that must exist, else the tree is unsupported
     /// (repeatable).
     #[arg(long, value_name = "PATH")]
-    require: Vec<String>,
+    require: Vec<PathBuf>,
     /// Use this source hash instead of running git (letters, digits, '.', '_').
     #[arg(long, value_name = "HASH")]
     source_hash: Option<String>,
@@ -335,7 +335,7 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
         platform: PlatformFiles { os_release: args.os_release },
         source_root: args.source_root,
         source_paths: args.source_path.into_iter().filter(|p| !p.is_empty()).collect(),
-        require: args.require.into_iter().filter(|p| !p.is_empty()).collect(),
+        require: args.require.into_iter().filter(|p| !p.as_os_str().is_empty()).collect(),
         source_hash: non_empty(args.source_hash),
         run: RunContext { run_id: env("GITHUB_RUN_ID"), attempt: env("GITHUB_RUN_ATTEMPT") },
     };

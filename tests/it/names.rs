@@ -457,3 +457,101 @@ fn names_operator_sources_tracked_by_git_count_whatever_their_names() {
     std::fs::write(at(&source, b"kernel\xe9.py"), b"v = 2\n").unwrap();
     ctx.run(&action).expect(&["MISS", "SAVED"]);
 }
+
+/// Command arguments and `--set-env` values are bytes: a build whose command names a file
+/// that is not UTF-8 runs with the exact bytes (no usage error), is cached, and another
+/// byte in the argument is another key.
+#[test]
+fn names_command_arguments_and_set_env_values_are_bytes() {
+    let ctx = TestContext::new();
+    std::fs::create_dir_all(ctx.path("src")).unwrap();
+    std::fs::write(at(&ctx.root, b"src/bad\xe9.c"), b"int bad;\n").unwrap();
+    std::fs::write(at(&ctx.root, b"src/bad\xe8.c"), b"int other;\n").unwrap();
+    let out = ctx.path("out");
+    let script = r#"mkdir -p out && cat "$1" > out/copy.c && printf '%s' "$V" > out/v"#;
+    let action = |arg: &[u8], value: &[u8]| {
+        let mut set_env = b"V=".to_vec();
+        set_env.extend_from_slice(value);
+        ctx.third_party("args", &out)
+            .flag("--prepared-input", ctx.path("src"))
+            .flag("--set-env", OsStr::from_bytes(&set_env))
+            .cmd(&[
+                OsStr::new("sh"),
+                OsStr::new("-c"),
+                OsStr::new(script),
+                OsStr::new("sh"),
+                OsStr::from_bytes(arg),
+            ])
+    };
+    let first = action(b"src/bad\xe9.c", b"/opt/\xff");
+    let cold = ctx.run(&first);
+    cold.expect(&["MISS", "SAVED"]);
+    assert_eq!(std::fs::read(out.join("copy.c")).unwrap(), b"int bad;\n");
+    assert_eq!(std::fs::read(out.join("v")).unwrap(), b"/opt/\xff", "the value's exact bytes");
+    std::fs::remove_dir_all(&out).unwrap();
+    let warm = ctx.run(&first);
+    warm.expect(&["HIT"]);
+    assert_eq!(warm.key(), cold.key());
+    assert_eq!(std::fs::read(out.join("copy.c")).unwrap(), b"int bad;\n");
+    for (arg, value) in [
+        (&b"src/bad\xe8.c"[..], &b"/opt/\xff"[..]),
+        (b"src/bad\xe9.c", b"/opt/\xfe"),
+        (b"src/bad\\xe9.c", b"/opt/\xff"),
+    ] {
+        let run = ctx.run(&action(arg, value));
+        assert_ne!(run.key(), cold.key(), "{}", String::from_utf8_lossy(arg));
+    }
+
+    // The artifact store runs its build command with the exact bytes too.
+    let root = ctx.path("artifacts");
+    let get = ctx
+        .strata()
+        .args(["artifact", "get-or-build", "--json", "--root"])
+        .arg(&root)
+        .args(["--env", &format!("cc={}", "a".repeat(64))])
+        .args(["--source", &"b".repeat(64), "--specialization", &"c".repeat(64)])
+        .args(["--require", "copy.c", "--"])
+        .args(["sh", "-c", r#"cat "$1" > "$STRATA_ARTIFACT_OUT/copy.c""#, "sh"])
+        .arg(at(&ctx.root, b"src/bad\xe9.c"))
+        .output()
+        .unwrap();
+    assert!(get.status.success(), "{}", String::from_utf8_lossy(&get.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&get.stdout).unwrap();
+    let slot = PathBuf::from(v["dir"].as_str().unwrap());
+    assert_eq!(std::fs::read(slot.join("copy.c")).unwrap(), b"int bad;\n");
+}
+
+/// A compiler reached through a directory whose name is not UTF-8 is still identified:
+/// upgrading it is a MISS, never a HIT on outputs of the old version.
+#[test]
+fn names_compiler_in_a_non_utf8_directory_is_toolchain_identity() {
+    let ctx = TestContext::new();
+    let bin = at(&ctx.root, b"tools\xe9/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let gcc = bin.join("gcc");
+    let fake = |version: &str| {
+        crate::engine::write_script(
+            &gcc,
+            &format!(
+                "[ \"$1\" = --version ] && {{ echo \"gcc (Fake) {version}\"; exit 0; }}\n\
+                 mkdir -p out && cp \"$2\" \"$3\""
+            ),
+        );
+    };
+    fake("12.1");
+    ctx.write("src/m.c", "int m;\n");
+    let out = ctx.path("out");
+    let action = ctx.third_party("cc", &out).flag("--prepared-input", ctx.path("src")).cmd(&[
+        gcc.as_os_str(),
+        OsStr::new("-c"),
+        OsStr::new("src/m.c"),
+        OsStr::new("out/m.o"),
+    ]);
+    let cold = ctx.run(&action);
+    cold.expect(&["MISS", "SAVED"]);
+    ctx.run(&action).expect(&["HIT"]);
+    fake("12.2");
+    let upgraded = ctx.run(&action);
+    upgraded.expect(&["MISS", "SAVED"]);
+    assert_ne!(upgraded.key(), cold.key());
+}

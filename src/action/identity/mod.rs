@@ -108,8 +108,8 @@ pub struct IdentityInputs {
     pub recipe_files: Vec<PathBuf>,
     /// `--recipe-value`, in order.
     pub recipe_values: Vec<String>,
-    /// The build command.
-    pub command: Vec<String>,
+    /// The build command (arguments are bytes).
+    pub command: Vec<std::ffi::OsString>,
     /// `--set-env`, in order.
     pub set_env: Vec<crate::action::SetEnv>,
     /// `--working-directory`.
@@ -227,9 +227,16 @@ pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Ident
         .iter()
         .rev()
         .find(|e| e.name() == "PATH")
-        .map(|e| std::ffi::OsStr::new(e.value()));
+        .map(|e| e.value());
+    // The compiler is found by the text of the arguments: UTF-8 ones as they are, others
+    // in the name encoding (which `resolve_tool` decodes back to the real path).
+    let command_text: Vec<String> = inputs
+        .command
+        .iter()
+        .map(|t| t.to_str().map_or_else(|| fs::name::encode_os(t), str::to_owned))
+        .collect();
     let detected: Vec<String> =
-        tool::command_compiler(&inputs.command).map(str::to_owned).into_iter().collect();
+        tool::command_compiler(&command_text).map(str::to_owned).into_iter().collect();
     let environment = environment::environment_records(&EnvironmentInputs {
         profile: inputs.profile.unwrap_or(Profile::HostCxx),
         files: &inputs.environment_files,

@@ -134,7 +134,13 @@ pub fn resolve_tool(spec: &str, path_var: Option<&std::ffi::OsStr>) -> Option<Pa
         canon.file_name().and_then(|n| n.to_str()).is_some_and(|n| WRAPPERS.contains(&n))
     };
     let name = if spec.contains('/') {
-        let p = fs::expand_tilde(Path::new(spec));
+        let mut p = fs::expand_tilde(Path::new(spec));
+        // A program path that is not UTF-8 arrives in the name encoding: use its bytes.
+        if fs::symlink_metadata_opt(&p).ok().flatten().is_none()
+            && let Ok(bytes) = fs::name::decode_os(spec)
+        {
+            p = fs::expand_tilde(Path::new(&bytes));
+        }
         let canon = fs::metadata(&p)
             .ok()
             .filter(|m| m.is_file())
