@@ -46,6 +46,7 @@ use crate::fs::{self, RelPath, Sharing};
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Unsupported {
     /// The file holding the directive (or the offending path).
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub file: PathBuf,
     /// 1-based line of the directive (0 when not about a directive).
     pub line: usize,
@@ -57,6 +58,7 @@ pub struct Unsupported {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SystemInclude {
     /// The including file.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub file: PathBuf,
     /// 1-based line.
     pub line: usize,
@@ -69,8 +71,10 @@ pub struct SystemInclude {
 pub struct Closure {
     /// The common directory of every visited file's parent and every `-I` directory
     /// (resolved); package paths are relative to it.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub common_root: PathBuf,
     /// Every visited file (sources first), absolute and normalised, in visiting order.
+    #[serde(serialize_with = "crate::fs::name::serialize_paths")]
     pub files: Vec<PathBuf>,
     /// The same files relative to `common_root`.
     pub relative_files: Vec<RelPath>,

@@ -438,7 +438,7 @@ fn lookup_json(lookup: &Lookup, key: &ArtifactKey, spec: &ArtifactSpec) -> Value
         "key": key.digest().to_string(),
         "spec": spec.digest().to_string(),
         "stage": spec.stage().as_str(),
-        "dir": lookup.handle().map(|h| h.dir()),
+        "dir": lookup.handle().map(|h| shown(&h.dir())),
         "manifest_digest": lookup.handle().map(|h| h.manifest_digest().to_string()),
         "reason": lookup.reason(),
     })
@@ -502,6 +502,12 @@ fn build_failure(e: artifact::Error) -> Failure {
     artifact_failure(e)
 }
 
+/// A path in JSON output (`strata::fs::name::display_text`: as it is when UTF-8, else in
+/// the name encoding); serde would fail on a path that is not UTF-8.
+fn shown(path: &Path) -> String {
+    strata::fs::name::display_text(path)
+}
+
 fn build_report<T>(
     build: &ArtifactBuild<T>,
     key: &ArtifactKey,
@@ -513,10 +519,10 @@ fn build_report<T>(
         "key": key.digest().to_string(),
         "spec": spec.digest().to_string(),
         "stage": spec.stage().as_str(),
-        "dir": kept.dir,
+        "dir": kept.dir.as_deref().map(shown),
         "manifest_digest": build.handle.as_ref().map(|h| h.manifest_digest().to_string()),
-        "private_dir": kept.private_dir,
-        "output": kept.output,
+        "private_dir": kept.private_dir.as_deref().map(shown),
+        "output": kept.output.as_deref().map(shown),
         "reason": build.reason,
         "failure": build.failure.map(|f| f.as_str()),
         "warnings": build.warnings,
@@ -659,7 +665,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let report = handle.materialize_into(&dest).map_err(artifact_failure)?;
             let value = json!({
                 "status": "hit", "key": key.digest().to_string(), "spec": spec.digest().to_string(),
-                "dir": handle.dir(), "dest": report.dest, "files": report.files, "bytes": report.bytes,
+                "dir": shown(&handle.dir()), "dest": shown(&report.dest), "files": report.files, "bytes": report.bytes,
             });
             let text = format!(
                 "strata: MATERIALIZED key={} files={} bytes={} dest={}",
@@ -814,9 +820,9 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             };
             let value = json!({
                 "outcome": outcome, "object": report.object.as_str(), "store": objects.describe(),
-                "dir": dir, "disposition": report.disposition.map(|d| d.as_str()),
+                "dir": dir.as_deref().map(shown), "disposition": report.disposition.map(|d| d.as_str()),
                 "reason": reason, "downloaded_bytes": report.downloaded_bytes, "seconds": report.seconds,
-                "dest": filled, "warnings": report.warnings,
+                "dest": filled.as_deref().map(shown), "warnings": report.warnings,
             });
             let mut text = format!(
                 "strata: L0 {} ({outcome}) key={}",
@@ -835,7 +841,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
         ArtifactCommand::ScanIncludes { sources, include_dirs, package, out } => {
             match include::scan(&sources, &include_dirs).map_err(artifact_failure)? {
                 include::Verdict::Unsupported(u) => {
-                    let value = json!({"verdict": "unsupported", "file": u.file, "line": u.line, "reason": u.reason});
+                    let value = json!({"verdict": "unsupported", "file": shown(&u.file), "line": u.line, "reason": u.reason});
                     let text = format!(
                         "strata: unsupported {}:{}: {}",
                         u.file.display(),
@@ -851,12 +857,12 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                     }
                     let value = json!({
                         "verdict": "complete",
-                        "common_root": closure.common_root,
-                        "files": closure.files,
+                        "common_root": shown(&closure.common_root),
+                        "files": closure.files.iter().map(|f| shown(f)).collect::<Vec<_>>(),
                         "relative_files": closure.relative_files,
                         "include_dirs": closure.relative_include_dirs,
                         "system_includes": closure.system_includes,
-                        "package": package,
+                        "package": package.as_deref().map(shown),
                     });
                     let mut text = String::new();
                     for f in &closure.files {

@@ -403,8 +403,8 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
     }
     if args.json {
         let mut value = serde_json::to_value(&report)?;
-        value["cache_dir"] = json!(abs_cache);
-        value["event_log"] = json!(events);
+        value["cache_dir"] = json!(abs_cache.as_deref().map(strata::fs::name::display_text));
+        value["event_log"] = json!(events.as_deref().map(strata::fs::name::display_text));
         print_json(&value)?;
     } else if let Some(keys) = &report.keys {
         println!("{}\n{}\n{}", keys.primary_key, keys.same_source_prefix, keys.compat_prefix);
@@ -540,7 +540,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
             rejected: &[],
         });
         if common.json {
-            print_json(&json!({"status": "skipped", "reason": "no key", "cache_dir": abs_dir}))?;
+            print_json(&json!({"status": "skipped", "reason": "no key", "cache_dir": strata::fs::name::display_text(&abs_dir)}))?;
         }
         return Ok(if args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 });
     }
@@ -883,7 +883,7 @@ fn pack(args: PackArgs) -> Result<i32, Failure> {
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         print_json(&json!({
-            "output": args.output,
+            "output": strata::fs::name::display_text(&args.output),
             "object_size_bytes": report.object_size_bytes,
             "object_sha256": report.object_sha256,
             "manifest_digest": report.manifest_digest,
@@ -914,7 +914,7 @@ fn unpack(args: UnpackArgs) -> Result<i32, Failure> {
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         print_json(&json!({
-            "dest": args.dest,
+            "dest": strata::fs::name::display_text(&args.dest),
             "key": report.manifest.key,
             "manifest_digest": report.manifest_digest,
             "file_count": report.files,

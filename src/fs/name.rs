@@ -25,6 +25,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 
 /// Encodes `bytes` as text (see the module docs). Never fails; valid UTF-8 without a
 /// backslash comes back unchanged.
@@ -100,6 +101,50 @@ pub fn decode_os(text: &str) -> Result<OsString, &'static str> {
 pub fn is_canonical(text: &str) -> bool {
     // Fast path: no backslash means no escape, and valid UTF-8 text encodes to itself.
     !text.contains('\\') || decode(text).is_ok()
+}
+
+/// The text of a path in reports and JSON output: the path itself when it is UTF-8 (a
+/// script can open it as printed), else its encoding ([`encode`]), which shows every byte.
+/// Identity and records never use this form: they use [`encode`], which is injective.
+pub fn display_text(path: &Path) -> String {
+    match path.to_str() {
+        Some(text) => text.to_owned(),
+        None => encode_os(path.as_os_str()),
+    }
+}
+
+/// `serialize_with` helper: a path as [`display_text`] (serde's own impl fails on a path
+/// that is not UTF-8).
+///
+/// # Errors
+/// Those of the serializer.
+pub fn serialize_path<S: serde::Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&display_text(path))
+}
+
+/// `serialize_with` helper for `Option<PathBuf>` (see [`serialize_path`]).
+///
+/// # Errors
+/// Those of the serializer.
+pub fn serialize_opt_path<S: serde::Serializer>(
+    path: &Option<PathBuf>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match path {
+        Some(path) => serializer.serialize_some(&display_text(path)),
+        None => serializer.serialize_none(),
+    }
+}
+
+/// `serialize_with` helper for a list of paths (see [`serialize_path`]).
+///
+/// # Errors
+/// Those of the serializer.
+pub fn serialize_paths<S: serde::Serializer>(
+    paths: &[PathBuf],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(paths.iter().map(|p| display_text(p)))
 }
 
 /// Reads every `\xHH` as a byte, without checking that the result re-encodes to `text`.

@@ -126,6 +126,7 @@ pub struct RestoreReport {
     /// True if the cache directory now holds the matched snapshot.
     pub restored: bool,
     /// The absolute cache directory.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub cache_dir: PathBuf,
     /// The prefixes and keys looked up, in order.
     pub tried: Vec<String>,

@@ -555,3 +555,59 @@ fn names_compiler_in_a_non_utf8_directory_is_toolchain_identity() {
     upgraded.expect(&["MISS", "SAVED"]);
     assert_ne!(upgraded.key(), cold.key());
 }
+
+/// `--json` reports of commands given paths that are not UTF-8 print those paths in the
+/// name encoding instead of panicking (exit 101) or failing (exit 1).
+#[test]
+fn names_json_reports_show_paths_that_are_not_utf8() {
+    let ctx = TestContext::new();
+    let json_of = |out: &std::process::Output| -> serde_json::Value {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let shown = |p: &Path| strata::fs::name::encode_os(p.as_os_str());
+
+    let root = at(&ctx.root, b"store\xe9");
+    let built = ctx
+        .strata()
+        .args(["artifact", "get-or-build", "--json", "--root"])
+        .arg(&root)
+        .args(["--env", &format!("cc={}", "a".repeat(64))])
+        .args(["--source", &"b".repeat(64), "--specialization", &"c".repeat(64)])
+        .args(["--require", "x", "--", "sh", "-c", "echo > \"$STRATA_ARTIFACT_OUT/x\""])
+        .output()
+        .unwrap();
+    let v = json_of(&built);
+    assert!(v["dir"].as_str().unwrap().starts_with(&format!("{}/", shown(&root))), "{v}");
+
+    let cache = at(&ctx.root, b"cache\xe9");
+    std::fs::create_dir_all(cache.join("actions-v1")).unwrap();
+    std::fs::write(cache.join(".updated"), b"").unwrap();
+    let store = format!("file://{}", ctx.path("store").display());
+    let save = ctx
+        .strata()
+        .args(["snapshot", "save", "--json", "--key", "k-1", "--store", &store, "--cache-dir"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    let v = json_of(&save);
+    assert_eq!(v["cache_dir"], shown(&cache), "{v}");
+    assert_eq!(v["outcome"]["status"], "saved", "{v}");
+    let restored = at(&ctx.root, b"restored\xff");
+    let restore = ctx
+        .strata()
+        .args(["snapshot", "restore", "--json", "--key", "k-1", "--store", &store, "--cache-dir"])
+        .arg(&restored)
+        .output()
+        .unwrap();
+    let v = json_of(&restore);
+    assert_eq!(v["cache_dir"], shown(&restored), "{v}");
+
+    let source = at(&ctx.root, b"src\xe9/a.c");
+    std::fs::create_dir_all(source.parent().unwrap()).unwrap();
+    std::fs::write(&source, b"int a;\n").unwrap();
+    let scan =
+        ctx.strata().args(["artifact", "scan-includes", "--json"]).arg(&source).output().unwrap();
+    let v = json_of(&scan);
+    assert_eq!(v["files"][0], shown(&source), "{v}");
+}
