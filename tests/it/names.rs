@@ -419,7 +419,8 @@ fn names_snapshot_safety_checks_hold_for_bytes() {
 }
 
 /// A custom operator's sources tracked by git under a name that is not UTF-8 count: a
-/// change to such a file is a new namespace (a MISS), never a HIT on stale outputs.
+/// change to such a file is a new namespace (a MISS), never a HIT on stale outputs. Its
+/// outputs with such names are published and restored byte for byte.
 #[test]
 fn names_operator_sources_tracked_by_git_count_whatever_their_names() {
     require_tool("git", "apt-get install git");
@@ -448,12 +449,16 @@ fn names_operator_sources_tracked_by_git_count_whatever_their_names() {
         publish: &publish,
         state: &state,
     };
-    let action: Action = ctx
-        .custom(&op)
-        .flag("--repo-root", &repo)
-        .sh(&format!("mkdir -p {0} && echo built > {0}/k.o", stage.display()));
+    let action: Action = ctx.custom(&op).flag("--repo-root", &repo).sh(&format!(
+        "mkdir -p {0} && echo built > \"{0}/$(printf 'k\\351.o')\"",
+        stage.display()
+    ));
     ctx.run(&action).expect(&["MISS", "SAVED"]);
+    // Outputs whose names are not UTF-8 are published (and owned) under their exact bytes.
+    assert_eq!(std::fs::read(at(&publish, b"k\xe9.o")).unwrap(), b"built\n");
+    std::fs::remove_file(at(&publish, b"k\xe9.o")).unwrap();
     ctx.run(&action).expect(&["HIT"]);
+    assert_eq!(std::fs::read(at(&publish, b"k\xe9.o")).unwrap(), b"built\n");
     std::fs::write(at(&source, b"kernel\xe9.py"), b"v = 2\n").unwrap();
     ctx.run(&action).expect(&["MISS", "SAVED"]);
 }
