@@ -117,9 +117,7 @@ pub fn pack(handle: &ArtifactHandle, dest: &Path) -> Result<PackReport, Error> {
         let mut reader =
             HashingReader { inner: input.take(record.size_bytes), hasher: Hasher::new() };
         let mut h = header(record.size_bytes, Sharing::Private.file_mode(record.executable));
-        builder
-            .append_data(&mut h, record.path.to_relative_path(), &mut reader)
-            .map_err(io_err)?;
+        builder.append_data(&mut h, record.path.to_relative_path(), &mut reader).map_err(io_err)?;
         let size = reader.hasher.len();
         let digest = reader.hasher.finish();
         if digest != record.sha256 || size != record.size_bytes {
@@ -254,10 +252,7 @@ pub fn unpack(
     if let Some(extra) = next()? {
         return Err(invalid(
             archive,
-            format!(
-                "unexpected extra entry {:?}",
-                fs::name::encode(extra.path_bytes().as_ref())
-            ),
+            format!("unexpected extra entry {:?}", fs::name::encode(extra.path_bytes().as_ref())),
         ));
     }
     // After the end-of-archive block only zero padding may follow, in this zstd stream or

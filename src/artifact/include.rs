@@ -667,10 +667,8 @@ pub fn package(closure: &Closure, dest: &Path) -> Result<(), Error> {
     }
     for dir in &closure.relative_include_dirs {
         if dir != "." {
-            let rel = fs::name::decode_os(dir).map_err(|reason| fs::Error::UnsafePath {
-                path: dir.clone(),
-                reason,
-            })?;
+            let rel = fs::name::decode_os(dir)
+                .map_err(|reason| fs::Error::UnsafePath { path: dir.clone(), reason })?;
             fs::create_dir_all_within(dest, Path::new(&rel), Sharing::Private.dir_mode())?;
         }
     }

@@ -1,7 +1,7 @@
 //! `strata action run | explain | prune`.
 
-use std::io::Write;
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};

@@ -680,8 +680,9 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
         ArtifactCommand::Promote { store, id, ready_require, output, out, command } => {
             let key = id.key()?;
             let generated = spec_from(Stage::Generated, id.kind, &id.require)?;
-            let ready =
-                generated.with_stage_and_more(Stage::BinaryReady, &recorded_paths(&ready_require)).map_err(usage)?;
+            let ready = generated
+                .with_stage_and_more(Stage::BinaryReady, recorded_paths(&ready_require))
+                .map_err(usage)?;
             let output = store.destination(output.as_deref())?;
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;

@@ -540,7 +540,9 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
             rejected: &[],
         });
         if common.json {
-            print_json(&json!({"status": "skipped", "reason": "no key", "cache_dir": strata::fs::name::display_text(&abs_dir)}))?;
+            print_json(
+                &json!({"status": "skipped", "reason": "no key", "cache_dir": strata::fs::name::display_text(&abs_dir)}),
+            )?;
         }
         return Ok(if args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 });
     }

@@ -200,7 +200,8 @@ mod tests {
 
     #[test]
     fn non_canonical_texts_are_rejected() {
-        for bad in ["\\", "a\\x", "a\\xe", "a\\xE9", "a\\xzz", "a\\u00e9", "\\x41", "\\xc3\\xa9", "\\x2f"]
+        for bad in
+            ["\\", "a\\x", "a\\xe", "a\\xE9", "a\\xzz", "a\\u00e9", "\\x41", "\\xc3\\xa9", "\\x2f"]
         {
             assert!(decode(bad).is_err(), "{bad:?}");
             assert!(!is_canonical(bad), "{bad:?}");

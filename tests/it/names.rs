@@ -319,7 +319,7 @@ printf 'backslash' > "$o/a\\xe9"
     assert_eq!(v["disposition"], "published", "{v}");
     let slot = PathBuf::from(v["dir"].as_str().unwrap());
     let mut published = listing(&slot);
-    published.remove(&b"artifact_manifest.json".to_vec());
+    published.remove(b"artifact_manifest.json".as_slice());
     assert_eq!(published.len(), 7, "{published:?}");
     assert_eq!(published[&b"a\xe9".to_vec()], format!("file exec=false {:?}", b"byte"));
     let manifest = std::fs::read_to_string(slot.join("artifact_manifest.json")).unwrap();
@@ -355,7 +355,10 @@ printf 'backslash' > "$o/a\\xe9"
     let strip = |l: BTreeMap<Vec<u8>, String>| -> BTreeMap<Vec<u8>, String> {
         l.into_iter().filter(|(k, _)| k != b"artifact_manifest.json").collect()
     };
-    assert_eq!(strip(listing(&dest)).keys().collect::<Vec<_>>(), published.keys().collect::<Vec<_>>());
+    assert_eq!(
+        strip(listing(&dest)).keys().collect::<Vec<_>>(),
+        published.keys().collect::<Vec<_>>()
+    );
     for (name, desc) in strip(listing(&dest)) {
         if desc.starts_with("file") {
             let content = std::fs::read(at(&dest, &name)).unwrap();
@@ -400,10 +403,9 @@ fn names_snapshot_safety_checks_hold_for_bytes() {
 
     let outside = ctx.path("outside");
     std::fs::create_dir_all(&outside).unwrap();
-    let climbing = format!("actions-v1/third_party/u/../../../outside/evil").into_bytes();
     let absolute = [outside.as_os_str().as_bytes(), b"/evil\xe9"].concat();
     for (key, path, reason) in [
-        ("dotdot-1", [climbing.clone(), b"\xe9".to_vec()].concat(), "unsafe"),
+        ("dotdot-1", b"actions-v1/third_party/u/../../../../outside/evil\xe9".to_vec(), "unsafe"),
         ("dotdot-2", b"actions-v1/\xe9/../../outside/evil\xe9".to_vec(), "unsafe"),
         ("absolute-1", absolute, "absolute"),
     ] {
@@ -449,10 +451,10 @@ fn names_operator_sources_tracked_by_git_count_whatever_their_names() {
         publish: &publish,
         state: &state,
     };
-    let action: Action = ctx.custom(&op).flag("--repo-root", &repo).sh(&format!(
-        "mkdir -p {0} && echo built > \"{0}/$(printf 'k\\351.o')\"",
-        stage.display()
-    ));
+    let action: Action = ctx
+        .custom(&op)
+        .flag("--repo-root", &repo)
+        .sh(&format!("mkdir -p {0} && echo built > \"{0}/$(printf 'k\\351.o')\"", stage.display()));
     ctx.run(&action).expect(&["MISS", "SAVED"]);
     // Outputs whose names are not UTF-8 are published (and owned) under their exact bytes.
     assert_eq!(std::fs::read(at(&publish, b"k\xe9.o")).unwrap(), b"built\n");

@@ -222,12 +222,7 @@ pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Ident
         &normalizer,
     )?;
     // Tools are looked up on the PATH the build runs with.
-    let path_var = inputs
-        .set_env
-        .iter()
-        .rev()
-        .find(|e| e.name() == "PATH")
-        .map(|e| e.value());
+    let path_var = inputs.set_env.iter().rev().find(|e| e.name() == "PATH").map(|e| e.value());
     // The compiler is found by the text of the arguments: UTF-8 ones as they are, others
     // in the name encoding (which `resolve_tool` decodes back to the real path).
     let command_text: Vec<String> = inputs

@@ -77,7 +77,7 @@ fn git_tracked(repo_root: &Path, source: &Path) -> Option<Vec<PathBuf>> {
         .args(["-c", "safe.directory=*", "-C"])
         .arg(&root)
         .args(["ls-files", "-z", "--"])
-        .arg(&rel_text)
+        .arg(rel_text)
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()

@@ -14,12 +14,25 @@ use strata::snapshot::{Compression, Producer, Sidecar};
 #[derive(Clone)]
 pub enum Entry {
     Dir(&'static str),
-    File { path: String, mode: u32, data: Vec<u8> },
+    File {
+        path: String,
+        mode: u32,
+        data: Vec<u8>,
+    },
     /// A regular file (mode 0644) whose path is any bytes; the manifest records the path in
     /// the name encoding.
-    BytesFile { path: Vec<u8>, data: Vec<u8> },
-    Symlink { path: &'static str, target: String },
-    HardLink { path: &'static str, target: String },
+    BytesFile {
+        path: Vec<u8>,
+        data: Vec<u8>,
+    },
+    Symlink {
+        path: &'static str,
+        target: String,
+    },
+    HardLink {
+        path: &'static str,
+        target: String,
+    },
     CharDevice(&'static str),
 }
 
@@ -94,8 +107,7 @@ pub fn object(entries: &[Entry], manifest: &Value) -> (Vec<u8>, String) {
                 builder.append(&h, data.as_slice()).unwrap();
             }
             Entry::BytesFile { path, data } => {
-                let mut h =
-                    raw_header(tar::EntryType::Regular, path, 0o644, data.len() as u64);
+                let mut h = raw_header(tar::EntryType::Regular, path, 0o644, data.len() as u64);
                 h.set_cksum();
                 builder.append(&h, data.as_slice()).unwrap();
             }
