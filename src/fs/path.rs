@@ -99,6 +99,10 @@ impl RelPath {
 
     /// The exact bytes of the path on disk.
     pub fn to_bytes(&self) -> Vec<u8> {
+        if !self.0.contains('\\') {
+            // No escape: the text is the name (the common case, no decoding).
+            return self.0.clone().into_bytes();
+        }
         // The text was checked canonical when this value was built.
         name::decode(&self.0).unwrap_or_else(|_| self.0.clone().into_bytes())
     }
