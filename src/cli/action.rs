@@ -115,9 +115,10 @@ pub(crate) struct RunArgs {
     /// Explicit environment strings (repeatable).
     #[arg(long, value_name = "STR", allow_hyphen_values = true)]
     environment_value: Vec<String>,
-    /// Tools whose `--version` output is identity, added to the profile's defaults.
+    /// Tools whose `--version` output is identity, added to the profile's defaults (a path
+    /// may hold any bytes).
     #[arg(long, value_name = "TOOL")]
-    environment_tool: Vec<String>,
+    environment_tool: Vec<OsString>,
     /// Physical roots replaced by `<PATH_i>` placeholders in text (repeatable; order gives i).
     #[arg(long, value_name = "DIR")]
     normalize_path: Vec<PathBuf>,
@@ -189,7 +190,11 @@ impl RunArgs {
                 }),
                 environment_files: ts(self.environment_file),
                 environment_values: self.environment_value,
-                environment_tools: self.environment_tool,
+                environment_tools: self
+                    .environment_tool
+                    .iter()
+                    .map(|t| strata::fs::name::display_text(std::path::Path::new(t)))
+                    .collect(),
                 operator_source: self.operator_source.map(t),
                 repo_root: self.repo_root.map(t),
                 output_dir: Some(output_dir),

@@ -529,7 +529,8 @@ fn names_command_arguments_and_set_env_values_are_bytes() {
 }
 
 /// A compiler reached through a directory whose name is not UTF-8 is still identified:
-/// upgrading it is a MISS, never a HIT on outputs of the old version.
+/// upgrading it is a MISS, never a HIT on outputs of the old version; so is a tool named
+/// by `--environment-tool` there.
 #[test]
 fn names_compiler_in_a_non_utf8_directory_is_toolchain_identity() {
     let ctx = TestContext::new();
@@ -561,6 +562,19 @@ fn names_compiler_in_a_non_utf8_directory_is_toolchain_identity() {
     let upgraded = ctx.run(&action);
     upgraded.expect(&["MISS", "SAVED"]);
     assert_ne!(upgraded.key(), cold.key());
+
+    // `--environment-tool` with such a path (given as raw bytes) counts the same way.
+    let tool = bin.join("gen");
+    let gen_version = |v: &str| crate::engine::write_script(&tool, &format!("echo gen {v}"));
+    gen_version("1");
+    let with_tool = action.flag("--environment-tool", &tool);
+    let first = ctx.run(&with_tool);
+    first.expect(&["MISS", "SAVED"]);
+    ctx.run(&with_tool).expect(&["HIT"]);
+    gen_version("2");
+    let changed = ctx.run(&with_tool);
+    changed.expect(&["MISS", "SAVED"]);
+    assert_ne!(changed.key(), first.key());
 }
 
 /// `--json` reports of commands given paths that are not UTF-8 print those paths in the

@@ -120,7 +120,8 @@ pub struct IdentityInputs {
     pub environment_files: Vec<PathBuf>,
     /// `--environment-value`.
     pub environment_values: Vec<String>,
-    /// `--environment-tool`.
+    /// `--environment-tool` (a path that is not UTF-8 in the name encoding, which tool
+    /// lookup decodes).
     pub environment_tools: Vec<String>,
     /// `--operator-source` (custom operators).
     pub operator_source: Option<PathBuf>,
