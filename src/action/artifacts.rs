@@ -130,7 +130,7 @@ pub fn collect(root: &Path, selection: &Selection<'_>) -> Result<Vec<Described>,
             && !is_placement_temp(entry.rel.file_name());
         if is_candidate {
             let pick = match selection {
-                Selection::Include(p) => p.is_match(entry.rel.as_str()),
+                Selection::Include(p) => p.is_match_rel(&entry.rel),
                 Selection::All => true,
                 Selection::ChangedSince(before, also) => {
                     also.contains(&entry.rel)
@@ -209,10 +209,12 @@ fn is_placement_temp(name: &str) -> bool {
 /// `root` (resolved lexically: `..` and `.` applied without touching the filesystem).
 fn lexical_target(root: &Path, rel: &RelPath, text: &str) -> Option<RelPath> {
     let link_dir: PathBuf = match rel.parent() {
-        Some(p) => root.join(p.as_str()),
+        Some(p) => p.to_path(root),
         None => root.to_path_buf(),
     };
-    let joined = if text.starts_with('/') { PathBuf::from(text) } else { link_dir.join(text) };
+    // `text` is in recorded form; the link's real bytes decide where it points.
+    let target = PathBuf::from(fs::link_text_bytes(text).ok()?);
+    let joined = if target.is_absolute() { target } else { link_dir.join(target) };
     let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
     for c in joined.components() {
         match c {

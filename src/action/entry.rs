@@ -225,7 +225,9 @@ fn validate(dir: &Path, expected: &EntryManifest) -> Result<EntryManifest, Strin
 }
 
 /// Compares the real tree under `root` with `artifacts` (sizes, exec bits, link texts; no
-/// content hashing).
+/// content hashing). The walk's order (names byte-wise, depth first) and the manifest's
+/// (recorded paths as text) differ (`foo/y` before `foo-1/x` in one, after it in the
+/// other), so the two are compared as sets, never zipped.
 fn check_tree(root: &Path, artifacts: &[Artifact]) -> Result<(), String> {
     match fs::symlink_metadata_opt(root) {
         Ok(Some(m)) if m.is_dir() => {}
@@ -240,7 +242,8 @@ fn check_tree(root: &Path, artifacts: &[Artifact]) -> Result<(), String> {
             dirs.insert(d);
         }
     }
-    let mut expected = artifacts.iter().peekable();
+    let mut expected: std::collections::BTreeMap<&RelPath, &Artifact> =
+        artifacts.iter().map(|a| (a.path(), a)).collect();
     for item in &inventory {
         match &item.kind {
             InventoryKind::Dir if dirs.contains(&item.rel) => continue,
@@ -249,16 +252,9 @@ fn check_tree(root: &Path, artifacts: &[Artifact]) -> Result<(), String> {
             }
             _ => {}
         }
-        let Some(want) = expected.next() else {
+        let Some(want) = expected.remove(&item.rel) else {
             return Err(format!("unexpected file artifacts/{}", item.rel));
         };
-        if *want.path() != item.rel {
-            return Err(if want.path() < &item.rel {
-                format!("artifacts/{} is missing", want.path())
-            } else {
-                format!("unexpected file artifacts/{}", item.rel)
-            });
-        }
         match (want, &item.kind) {
             (
                 Artifact::File { size_bytes, executable, .. },
@@ -269,8 +265,8 @@ fn check_tree(root: &Path, artifacts: &[Artifact]) -> Result<(), String> {
             _ => return Err(format!("artifacts/{} differs from the manifest", item.rel)),
         }
     }
-    if let Some(missing) = expected.next() {
-        return Err(format!("artifacts/{} is missing", missing.path()));
+    if let Some(missing) = expected.keys().next() {
+        return Err(format!("artifacts/{missing} is missing"));
     }
     Ok(())
 }
@@ -318,7 +314,7 @@ pub fn restore(entry_dir: &Path, artifacts: &[Artifact], dest_root: &Path) -> Re
 /// returns the destination path.
 pub(crate) fn place_parent(root: &Path, rel: &RelPath) -> Result<PathBuf, Error> {
     if let Some(parent) = rel.parent() {
-        fs::create_dir_all_within(root, Path::new(parent.as_str()), Sharing::Shared.dir_mode())?;
+        fs::create_dir_all_within(root, &parent.to_relative_path(), Sharing::Shared.dir_mode())?;
     }
     Ok(rel.to_path(root))
 }

@@ -109,11 +109,13 @@ pub enum Verdict {
     /// The exact entry exists and is valid: `run` would HIT.
     Hit {
         /// The entry directory.
+        #[serde(serialize_with = "crate::fs::name::serialize_path")]
         entry: PathBuf,
     },
     /// The exact entry exists but would be rejected.
     Invalid {
         /// The entry directory.
+        #[serde(serialize_with = "crate::fs::name::serialize_path")]
         entry: PathBuf,
         /// Why.
         reason: String,
@@ -123,6 +125,7 @@ pub enum Verdict {
         /// Its key.
         nearest_key: ActionKey,
         /// Its directory.
+        #[serde(serialize_with = "crate::fs::name::serialize_path")]
         entry: PathBuf,
         /// When it was saved.
         created_at: String,

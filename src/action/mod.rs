@@ -40,7 +40,9 @@ pub mod publish;
 pub mod run;
 pub mod stats;
 
+use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -50,26 +52,33 @@ pub use run::{Outcome, RunOptions, RunReport, run};
 
 /// One `--set-env NAME=VALUE` override, validated when parsed (the reference checked it
 /// only right before building, so a malformed value HIT fine and failed on a MISS, §11 W8).
+/// The value is bytes, like any environment value (a path whose names are not UTF-8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetEnv {
     name: String,
-    value: String,
+    value: OsString,
 }
 
 impl SetEnv {
-    /// Parses `NAME=VALUE`: NAME is non-empty and has no `=` or NUL; VALUE has no NUL.
+    /// Parses `NAME=VALUE`: NAME is non-empty UTF-8 and has no `=` or NUL; VALUE is any
+    /// bytes but NUL.
     ///
     /// # Errors
-    /// [`Error::InvalidSetEnv`] naming the text.
-    pub fn parse(text: &str) -> Result<Self, Error> {
-        match text.split_once('=') {
-            Some((name, value))
-                if !name.is_empty() && !name.contains('\0') && !value.contains('\0') =>
-            {
-                Ok(Self { name: name.to_owned(), value: value.to_owned() })
-            }
-            _ => Err(Error::InvalidSetEnv { text: text.to_owned() }),
+    /// [`Error::InvalidSetEnv`] naming the text (in the name encoding of
+    /// [`crate::fs::name`]).
+    pub fn parse(text: impl AsRef<OsStr>) -> Result<Self, Error> {
+        let bytes = text.as_ref().as_bytes();
+        let split = bytes.iter().position(|b| *b == b'=');
+        if let Some(at) = split
+            && let (Some(name), Some(value)) = (bytes.get(..at), bytes.get(at + 1..))
+            && let Ok(name) = std::str::from_utf8(name)
+            && !name.is_empty()
+            && !name.contains('\0')
+            && !value.contains(&0)
+        {
+            return Ok(Self { name: name.to_owned(), value: OsStr::from_bytes(value).to_owned() });
         }
+        Err(Error::InvalidSetEnv { text: crate::fs::name::encode(bytes) })
     }
 
     /// The variable name.
@@ -78,13 +87,13 @@ impl SetEnv {
     }
 
     /// The value.
-    pub fn value(&self) -> &str {
+    pub fn value(&self) -> &OsStr {
         &self.value
     }
 
-    /// `NAME=VALUE`, exactly as given.
-    pub fn text(&self) -> String {
-        format!("{}={}", self.name, self.value)
+    /// `NAME=VALUE`, exactly as given (bytes).
+    pub fn text(&self) -> Vec<u8> {
+        [self.name.as_bytes(), b"=", self.value.as_bytes()].concat()
     }
 }
 
@@ -223,10 +232,10 @@ pub enum Error {
     #[error("missing build command after --")]
     EmptyCommand,
     /// The build command could not be started.
-    #[error("cannot start the build command {program:?}")]
+    #[error("cannot start the build command {}", program.display())]
     Spawn {
         /// `argv[0]`.
-        program: String,
+        program: PathBuf,
         /// The OS error.
         #[source]
         source: std::io::Error,

@@ -38,6 +38,7 @@ pub const DEFAULT_MAX_OPERATOR_VERSIONS: i64 = 2;
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Removal {
     /// The removed directory.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub path: PathBuf,
     /// `operator_version`, `staging_leftover`, `replaced_entry` or `trash`.
     pub kind: &'static str,
@@ -51,6 +52,7 @@ pub struct PruneReport {
     /// What went (or would go).
     pub removed: Vec<Removal>,
     /// Namespaces kept because an entry lock was busy.
+    #[serde(serialize_with = "crate::fs::name::serialize_paths")]
     pub skipped_busy: Vec<PathBuf>,
     /// Problems met; they never fail the prune.
     pub warnings: Vec<String>,

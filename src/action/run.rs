@@ -523,7 +523,7 @@ fn build(ctx: &mut Ctx<'_>) -> Result<(Build, i32), Error> {
     }
     let start = Instant::now();
     let end =
-        child::run(&mut cmd).map_err(|source| Error::Spawn { program: program.clone(), source })?;
+        child::run(&mut cmd).map_err(|source| Error::Spawn { program: program.into(), source })?;
     let elapsed = start.elapsed();
     let status = end.status;
     // A signal strata received (and forwarded) ends the run like a build killed by it:

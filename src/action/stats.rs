@@ -24,6 +24,7 @@ pub struct DomainStats {
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct CacheStats {
     /// The resolved cache root.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub cache_root: PathBuf,
     /// Third-party entries.
     pub third_party: DomainStats,

@@ -9,6 +9,9 @@
 //!    so packing the same artifact twice gives the same bytes.
 //!
 //! No directory, link or device entries. Long paths use the GNU long-name extension.
+//! Entry names are the files' exact bytes (a name that is not UTF-8 is stored as it is on
+//! disk); the manifest records them in the name encoding ([`crate::fs::name`]), and each
+//! entry must carry exactly the bytes its manifest path decodes to.
 //!
 //! # Checking an archive ([`unpack`])
 //! The first entry must be the manifest (at most 16 MiB), which must load strictly and
@@ -114,7 +117,7 @@ pub fn pack(handle: &ArtifactHandle, dest: &Path) -> Result<PackReport, Error> {
         let mut reader =
             HashingReader { inner: input.take(record.size_bytes), hasher: Hasher::new() };
         let mut h = header(record.size_bytes, Sharing::Private.file_mode(record.executable));
-        builder.append_data(&mut h, record.path.as_str(), &mut reader).map_err(io_err)?;
+        builder.append_data(&mut h, record.path.to_relative_path(), &mut reader).map_err(io_err)?;
         let size = reader.hasher.len();
         let digest = reader.hasher.finish();
         if digest != record.sha256 || size != record.size_bytes {
@@ -185,13 +188,13 @@ pub fn unpack(
         let Some(mut entry) = next()? else {
             return Err(invalid(archive, format!("{} is missing", record.path)));
         };
-        if entry.path_bytes().as_ref() != record.path.as_str().as_bytes() {
+        if entry.path_bytes().as_ref() != record.path.to_bytes().as_slice() {
             return Err(invalid(
                 archive,
                 format!(
                     "expected {} next, found {:?}",
                     record.path,
-                    String::from_utf8_lossy(entry.path_bytes().as_ref())
+                    fs::name::encode(entry.path_bytes().as_ref())
                 ),
             ));
         }
@@ -212,7 +215,7 @@ pub fn unpack(
         if let Some(parent) = record.path.parent() {
             fs::create_dir_all_within(
                 dest,
-                Path::new(parent.as_str()),
+                &parent.to_relative_path(),
                 Sharing::Private.dir_mode(),
             )?;
         }
@@ -249,10 +252,7 @@ pub fn unpack(
     if let Some(extra) = next()? {
         return Err(invalid(
             archive,
-            format!(
-                "unexpected extra entry {:?}",
-                String::from_utf8_lossy(extra.path_bytes().as_ref())
-            ),
+            format!("unexpected extra entry {:?}", fs::name::encode(extra.path_bytes().as_ref())),
         ));
     }
     // After the end-of-archive block only zero padding may follow, in this zstd stream or

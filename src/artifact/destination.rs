@@ -162,7 +162,7 @@ impl Destination {
                 if let Some(parent) = file.rel.parent() {
                     fs::create_dir_all_within(
                         staging,
-                        Path::new(parent.as_str()),
+                        &parent.to_relative_path(),
                         Sharing::Private.dir_mode(),
                     )?;
                 }

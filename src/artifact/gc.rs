@@ -41,6 +41,7 @@ pub struct GcAction {
     /// `invalid_slot`, `staging`, `unexpected`, `empty_dir` or `unused_lock`.
     pub kind: &'static str,
     /// The path.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub path: PathBuf,
     /// Why.
     pub reason: String,
@@ -56,6 +57,7 @@ pub struct GcReport {
     /// Valid slots kept.
     pub kept_slots: usize,
     /// Key directories skipped because their lock is held.
+    #[serde(serialize_with = "crate::fs::name::serialize_paths")]
     pub skipped: Vec<PathBuf>,
     /// Slots that could not be read (kept).
     pub unreadable: Vec<SlotReport>,
@@ -72,6 +74,7 @@ impl GcReport {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SlotReport {
     /// The slot directory.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub path: PathBuf,
     /// `hit` (valid), `invalid` or `storage_error`.
     pub status: &'static str,

@@ -237,7 +237,7 @@ impl ArtifactHandle {
             if let Some(parent) = file.path.parent() {
                 fs::create_dir_all_within(
                     dest,
-                    Path::new(parent.as_str()),
+                    &parent.to_relative_path(),
                     Sharing::Private.dir_mode(),
                 )?;
             }

@@ -46,6 +46,7 @@ use crate::fs::{self, RelPath, Sharing};
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Unsupported {
     /// The file holding the directive (or the offending path).
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub file: PathBuf,
     /// 1-based line of the directive (0 when not about a directive).
     pub line: usize,
@@ -57,6 +58,7 @@ pub struct Unsupported {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SystemInclude {
     /// The including file.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub file: PathBuf,
     /// 1-based line.
     pub line: usize,
@@ -69,12 +71,15 @@ pub struct SystemInclude {
 pub struct Closure {
     /// The common directory of every visited file's parent and every `-I` directory
     /// (resolved); package paths are relative to it.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub common_root: PathBuf,
     /// Every visited file (sources first), absolute and normalised, in visiting order.
+    #[serde(serialize_with = "crate::fs::name::serialize_paths")]
     pub files: Vec<PathBuf>,
     /// The same files relative to `common_root`.
     pub relative_files: Vec<RelPath>,
-    /// The `-I` directories relative to `common_root` (`.` for the root itself).
+    /// The `-I` directories relative to `common_root` (`.` for the root itself), in the
+    /// name encoding of [`crate::fs::name`].
     pub relative_include_dirs: Vec<String>,
     /// Angle includes found in no `-I` directory.
     pub system_includes: Vec<SystemInclude>,
@@ -633,7 +638,7 @@ pub fn scan(sources: &[PathBuf], include_dirs: &[PathBuf]) -> Result<Verdict, Er
             if rel.as_os_str().is_empty() {
                 ".".to_owned()
             } else {
-                rel.to_string_lossy().into_owned()
+                fs::name::encode_os(rel.as_os_str())
             }
         })
         .collect();
@@ -662,14 +667,16 @@ pub fn package(closure: &Closure, dest: &Path) -> Result<(), Error> {
     }
     for dir in &closure.relative_include_dirs {
         if dir != "." {
-            fs::create_dir_all_within(dest, Path::new(dir), Sharing::Private.dir_mode())?;
+            let rel = fs::name::decode_os(dir)
+                .map_err(|reason| fs::Error::UnsafePath { path: dir.clone(), reason })?;
+            fs::create_dir_all_within(dest, Path::new(&rel), Sharing::Private.dir_mode())?;
         }
     }
     for (src, rel) in closure.files.iter().zip(&closure.relative_files) {
         if let Some(parent) = rel.parent() {
             fs::create_dir_all_within(
                 dest,
-                Path::new(parent.as_str()),
+                &parent.to_relative_path(),
                 Sharing::Private.dir_mode(),
             )?;
         }

@@ -102,7 +102,7 @@ pub(super) fn copy_into(src: &Path, dest: &Path, files: &[FileRecord]) -> Result
         if let Some(parent) = file.path.parent() {
             fs::create_dir_all_within(
                 dest,
-                Path::new(parent.as_str()),
+                &parent.to_relative_path(),
                 Sharing::Private.dir_mode(),
             )
             .map_err(|e| e.to_string())?;

@@ -64,7 +64,6 @@ pub(crate) fn classify(error: &fs::Error) -> Problem {
     use rustix::io::Errno;
     let damage = match error {
         fs::Error::ChangedWhileReading { .. }
-        | fs::Error::NonUtf8Name { .. }
         | fs::Error::UnsafePath { .. }
         | fs::Error::SpecialFile { .. }
         | fs::Error::WrongFileType { .. } => true,
@@ -315,6 +314,12 @@ pub(crate) fn verify_slot(
     Ok(Verified { manifest, digest, key, spec, hashed_bytes })
 }
 
+/// `dir/rel` for messages: the relative part in its recorded form (the name encoding), so
+/// a name that is not UTF-8 is shown exactly, never lossily.
+fn shown(dir: &Path, rel: &RelPath) -> String {
+    format!("{}/{rel}", dir.display())
+}
+
 /// Compares the walked files with the manifest's list: same paths, sizes, owner-exec bits.
 pub(crate) fn compare_listing(
     dir: &Path,
@@ -329,32 +334,32 @@ pub(crate) fn compare_listing(
             (Some(file), None) => {
                 return Err(Problem::Invalid(format!(
                     "{} is not listed in the manifest (extra file)",
-                    file.rel.to_path(dir).display()
+                    shown(dir, &file.rel)
                 )));
             }
             (None, Some(record)) => {
                 return Err(Problem::Invalid(format!(
                     "{} is listed in the manifest but missing",
-                    record.path.to_path(dir).display()
+                    shown(dir, &record.path)
                 )));
             }
             (Some(file), Some(record)) => {
                 if file.rel < record.path {
                     return Err(Problem::Invalid(format!(
                         "{} is not listed in the manifest (extra file)",
-                        file.rel.to_path(dir).display()
+                        shown(dir, &file.rel)
                     )));
                 }
                 if file.rel > record.path {
                     return Err(Problem::Invalid(format!(
                         "{} is listed in the manifest but missing",
-                        record.path.to_path(dir).display()
+                        shown(dir, &record.path)
                     )));
                 }
                 if file.size_bytes != record.size_bytes {
                     return Err(Problem::Invalid(format!(
                         "{} has {} bytes, the manifest records {}",
-                        file.rel.to_path(dir).display(),
+                        shown(dir, &file.rel),
                         file.size_bytes,
                         record.size_bytes
                     )));
@@ -362,7 +367,7 @@ pub(crate) fn compare_listing(
                 if file.executable != record.executable {
                     return Err(Problem::Invalid(format!(
                         "{} has owner-exec {}, the manifest records {}",
-                        file.rel.to_path(dir).display(),
+                        shown(dir, &file.rel),
                         file.executable,
                         record.executable
                     )));

@@ -1,5 +1,6 @@
 //! `strata action run | explain | prune`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -114,9 +115,10 @@ pub(crate) struct RunArgs {
     /// Explicit environment strings (repeatable).
     #[arg(long, value_name = "STR", allow_hyphen_values = true)]
     environment_value: Vec<String>,
-    /// Tools whose `--version` output is identity, added to the profile's defaults.
+    /// Tools whose `--version` output is identity, added to the profile's defaults (a path
+    /// may hold any bytes).
     #[arg(long, value_name = "TOOL")]
-    environment_tool: Vec<String>,
+    environment_tool: Vec<OsString>,
     /// Physical roots replaced by `<PATH_i>` placeholders in text (repeatable; order gives i).
     #[arg(long, value_name = "DIR")]
     normalize_path: Vec<PathBuf>,
@@ -126,18 +128,20 @@ pub(crate) struct RunArgs {
     /// Extra exclusions for directory walks of prepared inputs.
     #[arg(long, value_name = "GLOB")]
     exclude: Vec<String>,
-    /// Environment override for the build command, NAME=VALUE (part of the recipe).
+    /// Environment override for the build command, NAME=VALUE (part of the recipe; the
+    /// value is any bytes).
     #[arg(long, value_name = "NAME=VALUE", allow_hyphen_values = true)]
-    set_env: Vec<String>,
+    set_env: Vec<OsString>,
     /// Working directory of the build command.
     #[arg(long, value_name = "DIR")]
     working_directory: Option<PathBuf>,
     /// Append JSONL events to this file [env: STRATA_EVENT_LOG; empty means none].
     #[arg(long, value_name = "FILE")]
     event_log: Option<PathBuf>,
-    /// The build command and its arguments (after the options, optionally after `--`).
+    /// The build command and its arguments (after the options, optionally after `--`);
+    /// arguments are bytes, passed on exactly.
     #[arg(trailing_var_arg = true, value_name = "CMD", required = true)]
-    command: Vec<String>,
+    command: Vec<OsString>,
 }
 
 impl RunArgs {
@@ -185,7 +189,11 @@ impl RunArgs {
                 }),
                 environment_files: ts(self.environment_file),
                 environment_values: self.environment_value,
-                environment_tools: self.environment_tool,
+                environment_tools: self
+                    .environment_tool
+                    .iter()
+                    .map(|t| strata::fs::name::display_text(std::path::Path::new(t)))
+                    .collect(),
                 operator_source: self.operator_source.map(t),
                 repo_root: self.repo_root.map(t),
                 // Filled from the fields above by `strata::action::prepare::prepare`, the one

@@ -5,6 +5,7 @@
 //! available; 4 INVALID; 5 STORAGE_ERROR; 6 scan-includes "unsupported"; a build command's
 //! own exit code (128 + signal when killed) for `get-or-build` and `promote`.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 use std::time::Duration;
@@ -61,7 +62,7 @@ pub(crate) enum ArtifactCommand {
         out: OutArgs,
         /// The build command.
         #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<String>,
+        command: Vec<OsString>,
     },
     /// Copy a verified artifact into an empty or new directory outside the cache root
     /// (no manifest, owner-writable). Exit 3/4/5 when the slot does not HIT.
@@ -84,10 +85,10 @@ pub(crate) enum ArtifactCommand {
         store: StoreArgs,
         #[command(flatten)]
         id: IdArgs,
-        /// Extra files the ready stage requires (repeatable); the ready spec requires
-        /// these plus the generated spec's files.
+        /// Extra files the ready stage requires (repeatable; any bytes, like --require);
+        /// the ready spec requires these plus the generated spec's files.
         #[arg(long = "ready-require", value_name = "PATH", required = true)]
-        ready_require: Vec<String>,
+        ready_require: Vec<OsString>,
         /// Copy the ready result into this empty or new directory.
         #[arg(long, value_name = "DIR")]
         output: Option<PathBuf>,
@@ -95,7 +96,7 @@ pub(crate) enum ArtifactCommand {
         out: OutArgs,
         /// The build command.
         #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<String>,
+        command: Vec<OsString>,
     },
     /// Verify one slot (with key and spec flags) or every slot (--all). Reads only.
     /// Exit 0 valid, 3 MISS, 4 INVALID, 5 STORAGE_ERROR.
@@ -256,9 +257,10 @@ pub(crate) struct IdArgs {
     /// Build kind.
     #[arg(long, value_enum, default_value = "single")]
     kind: KindArg,
-    /// Required relative path (repeatable; at least one).
+    /// Required relative path (repeatable; at least one). A file name is bytes: a name that
+    /// is not UTF-8 is given as it is and recorded in the name encoding (`\xHH`).
     #[arg(long, value_name = "PATH", required = true)]
-    require: Vec<String>,
+    require: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -278,9 +280,9 @@ pub(crate) struct OptionalIdArgs {
     /// Build kind.
     #[arg(long, value_enum, default_value = "single")]
     kind: KindArg,
-    /// Required relative path (repeatable).
+    /// Required relative path (repeatable; any bytes, like `--require` elsewhere).
     #[arg(long, value_name = "PATH")]
-    require: Vec<String>,
+    require: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -337,12 +339,18 @@ fn key_from(env: &[String], source: &str, specialization: &str) -> Result<Artifa
     ArtifactKey::new(environment, source, specialization).map_err(usage)
 }
 
-fn spec_from(stage: Stage, kind: KindArg, require: &[String]) -> Result<ArtifactSpec, Failure> {
+fn spec_from(stage: Stage, kind: KindArg, require: &[OsString]) -> Result<ArtifactSpec, Failure> {
     let kind = match kind {
         KindArg::Single => BuildKind::Single,
         KindArg::Distributed => BuildKind::Distributed,
     };
-    ArtifactSpec::new(stage, kind, require).map_err(usage)
+    ArtifactSpec::new(stage, kind, recorded_paths(require)).map_err(usage)
+}
+
+/// Relative paths given on the command line (raw bytes) in their recorded form (the name
+/// encoding of `strata::fs::name`).
+fn recorded_paths(paths: &[OsString]) -> Vec<String> {
+    paths.iter().map(|p| strata::fs::name::encode_os(p)).collect()
 }
 
 /// A private root for this invocation: the given one, or a fresh one under $TMPDIR that
@@ -424,7 +432,7 @@ fn lookup_json(lookup: &Lookup, key: &ArtifactKey, spec: &ArtifactSpec) -> Value
         "key": key.digest().to_string(),
         "spec": spec.digest().to_string(),
         "stage": spec.stage().as_str(),
-        "dir": lookup.handle().map(|h| h.dir()),
+        "dir": lookup.handle().map(|h| shown(&h.dir())),
         "manifest_digest": lookup.handle().map(|h| h.manifest_digest().to_string()),
         "reason": lookup.reason(),
     })
@@ -453,9 +461,10 @@ struct CommandFailed {
 
 /// Runs the build command with `STRATA_ARTIFACT_OUT` set. With `--json`, its stdout goes
 /// to stderr so that stdout carries only strata's JSON object.
-fn run_command(command: &[String], out_dir: &Path, json: bool) -> Result<(), CommandFailed> {
-    let program = command.first().cloned().unwrap_or_default();
-    let mut process = Process::new(&program);
+fn run_command(command: &[OsString], out_dir: &Path, json: bool) -> Result<(), CommandFailed> {
+    let argv0 = command.first().cloned().unwrap_or_default();
+    let mut process = Process::new(&argv0);
+    let program = strata::fs::name::encode_os(&argv0);
     process.args(command.iter().skip(1)).env("STRATA_ARTIFACT_OUT", out_dir);
     if json {
         process.stdout(std::io::stderr());
@@ -487,6 +496,12 @@ fn build_failure(e: artifact::Error) -> Failure {
     artifact_failure(e)
 }
 
+/// A path in JSON output (`strata::fs::name::display_text`: as it is when UTF-8, else in
+/// the name encoding); serde would fail on a path that is not UTF-8.
+fn shown(path: &Path) -> String {
+    strata::fs::name::display_text(path)
+}
+
 fn build_report<T>(
     build: &ArtifactBuild<T>,
     key: &ArtifactKey,
@@ -498,10 +513,10 @@ fn build_report<T>(
         "key": key.digest().to_string(),
         "spec": spec.digest().to_string(),
         "stage": spec.stage().as_str(),
-        "dir": kept.dir,
+        "dir": kept.dir.as_deref().map(shown),
         "manifest_digest": build.handle.as_ref().map(|h| h.manifest_digest().to_string()),
-        "private_dir": kept.private_dir,
-        "output": kept.output,
+        "private_dir": kept.private_dir.as_deref().map(shown),
+        "output": kept.output.as_deref().map(shown),
         "reason": build.reason,
         "failure": build.failure.map(|f| f.as_str()),
         "warnings": build.warnings,
@@ -644,7 +659,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let report = handle.materialize_into(&dest).map_err(artifact_failure)?;
             let value = json!({
                 "status": "hit", "key": key.digest().to_string(), "spec": spec.digest().to_string(),
-                "dir": handle.dir(), "dest": report.dest, "files": report.files, "bytes": report.bytes,
+                "dir": shown(&handle.dir()), "dest": shown(&report.dest), "files": report.files, "bytes": report.bytes,
             });
             let text = format!(
                 "strata: MATERIALIZED key={} files={} bytes={} dest={}",
@@ -659,8 +674,9 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
         ArtifactCommand::Promote { store, id, ready_require, output, out, command } => {
             let key = id.key()?;
             let generated = spec_from(Stage::Generated, id.kind, &id.require)?;
-            let ready =
-                generated.with_stage_and_more(Stage::BinaryReady, &ready_require).map_err(usage)?;
+            let ready = generated
+                .with_stage_and_more(Stage::BinaryReady, recorded_paths(&ready_require))
+                .map_err(usage)?;
             let output = store.destination(output.as_deref())?;
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
@@ -797,9 +813,9 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             };
             let value = json!({
                 "outcome": outcome, "object": report.object.as_str(), "store": objects.describe(),
-                "dir": dir, "disposition": report.disposition.map(|d| d.as_str()),
+                "dir": dir.as_deref().map(shown), "disposition": report.disposition.map(|d| d.as_str()),
                 "reason": reason, "downloaded_bytes": report.downloaded_bytes, "seconds": report.seconds,
-                "dest": filled, "warnings": report.warnings,
+                "dest": filled.as_deref().map(shown), "warnings": report.warnings,
             });
             let mut text = format!(
                 "strata: L0 {} ({outcome}) key={}",
@@ -818,7 +834,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
         ArtifactCommand::ScanIncludes { sources, include_dirs, package, out } => {
             match include::scan(&sources, &include_dirs).map_err(artifact_failure)? {
                 include::Verdict::Unsupported(u) => {
-                    let value = json!({"verdict": "unsupported", "file": u.file, "line": u.line, "reason": u.reason});
+                    let value = json!({"verdict": "unsupported", "file": shown(&u.file), "line": u.line, "reason": u.reason});
                     let text = format!(
                         "strata: unsupported {}:{}: {}",
                         u.file.display(),
@@ -834,12 +850,12 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                     }
                     let value = json!({
                         "verdict": "complete",
-                        "common_root": closure.common_root,
-                        "files": closure.files,
+                        "common_root": shown(&closure.common_root),
+                        "files": closure.files.iter().map(|f| shown(f)).collect::<Vec<_>>(),
                         "relative_files": closure.relative_files,
                         "include_dirs": closure.relative_include_dirs,
                         "system_includes": closure.system_includes,
-                        "package": package,
+                        "package": package.as_deref().map(shown),
                     });
                     let mut text = String::new();
                     for f in &closure.files {

@@ -144,11 +144,11 @@ pub(crate) struct KeyArgs {
     source_root: PathBuf,
     /// git pathspec hashed under the source root (repeatable) [default: every tracked file].
     #[arg(long, value_name = "PATHSPEC")]
-    source_path: Vec<String>,
+    source_path: Vec<std::ffi::OsString>,
     /// A path under the source root that must exist, else the tree is unsupported
     /// (repeatable).
     #[arg(long, value_name = "PATH")]
-    require: Vec<String>,
+    require: Vec<PathBuf>,
     /// Use this source hash instead of running git (letters, digits, '.', '_').
     #[arg(long, value_name = "HASH")]
     source_hash: Option<String>,
@@ -341,7 +341,7 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
         platform: PlatformFiles { os_release: args.os_release },
         source_root: args.source_root,
         source_paths: args.source_path.into_iter().filter(|p| !p.is_empty()).collect(),
-        require: args.require.into_iter().filter(|p| !p.is_empty()).collect(),
+        require: args.require.into_iter().filter(|p| !p.as_os_str().is_empty()).collect(),
         source_hash: non_empty(args.source_hash),
         run: RunContext { run_id: env("GITHUB_RUN_ID"), attempt: env("GITHUB_RUN_ATTEMPT") },
     };
@@ -409,8 +409,8 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
     }
     if args.json {
         let mut value = serde_json::to_value(&report)?;
-        value["cache_dir"] = json!(abs_cache);
-        value["event_log"] = json!(events);
+        value["cache_dir"] = json!(abs_cache.as_deref().map(strata::fs::name::display_text));
+        value["event_log"] = json!(events.as_deref().map(strata::fs::name::display_text));
         print_json(&value)?;
     } else if let Some(keys) = &report.keys {
         outln!("{}\n{}\n{}", keys.primary_key, keys.same_source_prefix, keys.compat_prefix)?;
@@ -546,7 +546,9 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
             rejected: &[],
         });
         if common.json {
-            print_json(&json!({"status": "skipped", "reason": "no key", "cache_dir": abs_dir}))?;
+            print_json(
+                &json!({"status": "skipped", "reason": "no key", "cache_dir": strata::fs::name::display_text(&abs_dir)}),
+            )?;
         }
         return Ok(if args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 });
     }
@@ -891,7 +893,7 @@ fn pack(args: PackArgs) -> Result<i32, Failure> {
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         print_json(&json!({
-            "output": args.output,
+            "output": strata::fs::name::display_text(&args.output),
             "object_size_bytes": report.object_size_bytes,
             "object_sha256": report.object_sha256,
             "manifest_digest": report.manifest_digest,
@@ -922,7 +924,7 @@ fn unpack(args: UnpackArgs) -> Result<i32, Failure> {
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         print_json(&json!({
-            "dest": args.dest,
+            "dest": strata::fs::name::display_text(&args.dest),
             "key": report.manifest.key,
             "manifest_digest": report.manifest_digest,
             "file_count": report.files,

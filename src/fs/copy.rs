@@ -95,17 +95,23 @@ pub fn place_file_atomic(src: &Path, dest: &Path, opts: Placement) -> Result<(Sh
     Ok((digest, size))
 }
 
-/// Creates a symlink with text `target` at `dest` atomically (temp name, then rename over
-/// `dest`). An existing file or symlink at `dest` is replaced; a directory is not.
+/// Creates a symlink with text `target` (in recorded form, see [`super::name`]) at `dest`
+/// atomically (temp name, then rename over `dest`). An existing file or symlink at `dest`
+/// is replaced; a directory is not.
 ///
 /// # Errors
-/// I/O errors naming the path.
+/// [`Error::UnsafePath`] for a text that is not canonical; I/O errors naming the path.
 pub fn place_symlink_atomic(target: &str, dest: &Path) -> Result<()> {
+    let target = super::link_text_bytes(target)?;
     let dir = dest.parent().unwrap_or(Path::new("."));
-    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = dest.file_name().unwrap_or_default();
     for _ in 0..16 {
-        let tmp = dir.join(format!(".{name}.strata-{:016x}.tmp", fastrand::u64(..)));
-        match std::os::unix::fs::symlink(target, &tmp) {
+        // The temporary name keeps the destination's bytes (names need not be UTF-8).
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".strata-{:016x}.tmp", fastrand::u64(..)));
+        let tmp = dir.join(tmp_name);
+        match std::os::unix::fs::symlink(&target, &tmp) {
             Ok(()) => {
                 return fs::rename(&tmp, dest).map_err(|e| {
                     let _ = fs::remove_file(&tmp);
@@ -130,7 +136,7 @@ pub fn create_dir_all_within(root: &Path, rel: &Path, dir_mode: u32) -> Result<P
     for comp in rel.components() {
         let Component::Normal(name) = comp else {
             return Err(Error::UnsafePath {
-                path: rel.to_string_lossy().into_owned(),
+                path: super::name::encode_os(rel.as_os_str()),
                 reason: "not a plain relative path",
             });
         };

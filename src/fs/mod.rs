@@ -6,6 +6,8 @@
 //! * [`ops`]: thin wrappers over `std::fs` that attach the path and operation to errors;
 //! * [`RelPath`] and path helpers: validated relative POSIX paths that cannot escape their
 //!   root, non-strict resolution, `~` expansion;
+//! * [`name`]: the name encoding that records any file name or symlink text (bytes) as
+//!   UTF-8 text, injectively and losslessly;
 //! * [`walk`](mod@walk) / [`inventory`]: sorted tree walks that never follow symlinks; the inventory
 //!   rejects special files (FIFOs, sockets, devices);
 //! * [`copy`]: copy-while-hashing, atomic placement of files and symlinks (temp + rename),
@@ -24,12 +26,14 @@
 //! # Limitations
 //! * `flock` is node-local: two machines sharing a network filesystem do not exclude each
 //!   other. Caches must live on node-local disks (seed 003, "并发模型").
-//! * File names must be valid UTF-8; other names are reported as errors, never skipped.
+//! * Names are bytes: a name that is not valid UTF-8 is recorded with `\xHH` escapes
+//!   ([`name`]), never rejected or skipped. Only NUL and `/` cannot appear in a name.
 
 #![allow(clippy::disallowed_methods)]
 
 pub mod copy;
 pub mod lock;
+pub mod name;
 pub mod nofollow;
 pub mod ops;
 pub mod path;
@@ -121,12 +125,6 @@ pub enum Error {
         path: String,
         /// Why it was rejected.
         reason: &'static str,
-    },
-    /// A file name that is not valid UTF-8.
-    #[error("file name of {} is not valid UTF-8; strata records paths as UTF-8 text (rename the file)", path.display())]
-    NonUtf8Name {
-        /// The path, shown lossily.
-        path: PathBuf,
     },
     /// A directory component on the way to a destination is a symlink.
     #[error("{} is a symlink on the way to {}; strata never writes through symlinks", link.display(), path.display())]

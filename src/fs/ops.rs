@@ -126,13 +126,22 @@ pub fn metadata(path: &Path) -> Result<Metadata> {
     fs::metadata(path).map_err(|e| Error::io("stat", path, e))
 }
 
-/// The text of a symlink.
+/// The text of a symlink, in recorded form ([`super::name`]: any bytes, losslessly).
 ///
 /// # Errors
-/// [`Error::Io`] with op "read link"; [`Error::NonUtf8Name`] if the text is not UTF-8.
+/// [`Error::Io`] with op "read link".
 pub fn read_link(path: &Path) -> Result<String> {
     let target = fs::read_link(path).map_err(|e| Error::io("read link", path, e))?;
-    target.into_os_string().into_string().map_err(|_| Error::NonUtf8Name { path: path.into() })
+    Ok(super::name::encode_os(target.as_os_str()))
+}
+
+/// Decodes a symlink text in recorded form to the bytes to put on disk.
+///
+/// # Errors
+/// [`Error::UnsafePath`] if `text` is not a canonical text of the name encoding.
+pub fn link_text_bytes(text: &str) -> Result<std::ffi::OsString> {
+    super::name::decode_os(text)
+        .map_err(|reason| Error::UnsafePath { path: text.to_owned(), reason })
 }
 
 /// Creates a directory and its parents.
@@ -258,12 +267,15 @@ pub fn set_mode(path: &Path, mode: u32) -> Result<()> {
         .map_err(|e| Error::io("chmod", path, e))
 }
 
-/// Creates a symlink at `link` with text `target`.
+/// Creates a symlink at `link` with text `target` (in recorded form, decoded to its exact
+/// bytes).
 ///
 /// # Errors
-/// [`Error::Io`] with op "create symlink".
+/// [`Error::UnsafePath`] if `target` is not a canonical recorded text; [`Error::Io`] with
+/// op "create symlink".
 pub fn symlink(target: &str, link: &Path) -> Result<()> {
-    std::os::unix::fs::symlink(target, link).map_err(|e| Error::io("create symlink", link, e))
+    let bytes = link_text_bytes(target)?;
+    std::os::unix::fs::symlink(bytes, link).map_err(|e| Error::io("create symlink", link, e))
 }
 
 /// Creates `path` if missing and sets its modification time to now.

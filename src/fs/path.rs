@@ -1,29 +1,40 @@
 //! Paths: [`RelPath`] (a relative POSIX path that cannot escape its root) and resolution
 //! helpers.
 
+use std::ffi::OsString;
 use std::fmt;
 use std::io;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::{Error, Result};
+use super::{Error, Result, name};
 
 /// A validated relative POSIX path: non-empty, `/`-separated, no leading or trailing `/`,
-/// no empty, `.` or `..` segment, no backslash, no NUL. Joining it to a directory can
-/// never name anything outside that directory (lexically; symlinks are the caller's
-/// concern, see [`super::create_dir_all_within`]).
+/// no empty, `.` or `..` segment, no NUL. Joining it to a directory can never name anything
+/// outside that directory (lexically; symlinks are the caller's concern, see
+/// [`super::create_dir_all_within`]).
+///
+/// The text is the path's recorded form under the name encoding ([`super::name`]): file
+/// names are bytes, and a byte that is not part of valid UTF-8 (or a backslash) appears as
+/// `\xHH`. [`RelPath::as_str`] is that text (what records, keys and messages hold);
+/// [`RelPath::to_path`] and [`RelPath::to_relative_path`] decode it to the exact bytes on
+/// disk. Every text is canonical, so one name has exactly one `RelPath`.
 ///
 /// ```
+/// use std::os::unix::ffi::OsStrExt;
 /// use strata::fs::RelPath;
 /// assert_eq!(RelPath::new("lib/libz.a").unwrap().as_str(), "lib/libz.a");
-/// for bad in ["", "/etc/passwd", "a/../b", "./a", "a//b", "a/", "a\\b", ".."] {
+/// for bad in ["", "/etc/passwd", "a/../b", "./a", "a//b", "a/", "a\\b", "..", "a\\x41"] {
 ///     assert!(RelPath::new(bad).is_err(), "{bad}");
 /// }
+/// let latin1 = RelPath::new("inc/bad\\xe9.h").unwrap();
+/// assert_eq!(latin1.to_relative_path().as_os_str().as_bytes(), b"inc/bad\xe9.h");
 /// ```
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RelPath(String);
 
 impl RelPath {
-    /// Validates `text`.
+    /// Validates `text`, a path in recorded form.
     ///
     /// # Errors
     /// [`Error::UnsafePath`] with the reason.
@@ -33,14 +44,14 @@ impl RelPath {
             Some("empty")
         } else if text.starts_with('/') {
             Some("absolute")
-        } else if text.contains('\\') {
-            Some("contains a backslash")
         } else if text.contains('\0') {
             Some("contains NUL")
         } else if text.split('/').any(|s| s.is_empty()) {
             Some("has an empty segment (`//` or a trailing `/`)")
         } else if text.split('/').any(|s| s == "." || s == "..") {
             Some("has a `.` or `..` segment")
+        } else if !name::is_canonical(&text) {
+            Some("contains a backslash that is not a canonical `\\xHH` escape of the name encoding")
         } else {
             None
         };
@@ -50,20 +61,29 @@ impl RelPath {
         }
     }
 
-    /// Builds a `RelPath` from a path relative to some root (as produced by a walk).
+    /// Builds a `RelPath` from the raw bytes of a `/`-separated relative path (a tar member
+    /// name), checked exactly as [`RelPath::new`] checks its text: no component is dropped
+    /// or normalised.
     ///
     /// # Errors
-    /// [`Error::NonUtf8Name`] or [`Error::UnsafePath`].
+    /// [`Error::UnsafePath`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        Self::new(name::encode(bytes))
+    }
+
+    /// Builds a `RelPath` from a path relative to some root (as produced by a walk). Any
+    /// byte is allowed in a name (see [`super::name`]).
+    ///
+    /// # Errors
+    /// [`Error::UnsafePath`] for a path that is empty, absolute or has `.`/`..` parts.
     pub fn from_path(path: &Path) -> Result<Self> {
         let mut parts = Vec::new();
         for comp in path.components() {
             match comp {
-                Component::Normal(os) => {
-                    parts.push(os.to_str().ok_or_else(|| Error::NonUtf8Name { path: path.into() })?)
-                }
+                Component::Normal(os) => parts.push(name::encode_os(os)),
                 _ => {
                     return Err(Error::UnsafePath {
-                        path: path.to_string_lossy().into_owned(),
+                        path: name::encode_os(path.as_os_str()),
                         reason: "not a plain relative path",
                     });
                 }
@@ -72,14 +92,29 @@ impl RelPath {
         Self::new(parts.join("/"))
     }
 
-    /// The text, `/`-separated.
+    /// The recorded text, `/`-separated (names in the encoding of [`super::name`]).
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
-    /// `root/self`.
+    /// The exact bytes of the path on disk.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        if !self.0.contains('\\') {
+            // No escape: the text is the name (the common case, no decoding).
+            return self.0.clone().into_bytes();
+        }
+        // The text was checked canonical when this value was built.
+        name::decode(&self.0).unwrap_or_else(|_| self.0.clone().into_bytes())
+    }
+
+    /// The path on disk, relative (decoded).
+    pub fn to_relative_path(&self) -> PathBuf {
+        PathBuf::from(OsString::from_vec(self.to_bytes()))
+    }
+
+    /// `root/self`, decoded to the exact bytes on disk.
     pub fn to_path(&self, root: &Path) -> PathBuf {
-        root.join(&self.0)
+        root.join(self.to_relative_path())
     }
 
     /// The parent, or `None` for a single segment.
@@ -87,12 +122,13 @@ impl RelPath {
         self.0.rsplit_once('/').map(|(p, _)| RelPath(p.to_owned()))
     }
 
-    /// The last segment.
+    /// The last segment, in recorded form.
     pub fn file_name(&self) -> &str {
         self.0.rsplit_once('/').map_or(self.0.as_str(), |(_, n)| n)
     }
 
-    /// `self/child` where `child` is a single validated segment or relative path.
+    /// `self/child` where `child` is a single validated segment or relative path in
+    /// recorded form.
     ///
     /// # Errors
     /// [`Error::UnsafePath`] if `child` is not a safe relative path.

@@ -65,8 +65,8 @@ pub struct WalkEntry {
 /// to one is followed for the root only).
 ///
 /// # Errors
-/// Each item is an [`Error::Io`] for an unreadable directory or entry, or
-/// [`Error::NonUtf8Name`] for a name that is not UTF-8.
+/// Each item is an [`Error::Io`] for an unreadable directory or entry. Any name is
+/// allowed: [`WalkEntry::rel`] records it in the encoding of [`super::name`].
 pub fn walk(root: &Path) -> impl Iterator<Item = Result<WalkEntry>> + '_ {
     walkdir::WalkDir::new(root)
         .min_depth(1)

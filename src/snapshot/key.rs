@@ -284,10 +284,11 @@ pub struct KeyRequest {
     pub platform: PlatformFiles,
     /// Source root (default `.`).
     pub source_root: PathBuf,
-    /// Pathspecs hashed under the source root (none: every tracked file).
-    pub source_paths: Vec<String>,
+    /// Pathspecs hashed under the source root (none: every tracked file); bytes, like the
+    /// names they match.
+    pub source_paths: Vec<std::ffi::OsString>,
     /// Files (relative to the source root) that must exist for strata support.
-    pub require: Vec<String>,
+    pub require: Vec<PathBuf>,
     /// A given source hash (skips git).
     pub source_hash: Option<String>,
     /// The CI run.
@@ -418,8 +419,9 @@ pub fn compute_key(request: &KeyRequest) -> Result<KeyReport, Error> {
         let path = root.join(required);
         if !matches!(fs::symlink_metadata_opt(&path), Ok(Some(_))) {
             let reason = format!(
-                "the source tree {} has no {required} (--require): it predates strata support",
-                root.display()
+                "the source tree {} has no {} (--require): it predates strata support",
+                root.display(),
+                required.display()
             );
             return Ok(KeyReport::unsupported(reason, warnings, None));
         }

@@ -8,6 +8,8 @@
 //!            cache root, in walk order (depth first, names sorted byte-wise)
 //! manifest = regular file "strata-snapshot-manifest.json": a strata.snapshot_manifest record
 //! ```
+//! Member names and symlink texts are the exact bytes on disk (a name that is not UTF-8 is
+//! stored as it is); the manifest records them in the name encoding ([`crate::fs::name`]).
 //! Tar headers are GNU format (long names as GNU long-name entries), mode 0755/0644 from the
 //! owner-exec bit only, uid/gid 0, mtime 0, no user names, so the same tree packs to the
 //! same tar bytes. Each file is read once, by a reader thread that hashes it and hands it
@@ -339,12 +341,17 @@ fn write_items<W: Write>(
         match item? {
             Item::Dir(rel, path) => {
                 let mut h = header(tar::EntryType::Directory, 0o755, 0);
-                builder.append_data(&mut h, rel.as_str(), io::empty()).map_err(pack_err(&path))?;
+                builder
+                    .append_data(&mut h, rel.to_relative_path(), io::empty())
+                    .map_err(pack_err(&path))?;
                 collected.directories.push(rel);
             }
             Item::Symlink { rel, path, target } => {
                 let mut h = header(tar::EntryType::Symlink, 0o777, 0);
-                builder.append_link(&mut h, rel.as_str(), &target).map_err(pack_err(&path))?;
+                let bytes = fs::link_text_bytes(&target)?;
+                builder
+                    .append_link(&mut h, rel.to_relative_path(), Path::new(&bytes))
+                    .map_err(pack_err(&path))?;
                 collected.symlinks.push(SymlinkRecord { path: rel, target });
             }
             Item::File { rel, path, size, executable } => {
@@ -352,7 +359,9 @@ fn write_items<W: Write>(
                 let mut h = header(tar::EntryType::Regular, mode, size);
                 // The header goes through the builder (long names); the data follows as
                 // chunks, written straight into the stream.
-                builder.append_data(&mut h, rel.as_str(), io::empty()).map_err(pack_err(&path))?;
+                builder
+                    .append_data(&mut h, rel.to_relative_path(), io::empty())
+                    .map_err(pack_err(&path))?;
                 open = Some((rel, path, size, executable));
             }
             Item::Chunk(bytes) => {

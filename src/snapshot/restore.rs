@@ -127,6 +127,7 @@ pub struct RestoreReport {
     /// True if the cache directory now holds the matched snapshot.
     pub restored: bool,
     /// The absolute cache directory.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub cache_dir: PathBuf,
     /// The prefixes and keys looked up, in order.
     pub tried: Vec<String>,
@@ -202,7 +203,7 @@ pub fn check_target(cache_dir: &Path, protected: &[(&str, PathBuf)]) -> Result<(
     }
     let foreign: Vec<String> = fs::read_dir(cache_dir)?
         .iter()
-        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter_map(|p| p.file_name().map(fs::name::encode_os))
         .filter(|name| !OWN_NAMES.contains(&name.as_str()) && !is_leftover(name))
         .collect();
     if let Some(first) = foreign.first() {

@@ -166,6 +166,7 @@ pub struct SaveReport {
     /// The key.
     pub key: Option<String>,
     /// The absolute cache directory.
+    #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub cache_dir: PathBuf,
     /// Size of the uploaded object, in bytes (0 when skipped).
     pub object_size_bytes: u64,

@@ -42,11 +42,17 @@ pub fn check_given_hash(text: &str) -> Result<(), String> {
 ///
 /// # Errors
 /// A reason (for `supported=false`): git missing or failing, or nothing tracked.
-pub fn tracked_source_hash(root: &Path, pathspecs: &[String]) -> Result<String, String> {
+pub fn tracked_source_hash(
+    root: &Path,
+    pathspecs: &[std::ffi::OsString],
+) -> Result<String, String> {
     let mut command = Command::new("git");
     command
         .arg("-c")
         .arg(format!("safe.directory={}", root.display()))
+        // Names that are not ASCII are listed quoted (`"bad\351.h"`, git's default), whatever
+        // the user's git configuration says, so the same tree hashes the same everywhere.
+        .args(["-c", "core.quotePath=true"])
         .args(["ls-files", "-s", "--"])
         .args(pathspecs)
         .current_dir(root)

@@ -5,8 +5,11 @@
 //! unpack with [`Error::Corrupt`] (the caller deletes the staging directory, so nothing of
 //! a rejected snapshot survives):
 //!
-//! * the path must be UTF-8 and a [`RelPath`] (no absolute path, no `..` or `.` segment, no
-//!   empty segment, no backslash or NUL), and lie under `actions-v1/`, or be the manifest;
+//! * the path, taken as bytes, must be a [`RelPath`] (no absolute path, no `..` or `.`
+//!   segment, no empty segment, no NUL), and lie under `actions-v1/`, or be the manifest.
+//!   Any other byte is allowed in a name: names and symlink texts that are not UTF-8 are
+//!   restored byte for byte and compared with the manifest in the name encoding
+//!   ([`crate::fs::name`]);
 //! * types: directories, regular files and symlinks only. Hard links, character and block
 //!   devices, FIFOs, sparse files, pax global headers and anything else are rejected (not
 //!   skipped);
@@ -140,9 +143,10 @@ impl Unpacker<'_> {
         }
     }
 
-    /// Creates directory `rel` (and its parents) inside the destination.
-    fn ensure_dir(&mut self, rel: &str) -> Result<PathBuf, Error> {
-        let path = self.dest.join(rel);
+    /// Creates directory `dir` (and its parents) inside the destination.
+    fn ensure_dir(&mut self, dir: &RelPath) -> Result<PathBuf, Error> {
+        let rel = dir.as_str();
+        let path = dir.to_path(self.dest);
         if self.known_dirs.contains(rel) {
             return Ok(path);
         }
@@ -163,7 +167,7 @@ impl Unpacker<'_> {
             }
             prefix_end += 1;
         }
-        fs::create_dir_all_within(self.dest, Path::new(rel), 0o755)
+        fs::create_dir_all_within(self.dest, &dir.to_relative_path(), 0o755)
             .map_err(|e| self.create_error(rel, e))?;
         let mut current = rel;
         loop {
@@ -180,7 +184,7 @@ impl Unpacker<'_> {
 
     fn ensure_parent(&mut self, rel: &RelPath) -> Result<(), Error> {
         if let Some(parent) = rel.parent() {
-            self.ensure_dir(parent.as_str())?;
+            self.ensure_dir(&parent)?;
         }
         Ok(())
     }
@@ -240,22 +244,22 @@ impl Unpacker<'_> {
                  writes outside the cache directory)"
             )));
         }
-        let target = std::str::from_utf8(target)
-            .map_err(|_| self.corrupt(format!("{rel}: the symlink text is not UTF-8")))?;
-        if target.is_empty() || target.contains('\0') {
+        if target.is_empty() || target.contains(&0) {
             return Err(self.corrupt(format!("{rel}: empty or invalid symlink text")));
         }
+        // Any bytes: the text is recorded in the name encoding and put back byte for byte.
+        let target = fs::name::encode(target);
         self.ensure_parent(&rel)?;
-        fs::symlink(target, &rel.to_path(self.dest))
+        fs::symlink(&target, &rel.to_path(self.dest))
             .map_err(|e| self.create_error(rel.as_str(), e))?;
         self.non_dirs.insert(rel.as_str().to_owned(), true);
-        self.symlinks.insert(rel.clone(), SymlinkRecord { path: rel, target: target.to_owned() });
+        self.symlinks.insert(rel.clone(), SymlinkRecord { path: rel, target });
         Ok(())
     }
 
     fn directory(&mut self, rel: RelPath) -> Result<(), Error> {
         self.count_entry()?;
-        self.ensure_dir(rel.as_str())?;
+        self.ensure_dir(&rel)?;
         self.directories.insert(rel);
         Ok(())
     }
@@ -431,12 +435,12 @@ fn read_entries(
             return Err(state.corrupt("an entry follows the manifest, which must be last").into());
         }
         let raw = entry.path_bytes().into_owned();
-        let text = std::str::from_utf8(&raw).map_err(|_| {
-            state.corrupt(format!("entry path {:?} is not UTF-8", String::from_utf8_lossy(&raw)))
-        })?;
+        // Names are bytes: the path is recorded in the name encoding, and every check below
+        // (relative, no `.`/`..`, no empty segment, no NUL) holds for the bytes themselves.
+        let text = fs::name::encode(&raw);
         let kind = entry.header().entry_type();
-        let trimmed = if kind.is_dir() { text.strip_suffix('/').unwrap_or(text) } else { text };
-        let rel = RelPath::new(trimmed).map_err(|e| match e {
+        let trimmed = if kind.is_dir() { raw.strip_suffix(b"/").unwrap_or(&raw) } else { &raw };
+        let rel = RelPath::from_bytes(trimmed).map_err(|e| match e {
             fs::Error::UnsafePath { reason, .. } => {
                 state.corrupt(format!("entry path {text:?} is unsafe ({reason})"))
             }

@@ -160,7 +160,7 @@ pub fn environment_records(inputs: &EnvironmentInputs<'_>) -> Result<Records, Er
 }
 
 fn basename(path: &Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_name().map(fs::name::encode_os).unwrap_or_default()
 }
 
 /// CANN metadata candidates, from `ASCEND_HOME_PATH`, `ASCEND_TOOLKIT_HOME`, the parent of

@@ -9,6 +9,7 @@
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::action::Error;
+use crate::fs::RelPath;
 
 /// Default excludes for directory walks of prepared inputs. Unlike the reference engine
 /// (spec/engine.md §11 W7), `.git` and `__pycache__` are excluded at any depth, so a nested
@@ -71,9 +72,20 @@ impl Patterns {
         Self::new(&all)
     }
 
-    /// True if any pattern matches `rel` (a relative POSIX path).
+    /// True if any pattern matches `rel` (a relative POSIX path, as its bytes).
     pub fn is_match(&self, rel: &str) -> bool {
         self.set.is_match(rel)
+    }
+
+    /// True if any pattern matches the bytes of `rel` on disk: patterns see the real name,
+    /// never its recorded `\xHH` escapes, so `*.h` matches a Latin-1 `bad<0xE9>.h` and a
+    /// pattern `a\b` the real name `a\b`.
+    pub fn is_match_rel(&self, rel: &RelPath) -> bool {
+        if rel.as_str().contains('\\') {
+            self.set.is_match(rel.to_relative_path())
+        } else {
+            self.set.is_match(rel.as_str())
+        }
     }
 
     /// True if there are no patterns.
@@ -102,6 +114,10 @@ mod tests {
         assert!(!p.is_match("lib/libz.so"));
         let q = Patterns::new(&["a\\b"]).unwrap();
         assert!(q.is_match("a\\b"), "backslash is literal");
+        assert!(q.is_match_rel(&RelPath::new("a\\x5cb").unwrap()), "matched on the real name");
+        let h = Patterns::new(&["*.h"]).unwrap();
+        assert!(h.is_match_rel(&RelPath::new("inc/bad\\xe9.h").unwrap()));
+        assert!(!h.is_match_rel(&RelPath::new("inc/bad\\xe9.c").unwrap()));
     }
 
     #[test]

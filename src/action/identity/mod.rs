@@ -109,8 +109,8 @@ pub struct IdentityInputs {
     pub recipe_files: Vec<PathBuf>,
     /// `--recipe-value`, in order.
     pub recipe_values: Vec<String>,
-    /// The build command.
-    pub command: Vec<String>,
+    /// The build command (arguments are bytes).
+    pub command: Vec<std::ffi::OsString>,
     /// `--set-env`, in order.
     pub set_env: Vec<crate::action::SetEnv>,
     /// `--working-directory`.
@@ -121,7 +121,8 @@ pub struct IdentityInputs {
     pub environment_files: Vec<PathBuf>,
     /// `--environment-value`.
     pub environment_values: Vec<String>,
-    /// `--environment-tool`.
+    /// `--environment-tool` (a path that is not UTF-8 in the name encoding, which tool
+    /// lookup decodes).
     pub environment_tools: Vec<String>,
     /// `--operator-source` (custom operators).
     pub operator_source: Option<PathBuf>,
@@ -172,6 +173,18 @@ pub struct Components {
     pub operator_text: Option<Records>,
 }
 
+/// The texts a root path is spelled with: its recorded form (the name encoding of
+/// [`crate::fs::name`], as paths are recorded in identity), and, when it differs (a
+/// backslash in the path), the plain text as it appears in files and commands. A root that
+/// is not UTF-8 has only its recorded form: it cannot occur in UTF-8 text.
+fn root_spellings(path: &Path) -> Vec<String> {
+    let recorded = fs::name::encode_os(path.as_os_str());
+    match path.to_str() {
+        Some(plain) if plain != recorded => vec![plain.to_owned(), recorded],
+        _ => vec![recorded],
+    }
+}
+
 /// Computes the identity.
 ///
 /// # Errors
@@ -184,9 +197,13 @@ pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Ident
     let mut roots = Vec::new();
     for p in &inputs.normalize_paths {
         let given = fs::expand_tilde(p);
-        let resolved = fs::resolve_nonstrict(&given)?.to_string_lossy().into_owned();
-        let absolute = fs::absolute(&given)?.to_string_lossy().into_owned();
-        roots.push(if absolute == resolved { vec![resolved] } else { vec![resolved, absolute] });
+        let mut spellings = root_spellings(&fs::resolve_nonstrict(&given)?);
+        for spelling in root_spellings(&fs::absolute(&given)?) {
+            if !spellings.contains(&spelling) {
+                spellings.push(spelling);
+            }
+        }
+        roots.push(spellings);
     }
     let normalizer = Normalizer::with_spellings(&roots);
     let excludes = Patterns::excludes_with(&inputs.excludes)?;
@@ -209,13 +226,15 @@ pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Ident
         &normalizer,
     )?;
     // Tools are looked up on the PATH the build runs with.
-    let path_var = inputs
-        .set_env
+    let path_var = inputs.set_env.iter().rev().find(|e| e.name() == "PATH").map(|e| e.value());
+    // The compiler is found by the text of the arguments: UTF-8 ones as they are, others
+    // in the name encoding (which `resolve_tool` decodes back to the real path).
+    let command_text: Vec<String> = inputs
+        .command
         .iter()
-        .rev()
-        .find(|e| e.name() == "PATH")
-        .map(|e| std::ffi::OsStr::new(e.value()));
-    let detected = wrapper::command_compilers(&inputs.command);
+        .map(|t| t.to_str().map_or_else(|| fs::name::encode_os(t), str::to_owned))
+        .collect();
+    let detected = wrapper::command_compilers(&command_text);
     let environment = environment::environment_records(&EnvironmentInputs {
         profile: inputs.profile.unwrap_or(Profile::HostCxx),
         files: &inputs.environment_files,

@@ -13,8 +13,10 @@
 //! Records: `(<path relative to the source>, sha256 of the raw bytes)` for files — text and
 //! binary alike — and `(<path>, "symlink:" + text)` for symlinks, keyed by the link's own
 //! path (the reference keyed it by its target's, §11 W5). A missing source directory is
-//! [`Error::OperatorSourceMissing`].
+//! [`Error::OperatorSourceMissing`]. Paths and link texts are recorded in the name encoding
+//! ([`crate::fs::name`]): a file whose name is not UTF-8 counts like any other.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -38,17 +40,16 @@ pub fn operator_text_records(source: &Path, repo_root: Option<&Path>) -> Result<
         Some(files) => {
             for path in files {
                 let Some(meta) = fs::symlink_metadata_opt(&path)? else { continue };
-                let Some(rel) = path.strip_prefix(&resolved).ok().and_then(|r| r.to_str()) else {
-                    continue;
-                };
-                add(&mut records, rel, &path, EntryKind::of(&meta))?;
+                let Ok(rel) = path.strip_prefix(&resolved) else { continue };
+                let rel = fs::name::encode_os(rel.as_os_str());
+                add(&mut records, &rel, &path, EntryKind::of(&meta))?;
             }
         }
         None => {
             let excludes = Patterns::excludes_with::<&str>(&[])?;
             for entry in fs::walk(&resolved) {
                 let entry = entry?;
-                if excludes.is_match(entry.rel.as_str()) {
+                if excludes.is_match_rel(&entry.rel) {
                     continue;
                 }
                 add(&mut records, entry.rel.as_str(), &entry.path, entry.kind)?;
@@ -71,13 +72,12 @@ fn add(records: &mut Records, rel: &str, path: &Path, kind: EntryKind) -> Result
 fn git_tracked(repo_root: &Path, source: &Path) -> Option<Vec<PathBuf>> {
     let root = fs::resolve_nonstrict(repo_root).ok()?;
     let rel = source.strip_prefix(&root).ok()?;
-    let rel_text =
-        if rel.as_os_str().is_empty() { ".".to_owned() } else { rel.to_str()?.to_owned() };
+    let rel_text = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
     let out = Command::new("git")
         .args(["-c", "safe.directory=*", "-C"])
         .arg(&root)
         .args(["ls-files", "-z", "--"])
-        .arg(&rel_text)
+        .arg(rel_text)
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
@@ -87,8 +87,7 @@ fn git_tracked(repo_root: &Path, source: &Path) -> Option<Vec<PathBuf>> {
     }
     let mut files = Vec::new();
     for item in out.stdout.split(|b| *b == 0).filter(|s| !s.is_empty()) {
-        let text = std::str::from_utf8(item).ok()?;
-        files.push(root.join(text));
+        files.push(root.join(std::ffi::OsStr::from_bytes(item)));
     }
     files.sort();
     Some(files)

@@ -143,11 +143,7 @@ impl Walker<'_> {
             if meta.is_dir() {
                 self.dir(&resolved, &label, &mut records, &mut jobs)?;
             } else if meta.is_file() {
-                let base = resolved
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .ok_or_else(|| fs::Error::NonUtf8Name { path: resolved.clone() })?
-                    .to_owned();
+                let base = resolved.file_name().map(fs::name::encode_os).unwrap_or_default();
                 jobs.push(Job { name: format!("{label}/{base}"), path: resolved, rule_name: base });
             } else {
                 records.push(label, format!("special:{}", special_kind(&meta)));
@@ -181,7 +177,7 @@ impl Walker<'_> {
                 walk.skip_subtree(&entry.path);
                 continue;
             }
-            if self.excludes.is_match(rel) {
+            if self.excludes.is_match_rel(&entry.rel) {
                 if entry.kind == EntryKind::Dir {
                     walk.skip_subtree(&entry.path);
                 }
@@ -219,7 +215,7 @@ impl Walker<'_> {
             Ok(t) => t,
             Err(fs::Error::Io { source, .. }) if source.raw_os_error() == Some(40) => {
                 // ELOOP: a chain of links that never ends.
-                let target = PathBuf::from(text);
+                let target = fs::link_text_bytes(text).map_or_else(|_| text.into(), PathBuf::from);
                 return Err(fs::Error::SymlinkCycle { path: link.into(), target }.into());
             }
             Err(e) if e.is_not_found() => {
@@ -233,7 +229,7 @@ impl Walker<'_> {
         let meta = fs::metadata(&target)?;
         let content = format!("{name}/content");
         if meta.is_file() {
-            let rule = target.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            let rule = target.file_name().map(fs::name::encode_os).unwrap_or_default();
             jobs.push(Job { name: content, path: target, rule_name: rule });
         } else if meta.is_dir() {
             if self.stack.contains(&target) {

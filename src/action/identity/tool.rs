@@ -115,7 +115,13 @@ pub fn resolve_tool(spec: &str, path_var: Option<&std::ffi::OsStr>) -> Option<Pa
         canon.file_name().and_then(|n| n.to_str()).is_some_and(|n| WRAPPERS.contains(&n))
     };
     let name = if spec.contains('/') {
-        let p = fs::expand_tilde(Path::new(spec));
+        let mut p = fs::expand_tilde(Path::new(spec));
+        // A program path that is not UTF-8 arrives in the name encoding: use its bytes.
+        if fs::symlink_metadata_opt(&p).ok().flatten().is_none()
+            && let Ok(bytes) = fs::name::decode_os(spec)
+        {
+            p = fs::expand_tilde(Path::new(&bytes));
+        }
         let canon = fs::metadata(&p)
             .ok()
             .filter(|m| m.is_file())
@@ -149,7 +155,7 @@ pub fn tool_version(canonical: &Path, memo_dir: Option<&Path>) -> Result<String,
     if let Some(path) = &memo_path
         && let Ok(bytes) = fs::read(path)
         && let Ok((_, memo)) = record::load_as::<Memo>(&bytes, &TOOL_MEMO_SCHEMA)
-        && memo.path == canonical.to_string_lossy()
+        && memo.path == fs::name::encode_os(canonical.as_os_str())
         && memo.stat_matches(&meta)
     {
         return Ok(memo.version);
@@ -157,7 +163,7 @@ pub fn tool_version(canonical: &Path, memo_dir: Option<&Path>) -> Result<String,
     let version = run_version(canonical)?;
     if let Some(path) = &memo_path {
         let memo = Memo {
-            path: canonical.to_string_lossy().into_owned(),
+            path: fs::name::encode_os(canonical.as_os_str()),
             size_bytes: meta.size(),
             mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
             ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),

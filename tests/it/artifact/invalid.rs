@@ -182,6 +182,7 @@ fn invalid_paths_in_manifest() {
         "../../outside",
         "/etc/passwd",
         "lib\\libx.a",
+        "lib/lib\\x78.a",
         "lib//libx.a",
         "./meta.json",
         "lib/",
@@ -249,11 +250,18 @@ fn invalid_manifest_of_another_key() {
     p.assert_invalid("another slot");
 }
 
+/// Names are bytes: a backslash or a byte that is not UTF-8 in a name is no damage (an
+/// extra empty directory is allowed whatever its name), and an extra file with such a name
+/// is named, in the name encoding, as the extra file it is.
 #[test]
-fn invalid_directory_name() {
+fn directory_and_file_names_are_bytes() {
+    use std::os::unix::ffi::OsStrExt;
     let p = published();
     std::fs::create_dir(p.dir.join("bad\\name")).unwrap();
-    p.assert_invalid("backslash");
+    std::fs::create_dir(p.dir.join(std::ffi::OsStr::from_bytes(b"lib/d\xe9"))).unwrap();
+    assert_eq!(p.lookup().status(), LookupStatus::Hit);
+    std::fs::write(p.dir.join(std::ffi::OsStr::from_bytes(b"lib/d\xe9/x\xff.o")), b"x").unwrap();
+    p.assert_invalid("/lib/d\\xe9/x\\xff.o is not listed in the manifest (extra file)");
 }
 
 #[test]

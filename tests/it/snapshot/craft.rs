@@ -11,11 +11,28 @@ use strata::snapshot::manifest::{MANIFEST_SCHEMA, SIDECAR_SCHEMA_V1};
 use strata::snapshot::{Compression, Producer, Sidecar};
 
 /// One raw entry.
+#[derive(Clone)]
 pub enum Entry {
     Dir(&'static str),
-    File { path: String, mode: u32, data: Vec<u8> },
-    Symlink { path: &'static str, target: String },
-    HardLink { path: &'static str, target: String },
+    File {
+        path: String,
+        mode: u32,
+        data: Vec<u8>,
+    },
+    /// A regular file (mode 0644) whose path is any bytes; the manifest records the path in
+    /// the name encoding.
+    BytesFile {
+        path: Vec<u8>,
+        data: Vec<u8>,
+    },
+    Symlink {
+        path: &'static str,
+        target: String,
+    },
+    HardLink {
+        path: &'static str,
+        target: String,
+    },
     CharDevice(&'static str),
 }
 
@@ -52,6 +69,13 @@ pub fn manifest_for(entries: &[Entry], key: &str) -> Value {
                     "sha256": Sha256Digest::of_bytes(data).to_hex(),
                 }));
             }
+            Entry::BytesFile { path, data } => {
+                file_bytes += data.len() as u64;
+                files.push(json!({
+                    "path": strata::fs::name::encode(path), "size_bytes": data.len(),
+                    "executable": false, "sha256": Sha256Digest::of_bytes(data).to_hex(),
+                }));
+            }
             Entry::Symlink { path, target } => {
                 symlinks.push(json!({"path": path, "target": target}))
             }
@@ -79,6 +103,11 @@ pub fn object(entries: &[Entry], manifest: &Value) -> (Vec<u8>, String) {
             Entry::File { path, mode, data } => {
                 let mut h =
                     raw_header(tar::EntryType::Regular, path.as_bytes(), *mode, data.len() as u64);
+                h.set_cksum();
+                builder.append(&h, data.as_slice()).unwrap();
+            }
+            Entry::BytesFile { path, data } => {
+                let mut h = raw_header(tar::EntryType::Regular, path, 0o644, data.len() as u64);
                 h.set_cksum();
                 builder.append(&h, data.as_slice()).unwrap();
             }
