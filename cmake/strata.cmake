@@ -34,6 +34,8 @@
 # Relative OUTPUT_DIR, PUBLISH_DIR and PUBLISH_STATE_DIR are taken relative to
 # ${CMAKE_CURRENT_BINARY_DIR}; relative OPERATOR_SOURCE, REPO_ROOT, PREPARED_INPUT,
 # RECIPE_FILE, ENVIRONMENT_FILE and NORMALIZE_PATH relative to ${CMAKE_CURRENT_SOURCE_DIR}.
+# A path that starts with a generator expression ($<TARGET_FILE:gen>) is passed as written
+# and must evaluate to an absolute path.
 # The C and C++ compilers of the project (CMAKE_C_COMPILER, CMAKE_CXX_COMPILER, when set) are
 # always passed as ENVIRONMENT_TOOL, so their --version output is toolchain identity.
 #
@@ -170,7 +172,10 @@ function(strata_cache_command out_var)
                               "name a file, directory or tool (an empty path would mean the "
                               "whole current directory)")
         endif()
-        if(NOT _current STREQUAL "ENVIRONMENT_TOOL")
+        # A path that starts with a generator expression ($<TARGET_FILE:gen>) is known only
+        # when the build system is generated: it is passed as written and must evaluate to
+        # an absolute path, as it must in a plain custom command's DEPENDS.
+        if(NOT _current STREQUAL "ENVIRONMENT_TOOL" AND NOT _arg MATCHES "^\\$<")
           get_filename_component(_arg "${_arg}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
         endif()
       elseif(_current STREQUAL "SET_ENV" AND NOT _arg MATCHES "^[^=]+=")
@@ -212,12 +217,12 @@ function(strata_cache_command out_var)
   endif()
 
   foreach(_dir OUTPUT_DIR PUBLISH_DIR PUBLISH_STATE_DIR)
-    if(NOT "${S_${_dir}}" STREQUAL "")
+    if(NOT "${S_${_dir}}" STREQUAL "" AND NOT "${S_${_dir}}" MATCHES "^\\$<")
       get_filename_component(S_${_dir} "${S_${_dir}}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
     endif()
   endforeach()
   foreach(_dir OPERATOR_SOURCE REPO_ROOT)
-    if(NOT "${S_${_dir}}" STREQUAL "")
+    if(NOT "${S_${_dir}}" STREQUAL "" AND NOT "${S_${_dir}}" MATCHES "^\\$<")
       get_filename_component(S_${_dir} "${S_${_dir}}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     endif()
   endforeach()

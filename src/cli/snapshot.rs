@@ -814,6 +814,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             if common.json {
                 let mut value = serde_json::to_value(&report)?;
                 value["store"] = json!(describe_store());
+                value["status"] = json!(status);
                 if let SaveOutcome::Skipped { .. } = report.outcome {
                     value["message"] = json!(reason);
                 }
@@ -860,7 +861,18 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             );
             write_github("error", &e.one_line(), &args.key, 0, 0.0);
             if common.json {
-                print_json(&json!({"status": "error", "error": e.one_line(), "retries": retries}))?;
+                // The same fields as a report where they apply, so `.status`,
+                // `.outcome.status`, `.key` and `.store` read alike on every outcome.
+                print_json(&json!({
+                    "status": "error",
+                    "outcome": {"status": "error"},
+                    "error": e.one_line(),
+                    "message": e.one_line(),
+                    "key": args.key,
+                    "cache_dir": literal_dir.display().to_string(),
+                    "store": describe_store(),
+                    "retries": retries,
+                }))?;
             }
             Ok(if common.strict { EXIT_CACHE_FAILURE } else { 0 })
         }

@@ -22,11 +22,14 @@
 //! MISS when a word that only looks like a compiler changes version; a false HIT after a
 //! compiler upgrade is never the price.
 //!
+//! A program that is neither a compiler driver nor a modelled wrapper (`make CC=gcc`, a
+//! script, or a wrapper the table does not know: `retry gcc`, `setpriv … gcc`,
+//! `gomacc gcc`) is treated the same way: every word after it that names a compiler counts.
+//!
 //! # Limitations
-//! A command whose program is neither a compiler driver nor a known wrapper (`make`,
-//! `cmake --build`, `python3 build.py`, a script) does not identify its compiler: declare
-//! it with `--environment-tool`. A compiler whose name does not look like one (`mycc`) is
-//! found only through `--environment-tool`. Candidates are looked up on the build's `PATH`,
+//! A command that names no compiler (`make`, `cmake --build`, `python3 build.py`) does not
+//! identify its compiler: declare it with `--environment-tool`. A compiler whose name does
+//! not look like one (`mycc`) is found only through `--environment-tool`. Candidates are looked up on the build's `PATH`,
 //! not on `sudo`'s `secure_path` or inside a `chroot`.
 
 use super::tool::looks_like_compiler;
@@ -370,7 +373,11 @@ fn program_compilers(mut words: &[&str], found: &mut Vec<String>) {
             }
         }
         let Some(spec) = wrapper(program) else {
-            // An ordinary program (make, a script): not looked into.
+            // A program that is neither a compiler nor a wrapper strata models (make, a
+            // script, or a wrapper it does not know: `retry`, `setpriv`, `gomacc`,
+            // `qemu-aarch64`): it may run any of its words, so each that names a compiler
+            // counts (fail closed).
+            candidates(rest, found, 0);
             return;
         };
         match parse(spec, rest) {
@@ -696,8 +703,7 @@ mod tests {
     fn the_program_behind_each_wrapper_is_found() {
         let cases: &[(&[&str], &[&str])] = &[
             (&["gcc", "-c", "a.c"], &["gcc"]),
-            (&["make", "CC=gcc"], &[]),
-            (&["./build.sh", "gcc"], &[]),
+            (&["make"], &[]),
             (&["env", "-u", "X", "/p/fb/gcc", "-c"], &["/p/fb/gcc"]),
             (&["env", "-uX", "gcc"], &["gcc"]),
             (&["env", "-iu", "X", "gcc"], &["gcc"]),
@@ -749,7 +755,7 @@ mod tests {
             (&["cmake", "-E", "chdir", "/tmp", "gcc"], &["gcc"]),
             (&["cmake", "-E", "time", "gcc"], &["gcc"]),
             (&["cmake", "--build", "."], &[]),
-            (&["sh", "script.sh", "gcc"], &[]),
+            (&["sh", "script.sh"], &[]),
             (&["bash", "-e", "-o", "pipefail", "script.sh"], &[]),
         ];
         for (argv, want) in cases {
@@ -781,6 +787,15 @@ mod tests {
             (&["setarch", "-R", "gcc"], &["gcc"]),
             (&["strace", "-f", "-o", "cc", "clang"], &["cc", "clang"]),
             (&["libtool", "--mode=compile", "gcc", "-c", "a.c"], &["gcc"]),
+            // Programs the table does not know: ordinary ones and unknown wrappers.
+            (&["make", "CC=gcc"], &["gcc"]),
+            (&["./build.sh", "gcc"], &["gcc"]),
+            (&["sh", "script.sh", "gcc"], &["gcc"]),
+            (&["retry", "--times", "3", "/p/fb/gcc", "-c"], &["/p/fb/gcc"]),
+            (&["setpriv", "--reuid=1000", "clang++", "-c"], &["clang++"]),
+            (&["nice", "-n", "5", "gomacc", "g++-12", "-c"], &["g++-12"]),
+            (&["python3", "build.py", "--cc=x86_64-linux-gnu-gcc"], &["x86_64-linux-gnu-gcc"]),
+            (&["make", "-j8", "all"], &[]),
             // Compiler caches given options.
             (&["ccache", "--debug", "gcc"], &["gcc"]),
             (&["distcc", "-j", "gcc"], &["cc", "gcc"]),

@@ -309,3 +309,46 @@ add_custom_target(gen ALL DEPENDS ${OUT}/first.txt ${OUT}/second.txt)
         }
     }
 }
+
+/// A path value that starts with a generator expression (`$<TARGET_FILE:gen>`, `$<1:...>`) is
+/// known only when the build system is generated: the module passes it as written instead of
+/// prefixing it with the source or binary directory (which made strata fail with "prepared
+/// input does not exist: <src>/<src>/in.txt"), and the input it names is really identity.
+#[test]
+fn engine_cmake_module_passes_a_generator_expression_path_unchanged() {
+    require_tool("cmake", "apt-get install cmake");
+    require_tool("ninja", "apt-get install ninja-build");
+    let ctx = TestContext::new();
+    let src = ctx.path("src");
+    write_file(&src.join("in.txt"), "first\n");
+    write_file(&src.join("recipe.txt"), "recipe\n");
+    write_file(
+        &src.join("CMakeLists.txt"),
+        r#"cmake_minimum_required(VERSION 3.16)
+project(genex_paths NONE)
+include(strata)
+set(OUT "${CMAKE_BINARY_DIR}/gen")
+file(MAKE_DIRECTORY "${OUT}")
+strata_cache_command(CMD DOMAIN third_party UNIT gen OUTPUT_DIR "$<1:${OUT}>"
+  PREPARED_INPUT "$<1:${CMAKE_CURRENT_SOURCE_DIR}/in.txt>"
+  RECIPE_FILE "$<$<BOOL:1>:${CMAKE_SOURCE_DIR}/recipe.txt>"
+  ENVIRONMENT_FILE "$<1:${CMAKE_SOURCE_DIR}/recipe.txt>"
+  ENVIRONMENT_PROFILE bare ARTIFACT_INCLUDE "copy.txt"
+  COMMAND cp "${CMAKE_SOURCE_DIR}/in.txt" copy.txt)
+add_custom_command(OUTPUT ${OUT}/copy.txt COMMAND ${CMD} WORKING_DIRECTORY ${OUT} VERBATIM)
+add_custom_target(gen ALL DEPENDS ${OUT}/copy.txt)
+"#,
+    );
+    let strata = Path::new(STRATA);
+    let b1 = ctx.path("b1");
+    assert_eq!(build(&ctx, &src, &b1, "Ninja", strata), ["MISS", "SAVED"]);
+    assert_eq!(std::fs::read_to_string(b1.join("gen/copy.txt")).unwrap(), "first\n");
+    let b2 = ctx.path("b2");
+    assert_eq!(build(&ctx, &src, &b2, "Ninja", strata), ["HIT"]);
+    assert_eq!(std::fs::read_to_string(b2.join("gen/copy.txt")).unwrap(), "first\n");
+    // The declared input is identity: a change misses.
+    write_file(&src.join("in.txt"), "second\n");
+    let b3 = ctx.path("b3");
+    assert_eq!(build(&ctx, &src, &b3, "Ninja", strata), ["MISS", "SAVED"]);
+    assert_eq!(std::fs::read_to_string(b3.join("gen/copy.txt")).unwrap(), "second\n");
+}

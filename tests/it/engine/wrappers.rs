@@ -16,6 +16,8 @@ const FAKE_GCC: &str =
 fn make_tree(root: &Path) {
     write_file(&root.join("src/m.c"), "int m(void) { return 1; }\n");
     write_script(&root.join("fb/gcc"), FAKE_GCC);
+    // A wrapper strata does not know (a CI retry helper): it runs its arguments.
+    write_script(&root.join("fb/retry"), "shift 2; exec \"$@\"");
 }
 
 /// "The compiler is upgraded": `sed -i s/12.1/12.2/ fb/gcc`.
@@ -79,6 +81,12 @@ const FORMS: &[(&str, Form)] = &[
             "-ec".into(),
             format!("CC='{g}'; $CC -c src/m.c -o out/m.o"),
         ]
+    }),
+    // Wrappers the table does not know: every word naming a compiler counts.
+    ("setpriv --no-new-privs (unknown wrapper)", |g| prefixed(&["setpriv", "--no-new-privs"], g)),
+    ("fb/retry --times 3 (unknown wrapper)", |g| {
+        let retry = g.strip_suffix("gcc").map(|d| format!("{d}retry")).unwrap_or_default();
+        prefixed(&[retry.as_str(), "--times", "3"], g)
     }),
     ("nested: nice env timeout", |g| {
         prefixed(&["nice", "-n", "1", "env", "-u", "X", "timeout", "-s", "TERM", "60"], g)

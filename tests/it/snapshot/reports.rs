@@ -293,3 +293,34 @@ fn snapshot_usage_errors_say_invalid_once() {
         assert_eq!(run.stderr.matches("invalid").count(), 1, "{}", run.stderr);
     }
 }
+
+/// `save --json` reads alike on every outcome: a failed save carries `status`,
+/// `outcome.status`, `key` and `store` as a saved one does (a failure printed only
+/// `status`, `error` and `retries`, so `.outcome.status` and `.key` were missing), and never
+/// a secret.
+#[test]
+fn snapshot_save_json_has_the_same_fields_on_success_and_failure() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let cache = scratch.path("a/cache");
+    fill_cache(&cache, 5);
+    let k = key(&scratch, "j");
+    let args = ["snapshot", "save", "--cache-dir", &arg(&cache), "--key", &k, "--json"];
+    let ok = strata(&scratch, &args, &env(&server, &server.endpoint));
+    ok.assert_ok();
+    let ok = ok.json();
+    assert_eq!((&ok["status"], &ok["outcome"]["status"]), (&"saved".into(), &"saved".into()));
+    // Nothing listens on port 1: the save fails (exit 0, fail open) after its retries.
+    let failed = strata(&scratch, &args, &env(&server, "http://127.0.0.1:1"));
+    failed.assert_ok();
+    failed.assert_no_secret(&[&server.secret_key]);
+    let failed = failed.json();
+    for field in ["status", "outcome", "key", "store", "retries", "error"] {
+        assert!(failed.get(field).is_some(), "{field} missing: {failed}");
+    }
+    assert_eq!(failed["status"], "error", "{failed}");
+    assert_eq!(failed["outcome"]["status"], "error", "{failed}");
+    assert_eq!(failed["key"], k.as_str(), "{failed}");
+    assert_eq!(failed["retries"], 2, "{failed}");
+    assert!(failed["store"].as_str().unwrap().contains("127.0.0.1:1"), "{failed}");
+}
