@@ -211,7 +211,14 @@ fn names_survive_snapshot_save_restore_and_pack_unpack() {
     assert!(!stderr.contains("skipped"), "{stderr}");
 
     // The object's tar members are the raw bytes (not the recorded text).
-    let object = std::fs::read(ctx.path("store").join(key)).unwrap();
+    // The data object is the one stored file beside the sidecar (a save names it uniquely).
+    let objects: Vec<_> = std::fs::read_dir(ctx.path("store"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_none_or(|x| x != "json"))
+        .collect();
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    let object = std::fs::read(&objects[0]).unwrap();
     let tar_bytes = zstd::decode_all(object.as_slice()).unwrap();
     let mut archive = tar::Archive::new(tar_bytes.as_slice());
     let members: Vec<Vec<u8>> =
