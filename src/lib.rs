@@ -26,6 +26,7 @@ pub mod l0;
 pub mod parallel;
 pub mod record;
 pub mod snapshot;
+mod tar_entry;
 pub mod transport;
 
 /// The producer string written into records: `strata <version>`.

@@ -34,6 +34,7 @@ use super::identity::{ArtifactKey, ArtifactSpec, MANIFEST_NAME};
 use super::manifest::{self, MAX_MANIFEST_BYTES, ManifestDigest, ManifestPayload};
 use crate::digest::Hasher;
 use crate::fs::{self, Sharing};
+use crate::tar_entry;
 
 /// zstd level used for archives.
 pub const ZSTD_LEVEL: i32 = 3;
@@ -110,14 +111,22 @@ pub fn pack(handle: &ArtifactHandle, dest: &Path) -> Result<PackReport, Error> {
     let mut builder = tar::Builder::new(encoder);
     builder.mode(tar::HeaderMode::Deterministic);
     let mut h = header(manifest_bytes.len() as u64, 0o600);
-    builder.append_data(&mut h, MANIFEST_NAME, manifest_bytes.as_slice()).map_err(io_err)?;
+    tar_entry::append(
+        &mut builder,
+        &mut h,
+        MANIFEST_NAME.as_bytes(),
+        None,
+        manifest_bytes.as_slice(),
+    )
+    .map_err(io_err)?;
     for record in &payload.files {
         let src = record.path.to_path(&slot);
         let input = fs::open_nofollow(&src)?;
         let mut reader =
             HashingReader { inner: input.take(record.size_bytes), hasher: Hasher::new() };
         let mut h = header(record.size_bytes, Sharing::Private.file_mode(record.executable));
-        builder.append_data(&mut h, record.path.to_relative_path(), &mut reader).map_err(io_err)?;
+        tar_entry::append(&mut builder, &mut h, &record.path.to_bytes(), None, &mut reader)
+            .map_err(io_err)?;
         let size = reader.hasher.len();
         let digest = reader.hasher.finish();
         if digest != record.sha256 || size != record.size_bytes {

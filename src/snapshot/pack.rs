@@ -35,6 +35,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
@@ -45,6 +46,7 @@ use super::{CARRIED_DIR, Compression, Error, manifest};
 use crate::action::layout::is_inside_entry_artifacts;
 use crate::digest::{Hasher, Sha256Digest};
 use crate::fs::{self, EntryKind, RelPath};
+use crate::tar_entry;
 
 /// Read buffer for file data, in bytes.
 const BUF_BYTES: usize = 1024 * 1024;
@@ -341,17 +343,21 @@ fn write_items<W: Write>(
         match item? {
             Item::Dir(rel, path) => {
                 let mut h = header(tar::EntryType::Directory, 0o755, 0);
-                builder
-                    .append_data(&mut h, rel.to_relative_path(), io::empty())
+                tar_entry::append(builder, &mut h, &rel.to_bytes(), None, io::empty())
                     .map_err(pack_err(&path))?;
                 collected.directories.push(rel);
             }
             Item::Symlink { rel, path, target } => {
                 let mut h = header(tar::EntryType::Symlink, 0o777, 0);
                 let bytes = fs::link_text_bytes(&target)?;
-                builder
-                    .append_link(&mut h, rel.to_relative_path(), Path::new(&bytes))
-                    .map_err(pack_err(&path))?;
+                tar_entry::append(
+                    builder,
+                    &mut h,
+                    &rel.to_bytes(),
+                    Some(bytes.as_bytes()),
+                    io::empty(),
+                )
+                .map_err(pack_err(&path))?;
                 collected.symlinks.push(SymlinkRecord { path: rel, target });
             }
             Item::File { rel, path, size, executable } => {
@@ -359,8 +365,7 @@ fn write_items<W: Write>(
                 let mut h = header(tar::EntryType::Regular, mode, size);
                 // The header goes through the builder (long names); the data follows as
                 // chunks, written straight into the stream.
-                builder
-                    .append_data(&mut h, rel.to_relative_path(), io::empty())
+                tar_entry::append(builder, &mut h, &rel.to_bytes(), None, io::empty())
                     .map_err(pack_err(&path))?;
                 open = Some((rel, path, size, executable));
             }
@@ -420,9 +425,14 @@ pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<Pack
     let root_rel = RelPath::new(CARRIED_DIR)?;
     let mut collected = Collected::default();
     let mut dir_header = header(tar::EntryType::Directory, 0o755, 0);
-    builder
-        .append_data(&mut dir_header, root_rel.as_str(), io::empty())
-        .map_err(pack_err(&carried))?;
+    tar_entry::append(
+        &mut builder,
+        &mut dir_header,
+        root_rel.as_str().as_bytes(),
+        None,
+        io::empty(),
+    )
+    .map_err(pack_err(&carried))?;
     collected.directories.push(root_rel.clone());
 
     if fs::symlink_metadata_opt(&carried)?.is_some_and(|m| m.is_dir()) {
@@ -461,7 +471,8 @@ pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<Pack
     let envelope = manifest::seal(&MANIFEST_SCHEMA, "manifest", &manifest)?;
     let bytes = envelope.to_bytes();
     let mut h = header(tar::EntryType::Regular, 0o644, bytes.len() as u64);
-    builder.append_data(&mut h, MANIFEST_ENTRY, bytes.as_slice()).map_err(pack_err(out))?;
+    tar_entry::append(&mut builder, &mut h, MANIFEST_ENTRY.as_bytes(), None, bytes.as_slice())
+        .map_err(pack_err(out))?;
     let encoder = builder.into_inner().map_err(pack_err(out))?;
     let mut hashing = encoder.finish().map_err(pack_err(out))?;
     hashing.flush().map_err(pack_err(out))?;

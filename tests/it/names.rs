@@ -639,3 +639,143 @@ fn names_json_reports_show_paths_that_are_not_utf8() {
     let v = json_of(&scan);
     assert_eq!(v["files"][0], shown(&source), "{v}");
 }
+
+/// Symlink texts are bytes in snapshots too, including texts that a path library would
+/// normalise (`..//x`, `../x/.`, `../x/./y`) and a long text that would collapse to a short
+/// one: a saved snapshot restores (before, `snapshot pack`/`save` wrote the normalised text
+/// into the tar member, so every restore rejected the snapshot: "the symlinks differ").
+#[test]
+fn names_symlink_texts_that_are_not_normal_survive_snapshots_byte_exact() {
+    let ctx = TestContext::new();
+    let out = ctx.path("out");
+    let texts: Vec<Vec<u8>> = vec![
+        b"..//src/f".to_vec(),
+        b"../src/.".to_vec(),
+        b"../src/./f".to_vec(),
+        b"./../src/f".to_vec(),
+        [b"..".as_slice(), &[b'/'; 120], b"src/f"].concat(),
+        [b"/nonexistent/".as_slice(), &[0xe9; 150]].concat(),
+    ];
+    let mut script = String::from("set -e\nprintf 'f\\n' > \"$0/f\"\n");
+    for (i, text) in texts.iter().enumerate() {
+        let octal: String = text.iter().map(|b| format!("\\{b:03o}")).collect();
+        script.push_str(&format!("ln -s \"$(printf '{octal}')\" \"$0/l{i}\"\n"));
+    }
+    let action = |cache: &Path| {
+        Action::default()
+            .flag("--cache-root", cache)
+            .flag("--domain", "third_party")
+            .flag("--unit", "links")
+            .flag("--output-dir", &out)
+            .flag("--environment-profile", "bare")
+            .cmd(&[OsStr::new("sh"), OsStr::new("-c"), OsStr::new(&script), out.as_os_str()])
+    };
+    ctx.run(&action(&ctx.cache)).expect(&["MISS", "SAVED"]);
+    for (i, text) in texts.iter().enumerate() {
+        let got = std::fs::read_link(out.join(format!("l{i}"))).unwrap().into_os_string();
+        assert_eq!(got.as_bytes(), text.as_slice(), "the build made link l{i}");
+    }
+    let built = listing(&out);
+
+    // pack → unpack: every link text byte for byte.
+    let packed = ctx.path("local.tzst");
+    let mut pack = ctx.strata();
+    pack.args(["snapshot", "pack", "--cache-dir"]).arg(&ctx.cache).arg("--output").arg(&packed);
+    run_bounded(pack, crate::engine::RUN_TIMEOUT).expect_code(0);
+    let dest = ctx.path("unpacked");
+    let mut unpack = ctx.strata();
+    unpack.args(["snapshot", "unpack", "--input"]).arg(&packed).arg("--dest").arg(&dest);
+    run_bounded(unpack, crate::engine::RUN_TIMEOUT).expect_code(0).expect_stderr("UNPACKED");
+    let links = |root: &Path| -> BTreeMap<Vec<u8>, String> {
+        listing(root).into_iter().filter(|(_, v)| v.starts_with("link")).collect()
+    };
+    let original = links(&ctx.cache.join("actions-v1"));
+    assert_eq!(original.len(), texts.len(), "{original:?}");
+    assert_eq!(links(&dest.join("actions-v1")), original);
+
+    // save → restore on another cache → HIT restores the same links.
+    let url = format!("file://{}", ctx.path("store").display());
+    let mut save = ctx.strata();
+    save.args(["snapshot", "save", "--key", "links-1", "--store", &url, "--cache-dir"])
+        .arg(&ctx.cache);
+    run_bounded(save, crate::engine::RUN_TIMEOUT).expect_code(0).expect_stderr("SAVED");
+    let cache_b = ctx.path("cache-b");
+    let mut restore = ctx.strata();
+    restore
+        .args(["snapshot", "restore", "--key", "links-1", "--store", &url, "--cache-dir"])
+        .arg(&cache_b);
+    run_bounded(restore, crate::engine::RUN_TIMEOUT).expect_code(0).expect_stderr("RESTORED");
+    std::fs::remove_dir_all(&out).unwrap();
+    ctx.run(&action(&cache_b)).expect(&["HIT"]);
+    assert_eq!(listing(&out), built);
+}
+
+/// Long names (255 bytes, the Linux limit) whose first bytes are not UTF-8 are packed into
+/// L0 objects and snapshots: before, `artifact push` failed ("paths in archives must have
+/// at least one component") because the tar library truncated the header name to its
+/// UTF-8 prefix, which was empty.
+#[test]
+fn names_long_names_that_start_with_a_byte_survive_l0_push_pull() {
+    let producer = tempfile::tempdir().unwrap();
+    let consumer = tempfile::tempdir().unwrap();
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let long_file = vec![0xe9u8; 255];
+    let long_dir = [vec![0xffu8; 150], b"/".to_vec(), vec![0xfe; 200]].concat();
+    let flags = |root: &Path| -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec!["--root".into(), root.into()];
+        for (k, v) in [
+            ("--env", format!("cc={}", "a".repeat(64))),
+            ("--source", "b".repeat(64)),
+            ("--specialization", "d".repeat(64)),
+        ] {
+            args.push(k.into());
+            args.push(v.into());
+        }
+        args.push("--require".into());
+        args.push(OsString::from_vec(long_file.clone()));
+        args
+    };
+    let strata = || Command::new(env!("CARGO_BIN_EXE_strata"));
+    let octal = |b: &[u8]| b.iter().map(|b| format!("\\{b:03o}")).collect::<String>();
+    let script = format!(
+        "set -e\no=\"$STRATA_ARTIFACT_OUT\"\nprintf long > \"$o/$(printf '{}')\"\n\
+         mkdir \"$o/$(printf '{}')\"\nprintf nested > \"$o/$(printf '{}')\"\n",
+        octal(&long_file),
+        octal(&long_dir[..150]),
+        octal(&long_dir),
+    );
+    let out = strata()
+        .args(["artifact", "get-or-build", "--json"])
+        .args(flags(&producer.path().join("root")))
+        .arg("--private-root")
+        .arg(producer.path().join("private"))
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let slot = PathBuf::from(v["dir"].as_str().unwrap());
+    let push = strata()
+        .args(["artifact", "push", "--json", "--store", &url])
+        .args(flags(&producer.path().join("root")))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&push.stdout);
+    assert!(push.status.success(), "{stdout} {}", String::from_utf8_lossy(&push.stderr));
+    assert!(stdout.contains(r#""outcome":"uploaded""#), "{stdout}");
+    let dest = consumer.path().join("out");
+    let pull = strata()
+        .args(["artifact", "pull", "--json", "--store", &url])
+        .args(flags(&consumer.path().join("root")))
+        .arg("--dest")
+        .arg(&dest)
+        .output()
+        .unwrap();
+    assert!(pull.status.success(), "{}", String::from_utf8_lossy(&pull.stderr));
+    assert_eq!(std::fs::read(at(&dest, &long_file)).unwrap(), b"long");
+    assert_eq!(std::fs::read(at(&dest, &long_dir)).unwrap(), b"nested");
+    let mut published = listing(&slot);
+    published.remove(b"artifact_manifest.json".as_slice());
+    assert_eq!(listing(&dest), published);
+}
