@@ -289,7 +289,9 @@ pub fn pull(
         }
     }
     let archive_path: &Path = &file;
+    let mut unpacked_into: Option<PathBuf> = None;
     let result = store.get_or_build_derived(key, spec, |dest| {
+        unpacked_into = Some(dest.to_path_buf());
         archive::unpack(archive_path, dest, key, spec).map(|(manifest, _)| ((), manifest.parents))
     });
     report.seconds = start.elapsed().as_secs_f64();
@@ -300,9 +302,24 @@ pub fn pull(
             report.handle = build.handle;
             report.private_dir = build.private_dir;
             report.reason = build.reason;
+            // With a slot (published, or a HIT after a lost race) the unpacked copy is
+            // only a staging area: it is removed, so pulls never pile up copies in the
+            // private root. A PRIVATE result keeps it (it is the result).
+            if report.handle.is_some()
+                && let Some(dir) = report.private_dir.take()
+                && let Err(e) = fs::remove_tree(&dir)
+            {
+                tracing::warn!("cannot remove the pulled private copy {}: {e}", dir.display());
+            }
             Ok(report)
         }
         Err(e) => {
+            // A rejected or failed unpack leaves a partial private directory: remove it.
+            if let Some(dir) = &unpacked_into
+                && let Err(e) = fs::remove_tree(dir)
+            {
+                tracing::warn!("cannot remove the rejected private copy {}: {e}", dir.display());
+            }
             let rejected = e
                 .builder_error()
                 .and_then(|b| b.downcast_ref::<artifact::Error>())

@@ -337,3 +337,42 @@ fn l0_a_push_whose_answer_was_lost_is_uploaded() {
         String::from_utf8_lossy(&pulled.stderr)
     );
 }
+
+/// A pull leaves nothing of its own in an explicit `--private-root`: after publishing the
+/// pulled artifact (the slot is the result) and after rejecting an object. Before, every
+/// pull left a `strata-build-<hex>` copy of the whole artifact there (or a partial one).
+#[test]
+fn l0_pull_leaves_no_private_build_behind() {
+    let producer = Workspace::new();
+    publish(&producer);
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let (code, v, err) = l0("push", &producer.root(), &url, &[]);
+    assert_eq!(code, 0, "{err}");
+    let object = remote.path().join(v["object"].as_str().unwrap());
+    let original = std::fs::read(&object).unwrap();
+    let leftovers = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect()
+    };
+
+    let consumer = Workspace::new();
+    let private = consumer.private();
+    let private_flag = ["--private-root", private.to_str().unwrap()];
+    let (code, v, err) = l0("pull", &consumer.root(), &url, &private_flag);
+    assert_eq!((code, v["disposition"].as_str()), (0, Some("published")), "{v} {err}");
+    assert_eq!(leftovers(&private), Vec::<PathBuf>::new());
+    let lookup = consumer.store(Mode::ReadOnly).lookup(&key(), &spec(Stage::BinaryReady, REQUIRED));
+    assert_eq!(lookup.status(), LookupStatus::Hit);
+
+    // A rejected object (a byte flipped in the last file's data) leaves nothing either.
+    let mut tar = zstd::decode_all(original.as_slice()).unwrap();
+    let at = (0..tar.len()).rev().find(|i| tar[*i] != 0).unwrap();
+    tar[at] ^= 0x01;
+    std::fs::write(&object, zstd::encode_all(tar.as_slice(), 3).unwrap()).unwrap();
+    let consumer = Workspace::new();
+    let private = consumer.private();
+    let private_flag = ["--private-root", private.to_str().unwrap()];
+    let (code, v, err) = l0("pull", &consumer.root(), &url, &private_flag);
+    assert_eq!((code, v["outcome"].as_str()), (3, Some("rejected")), "{v} {err}");
+    assert_eq!(leftovers(&private), Vec::<PathBuf>::new());
+}
