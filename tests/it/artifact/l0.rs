@@ -376,3 +376,74 @@ fn l0_pull_leaves_no_private_build_behind() {
     assert_eq!((code, v["outcome"].as_str()), (3, Some("rejected")), "{v} {err}");
     assert_eq!(leftovers(&private), Vec::<PathBuf>::new());
 }
+
+/// An L0 object never decides how much memory a pull holds: a GNU long-name entry that
+/// claims 1 GiB (a zstd object of some 30 KiB) is rejected from its header, under a
+/// 512 MiB address-space limit. Before, the `tar` crate read the whole name into memory
+/// (the pull died for want of memory, or used gigabytes for a larger claim). Pax and sparse
+/// headers, which strata never writes and which can change the next entry's size, are
+/// rejected too.
+#[test]
+fn l0_long_name_claims_do_not_decide_memory() {
+    use std::io::Write as _;
+    let producer = Workspace::new();
+    publish(&producer);
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let (code, v, err) = l0("push", &producer.root(), &url, &[]);
+    assert_eq!(code, 0, "{err}");
+    let object = remote.path().join(v["object"].as_str().unwrap());
+    let tar_bytes = zstd::decode_all(std::fs::read(&object).unwrap().as_slice()).unwrap();
+    let extension = |kind: tar::EntryType, size: u64| {
+        let mut h = tar::Header::new_gnu();
+        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_entry_type(kind);
+        h.set_mode(0o644);
+        h.set_size(size);
+        h.set_cksum();
+        h.as_bytes().to_vec()
+    };
+    let pull_limited = |consumer: &Workspace| {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", "ulimit -v 524288; exec \"$@\"", "sh", env!("CARGO_BIN_EXE_strata")])
+            .args(["artifact", "pull", "--json", "--store", &url])
+            .args(id_flags(&consumer.root(), &hex('b'), "ready", REQUIRED));
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code(), stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+
+    // 1 GiB of long name, then the real archive.
+    let claim: u64 = 1 << 30;
+    let file = std::fs::File::create(&object).unwrap();
+    let mut enc = zstd::Encoder::new(file, 3).unwrap();
+    enc.write_all(&extension(tar::EntryType::GNULongName, claim)).unwrap();
+    let chunk = vec![b'a'; 1 << 20];
+    for _ in 0..(claim >> 20) {
+        enc.write_all(&chunk).unwrap();
+    }
+    enc.write_all(&tar_bytes).unwrap();
+    enc.finish().unwrap();
+    assert!(std::fs::metadata(&object).unwrap().len() < 1 << 20);
+    let consumer = Workspace::new();
+    let (code, stdout, stderr) = pull_limited(&consumer);
+    assert_eq!(code, Some(3), "{stdout} {stderr}");
+    let v = json(stdout.as_bytes());
+    assert_eq!(v["outcome"], "rejected", "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(reason.contains("long-name entry of 1073741824 bytes"), "{reason}");
+    let lookup = consumer.store(Mode::ReadOnly).lookup(&key(), &spec(Stage::BinaryReady, REQUIRED));
+    assert_eq!(lookup.status(), LookupStatus::Miss);
+
+    // A pax header in front of the archive.
+    let record = b"12 comment=x\n";
+    let mut with_pax = extension(tar::EntryType::XHeader, record.len() as u64);
+    with_pax.extend_from_slice(record);
+    with_pax.resize(1024, 0);
+    with_pax.extend_from_slice(&tar_bytes);
+    std::fs::write(&object, zstd::encode_all(with_pax.as_slice(), 3).unwrap()).unwrap();
+    let (code, stdout, stderr) = pull_limited(&Workspace::new());
+    assert_eq!(code, Some(3), "{stdout} {stderr}");
+    let reason = json(stdout.as_bytes())["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("a pax header"), "{reason}");
+}
