@@ -166,7 +166,7 @@ pub fn unpack(
     let mut tar = tar::Archive::new(ExtensionLimit::new(decoder));
     let mut entries =
         tar.entries().map_err(|e| invalid(archive, format!("not a tar stream: {e}")))?;
-    let mut next = || -> Result<Option<tar::Entry<'_, ExtensionLimit<zstd::Decoder<'static, io::BufReader<std::fs::File>>>>>, Error> {
+    let mut next = || -> Result<Option<tar::Entry<'_, ArchiveReader>>, Error> {
         match entries.next() {
             None => Ok(None),
             Some(Ok(entry)) => Ok(Some(entry)),
@@ -293,6 +293,9 @@ pub fn unpack(
 /// Zero padding accepted after the tar end-of-archive block, in bytes (tar implementations
 /// pad to a record of at most 20 blocks; 1 MiB is far above that).
 const MAX_TRAILING_ZERO_BYTES: u64 = 1024 * 1024;
+
+/// What the `tar` crate reads an L0 archive from.
+type ArchiveReader = ExtensionLimit<zstd::Decoder<'static, io::BufReader<std::fs::File>>>;
 
 /// Largest GNU long-name or long-link entry accepted, in bytes (Linux paths are at most
 /// 4096 bytes; strata's own archives never come near this).
