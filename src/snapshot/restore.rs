@@ -29,13 +29,17 @@
 //!    of earlier releases commit the object `<key>`);
 //! 2. HEAD that object (missing, or not the declared size: the candidate is rejected),
 //!    download it into `<parent>/.<name>.download-*` beside the cache directory (the
-//!    transport runs parallel ranged GETs), then check its size and SHA-256 against the
-//!    sidecar before reading a single entry;
+//!    transport runs parallel ranged GETs) and read it while it arrives, in order, up to
+//!    the complete prefix ([`super::arrivals`]): every byte once, through its SHA-256 and
+//!    into the unpacker (step 3), with nothing read twice;
 //! 3. unpack into a staging directory `<parent>/.<name>.tmp-<hex>` under the checks of
 //!    [`super::unpack`], bounded by the sidecar's counts, which themselves may not exceed
-//!    [`MAX_EXPANSION_RATIO`] times the object size (checked before the download);
+//!    [`MAX_EXPANSION_RATIO`] times the object size (checked before the download). The
+//!    unpack's result counts only once the whole object's size and SHA-256 match the
+//!    sidecar; a mismatch is the reason reported, and nothing is swapped in;
 //! 4. write `.local/snapshot-origin.json` (lineage for the next save) into the staging
-//!    tree, then swap it into place: `renameat2(RENAME_EXCHANGE)` when the cache directory
+//!    tree, make it durable with one `syncfs` (not one fsync per file), then swap it into
+//!    place (and fsync the parent): `renameat2(RENAME_EXCHANGE)` when the cache directory
 //!    exists (one atomic step), else a no-replace rename; the old tree is deleted after.
 //!    Without `RENAME_EXCHANGE` the old tree is renamed aside first, so for a moment the
 //!    cache directory is missing, never partial.

@@ -42,7 +42,8 @@
 //!
 //! # Limitations
 //! GNU long-name and pax extension headers are read into memory by the `tar` crate before
-//! strata sees the entry; their size is bounded only by the (already verified) object.
+//! strata sees the entry; their size is bounded only by the object's size (whose HEAD
+//! size must match the sidecar's).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::{self, BufRead, BufReader, Read};
