@@ -63,7 +63,7 @@ pub use path::{RelPath, absolute, expand_tilde, resolve_nonstrict};
 pub use perm::Sharing;
 pub use publish::{
     StagingDir, exchange, fsync_dir, fsync_tree, publish_dir, rename_noreplace,
-    rename_noreplace_strict,
+    rename_noreplace_strict, sync_filesystem,
 };
 pub use walk::{EntryKind, InventoryEntry, InventoryKind, WalkEntry, inventory, walk};
 

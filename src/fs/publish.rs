@@ -99,6 +99,19 @@ pub fn fsync_dir(path: &Path) -> Result<()> {
     dir.sync_all().map_err(|e| Error::io("fsync", path, e))
 }
 
+/// Makes everything written to the filesystem that holds `path` durable in one call
+/// (`syncfs(2)`): one journal commit instead of one fsync per file. Used before a
+/// restored tree is swapped into place; other writers' data on that filesystem is flushed
+/// too.
+///
+/// # Errors
+/// [`Error::Io`] with op "open" or "syncfs" naming `path`.
+pub fn sync_filesystem(path: &Path) -> Result<()> {
+    let dir = File::open(path).map_err(|e| Error::io("open", path, e))?;
+    rustix::fs::syncfs(&dir)
+        .map_err(|e| Error::io("syncfs", path, io::Error::from_raw_os_error(e.raw_os_error())))
+}
+
 /// fsyncs every regular file under `root`, then every directory bottom-up, then `root`.
 /// Symlinks are skipped (their creation is made durable by their directory's fsync).
 ///

@@ -35,6 +35,7 @@
 //!   [`put_file_if_absent`](crate::transport::ObjectStore::put_file_if_absent).
 //! * This module knows no S3 wire details and never prints; the CLI reports.
 
+mod arrivals;
 mod commit;
 pub mod compat;
 mod error;

@@ -29,13 +29,17 @@
 //!    of earlier releases commit the object `<key>`);
 //! 2. HEAD that object (missing, or not the declared size: the candidate is rejected),
 //!    download it into `<parent>/.<name>.download-*` beside the cache directory (the
-//!    transport runs parallel ranged GETs), then check its size and SHA-256 against the
-//!    sidecar before reading a single entry;
+//!    transport runs parallel ranged GETs) and read it while it arrives, in order, up to
+//!    the complete prefix ([`super::arrivals`]): every byte once, through its SHA-256 and
+//!    into the unpacker (step 3), with nothing read twice;
 //! 3. unpack into a staging directory `<parent>/.<name>.tmp-<hex>` under the checks of
 //!    [`super::unpack`], bounded by the sidecar's counts, which themselves may not exceed
-//!    [`MAX_EXPANSION_RATIO`] times the object size (checked before the download);
+//!    [`MAX_EXPANSION_RATIO`] times the object size (checked before the download). The
+//!    unpack's result counts only once the whole object's size and SHA-256 match the
+//!    sidecar; a mismatch is the reason reported, and nothing is swapped in;
 //! 4. write `.local/snapshot-origin.json` (lineage for the next save) into the staging
-//!    tree, then swap it into place: `renameat2(RENAME_EXCHANGE)` when the cache directory
+//!    tree, make it durable with one `syncfs` (not one fsync per file), then swap it into
+//!    place (and fsync the parent): `renameat2(RENAME_EXCHANGE)` when the cache directory
 //!    exists (one atomic step), else a no-replace rename; the old tree is deleted after.
 //!    Without `RENAME_EXCHANGE` the old tree is renamed aside first, so for a moment the
 //!    cache directory is missing, never partial.
@@ -54,14 +58,16 @@
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
+use super::arrivals::{Arrivals, ArrivingReader, FinishGuard};
 use super::leftovers::{self, STALE_AFTER};
 pub use super::lookup::MAX_FUTURE;
 use super::lookup::{Candidate, candidates, prefixes};
 use super::manifest::{MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, Sidecar, now_rfc3339, seal};
 use super::pack::is_leftover;
-use super::unpack::{UnpackLimits, hash_object, unpack};
+use super::unpack::{UnpackLimits, UnpackReport, unpack_from};
 use super::{CARRIED_DIR, Error, SnapshotKey, manifest};
 use crate::action::CacheRoot;
+use crate::digest::Sha256Digest;
 use crate::fs::{self, StagingDir};
 use crate::transport::{ObjectKey, ObjectStore};
 
@@ -396,6 +402,54 @@ pub(crate) fn check_expansion(key: &str, sidecar: &Sidecar) -> Result<(), Error>
     Ok(())
 }
 
+/// What [`download_and_unpack`] gave: the object's digest and size (of every byte that
+/// arrived, in order), and the unpack's own result, which counts only if they match.
+struct Streamed {
+    sha256: Sha256Digest,
+    size_bytes: u64,
+    download_seconds: f64,
+    unpacked: Result<UnpackReport, Error>,
+}
+
+/// Downloads `object` into the temp file `download` on one thread while `consume` reads
+/// it, in order, as it arrives ([`ArrivingReader`]); the bytes `consume` leaves are read
+/// too, so the digest covers the whole object, each byte read once.
+///
+/// # Errors
+/// [`Error::Transport`] if the download failed (whatever `consume` said).
+fn download_and_unpack(
+    store: &dyn ObjectStore,
+    object: &ObjectKey,
+    download: &Path,
+    consume: impl FnOnce(&mut dyn std::io::Read) -> Result<UnpackReport, Error>,
+) -> Result<Streamed, Error> {
+    let arrivals = Arrivals::new();
+    let (fetched, unpacked, drained, reader) = std::thread::scope(|scope| {
+        let fetching = scope.spawn(|| {
+            let guard = FinishGuard(&arrivals);
+            let started = Instant::now();
+            let fetched = store.get_to_file_observed(object, download, &arrivals);
+            arrivals.finish(fetched.is_ok());
+            drop(guard);
+            fetched.map(|_| started.elapsed().as_secs_f64())
+        });
+        let mut reader = ArrivingReader::new(&arrivals, download);
+        let unpacked = consume(&mut reader);
+        let drained = reader.drain();
+        let fetched = match fetching.join() {
+            Ok(fetched) => fetched,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        (fetched, unpacked, drained, reader)
+    });
+    let download_seconds = fetched.map_err(|e| Error::transport("download", object.as_str(), e))?;
+    if let Err(e) = drained {
+        return Err(fs::Error::io("read", download, e).into());
+    }
+    let (sha256, size_bytes) = reader.finish();
+    Ok(Streamed { sha256, size_bytes, download_seconds, unpacked })
+}
+
 /// Downloads, verifies and swaps in one candidate (read order steps 1–4).
 fn restore_candidate(
     request: &RestoreRequest<'_>,
@@ -429,14 +483,26 @@ fn restore_candidate(
         ));
     }
 
+    let staging = StagingDir::new_beside(cache_dir, 0o755)?;
+    let limits = UnpackLimits {
+        max_entries: sidecar.entry_count,
+        max_file_bytes: sidecar.file_bytes,
+        manifest_digest: Some(sidecar.manifest_digest.clone()),
+        key: Some(found.key.clone()),
+        compression: Some(sidecar.format),
+    };
     let download = fs::temp_path_beside(cache_dir, "download")?;
-    let download_started = Instant::now();
-    request
-        .store
-        .get_to_file(&object, &download)
-        .map_err(|e| Error::transport("download", object.as_str(), e))?;
-    report.download_seconds += download_started.elapsed().as_secs_f64();
-    let (digest, size) = hash_object(&download)?;
+    let streamed = download_and_unpack(request.store, &object, &download, |input| {
+        unpack_from(input, staging.path(), &limits, &found.key)
+    });
+    // Nothing reads the download again; deleting it now also spares the sync below its
+    // dirty pages.
+    drop(download);
+    let streamed = streamed?;
+    report.download_seconds += streamed.download_seconds;
+    let (digest, size) = (streamed.sha256, streamed.size_bytes);
+    // The object's digest decides first: an unpack error on damaged bytes is reported as
+    // the damage it is.
     if size != sidecar.object_size_bytes || digest != sidecar.object_sha256 {
         return Err(Error::corrupt(
             &found.key,
@@ -447,17 +513,7 @@ fn restore_candidate(
             ),
         ));
     }
-
-    let staging = StagingDir::new_beside(cache_dir, 0o755)?;
-    let limits = UnpackLimits {
-        max_entries: sidecar.entry_count,
-        max_file_bytes: sidecar.file_bytes,
-        manifest_digest: Some(sidecar.manifest_digest.clone()),
-        key: Some(found.key.clone()),
-        compression: Some(sidecar.format),
-    };
-    let unpacked = unpack(&download, staging.path(), &limits, &found.key)?;
-    drop(download);
+    let unpacked = streamed.unpacked?;
     let origin = Origin {
         key: found.key.clone(),
         manifest_digest: unpacked.manifest_digest.clone(),
@@ -466,7 +522,16 @@ fn restore_candidate(
     let local = fs::create_dir_all_within(staging.path(), Path::new(".local"), 0o755)?;
     let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
     fs::write_new(&local.join(ORIGIN_FILE), &envelope.to_bytes(), 0o644)?;
+    // One sync of the whole tree (not one fsync per file) before the swap: after a power
+    // cut the cache directory holds the old tree or the new one, complete.
+    fs::sync_filesystem(staging.path())?;
     let note = swap_into_place(staging, cache_dir)?;
+    if let Some(parent) = cache_dir.parent()
+        && let Err(e) = fs::fsync_dir(parent)
+    {
+        // The swap happened; a failed parent fsync only weakens durability.
+        tracing::warn!("{e}");
+    }
     Ok(Restored {
         object_size_bytes: size,
         file_count: unpacked.files,

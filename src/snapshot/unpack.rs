@@ -42,7 +42,8 @@
 //!
 //! # Limitations
 //! GNU long-name and pax extension headers are read into memory by the `tar` crate before
-//! strata sees the entry; their size is bounded only by the (already verified) object.
+//! strata sees the entry; their size is bounded only by the object's size (whose HEAD
+//! size must match the sidecar's).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::{self, BufRead, BufReader, Read};
@@ -55,7 +56,6 @@ use super::manifest::{
 use super::writer::{FeedError, WriteError, WriterPool};
 use super::{CARRIED_DIR, Compression, Error, manifest};
 use crate::action::layout::is_inside_entry_artifacts;
-use crate::digest::Sha256Digest;
 use crate::fs::{self, RelPath};
 
 const BUF_BYTES: usize = 1024 * 1024;
@@ -339,10 +339,17 @@ impl Unpacker<'_> {
     }
 }
 
-/// Opens `object` with the decoder its magic number names.
-fn open_decoder(object: &Path, label: &str, limits: &UnpackLimits) -> Result<Box<dyn Read>, Error> {
-    let mut reader = BufReader::with_capacity(BUF_BYTES, fs::open(object)?);
-    let head = reader.fill_buf().map_err(|e| fs::Error::io("read", object, e))?;
+/// Wraps `input` (the object's bytes, named `label` in errors) in the decoder its magic
+/// number names.
+fn open_decoder<'r>(
+    input: Box<dyn Read + 'r>,
+    label: &str,
+    limits: &UnpackLimits,
+) -> Result<Box<dyn Read + 'r>, Error> {
+    let mut reader = BufReader::with_capacity(BUF_BYTES, input);
+    let head = reader
+        .fill_buf()
+        .map_err(|e| Error::corrupt(label, format!("cannot read the object: {e}")))?;
     let Some(format) = Compression::detect(head) else {
         return Err(Error::corrupt(label, "neither zstd nor gzip (unknown magic number)"));
     };
@@ -354,7 +361,7 @@ fn open_decoder(object: &Path, label: &str, limits: &UnpackLimits) -> Result<Box
             format!("the object is {format}, its sidecar says {expected}"),
         ));
     }
-    let decoder: Box<dyn Read> = match format {
+    let decoder: Box<dyn Read + 'r> = match format {
         Compression::Zstd => Box::new(
             zstd::stream::read::Decoder::with_buffer(reader)
                 .map_err(|e| Error::corrupt(label, format!("cannot start zstd: {e}")))?,
@@ -376,7 +383,24 @@ pub fn unpack(
     limits: &UnpackLimits,
     label: &str,
 ) -> Result<UnpackReport, Error> {
-    let reader = open_decoder(object, label, limits)?;
+    let mut file = fs::open(object)?;
+    unpack_from(&mut file, dest, limits, label)
+}
+
+/// [`unpack`] reading the object's bytes from `input` (a restore passes the download as
+/// it arrives). Reads only as far as the archive goes: the caller reads any rest (a
+/// restore hashes the whole object).
+///
+/// # Errors
+/// As [`unpack`]; a failure to read `input` is [`Error::Corrupt`] (a restore reports its
+/// download's own error first).
+pub fn unpack_from(
+    input: &mut dyn Read,
+    dest: &Path,
+    limits: &UnpackLimits,
+    label: &str,
+) -> Result<UnpackReport, Error> {
+    let reader = open_decoder(Box::new(input), label, limits)?;
     let mut state = Unpacker {
         dest,
         object: label.to_owned(),
@@ -421,7 +445,7 @@ pub fn unpack(
 /// Reads and applies every entry; returns the manifest and its digest if one was found.
 fn read_entries(
     state: &mut Unpacker<'_>,
-    reader: Box<dyn Read>,
+    reader: Box<dyn Read + '_>,
 ) -> Result<Option<(SnapshotManifest, String)>, Stop> {
     let limits = state.limits;
     let mut archive = tar::Archive::new(reader);
@@ -528,12 +552,6 @@ pub fn unpack_into_new(object: &Path, dest: &Path) -> Result<UnpackReport, Error
     let report = unpack(object, staging.path(), &limits, &label)?;
     fs::publish_dir(staging, &dest, false).map_err(|(e, _staging)| Error::Local(e))?;
     Ok(report)
-}
-
-/// Hashes a whole file (SHA-256, size) for object verification; a thin alias kept here so
-/// restore reads as one sequence.
-pub(crate) fn hash_object(path: &Path) -> Result<(Sha256Digest, u64), Error> {
-    Ok(fs::hash_file(path)?)
 }
 
 #[cfg(test)]

@@ -18,7 +18,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
-use super::{Error, ObjectKey, ObjectMeta, ObjectStore, PutOutcome, TransferStats};
+use super::{
+    DownloadProgress, Error, NoProgress, ObjectKey, ObjectMeta, ObjectStore, PutOutcome,
+    TransferStats,
+};
 use crate::fs as localfs;
 
 const TEMP_PREFIX: &str = ".strata-";
@@ -56,9 +59,15 @@ impl FsStore {
     }
 }
 
-/// Copies all of `input` (opened from `src`) into `output` (opened from `dest`); returns
-/// the bytes copied.
-fn copy_stream(input: &mut File, src: &Path, output: &mut File, dest: &Path) -> Result<u64, Error> {
+/// Copies all of `input` (opened from `src`) into `output` (opened from `dest`), reporting
+/// each chunk to `progress` once written; returns the bytes copied.
+fn copy_stream(
+    input: &mut File,
+    src: &Path,
+    output: &mut File,
+    dest: &Path,
+    progress: &dyn DownloadProgress,
+) -> Result<u64, Error> {
     let mut buf = vec![0u8; COPY_BUF_BYTES];
     let mut total = 0u64;
     loop {
@@ -70,6 +79,7 @@ fn copy_stream(input: &mut File, src: &Path, output: &mut File, dest: &Path) -> 
         };
         let chunk = buf.get(..n).unwrap_or_default();
         output.write_all(chunk).map_err(|e| localfs::Error::io("write", dest, e))?;
+        progress.written(total, total + n as u64);
         total += n as u64;
     }
 }
@@ -97,10 +107,11 @@ impl ObjectStore for FsStore {
         }
     }
 
-    fn get_to_file(
+    fn get_to_file_observed(
         &self,
         key: &ObjectKey,
         dest: &Path,
+        progress: &dyn DownloadProgress,
     ) -> Result<(ObjectMeta, TransferStats), Error> {
         let started = Instant::now();
         let src = self.path_of(key);
@@ -118,7 +129,7 @@ impl ObjectStore for FsStore {
             return Err(not_found());
         }
         let mut output = localfs::create_truncate(dest, 0o644)?;
-        let bytes = copy_stream(&mut input, &src, &mut output, dest)?;
+        let bytes = copy_stream(&mut input, &src, &mut output, dest, progress)?;
         let meta = Self::meta_of(key.clone(), &metadata);
         let stats = TransferStats { bytes, seconds: started.elapsed().as_secs_f64(), retries: 0 };
         Ok((meta, stats))
@@ -154,7 +165,7 @@ impl ObjectStore for FsStore {
             .tempfile_in(&dir)
             .map_err(|e| localfs::Error::io("create temporary file in", &dir, e))?;
         let temp_path = temp.path().to_path_buf();
-        let bytes = copy_stream(&mut input, src, temp.as_file_mut(), &temp_path)?;
+        let bytes = copy_stream(&mut input, src, temp.as_file_mut(), &temp_path, &NoProgress)?;
         localfs::sync_file(temp.as_file(), &temp_path)?;
         let temp = temp.into_temp_path();
         match localfs::rename_noreplace(&temp, &dest) {

@@ -86,6 +86,28 @@ pub struct TransferStats {
     pub retries: u32,
 }
 
+/// Told, during a download, which bytes of the destination file are already written, so
+/// that a reader can consume the file while it is still arriving (a snapshot restore
+/// hashes and unpacks the object as it downloads).
+///
+/// The store calls [`DownloadProgress::written`] from any thread, for ranges in any order
+/// (parallel ranged GETs finish out of order). A range is reported once, after its bytes
+/// are written to the file with positioned writes (so a `pread` of it, by the same process,
+/// sees them); ranges never overlap. A part that is retried is reported only once it has
+/// completed. If the download fails, some ranges may never be reported.
+pub trait DownloadProgress: Sync {
+    /// Bytes `start..end` (offsets in the object and in the destination file) are written.
+    fn written(&self, start: u64, end: u64);
+}
+
+/// A [`DownloadProgress`] that ignores every report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl DownloadProgress for NoProgress {
+    fn written(&self, _start: u64, _end: u64) {}
+}
+
 /// A place that holds immutable objects under [`ObjectKey`]s.
 ///
 /// Implementations are [`FsStore`] and [`S3Store`]; [`open_store`] picks one from a
@@ -107,6 +129,20 @@ pub trait ObjectStore: Send + Sync {
         &self,
         key: &ObjectKey,
         dest: &Path,
+    ) -> Result<(ObjectMeta, TransferStats), Error> {
+        self.get_to_file_observed(key, dest, &NoProgress)
+    }
+
+    /// [`ObjectStore::get_to_file`], reporting to `progress` which ranges of `dest` are
+    /// written as they complete (see [`DownloadProgress`]).
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get_to_file`].
+    fn get_to_file_observed(
+        &self,
+        key: &ObjectKey,
+        dest: &Path,
+        progress: &dyn DownloadProgress,
     ) -> Result<(ObjectMeta, TransferStats), Error>;
 
     /// Uploads the file `src` under `key` unless an object already exists there; never

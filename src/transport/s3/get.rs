@@ -26,7 +26,7 @@ use reqwest::{Method, StatusCode};
 use super::response::network_error;
 use super::{Call, Inner};
 use crate::digest::{Hasher, Sha256Digest};
-use crate::transport::{Attempts, Error, ObjectKey, ObjectMeta};
+use crate::transport::{Attempts, DownloadProgress, Error, ObjectKey, ObjectMeta};
 
 /// Parses an HTTP date (`Wed, 21 Oct 2015 07:28:00 GMT`).
 pub(crate) fn parse_http_date(text: &str) -> Option<SystemTime> {
@@ -79,14 +79,16 @@ pub(crate) fn meta_from_headers(
     })
 }
 
-/// Where one GET's bytes go.
+/// Where one GET's bytes go, and who is told when a part is complete.
 struct Target<'a> {
     file: &'a File,
     path: &'a Path,
+    progress: &'a dyn DownloadProgress,
 }
 
 /// GETs `length` bytes at `offset` (the whole object if `ranged` is false) and writes them
-/// at the same offset of the target, with retries.
+/// at the same offset of the target, with retries; reports the range to the target's
+/// progress once it is complete (never a partial attempt that a retry rewrites).
 async fn fetch(
     inner: &Inner,
     key: &ObjectKey,
@@ -134,10 +136,13 @@ async fn fetch(
                 Ok(())
             }
         })
-        .await
+        .await?;
+    target.progress.written(offset, offset + length);
+    Ok(())
 }
 
-/// Downloads `key` into `dest` (created or truncated); returns the HEAD metadata.
+/// Downloads `key` into `dest` (created or truncated), telling `progress` of each part
+/// once written; returns the HEAD metadata.
 ///
 /// # Errors
 /// [`Error::NotFound`] for a missing object; network, HTTP and local I/O errors.
@@ -146,6 +151,7 @@ pub(crate) async fn download(
     key: &ObjectKey,
     dest: &Path,
     retries: &AtomicU32,
+    progress: &dyn DownloadProgress,
 ) -> Result<ObjectMeta, Error> {
     let meta = inner.head(key, retries).await?.ok_or_else(|| Error::NotFound {
         location: inner.config.location(key.as_str()),
@@ -156,7 +162,7 @@ pub(crate) async fn download(
     if size == 0 {
         return Ok(meta);
     }
-    let target = Target { file: &file, path: dest };
+    let target = Target { file: &file, path: dest, progress };
     let part = inner.options.part_size_bytes.max(1);
     if size <= part {
         fetch(inner, key, &target, 0, size, false, retries).await?;

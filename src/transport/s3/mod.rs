@@ -267,14 +267,16 @@ impl ObjectStore for S3Store {
         self.runtime.block_on(self.inner.head(key, &retries))
     }
 
-    fn get_to_file(
+    fn get_to_file_observed(
         &self,
         key: &ObjectKey,
         dest: &std::path::Path,
+        progress: &dyn crate::transport::DownloadProgress,
     ) -> Result<(ObjectMeta, TransferStats), Error> {
         let started = Instant::now();
         let retries = AtomicU32::new(0);
-        let meta = self.runtime.block_on(get::download(&self.inner, key, dest, &retries))?;
+        let meta =
+            self.runtime.block_on(get::download(&self.inner, key, dest, &retries, progress))?;
         let bytes = meta.size_bytes;
         Ok((meta, stats(bytes, started, &retries)))
     }

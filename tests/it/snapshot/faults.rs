@@ -507,3 +507,103 @@ fn snapshot_stale_leftovers_beside_the_cache_are_removed() {
     left.retain(|n| n != "cache");
     assert_eq!(left, kept, "{}", run.stderr);
 }
+
+/// Restores `k` over the victim cache directory and checks the restore was refused for
+/// the object's digest, with the victim's tree unchanged and nothing left beside it.
+fn assert_refused_untouched(
+    scratch: &Scratch,
+    env: &[(&'static str, String)],
+    k: &str,
+    victim: &Path,
+    before: &std::collections::BTreeMap<String, String>,
+) {
+    let run = strata(
+        scratch,
+        &["snapshot", "restore", "--cache-dir", &arg(victim), "--key", k, "--json"],
+        env,
+    );
+    run.assert_ok();
+    let report = run.json();
+    assert_eq!(report["status"], "error", "{report}");
+    let error = report["error"].as_str().unwrap();
+    assert!(error.contains("the downloaded object ("), "{error}");
+    assert!(error.contains("does not match its sidecar ("), "{error}");
+    assert_eq!(&tree(victim), before, "the cache directory changed");
+    assert_eq!(names(victim.parent().unwrap()), ["cache"], "leftovers beside the cache");
+}
+
+/// Issue 8 item 4: a restore hashes and unpacks the object while it downloads (ranged
+/// parts completing in any order), yet a byte flipped in transit in one part is caught by
+/// the object's digest before anything is swapped in: the error is the digest mismatch
+/// (not whatever the unpacker tripped over), the cache directory keeps its old tree, and
+/// no staging directory or download is left beside it. The next restore succeeds.
+#[test]
+fn snapshot_a_byte_flipped_in_transit_is_rejected_before_the_swap() {
+    let scratch = Scratch::new();
+    let server = S3sServer::start();
+    let cache = big_cache(&scratch, "a");
+    let k = key(&scratch, "flip");
+    let saved = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &arg(&cache), "--key", &k],
+        &env(&server, &server.endpoint, &server.secret_key),
+    );
+    saved.assert_ok();
+    let object = bucket_names(&server).into_iter().find(|n| !n.ends_with(".json")).unwrap();
+    for at in [0.5, 0.999] {
+        let suffix = format!("/{object}");
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let proxy = super::super::transport::stub::RewriteProxy::start(
+            &server.endpoint,
+            Box::new(move |method, target, body| {
+                let path = target.split('?').next().unwrap_or_default();
+                if method != "GET"
+                    || !path.ends_with(&suffix)
+                    || body.is_empty()
+                    || done.swap(true, std::sync::atomic::Ordering::SeqCst)
+                {
+                    return false;
+                }
+                let i = ((body.len() as f64 * at) as usize).min(body.len() - 1);
+                body[i] ^= 0x10;
+                true
+            }),
+        );
+        let (victim, before) = victim(&scratch);
+        let env = env(&server, &proxy.endpoint, &server.secret_key);
+        assert_refused_untouched(&scratch, &env, &k, &victim, &before);
+        assert_eq!(proxy.rewritten(), 1, "{:?}", proxy.seen());
+        let again = strata(
+            &scratch,
+            &["snapshot", "restore", "--cache-dir", &arg(&victim), "--key", &k, "--json"],
+            &env,
+        );
+        again.assert_ok();
+        assert_eq!(again.json()["status"], "restored", "{}", again.stdout);
+        std::fs::remove_dir_all(victim.parent().unwrap()).unwrap();
+    }
+}
+
+/// Issue 8 item 4, directory stores: a damaged object (one byte, in the middle or the
+/// last byte) is rejected by its digest while it streams into the unpacker, before
+/// anything is swapped in.
+#[test]
+fn snapshot_a_damaged_object_in_a_directory_store_is_rejected_before_the_swap() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("a/cache");
+    fill_cache(&cache, 8);
+    let k = key(&scratch, "flipfs");
+    let env = vec![("STRATA_STORE", scratch.file_store())];
+    strata(&scratch, &["snapshot", "save", "--cache-dir", &arg(&cache), "--key", &k], &env)
+        .assert_ok();
+    let object = super::object_of(&scratch.path("store"), &k);
+    let original = std::fs::read(&object).unwrap();
+    for at in [original.len() / 2, original.len() - 1] {
+        let mut damaged = original.clone();
+        damaged[at] ^= 0x10;
+        std::fs::write(&object, &damaged).unwrap();
+        let (victim, before) = victim(&scratch);
+        assert_refused_untouched(&scratch, &env, &k, &victim, &before);
+        std::fs::remove_dir_all(victim.parent().unwrap()).unwrap();
+    }
+}
