@@ -27,14 +27,15 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/strata-l1-hit-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 head -c $(( mib * 1024 * 1024 )) /dev/urandom > "$work/big.bin"
 
-# run BINARY CACHE: one `strata action run` of the action into "$work/out".
+# run BINARY CACHE [EVENT_LOG]: one `strata action run` of the action into "$work/out"
+# (which the caller emptied: removing 300 MiB is not part of a HIT).
 run() {
-  rm -rf "$work/out"
   "$1" action run --cache-root "$2" --domain third_party --unit big --output-dir "$work/out" \
-    --environment-profile bare -- sh -c 'cp "$0" "$1/big.bin"' "$work/big.bin" "$work/out"
+    --environment-profile bare --event-log "${3:-/dev/null}" \
+    -- sh -c 'cp "$0" "$1/big.bin"' "$work/big.bin" "$work/out"
 }
-run_full() { rm -rf "$work/cache/.local/verify-memo"; run "$strata" "$work/cache"; }
-status() { run "$@" 2>&1 | grep -o -E '^strata: (HIT|MISS|SAVED)' | tr '\n' ' '; echo; }
+run_full() { rm -rf "$work/cache/.local/verify-memo"; run "$strata" "$work/cache" "$work/full.jsonl"; }
+status() { rm -rf "$work/out"; run "$@" 2>&1 | grep -o -E '^strata: (HIT|MISS|SAVED)' | tr '\n' ' '; echo; }
 
 echo "save (new):    $(status "$strata" "$work/cache")"
 [ -n "$before" ] && echo "save (before): $(status "$before" "$work/cache-before")"
@@ -46,11 +47,20 @@ bench_warm "$cached"
 
 memo=() full=() old=() copy=()
 for _ in $(seq "$rounds"); do
-  memo+=("$(bench_time run "$strata" "$work/cache")")
+  rm -rf "$work/out"
+  memo+=("$(bench_time run "$strata" "$work/cache" "$work/memo.jsonl")")
+  rm -rf "$work/out"
   full+=("$(bench_time run_full)")
-  if [ -n "$before" ]; then old+=("$(bench_time run "$before" "$work/cache-before")"); fi
+  if [ -n "$before" ]; then
+    rm -rf "$work/out"
+    old+=("$(bench_time run "$before" "$work/cache-before")")
+  fi
   rm -f "$work/copy.bin"
   copy+=("$(bench_time cp "$cached" "$work/copy.bin")")
+done
+# What the HITs hashed (from their events): the memo runs nothing, the full runs everything.
+for log in memo full; do
+  echo "$log HITs, hashed_bytes: $(grep -o '"hashed_bytes":[0-9]*' "$work/$log.jsonl" | cut -d: -f2 | sort -u | tr '\n' ' ')"
 done
 # The last HIT must have left the output intact.
 cmp "$work/big.bin" "$work/out/big.bin"
