@@ -28,6 +28,7 @@ pub mod record;
 pub mod snapshot;
 mod tar_entry;
 pub mod transport;
+pub mod verify_memo;
 
 /// The producer string written into records: `strata <version>`.
 pub const PRODUCER: &str = concat!("strata ", env!("CARGO_PKG_VERSION"));

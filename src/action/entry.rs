@@ -8,8 +8,13 @@
 //! 3. the real tree under `artifacts/` is enumerated (never by opening paths the manifest
 //!    names) and must hold exactly the recorded files (same size and owner-exec bit) and
 //!    symlinks (same text), plus the directories leading to them, and nothing else;
-//! 4. restore copies each file while hashing it and renames it into place only if the
-//!    SHA-256 matches (so a flipped byte never reaches the output).
+//! 4. restore reads each cached file once: it copies it while hashing and renames the copy
+//!    into place only if the SHA-256 matches (so a flipped byte never reaches the output),
+//!    or, if the entry's verification memo ([`crate::verify_memo`], under
+//!    `.local/verify-memo/`) vouches for the file's current stamp (device, inode, size,
+//!    mtime, ctime, mode all unchanged since a full check), copies it with
+//!    `copy_file_range` without hashing. Either way the file's stamp must not change
+//!    during the copy. Files hashed in full are remembered in the memo for the next HIT.
 //!
 //! Any failure in 1–3 is [`Lookup::Invalid`] with a reason and in 4 an error: the caller
 //! turns both into a MISS with a warning, rebuilds, and replaces the entry.
@@ -29,15 +34,17 @@
 //! no entry (a MISS), never a partial one.
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
 use crate::action::identity::Components;
 use crate::action::layout::EntryLocation;
 use crate::action::{ActionKey, Domain, Error};
-use crate::digest::Sha256Digest;
+use crate::digest::{ContentDigest, Sha256Digest};
 use crate::fs::{self, InventoryKind, Placement, RelPath, Sharing};
 use crate::record::{self, Envelope, Schema};
+use crate::verify_memo::VerifyMemo;
 
 /// Schema of an entry manifest.
 pub const ENTRY_SCHEMA: Schema = Schema { name: "strata.action_entry", version: 1, features: &[] };
@@ -271,13 +278,33 @@ fn check_tree(root: &Path, artifacts: &[Artifact]) -> Result<(), String> {
     Ok(())
 }
 
-/// Restores `artifacts` from the entry at `entry_dir` into `dest_root`: files first
-/// (verified while copied, in parallel), then symlinks. Parent directories are created
-/// without passing through symlinks. Restored files get the current time as mtime.
+/// What a [`restore`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Bytes of regular files placed.
+    pub bytes: u64,
+    /// Of those, bytes hashed (the rest were vouched for by the verification memo).
+    pub hashed_bytes: u64,
+    /// Files placed on the memo's word (their stamps unchanged since a full check).
+    pub vouched_files: usize,
+}
+
+/// Restores `artifacts` from the entry at `entry_dir` into `dest_root`: files first (in
+/// parallel, each read once: verified while copied, or copied unhashed when `memo` vouches
+/// for its unchanged stamp), then symlinks. Parent directories are created without passing
+/// through symlinks. Restored files get the current time as mtime. On success `memo`
+/// remembers the files hashed in full and forgets paths the entry no longer has.
 ///
 /// # Errors
-/// [`crate::fs::Error::DigestMismatch`] for a corrupt artifact; I/O errors naming paths.
-pub fn restore(entry_dir: &Path, artifacts: &[Artifact], dest_root: &Path) -> Result<u64, Error> {
+/// [`crate::fs::Error::DigestMismatch`] for a corrupt artifact,
+/// [`crate::fs::Error::ChangedWhileReading`] for one changed during the copy; I/O errors
+/// naming paths.
+pub fn restore(
+    entry_dir: &Path,
+    artifacts: &[Artifact],
+    dest_root: &Path,
+    memo: &mut VerifyMemo,
+) -> Result<Restored, Error> {
     let src_root = entry_dir.join("artifacts");
     fs::create_dir_all(dest_root)?;
     let files: Vec<(&RelPath, &Sha256Digest, bool)> = artifacts
@@ -287,7 +314,9 @@ pub fn restore(entry_dir: &Path, artifacts: &[Artifact], dest_root: &Path) -> Re
             Artifact::Symlink { .. } => None,
         })
         .collect();
-    let results: Vec<Result<u64, Error>> =
+    let began = SystemTime::now();
+    let known: &VerifyMemo = memo;
+    let results: Vec<Result<fs::Placed, Error>> =
         crate::parallel::map(&files, |(path, sha256, executable)| {
             let dest = place_parent(dest_root, path)?;
             let opts = Placement {
@@ -295,19 +324,33 @@ pub fn restore(entry_dir: &Path, artifacts: &[Artifact], dest_root: &Path) -> Re
                 mode: Sharing::Shared.file_mode(*executable),
                 sync: false,
             };
-            Ok(fs::place_file_atomic(&path.to_path(&src_root), &dest, opts)?.1)
+            let digest = ContentDigest::from(**sha256);
+            let vouched = |stamp: &fs::FileStamp| known.vouches(path, stamp, &digest);
+            Ok(fs::place_file_checked(&path.to_path(&src_root), &dest, opts, &vouched)?)
         });
-    let mut bytes = 0;
+    let mut placed = Vec::with_capacity(results.len());
     for r in results {
-        bytes += r?;
+        placed.push(r?);
     }
+    let mut restored = Restored::default();
+    for ((path, sha256, _), p) in files.iter().zip(&placed) {
+        restored.bytes += p.size_bytes;
+        if p.hashed {
+            restored.hashed_bytes += p.size_bytes;
+            memo.remember(path, p.stamp, ContentDigest::from(**sha256), began);
+        } else {
+            restored.vouched_files += 1;
+        }
+    }
+    let listed: std::collections::HashSet<&RelPath> = files.iter().map(|f| f.0).collect();
+    memo.retain(|rel| listed.contains(rel));
     for a in artifacts {
         if let Artifact::Symlink { path, target } = a {
             let dest = place_parent(dest_root, path)?;
             fs::place_symlink_atomic(target, &dest)?;
         }
     }
-    Ok(bytes)
+    Ok(restored)
 }
 
 /// Creates the parent directories of `rel` under `root` (never through a symlink) and

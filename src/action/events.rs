@@ -10,7 +10,7 @@
 //!
 //! | `event` | extra fields |
 //! |---|---|
-//! | `cache_result` | `status` (`HIT`, `MISS`, `SAVED`, `BYPASS`), then per status: HIT `hash_ms`, `lookup_ms`, `restore_ms`, `total_ms`, `artifacts`, `bytes`; MISS `hash_ms`, `lookup_ms`; SAVED `build_ms`, `save_ms`, `total_ms`, `artifacts`; BYPASS `reason`, `hash_ms`, `total_ms` (time until the cache was given up, lock wait included) |
+//! | `cache_result` | `status` (`HIT`, `MISS`, `SAVED`, `BYPASS`), then per status: HIT `hash_ms`, `lookup_ms`, `restore_ms`, `total_ms`, `artifacts`, `bytes`, `hashed_bytes`, `vouched_files`; MISS `hash_ms`, `lookup_ms`; SAVED `build_ms`, `save_ms`, `total_ms`, `artifacts`; BYPASS `reason`, `hash_ms`, `total_ms` (time until the cache was given up, lock wait included) |
 //! | `warning` | `component` (`validate`, `restore`, `save`, `collect`, `updated_marker`, `prune`), `message` |
 //! | `lock_wait` | `lock` (`entry`, `action`, `publish`), `path`, `waited_ms` (at 1 s, 6 s, 11 s, …) |
 //! | `lock_acquired` | `lock`, `path`, `waited_ms` (only after waiting ≥ 1 s) |

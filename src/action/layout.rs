@@ -12,6 +12,9 @@
 //!   .locks/entry/<sha256(entry path relative to actions-v1)>.lock
 //!   .locks/output/<sha256(absolute output dir)>.lock     third-party action lock
 //!   .local/tool-memo/<sha256(tool path)>.json            machine-local, never packed
+//!   .local/verify-memo/<sha256(entry path relative to actions-v1)>.json
+//!                                     which artifacts a HIT verified, and their stamps
+//!                                     (machine-local, never packed; crate::verify_memo)
 //! ```
 //!
 //! Entry:
@@ -219,6 +222,13 @@ impl CacheRoot {
     /// `<root>/.local/tool-memo`.
     pub fn memo_dir(&self) -> PathBuf {
         self.root.join(".local").join("tool-memo")
+    }
+
+    /// `<root>/.local/verify-memo/<sha256(rel)>.json`: the verification memo of the entry
+    /// at `rel` (relative to the actions directory).
+    pub fn verify_memo(&self, rel: &str) -> PathBuf {
+        let h = Sha256Digest::of_bytes(rel.as_bytes());
+        self.root.join(".local").join("verify-memo").join(format!("{}.json", h.to_hex()))
     }
 
     /// `<root>/.updated`.

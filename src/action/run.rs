@@ -31,16 +31,17 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::action::artifacts::{self, Selection};
-use crate::action::entry::{self, Artifact, Described, EntryManifest, Lookup};
+use crate::action::entry::{self, Artifact, Described, EntryManifest, Lookup, Restored};
 use crate::action::events::{EventLog, ms};
 use crate::action::guard::DirLock;
 use crate::action::identity::{IdentityInputs, Patterns};
-use crate::action::layout::Domain;
+use crate::action::layout::{Domain, EntryLocation};
 use crate::action::locks::{Timeouts, lock_with_events};
 use crate::action::prepare::{entry_name, prepare};
 use crate::action::publish::{ActionId, Publisher, action_lock_path};
 use crate::action::{ActionKey, Error, LockKind, child, guard};
 use crate::fs::{self, RelPath};
+use crate::verify_memo::VerifyMemo;
 
 /// One `strata action run` request.
 #[derive(Debug, Clone)]
@@ -329,8 +330,9 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
         Lookup::Valid(manifest) => {
             let lookup_ms = ms(lookup_start.elapsed());
             let restore_start = Instant::now();
-            match restore_hit(&mut ctx, &loc.dir, &manifest.artifacts)? {
-                Ok(bytes) => {
+            let memo_path = cache.verify_memo(&loc.rel);
+            match restore_hit(&mut ctx, &loc, &memo_path, &manifest.artifacts)? {
+                Ok(restored) => {
                     if let Some(ns) = &loc.namespace_dir {
                         let _ = fs::touch(&ns.join(".last-used"));
                     }
@@ -343,7 +345,9 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
                             ("restore_ms", ms(restore_start.elapsed())),
                             ("total_ms", ms(started.elapsed())),
                             ("artifacts", manifest.artifacts.len().into()),
-                            ("bytes", bytes.into()),
+                            ("bytes", restored.bytes.into()),
+                            ("hashed_bytes", restored.hashed_bytes.into()),
+                            ("vouched_files", restored.vouched_files.into()),
                         ],
                     );
                     (ctx.notify)(Notice::Hit { key, artifacts: manifest.artifacts.len() });
@@ -440,17 +444,30 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
 /// not be restored, and the caller rebuilds. `Err(_)`: publication failed (ownership
 /// conflict, an output changed by hand, corrupt state, lock timeout, I/O), which a rebuild
 /// would only meet again after wasting a build, so it is fatal as on the MISS path.
+///
+/// The entry's verification memo at `memo_path` is read (an unusable one is ignored) and,
+/// after a successful restore that hashed something new, rewritten atomically; a memo that
+/// cannot be written is only logged (the next HIT verifies in full).
 fn restore_hit(
     ctx: &mut Ctx<'_>,
-    entry_dir: &Path,
+    loc: &EntryLocation,
+    memo_path: &Path,
     artifacts: &[Artifact],
-) -> Result<Result<u64, Error>, Error> {
+) -> Result<Result<Restored, Error>, Error> {
     let custom = ctx.publish.is_some();
     if custom {
         wipe(&ctx.stage_or_output)?;
     }
-    let bytes = match entry::restore(entry_dir, artifacts, &ctx.stage_or_output) {
-        Ok(bytes) => bytes,
+    let mut memo = VerifyMemo::load(memo_path, &loc.rel);
+    let restored = match entry::restore(&loc.dir, artifacts, &ctx.stage_or_output, &mut memo) {
+        Ok(restored) => {
+            if memo.is_changed()
+                && let Err(e) = memo.save(memo_path, fs::Sharing::Shared.file_mode(false))
+            {
+                tracing::debug!("verification memo not written: {e}");
+            }
+            restored
+        }
         Err(e) => {
             if custom {
                 let _ = wipe(&ctx.stage_or_output);
@@ -464,7 +481,7 @@ fn restore_hit(
         let _ = wipe(&ctx.stage_or_output);
         return Err(e);
     }
-    Ok(Ok(bytes))
+    Ok(Ok(restored))
 }
 
 /// True if a restore failure lies with the entry (a digest mismatch, an unreadable entry
@@ -472,6 +489,9 @@ fn restore_hit(
 fn entry_at_fault(e: &Error, entry_dir: &Path) -> bool {
     match e {
         Error::Fs(fs::Error::DigestMismatch { .. }) => true,
+        Error::Fs(
+            fs::Error::ChangedWhileReading { path } | fs::Error::WrongFileType { path, .. },
+        ) => path.starts_with(entry_dir),
         Error::Fs(fs::Error::Io { path, .. }) => path.starts_with(entry_dir),
         _ => false,
     }

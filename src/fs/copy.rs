@@ -4,13 +4,19 @@
 //! against the expected SHA-256 *before* the rename, and only then renames over the
 //! destination. So a destination path either keeps its old content or gets verified bytes:
 //! never a partial or wrong file (DESIGN.md invariant 1).
+//!
+//! [`place_file_checked`] is the one-pass form a HIT uses: it reads the source once,
+//! hashing while copying, or — when the caller vouches for the source's [`FileStamp`] (a
+//! verification memo, see [`crate::verify_memo`]) — copies it with `copy_file_range`
+//! (which the kernel may turn into a reflink) without hashing. Either way the source's
+//! stamp must be the same before and after the copy.
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::{Error, Result};
+use super::{Error, FileStamp, Result};
 use crate::digest::{Hasher, Sha256Digest};
 
 /// SHA-256 and size in bytes of the file at `path` (following symlinks).
@@ -29,6 +35,16 @@ pub fn hash_file(path: &Path) -> Result<(Sha256Digest, u64)> {
 /// [`Error::Io`] naming `src` (read) or `dest_path` (write).
 pub fn copy_verified(src: &Path, dest: &mut File, dest_path: &Path) -> Result<(Sha256Digest, u64)> {
     let mut input = File::open(src).map_err(|e| Error::io("read", src, e))?;
+    copy_hashing(&mut input, src, dest, dest_path)
+}
+
+/// Copies the open file `input` (read from `src`) into `dest` while hashing.
+fn copy_hashing(
+    input: &mut File,
+    src: &Path,
+    dest: &mut File,
+    dest_path: &Path,
+) -> Result<(Sha256Digest, u64)> {
     let mut hasher = Hasher::new();
     crate::digest::with_buffer(|buf| {
         loop {
@@ -93,6 +109,87 @@ pub fn place_file_atomic(src: &Path, dest: &Path, opts: Placement) -> Result<(Sh
         source: e.error,
     })?;
     Ok((digest, size))
+}
+
+/// What [`place_file_checked`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    /// Bytes placed.
+    pub size_bytes: u64,
+    /// True if the bytes were hashed while copied (and matched the expected digest); false
+    /// if the caller vouched for the source's stamp and the kernel copied them unhashed.
+    pub hashed: bool,
+    /// The source's stamp, the same before and after the copy.
+    pub stamp: FileStamp,
+}
+
+/// Copies the regular file `src` to `dest` atomically in one read of `src`: temp file
+/// beside `dest`; then, if `opts.expected` is set and `vouched` accepts the source's stamp,
+/// a kernel copy (`copy_file_range`, no hashing), otherwise a copy while hashing that must
+/// give `opts.expected`; then the source's stamp is checked again (a change during the copy
+/// is an error), chmod, optional fsync, rename over `dest`. `src` is opened with
+/// `O_NOFOLLOW`. The placed file gets the current time as its mtime. The parent of `dest`
+/// must exist.
+///
+/// # Errors
+/// [`Error::DigestMismatch`]; [`Error::ChangedWhileReading`] if the source changed during
+/// the copy; [`Error::WrongFileType`] if `src` is not a regular file; I/O errors naming the
+/// path (reading `src`, or writing the temp file). Nothing is renamed on error and the
+/// temp file is removed.
+pub fn place_file_checked(
+    src: &Path,
+    dest: &Path,
+    opts: Placement,
+    vouched: &(dyn Fn(&FileStamp) -> bool + Sync),
+) -> Result<Placed> {
+    let mut input = super::open_nofollow(src)?;
+    let before = input.metadata().map_err(|e| Error::io("stat", src, e))?;
+    if !before.is_file() {
+        return Err(Error::WrongFileType { path: src.into(), expected: "regular file" });
+    }
+    let stamp = FileStamp::of(&before);
+    let dir = dest.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".strata-")
+        .suffix(".tmp")
+        .permissions(fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create temporary file in", dir, e))?;
+    let tmp_path = tmp.path().to_path_buf();
+    let (size_bytes, hashed) = match opts.expected {
+        Some(_) if vouched(&stamp) => {
+            // `io::copy` between two files is `copy_file_range` on Linux (falling back to
+            // read/write where the kernel cannot).
+            let n = io::copy(&mut input, tmp.as_file_mut())
+                .map_err(|e| Error::io("copy into", &tmp_path, e))?;
+            (n, false)
+        }
+        expected => {
+            let (digest, n) = copy_hashing(&mut input, src, tmp.as_file_mut(), &tmp_path)?;
+            if let Some(expected) = expected
+                && expected != digest
+            {
+                return Err(Error::DigestMismatch { path: src.into(), expected, actual: digest });
+            }
+            (n, true)
+        }
+    };
+    let after = input.metadata().map_err(|e| Error::io("stat", src, e))?;
+    if FileStamp::of(&after) != stamp || size_bytes != stamp.size_bytes {
+        return Err(Error::ChangedWhileReading { path: src.into() });
+    }
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(opts.mode))
+        .map_err(|e| Error::io("chmod", &tmp_path, e))?;
+    if opts.sync {
+        tmp.as_file().sync_all().map_err(|e| Error::io("fsync", &tmp_path, e))?;
+    }
+    tmp.persist(dest).map_err(|e| Error::Rename {
+        from: tmp_path,
+        to: dest.into(),
+        source: e.error,
+    })?;
+    Ok(Placed { size_bytes, hashed, stamp })
 }
 
 /// Creates a symlink with text `target` (in recorded form, see [`super::name`]) at `dest`
@@ -193,6 +290,40 @@ mod tests {
         let right = Placement { expected: Some(Sha256Digest::of_bytes(b"new")), ..opts };
         place_file_atomic(&src, &dest, right).unwrap();
         assert_eq!(fs::read(&dest).unwrap(), b"new");
+    }
+
+    #[test]
+    fn checked_placement_hashes_unless_vouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let dest = dir.path().join("dest");
+        fs::write(&src, b"cached").unwrap();
+        let wrong = Placement {
+            expected: Some(Sha256Digest::of_bytes(b"other")),
+            mode: 0o644,
+            sync: false,
+        };
+        // Not vouched: hashed, and a wrong digest places nothing.
+        let err = place_file_checked(&src, &dest, wrong, &|_| false).unwrap_err();
+        assert!(err.is_corrupt(), "{err}");
+        assert!(!dest.exists());
+        let right = Placement { expected: Some(Sha256Digest::of_bytes(b"cached")), ..wrong };
+        let placed = place_file_checked(&src, &dest, right, &|_| false).unwrap();
+        assert!(placed.hashed);
+        assert_eq!((placed.size_bytes, fs::read(&dest).unwrap()), (6, b"cached".to_vec()));
+        // Vouched for this exact stamp: copied unhashed, still a faithful copy.
+        let stamp = placed.stamp;
+        fs::remove_file(&dest).unwrap();
+        let placed = place_file_checked(&src, &dest, right, &|s| *s == stamp).unwrap();
+        assert!(!placed.hashed);
+        assert_eq!(fs::read(&dest).unwrap(), b"cached");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2, "temp file left behind");
+        // No expected digest: never trusted, always hashed.
+        let none = Placement { expected: None, ..wrong };
+        assert!(place_file_checked(&src, &dest, none, &|_| true).unwrap().hashed);
+        // A symlink as the source is refused, never followed.
+        std::os::unix::fs::symlink(&src, dir.path().join("link")).unwrap();
+        assert!(place_file_checked(&dir.path().join("link"), &dest, right, &|_| true).is_err());
     }
 
     #[test]

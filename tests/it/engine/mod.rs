@@ -16,6 +16,7 @@ mod events;
 mod explain;
 mod identity;
 mod locks;
+mod memo;
 mod prune;
 mod review;
 mod updated;

@@ -1,0 +1,288 @@
+//! Verification memos: which files of a tree were fully hashed, and the stamps they had
+//! then, so a later read of the same unchanged files need not hash them again
+//! (DESIGN.md invariant 1; docs/format.md "Verification memo").
+//!
+//! A memo maps a file's relative path to the [`FileStamp`] (device, inode, size, mtime,
+//! ctime, mode) it had when its bytes were last hashed and found equal to a recorded digest,
+//! and that digest. A file is *vouched for* only if its stamp now is equal in every field
+//! and the digest the caller expects is the one remembered; anything else means a full
+//! verification.
+//!
+//! # Persistence
+//! A memo is a `strata.verify_memo` v1 record (envelope digest, strict parse), written with
+//! temp file + rename, never modified in place. A memo that is missing, unreadable, corrupt
+//! or names another subject loads as empty (everything is verified in full); one that
+//! cannot be written costs only a full verification next time. Read-only modes may read a
+//! memo but never write one (invariant 6).
+//!
+//! # Racy stamps
+//! Timestamps have a granularity (a kernel tick on ext4/xfs, 1 s or 2 s on some
+//! filesystems), so a file changed twice within one granule can keep its stamp. As in
+//! git's "racy clean" rule, a stamp is remembered only if the file's mtime and ctime are at
+//! least [`MIN_STAMP_AGE`] older than the moment its verification began; a younger file
+//! is verified in full every time until it has aged.
+//!
+//! # Trust
+//! Stamps detect changes made through the ordinary write path. Anyone who can write the
+//! memo (the cache root's owner) can already write the entry it describes; anyone who can
+//! set the clock and write the file, or edit the block device, can forge a stamp. Within
+//! those limits a vouched-for file holds the bytes that were verified.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::ContentDigest;
+use crate::fs::{self, FileStamp, RelPath};
+use crate::record::{self, Envelope, Schema};
+
+/// Schema of a verification memo record.
+pub const VERIFY_MEMO_SCHEMA: Schema =
+    Schema { name: "strata.verify_memo", version: 1, features: &[] };
+
+/// How much older than the start of its verification a file's mtime and ctime must be for
+/// its stamp to be remembered (covers the coarsest common timestamp granularity, FAT's 2 s).
+pub const MIN_STAMP_AGE: Duration = Duration::from_secs(2);
+
+/// Largest memo file read, in bytes (a larger one is ignored).
+pub const MAX_MEMO_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The payload of a memo record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoRecord {
+    /// What the memo is about (e.g. an entry's path relative to `actions-v1`).
+    subject: String,
+    /// Remembered files, sorted by path.
+    files: Vec<MemoFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoFile {
+    path: RelPath,
+    digest: ContentDigest,
+    device: u64,
+    inode: u64,
+    size_bytes: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    mode: u32,
+}
+
+impl MemoFile {
+    fn stamp(&self) -> FileStamp {
+        FileStamp {
+            dev: self.device,
+            ino: self.inode,
+            size_bytes: self.size_bytes,
+            mtime_ns: i128::from(self.mtime_ns),
+            ctime_ns: i128::from(self.ctime_ns),
+            mode: self.mode,
+        }
+    }
+}
+
+/// A verification memo of one subject (in memory).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyMemo {
+    subject: String,
+    files: BTreeMap<RelPath, (FileStamp, ContentDigest)>,
+    changed: bool,
+}
+
+impl VerifyMemo {
+    /// An empty memo about `subject`.
+    pub fn new(subject: &str) -> Self {
+        Self { subject: subject.to_owned(), files: BTreeMap::new(), changed: false }
+    }
+
+    /// Loads the memo at `path` about `subject`. Missing, unreadable, oversized, corrupt
+    /// (any record error) or about another subject: an empty memo.
+    pub fn load(path: &Path, subject: &str) -> Self {
+        let mut memo = Self::new(subject);
+        let record = match fs::read_capped_nofollow(path, MAX_MEMO_BYTES) {
+            Ok(Some(bytes)) => record::load_as::<MemoRecord>(&bytes, &VERIFY_MEMO_SCHEMA),
+            Ok(None) => return memo,
+            Err(e) => {
+                if !e.is_not_found() {
+                    tracing::debug!("verification memo ignored: {e}");
+                }
+                return memo;
+            }
+        };
+        match record {
+            Ok((_, r)) if r.subject == subject => {
+                memo.files =
+                    r.files.iter().map(|f| (f.path.clone(), (f.stamp(), f.digest))).collect();
+            }
+            Ok(_) => tracing::debug!("verification memo {} names another subject", path.display()),
+            Err(e) => tracing::debug!("verification memo {} ignored: {e}", path.display()),
+        }
+        memo
+    }
+
+    /// True if `rel` was verified to have `digest` while it had exactly `stamp`.
+    pub fn vouches(&self, rel: &RelPath, stamp: &FileStamp, digest: &ContentDigest) -> bool {
+        self.files.get(rel).is_some_and(|(s, d)| s == stamp && d == digest)
+    }
+
+    /// Number of files remembered.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// True if nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Records that `rel`, with `stamp`, was hashed and found to have `digest`, in a
+    /// verification that began at `began`. A stamp younger than [`MIN_STAMP_AGE`] before
+    /// `began` is not remembered (and any older entry for `rel` is dropped).
+    pub fn remember(
+        &mut self,
+        rel: &RelPath,
+        stamp: FileStamp,
+        digest: ContentDigest,
+        began: SystemTime,
+    ) {
+        let cutoff = began
+            .checked_sub(MIN_STAMP_AGE)
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i128);
+        let fits = i64::try_from(stamp.mtime_ns).is_ok() && i64::try_from(stamp.ctime_ns).is_ok();
+        if fits && stamp.mtime_ns < cutoff && stamp.ctime_ns < cutoff {
+            if self.files.get(rel) != Some(&(stamp, digest)) {
+                self.files.insert(rel.clone(), (stamp, digest));
+                self.changed = true;
+            }
+        } else {
+            self.forget(rel);
+        }
+    }
+
+    /// Drops what is remembered about `rel`.
+    pub fn forget(&mut self, rel: &RelPath) {
+        if self.files.remove(rel).is_some() {
+            self.changed = true;
+        }
+    }
+
+    /// Keeps only the paths for which `keep` is true.
+    pub fn retain(&mut self, keep: impl Fn(&RelPath) -> bool) {
+        let before = self.files.len();
+        self.files.retain(|rel, _| keep(rel));
+        self.changed |= self.files.len() != before;
+    }
+
+    /// True if the memo differs from what was loaded.
+    pub fn is_changed(&self) -> bool {
+        self.changed
+    }
+
+    /// Writes the memo to `path` atomically (temp file, rename), creating its directory;
+    /// an empty memo removes `path` instead.
+    ///
+    /// # Errors
+    /// I/O errors naming the path.
+    pub fn save(&self, path: &Path, mode: u32) -> Result<(), fs::Error> {
+        if self.files.is_empty() {
+            return match fs::remove_file(path) {
+                Err(e) if !e.is_not_found() => Err(e),
+                _ => Ok(()),
+            };
+        }
+        let files = self
+            .files
+            .iter()
+            .filter_map(|(path, (stamp, digest))| {
+                Some(MemoFile {
+                    path: path.clone(),
+                    digest: *digest,
+                    device: stamp.dev,
+                    inode: stamp.ino,
+                    size_bytes: stamp.size_bytes,
+                    mtime_ns: i64::try_from(stamp.mtime_ns).ok()?,
+                    ctime_ns: i64::try_from(stamp.ctime_ns).ok()?,
+                    mode: stamp.mode,
+                })
+            })
+            .collect();
+        let record = MemoRecord { subject: self.subject.clone(), files };
+        let envelope = Envelope::seal(&VERIFY_MEMO_SCHEMA, Vec::new(), &record).map_err(|e| {
+            fs::Error::io("encode verification memo", path, std::io::Error::other(e.to_string()))
+        })?;
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        fs::write_atomic(path, &envelope.to_bytes(), mode)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+
+    fn stamp(ns: i128) -> FileStamp {
+        FileStamp { dev: 1, ino: 2, size_bytes: 3, mtime_ns: ns, ctime_ns: ns, mode: 0o100644 }
+    }
+
+    #[test]
+    fn vouches_only_for_the_same_stamp_and_digest_and_survives_a_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m/memo.json");
+        let rel = RelPath::new("lib/a.a").unwrap();
+        let digest = ContentDigest::from(crate::digest::Sha256Digest::of_bytes(b"x"));
+        let other = ContentDigest::from(crate::digest::Sha256Digest::of_bytes(b"y"));
+        let began = UNIX_EPOCH + Duration::from_secs(100);
+        let old = stamp(90_000_000_000);
+        let mut memo = VerifyMemo::new("entry");
+        memo.remember(&rel, old, digest, began);
+        assert!(memo.is_changed());
+        memo.save(&path, 0o644).unwrap();
+        let loaded = VerifyMemo::load(&path, "entry");
+        assert!(loaded.vouches(&rel, &old, &digest));
+        assert!(!loaded.is_changed());
+        assert!(!loaded.vouches(&rel, &old, &other));
+        for changed in [
+            FileStamp { ino: 9, ..old },
+            FileStamp { dev: 9, ..old },
+            FileStamp { size_bytes: 9, ..old },
+            FileStamp { mtime_ns: old.mtime_ns + 1, ..old },
+            FileStamp { ctime_ns: old.ctime_ns + 1, ..old },
+            FileStamp { mode: 0o100755, ..old },
+        ] {
+            assert!(!loaded.vouches(&rel, &changed, &digest), "{changed:?}");
+        }
+        // Another subject, a corrupt or truncated file: empty.
+        assert!(VerifyMemo::load(&path, "other").is_empty());
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        assert!(VerifyMemo::load(&path, "entry").is_empty());
+        std::fs::write(
+            &path,
+            String::from_utf8(bytes).unwrap().replace("\"inode\":2", "\"inode\":3"),
+        )
+        .unwrap();
+        assert!(VerifyMemo::load(&path, "entry").is_empty(), "digest mismatch must be ignored");
+    }
+
+    #[test]
+    fn young_stamps_are_not_remembered() {
+        let rel = RelPath::new("a").unwrap();
+        let digest = ContentDigest::from(crate::digest::Sha256Digest::of_bytes(b"x"));
+        let began = UNIX_EPOCH + Duration::from_secs(100);
+        let mut memo = VerifyMemo::new("entry");
+        memo.remember(&rel, stamp(99_000_000_000), digest, began);
+        assert!(memo.is_empty() && !memo.is_changed());
+        memo.remember(&rel, stamp(97_999_999_999), digest, began);
+        assert_eq!(memo.len(), 1);
+        // A younger stamp for the same file drops the older one.
+        memo.remember(&rel, stamp(99_500_000_000), digest, began);
+        assert!(memo.is_empty());
+    }
+}
