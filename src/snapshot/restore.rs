@@ -30,7 +30,7 @@
 //! 2. HEAD that object (missing, or not the declared size: the candidate is rejected),
 //!    download it into `<parent>/.<name>.download-*` beside the cache directory (the
 //!    transport runs parallel ranged GETs) and read it while it arrives, in order, up to
-//!    the complete prefix ([`super::arrivals`]): every byte once, through its SHA-256 and
+//!    the complete prefix (`snapshot/arrivals.rs`): every byte once, through its SHA-256 and
 //!    into the unpacker (step 3), with nothing read twice;
 //! 3. unpack into a staging directory `<parent>/.<name>.tmp-<hex>` under the checks of
 //!    [`super::unpack`], bounded by the sidecar's counts, which themselves may not exceed
