@@ -85,6 +85,123 @@ pub(crate) fn append<W: Write, R: Read>(
     builder.append(header, data)
 }
 
+/// Largest GNU long-name or long-link entry accepted, in bytes (Linux paths are at most
+/// 4096 bytes; strata's own archives never come near this).
+pub(crate) const MAX_LONG_NAME_BYTES: u64 = 64 * 1024;
+
+/// A reader between the decompressor and the `tar` crate that follows the tar framing and
+/// fails on a header the crate would read into memory whole: a GNU long-name (`L`) or
+/// long-link (`K`) entry over [`MAX_LONG_NAME_BYTES`], and any pax (`x`, `g`) or sparse
+/// (`S`) header (strata never writes them; pax can also change the next entry's size).
+/// Without it, a zstd object of a few kilobytes could claim a long name of gigabytes and
+/// make `artifact pull` or `snapshot unpack` allocate it all (untrusted sizes never decide
+/// what is held in memory).
+/// It stops looking at the first all-zero block (the end of the archive).
+pub(crate) struct ExtensionLimit<R> {
+    inner: R,
+    /// Bytes passed through so far.
+    pos: u64,
+    /// Offset of the next header block.
+    next_header: u64,
+    /// The bytes of the header block being passed through.
+    header: Vec<u8>,
+    /// The end-of-archive block was seen.
+    done: bool,
+    /// What the archive is, for messages ("L0 archives", "snapshots").
+    kind_of_archive: &'static str,
+}
+
+impl<R> ExtensionLimit<R> {
+    /// Wraps `inner`, the decompressed tar stream of an archive of the kind named by
+    /// `kind_of_archive` (plural, for messages: "L0 archives").
+    pub(crate) fn new(inner: R, kind_of_archive: &'static str) -> Self {
+        Self {
+            inner,
+            pos: 0,
+            next_header: 0,
+            header: Vec::with_capacity(512),
+            done: false,
+            kind_of_archive,
+        }
+    }
+
+    /// The wrapped reader (to read what follows the tar stream).
+    pub(crate) fn into_inner(self) -> R {
+        self.inner
+    }
+}
+
+/// The size field of a tar header (octal text, or GNU base-256 when the high bit is set).
+fn header_size(block: &[u8]) -> Option<u64> {
+    let field = block.get(124..136)?;
+    if field.first().is_some_and(|b| b & 0x80 != 0) {
+        // Base-256: the low 8 bytes, big-endian; anything above them must be zero.
+        let (high, low) = field.split_at(4);
+        if high.iter().skip(1).any(|b| *b != 0) || high.first().is_some_and(|b| b & 0x7f != 0) {
+            return None;
+        }
+        return Some(low.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)));
+    }
+    let text = std::str::from_utf8(field).ok()?;
+    let digits = text.trim_matches(|c: char| c == ' ' || c == '\0');
+    if digits.is_empty() {
+        return Some(0);
+    }
+    u64::from_str_radix(digits, 8).ok()
+}
+
+impl<R: Read> Read for ExtensionLimit<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let data = buf.get(..n).unwrap_or_default();
+        let mut i = 0usize;
+        while i < n && !self.done {
+            let at = self.pos + i as u64;
+            if at < self.next_header {
+                let skip = (self.next_header - at).min((n - i) as u64) as usize;
+                i += skip;
+                continue;
+            }
+            let take = (512 - self.header.len()).min(n - i);
+            self.header.extend_from_slice(data.get(i..i + take).unwrap_or_default());
+            i += take;
+            if self.header.len() < 512 {
+                continue;
+            }
+            if self.header.iter().all(|b| *b == 0) {
+                self.done = true;
+                break;
+            }
+            let damaged = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+            let size = header_size(&self.header)
+                .ok_or_else(|| damaged("a tar header with an unreadable size".into()))?;
+            let kind = self.header.get(156).copied().unwrap_or(0);
+            match kind {
+                b'L' | b'K' if size > MAX_LONG_NAME_BYTES => {
+                    return Err(damaged(format!(
+                        "a GNU long-name entry of {size} bytes (at most {MAX_LONG_NAME_BYTES})"
+                    )));
+                }
+                b'x' | b'g' | b'S' => {
+                    return Err(damaged(format!(
+                        "a {} header ({} hold none)",
+                        if kind == b'S' { "sparse" } else { "pax" },
+                        self.kind_of_archive
+                    )));
+                }
+                _ => {}
+            }
+            self.next_header = self
+                .next_header
+                .saturating_add(512)
+                .saturating_add(size.div_ceil(512).saturating_mul(512));
+            self.header.clear();
+        }
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

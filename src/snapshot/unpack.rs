@@ -41,9 +41,10 @@
 //! strata never follows them while restoring.
 //!
 //! # Limitations
-//! GNU long-name and pax extension headers are read into memory by the `tar` crate before
-//! strata sees the entry; their size is bounded only by the object's size (whose HEAD
-//! size must match the sidecar's).
+//! GNU long-name and long-link entries are read into memory by the `tar` crate before
+//! strata sees the entry; a reader in front of it (`tar_entry::ExtensionLimit`) rejects one
+//! that claims more than 64 KiB, and any pax or sparse header (strata never writes them),
+//! from the header alone, so a few kilobytes of zstd cannot make unpack allocate gigabytes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::{self, BufRead, BufReader, Read};
@@ -448,7 +449,8 @@ fn read_entries(
     reader: Box<dyn Read + '_>,
 ) -> Result<Option<(SnapshotManifest, String)>, Stop> {
     let limits = state.limits;
-    let mut archive = tar::Archive::new(reader);
+    // A long-name header's claimed size must not decide what is held in memory.
+    let mut archive = tar::Archive::new(crate::tar_entry::ExtensionLimit::new(reader, "snapshots"));
     let mut found: Option<(SnapshotManifest, String)> = None;
     let entries =
         archive.entries().map_err(|e| state.corrupt(format!("cannot read the archive: {e}")))?;

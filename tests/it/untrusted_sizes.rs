@@ -273,3 +273,60 @@ fn r7_s3_download_never_presizes_from_content_length() {
     let len = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
     assert!(len <= 5, "the destination was pre-sized to {len} bytes");
 }
+
+/// The same kind for memory: a GNU long-name header claiming 1 GiB (a few hundred KiB of
+/// zstd) made `snapshot unpack` read the whole claimed name into memory before it saw the
+/// entry (the `tar` crate does). It is rejected from the header alone now, and so is a pax
+/// header (strata never writes one; it could change the next entry's size). Run under a
+/// 512 MiB address-space limit, where reading the claim would fail for want of memory.
+#[test]
+fn r7_snapshot_unpack_long_name_claims_do_not_decide_memory() {
+    let long_link = |kind: tar::EntryType, size: u64| {
+        let mut h = tar::Header::new_gnu();
+        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_entry_type(kind);
+        h.set_mode(0o644);
+        h.set_size(size);
+        h.set_cksum();
+        h.as_bytes().to_vec()
+    };
+    let claim: u64 = 1 << 30;
+    let mut bomb = zstd::Encoder::new(Vec::new(), 3).unwrap();
+    bomb.write_all(&long_link(tar::EntryType::GNULongName, claim)).unwrap();
+    let chunk = vec![b'a'; 1 << 20];
+    for _ in 0..(claim >> 20) {
+        bomb.write_all(&chunk).unwrap();
+    }
+    bomb.write_all(&truncated_tar("actions-v1/f", 1, b"x")).unwrap();
+    let bomb = bomb.finish().unwrap();
+    assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    let record = b"12 comment=x\n";
+    let mut pax = long_link(tar::EntryType::XHeader, record.len() as u64);
+    pax.extend_from_slice(record);
+    pax.resize(1024, 0);
+    pax.extend_from_slice(&truncated_tar("actions-v1/f", 1, b"x"));
+    let pax = zstd::encode_all(pax.as_slice(), 3).unwrap();
+    for (object, expected) in [
+        (bomb, "a GNU long-name entry of 1073741824 bytes (at most 65536)"),
+        (pax, "a pax header (snapshots hold none)"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("evil.tar.zst");
+        std::fs::write(&input, &object).unwrap();
+        let dest = dir.path().join("out");
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 524288 && exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_strata"))
+            .args(["snapshot", "unpack", "--input"])
+            .arg(&input)
+            .arg("--dest")
+            .arg(&dest)
+            .output()
+            .unwrap();
+        let stderr = assert_exit(&out, 1);
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(!dest.exists(), "a partial destination was left");
+        assert_eq!(names(dir.path()), ["evil.tar.zst"], "a staging directory was left");
+    }
+}
