@@ -83,13 +83,7 @@ pub struct Placement {
 /// [`Error::DigestMismatch`] (nothing is renamed, the temp file is removed); I/O errors
 /// naming the path; renaming over a directory fails.
 pub fn place_file_atomic(src: &Path, dest: &Path, opts: Placement) -> Result<(Sha256Digest, u64)> {
-    let dir = dest.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".strata-")
-        .suffix(".tmp")
-        .permissions(fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io("create temporary file in", dir, e))?;
+    let mut tmp = temp_beside(dest)?;
     let tmp_path = tmp.path().to_path_buf();
     let (digest, size) = copy_verified(src, tmp.as_file_mut(), &tmp_path)?;
     if let Some(expected) = opts.expected
@@ -97,6 +91,24 @@ pub fn place_file_atomic(src: &Path, dest: &Path, opts: Placement) -> Result<(Sh
     {
         return Err(Error::DigestMismatch { path: src.into(), expected, actual: digest });
     }
+    publish_temp(tmp, dest, opts)?;
+    Ok((digest, size))
+}
+
+/// A private (0600) temp file beside `dest`, removed on drop unless persisted.
+fn temp_beside(dest: &Path) -> Result<tempfile::NamedTempFile> {
+    let dir = dest.parent().unwrap_or(Path::new("."));
+    tempfile::Builder::new()
+        .prefix(".strata-")
+        .suffix(".tmp")
+        .permissions(fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create temporary file in", dir, e))
+}
+
+/// The end of a placement: chmod to `opts.mode`, optional fsync, rename over `dest`.
+fn publish_temp(tmp: tempfile::NamedTempFile, dest: &Path, opts: Placement) -> Result<()> {
+    let tmp_path = tmp.path().to_path_buf();
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(opts.mode))
         .map_err(|e| Error::io("chmod", &tmp_path, e))?;
@@ -108,7 +120,7 @@ pub fn place_file_atomic(src: &Path, dest: &Path, opts: Placement) -> Result<(Sh
         to: dest.into(),
         source: e.error,
     })?;
-    Ok((digest, size))
+    Ok(())
 }
 
 /// What [`place_file_checked`] did.
@@ -148,13 +160,7 @@ pub fn place_file_checked(
         return Err(Error::WrongFileType { path: src.into(), expected: "regular file" });
     }
     let stamp = FileStamp::of(&before);
-    let dir = dest.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".strata-")
-        .suffix(".tmp")
-        .permissions(fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io("create temporary file in", dir, e))?;
+    let mut tmp = temp_beside(dest)?;
     let tmp_path = tmp.path().to_path_buf();
     let (size_bytes, hashed) = match opts.expected {
         Some(_) if vouched(&stamp) => {
@@ -178,17 +184,7 @@ pub fn place_file_checked(
     if FileStamp::of(&after) != stamp || size_bytes != stamp.size_bytes {
         return Err(Error::ChangedWhileReading { path: src.into() });
     }
-    tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(opts.mode))
-        .map_err(|e| Error::io("chmod", &tmp_path, e))?;
-    if opts.sync {
-        tmp.as_file().sync_all().map_err(|e| Error::io("fsync", &tmp_path, e))?;
-    }
-    tmp.persist(dest).map_err(|e| Error::Rename {
-        from: tmp_path,
-        to: dest.into(),
-        source: e.error,
-    })?;
+    publish_temp(tmp, dest, opts)?;
     Ok(Placed { size_bytes, hashed, stamp })
 }
 
