@@ -281,18 +281,9 @@ fn r7_s3_download_never_presizes_from_content_length() {
 /// 512 MiB address-space limit, where reading the claim would fail for want of memory.
 #[test]
 fn r7_snapshot_unpack_long_name_claims_do_not_decide_memory() {
-    let long_link = |kind: tar::EntryType, size: u64| {
-        let mut h = tar::Header::new_gnu();
-        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
-        h.set_entry_type(kind);
-        h.set_mode(0o644);
-        h.set_size(size);
-        h.set_cksum();
-        h.as_bytes().to_vec()
-    };
     let claim: u64 = 1 << 30;
     let mut bomb = zstd::Encoder::new(Vec::new(), 3).unwrap();
-    bomb.write_all(&long_link(tar::EntryType::GNULongName, claim)).unwrap();
+    bomb.write_all(&crate::artifact::extension_header(tar::EntryType::GNULongName, claim)).unwrap();
     let chunk = vec![b'a'; 1 << 20];
     for _ in 0..(claim >> 20) {
         bomb.write_all(&chunk).unwrap();
@@ -301,7 +292,7 @@ fn r7_snapshot_unpack_long_name_claims_do_not_decide_memory() {
     let bomb = bomb.finish().unwrap();
     assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
     let record = b"12 comment=x\n";
-    let mut pax = long_link(tar::EntryType::XHeader, record.len() as u64);
+    let mut pax = crate::artifact::extension_header(tar::EntryType::XHeader, record.len() as u64);
     pax.extend_from_slice(record);
     pax.resize(1024, 0);
     pax.extend_from_slice(&truncated_tar("actions-v1/f", 1, b"x"));

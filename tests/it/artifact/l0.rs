@@ -394,15 +394,6 @@ fn l0_long_name_claims_do_not_decide_memory() {
     assert_eq!(code, 0, "{err}");
     let object = remote.path().join(v["object"].as_str().unwrap());
     let tar_bytes = zstd::decode_all(std::fs::read(&object).unwrap().as_slice()).unwrap();
-    let extension = |kind: tar::EntryType, size: u64| {
-        let mut h = tar::Header::new_gnu();
-        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
-        h.set_entry_type(kind);
-        h.set_mode(0o644);
-        h.set_size(size);
-        h.set_cksum();
-        h.as_bytes().to_vec()
-    };
     let pull_limited = |consumer: &Workspace| {
         let mut cmd = std::process::Command::new("sh");
         cmd.args(["-c", "ulimit -v 524288; exec \"$@\"", "sh", env!("CARGO_BIN_EXE_strata")])
@@ -417,7 +408,7 @@ fn l0_long_name_claims_do_not_decide_memory() {
     let claim: u64 = 1 << 30;
     let file = std::fs::File::create(&object).unwrap();
     let mut enc = zstd::Encoder::new(file, 3).unwrap();
-    enc.write_all(&extension(tar::EntryType::GNULongName, claim)).unwrap();
+    enc.write_all(&super::extension_header(tar::EntryType::GNULongName, claim)).unwrap();
     let chunk = vec![b'a'; 1 << 20];
     for _ in 0..(claim >> 20) {
         enc.write_all(&chunk).unwrap();
@@ -437,7 +428,7 @@ fn l0_long_name_claims_do_not_decide_memory() {
 
     // A pax header in front of the archive.
     let record = b"12 comment=x\n";
-    let mut with_pax = extension(tar::EntryType::XHeader, record.len() as u64);
+    let mut with_pax = super::extension_header(tar::EntryType::XHeader, record.len() as u64);
     with_pax.extend_from_slice(record);
     with_pax.resize(1024, 0);
     with_pax.extend_from_slice(&tar_bytes);

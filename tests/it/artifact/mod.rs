@@ -18,6 +18,18 @@ use strata::artifact::{
 };
 
 /// The strata binary under test.
+/// A GNU extension header (`././@LongLink`) of `kind` (long name, long link, pax) whose
+/// size field claims `size` bytes: for archives whose headers lie about what follows.
+pub fn extension_header(kind: tar::EntryType, size: u64) -> Vec<u8> {
+    let mut h = tar::Header::new_gnu();
+    h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+    h.set_entry_type(kind);
+    h.set_mode(0o644);
+    h.set_size(size);
+    h.set_cksum();
+    h.as_bytes().to_vec()
+}
+
 pub fn strata() -> Command {
     Command::new(env!("CARGO_BIN_EXE_strata"))
 }
