@@ -20,6 +20,7 @@
 pub mod action;
 pub mod artifact;
 pub mod ci;
+pub mod content;
 pub mod digest;
 pub mod fs;
 pub mod l0;
@@ -28,7 +29,6 @@ pub mod record;
 pub mod snapshot;
 mod tar_entry;
 pub mod transport;
-pub mod verify_memo;
 
 /// The producer string written into records: `strata <version>`.
 pub const PRODUCER: &str = concat!("strata ", env!("CARGO_PKG_VERSION"));

@@ -24,8 +24,10 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use crate::action::Error;
-use crate::action::entry::{Artifact, Described};
+use crate::action::entry::Described;
 use crate::action::identity::Patterns;
+use crate::content::{FileRecord, Record};
+use crate::digest::DigestAlgorithm;
 use crate::fs::{self, EntryKind, RelPath};
 
 /// An `lstat` signature used to notice changed outputs.
@@ -117,11 +119,16 @@ fn signature(entry: &fs::WalkEntry) -> Result<Option<Signature>, Error> {
     }))
 }
 
-/// Selects and describes the artifacts under `root`, sorted by path.
+/// Selects and describes the artifacts under `root`, sorted by path, hashing files with
+/// `algorithm` (the algorithm of the new entry's content records).
 ///
 /// # Errors
 /// [`Error::ArtifactLinkDangling`]; read errors naming the path.
-pub fn collect(root: &Path, selection: &Selection<'_>) -> Result<Vec<Described>, Error> {
+pub fn collect(
+    root: &Path,
+    selection: &Selection<'_>,
+    algorithm: DigestAlgorithm,
+) -> Result<Vec<Described>, Error> {
     let mut all: BTreeMap<RelPath, fs::WalkEntry> = BTreeMap::new();
     let mut selected: BTreeSet<RelPath> = BTreeSet::new();
     for entry in fs::walk(root) {
@@ -179,16 +186,16 @@ pub fn collect(root: &Path, selection: &Selection<'_>) -> Result<Vec<Described>,
         let Some(entry) = all.get(&rel) else { continue };
         let artifact = match entry.kind {
             EntryKind::File => {
-                let (sha256, size_bytes) = fs::hash_file(&entry.path)?;
-                Artifact::File {
+                let (digest, size_bytes, _) = fs::hash_file_stable(&entry.path, algorithm)?;
+                Record::File(FileRecord {
                     path: rel,
                     size_bytes,
-                    sha256,
+                    digest,
                     executable: fs::perm::is_owner_exec(entry.metadata.permissions().mode()),
-                }
+                })
             }
             EntryKind::Symlink => {
-                Artifact::Symlink { path: rel, target: fs::read_link(&entry.path)? }
+                Record::Symlink { path: rel, target: fs::read_link(&entry.path)? }
             }
             _ => continue,
         };
@@ -255,9 +262,14 @@ mod tests {
         symlink("real/libz.so.1", root.join("lib/libz.so")).unwrap();
         symlink("/usr/lib/libc.so", root.join("lib/ext.so")).unwrap();
         symlink("real", root.join("lib/realdir")).unwrap();
-        let got = collect(&root, &Selection::ChangedSince(&before, &HashSet::new())).unwrap();
+        let got = collect(
+            &root,
+            &Selection::ChangedSince(&before, &HashSet::new()),
+            DigestAlgorithm::Blake3,
+        )
+        .unwrap();
         assert_eq!(paths(&got), ["lib/ext.so", "lib/libz.so", "lib/real/libz.so.1", "lib/realdir"]);
-        let all = collect(&root, &Selection::All).unwrap();
+        let all = collect(&root, &Selection::All, DigestAlgorithm::Blake3).unwrap();
         assert_eq!(all.len(), 5);
     }
 
@@ -269,7 +281,12 @@ mod tests {
         std::fs::write(root.join("other.a"), b"y").unwrap();
         let mut before = snapshot(&root).unwrap();
         before.forget(&[RelPath::new("restored.a").unwrap(), RelPath::new("gone.a").unwrap()]);
-        let got = collect(&root, &Selection::ChangedSince(&before, &HashSet::new())).unwrap();
+        let got = collect(
+            &root,
+            &Selection::ChangedSince(&before, &HashSet::new()),
+            DigestAlgorithm::Blake3,
+        )
+        .unwrap();
         assert_eq!(paths(&got), ["restored.a"]);
     }
 
@@ -280,10 +297,13 @@ mod tests {
         std::fs::write(root.join("a.a"), b"x").unwrap();
         std::fs::write(root.join("b.o"), b"y").unwrap();
         let p = Patterns::new(&["*.a"]).unwrap();
-        assert_eq!(paths(&collect(&root, &Selection::Include(&p)).unwrap()), ["a.a"]);
+        assert_eq!(
+            paths(&collect(&root, &Selection::Include(&p), DigestAlgorithm::Blake3).unwrap()),
+            ["a.a"]
+        );
         symlink("gone", root.join("l.a")).unwrap();
         assert!(matches!(
-            collect(&root, &Selection::Include(&p)),
+            collect(&root, &Selection::Include(&p), DigestAlgorithm::Blake3),
             Err(Error::ArtifactLinkDangling { .. })
         ));
     }
@@ -296,7 +316,7 @@ mod tests {
         std::fs::write(root.join(".x.o.strata-00ff.tmp"), b"partial").unwrap();
         std::fs::write(root.join("x.o"), b"whole").unwrap();
         std::fs::write(root.join(".hidden.tmp"), b"user file").unwrap();
-        let got = collect(&root, &Selection::All).unwrap();
+        let got = collect(&root, &Selection::All, DigestAlgorithm::Blake3).unwrap();
         assert_eq!(paths(&got), [".hidden.tmp", "x.o"]);
     }
 

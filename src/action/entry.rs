@@ -3,14 +3,17 @@
 //!
 //! Read order (a HIT):
 //! 1. `manifest.json` must be a regular file of at most 16 MiB that loads as a
-//!    `strata.action_entry` v1 record (strict parse, schema, digest: see [`crate::record`]);
+//!    `strata.action_entry` v2 record, or a v1 record migrated to v2 (strict parse, schema,
+//!    digest: see [`crate::record`]); its artifacts are content records
+//!    ([`crate::content::Record`]) whose digests name their algorithm (BLAKE3 for new
+//!    entries unless `--digest sha256`; SHA-256 in entries of earlier releases);
 //! 2. its domain, unit, action names, key and namespace must equal the request;
 //! 3. the real tree under `artifacts/` is enumerated (never by opening paths the manifest
 //!    names) and must hold exactly the recorded files (same size and owner-exec bit) and
 //!    symlinks (same text), plus the directories leading to them, and nothing else;
 //! 4. restore reads each cached file once: it copies it while hashing and renames the copy
-//!    into place only if the SHA-256 matches (so a flipped byte never reaches the output),
-//!    or, if the entry's verification memo ([`crate::verify_memo`], under
+//!    into place only if the digest matches (so a flipped byte never reaches the output),
+//!    or, if the entry's verification memo ([`crate::content::memo`], under
 //!    `.local/verify-memo/`) vouches for the file's current stamp (device, inode, size,
 //!    mtime, ctime, mode all unchanged since a full check), copies it with
 //!    `copy_file_range` without hashing. Either way the file's stamp must not change
@@ -34,58 +37,31 @@
 //! no entry (a MISS), never a partial one.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
 use crate::action::identity::Components;
 use crate::action::layout::EntryLocation;
 use crate::action::{ActionKey, Domain, Error};
-use crate::digest::{ContentDigest, Sha256Digest};
-use crate::fs::{self, InventoryKind, Placement, RelPath, Sharing};
+use crate::content::verify::{Checked, Modes};
+use crate::content::{self, Directories, FileRecord, Record, Rules, VerifyMemo, tree};
+use crate::digest::Sha256Digest;
+use crate::fs::{self, RelPath, Sharing};
 use crate::record::{self, Envelope, Schema};
-use crate::verify_memo::VerifyMemo;
 
-/// Schema of an entry manifest.
-pub const ENTRY_SCHEMA: Schema = Schema { name: "strata.action_entry", version: 1, features: &[] };
+/// Schema of an entry manifest. Version 1 (untagged SHA-256 digests) is read through the
+/// production migration [`crate::record::steps::ENTRY_1_TO_2`].
+pub const ENTRY_SCHEMA: Schema = Schema { name: "strata.action_entry", version: 2, features: &[] };
 /// Schema of an entry's identity record.
 pub const IDENTITY_SCHEMA: Schema =
     Schema { name: "strata.action_identity", version: 1, features: &[] };
 /// Largest manifest read, in bytes.
 pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
 
-/// One artifact of an entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Artifact {
-    /// A regular file.
-    File {
-        /// Path relative to the output root.
-        path: RelPath,
-        /// Size in bytes.
-        size_bytes: u64,
-        /// SHA-256 of the content.
-        sha256: Sha256Digest,
-        /// Owner-exec bit.
-        executable: bool,
-    },
-    /// A symlink, stored with its exact text.
-    Symlink {
-        /// Path relative to the output root.
-        path: RelPath,
-        /// The link text.
-        target: String,
-    },
-}
-
-impl Artifact {
-    /// The relative path.
-    pub fn path(&self) -> &RelPath {
-        match self {
-            Artifact::File { path, .. } | Artifact::Symlink { path, .. } => path,
-        }
-    }
-}
+/// What an entry's artifact list may hold: files and symlinks, directories implied, at
+/// least one artifact.
+pub const ENTRY_RULES: Rules =
+    Rules { symlinks: true, directories: Directories::Implied, reserved: None, allow_empty: false };
 
 /// The payload of `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,8 +87,8 @@ pub struct EntryManifest {
     pub recipe_hash: Sha256Digest,
     /// Component hash.
     pub compiler_environment_hash: Sha256Digest,
-    /// Artifacts, sorted by path, paths unique.
-    pub artifacts: Vec<Artifact>,
+    /// Artifacts (files and symlinks; content records), sorted by path, paths unique.
+    pub artifacts: Vec<Record>,
     /// Wall time of the build command, in milliseconds.
     pub build_ms: u64,
     /// Save time, UTC RFC 3339.
@@ -207,7 +183,7 @@ fn validate(dir: &Path, expected: &EntryManifest) -> Result<EntryManifest, Strin
         return Err(format!("manifest.json is {} bytes, over the 16 MiB limit", meta.len()));
     }
     let bytes = fs::read(&manifest_path).map_err(|e| e.to_string())?;
-    let (_, m) = record::load_as::<EntryManifest>(&bytes, &ENTRY_SCHEMA)
+    let (_, m) = record::load_current_as::<EntryManifest>(&bytes, &ENTRY_SCHEMA)
         .map_err(|e| format!("manifest.json: {}", crate::action::run::chain(&e)))?;
     if m.domain != expected.domain
         || m.unit != expected.unit
@@ -220,80 +196,20 @@ fn validate(dir: &Path, expected: &EntryManifest) -> Result<EntryManifest, Strin
     if m.key != expected.key || m.operator_text_hash != expected.operator_text_hash {
         return Err("manifest records another key".into());
     }
-    if m.artifacts.is_empty() {
-        return Err("manifest lists no artifacts".into());
-    }
-    if m.artifacts.windows(2).any(|w| w.first().map(Artifact::path) >= w.get(1).map(Artifact::path))
-    {
-        return Err("manifest artifacts are not sorted and unique".into());
-    }
-    check_tree(&dir.join("artifacts"), &m.artifacts)?;
+    tree::check_records(&m.artifacts, &ENTRY_RULES).map_err(|e| format!("manifest.json: {e}"))?;
+    tree::compare(&dir.join("artifacts"), &m.artifacts, &ENTRY_RULES).map_err(|p| p.reason())?;
     Ok(m)
 }
 
-/// Compares the real tree under `root` with `artifacts` (sizes, exec bits, link texts; no
-/// content hashing). The walk's order (names byte-wise, depth first) and the manifest's
-/// (recorded paths as text) differ (`foo/y` before `foo-1/x` in one, after it in the
-/// other), so the two are compared as sets, never zipped.
-fn check_tree(root: &Path, artifacts: &[Artifact]) -> Result<(), String> {
-    match fs::symlink_metadata_opt(root) {
-        Ok(Some(m)) if m.is_dir() => {}
-        _ => return Err("artifacts/ is missing or not a directory".into()),
-    }
-    let inventory = fs::inventory(root).map_err(|e| e.to_string())?;
-    let mut dirs = std::collections::BTreeSet::new();
-    for a in artifacts {
-        let mut p = a.path().parent();
-        while let Some(d) = p {
-            p = d.parent();
-            dirs.insert(d);
-        }
-    }
-    let mut expected: std::collections::BTreeMap<&RelPath, &Artifact> =
-        artifacts.iter().map(|a| (a.path(), a)).collect();
-    for item in &inventory {
-        match &item.kind {
-            InventoryKind::Dir if dirs.contains(&item.rel) => continue,
-            InventoryKind::Dir => {
-                return Err(format!("unexpected directory artifacts/{}", item.rel));
-            }
-            _ => {}
-        }
-        let Some(want) = expected.remove(&item.rel) else {
-            return Err(format!("unexpected file artifacts/{}", item.rel));
-        };
-        match (want, &item.kind) {
-            (
-                Artifact::File { size_bytes, executable, .. },
-                InventoryKind::File { size, executable: x },
-            ) if size == size_bytes && x == executable => {}
-            (Artifact::Symlink { target, .. }, InventoryKind::Symlink { target: t })
-                if t == target => {}
-            _ => return Err(format!("artifacts/{} differs from the manifest", item.rel)),
-        }
-    }
-    if let Some(missing) = expected.keys().next() {
-        return Err(format!("artifacts/{missing} is missing"));
-    }
-    Ok(())
-}
+/// What a [`restore`] did: bytes placed, bytes hashed, files vouched for by the memo.
+pub type Restored = Checked;
 
-/// What a [`restore`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Restored {
-    /// Bytes of regular files placed.
-    pub bytes: u64,
-    /// Of those, bytes hashed (the rest were vouched for by the verification memo).
-    pub hashed_bytes: u64,
-    /// Files placed on the memo's word (their stamps unchanged since a full check).
-    pub vouched_files: usize,
-}
-
-/// Restores `artifacts` from the entry at `entry_dir` into `dest_root`: files first (in
-/// parallel, each read once: verified while copied, or copied unhashed when `memo` vouches
-/// for its unchanged stamp), then symlinks. Parent directories are created without passing
-/// through symlinks. Restored files get the current time as mtime. On success `memo`
-/// remembers the files hashed in full and forgets paths the entry no longer has.
+/// Restores `artifacts` from the entry at `entry_dir` into `dest_root` with
+/// [`content::verify::place_tree`]: files first (in parallel, each read once: verified while
+/// copied, or copied unhashed when `memo` vouches for its unchanged stamp), then symlinks.
+/// Parent directories are created without passing through symlinks. Restored files get the
+/// current time as mtime. On success `memo` remembers the files hashed in full and forgets
+/// paths the entry no longer has.
 ///
 /// # Errors
 /// [`crate::fs::Error::DigestMismatch`] for a corrupt artifact,
@@ -301,72 +217,26 @@ pub struct Restored {
 /// naming paths.
 pub fn restore(
     entry_dir: &Path,
-    artifacts: &[Artifact],
+    artifacts: &[Record],
     dest_root: &Path,
     memo: &mut VerifyMemo,
 ) -> Result<Restored, Error> {
     let src_root = entry_dir.join("artifacts");
-    fs::create_dir_all(dest_root)?;
-    let files: Vec<(&RelPath, &Sha256Digest, bool)> = artifacts
-        .iter()
-        .filter_map(|a| match a {
-            Artifact::File { path, sha256, executable, .. } => Some((path, sha256, *executable)),
-            Artifact::Symlink { .. } => None,
-        })
-        .collect();
-    let began = SystemTime::now();
-    let known: &VerifyMemo = memo;
-    let results: Vec<Result<fs::Placed, Error>> =
-        crate::parallel::map(&files, |(path, sha256, executable)| {
-            let dest = place_parent(dest_root, path)?;
-            let opts = Placement {
-                expected: Some(**sha256),
-                mode: Sharing::Shared.file_mode(*executable),
-                sync: false,
-            };
-            let digest = ContentDigest::from(**sha256);
-            let vouched = |stamp: &fs::FileStamp| known.vouches(path, stamp, &digest);
-            Ok(fs::place_file_checked(&path.to_path(&src_root), &dest, opts, &vouched)?)
-        });
-    let mut placed = Vec::with_capacity(results.len());
-    for r in results {
-        placed.push(r?);
-    }
-    let mut restored = Restored::default();
-    for ((path, sha256, _), p) in files.iter().zip(&placed) {
-        restored.bytes += p.size_bytes;
-        if p.hashed {
-            restored.hashed_bytes += p.size_bytes;
-            memo.remember(path, p.stamp, ContentDigest::from(**sha256), began);
-        } else {
-            restored.vouched_files += 1;
-        }
-    }
-    let listed: std::collections::HashSet<&RelPath> = files.iter().map(|f| f.0).collect();
-    memo.retain(|rel| listed.contains(rel));
-    for a in artifacts {
-        if let Artifact::Symlink { path, target } = a {
-            let dest = place_parent(dest_root, path)?;
-            fs::place_symlink_atomic(target, &dest)?;
-        }
-    }
-    Ok(restored)
+    let modes = Modes::of(Sharing::Shared);
+    Ok(content::verify::place_tree(&src_root, artifacts, dest_root, modes, memo)?)
 }
 
 /// Creates the parent directories of `rel` under `root` (never through a symlink) and
 /// returns the destination path.
 pub(crate) fn place_parent(root: &Path, rel: &RelPath) -> Result<PathBuf, Error> {
-    if let Some(parent) = rel.parent() {
-        fs::create_dir_all_within(root, &parent.to_relative_path(), Sharing::Shared.dir_mode())?;
-    }
-    Ok(rel.to_path(root))
+    Ok(content::verify::place_parent(root, rel, Sharing::Shared.dir_mode())?)
 }
 
 /// An artifact found after a build, with the file it was read from.
 #[derive(Debug, Clone)]
 pub struct Described {
     /// The record.
-    pub artifact: Artifact,
+    pub artifact: Record,
     /// Where its bytes are.
     pub source: PathBuf,
 }
@@ -393,20 +263,18 @@ pub fn save(
     for d in described {
         let dest = place_parent(&art_root, d.artifact.path())?;
         match &d.artifact {
-            Artifact::File { sha256, executable, .. } => {
-                let mut file = fs::create_new(&dest, Sharing::Shared.file_mode(*executable))?;
-                let (digest, _) = fs::copy_verified(&d.source, &mut file, &dest)?;
-                if digest != *sha256 {
-                    return Err(fs::Error::DigestMismatch {
-                        path: d.source.clone(),
-                        expected: *sha256,
-                        actual: digest,
-                    }
-                    .into());
-                }
-                fs::set_mode(&dest, Sharing::Shared.file_mode(*executable))?;
+            Record::File(FileRecord { digest, executable, .. }) => {
+                let mode = Sharing::Shared.file_mode(*executable);
+                content::verify::copy_in(&d.source, &dest, digest, mode)?;
             }
-            Artifact::Symlink { target, .. } => fs::symlink(target, &dest)?,
+            Record::Symlink { target, .. } => fs::symlink(target, &dest)?,
+            Record::Directory { .. } => {
+                fs::create_dir_all_within(
+                    &art_root,
+                    &d.artifact.path().to_relative_path(),
+                    Sharing::Shared.dir_mode(),
+                )?;
+            }
         }
     }
     write_record(
@@ -484,7 +352,7 @@ pub fn read_identity(entry_dir: &Path) -> Result<Components, Error> {
 pub fn read_manifest(entry_dir: &Path) -> Result<EntryManifest, Error> {
     let path = entry_dir.join("manifest.json");
     let bytes = fs::read(&path)?;
-    record::load_as::<EntryManifest>(&bytes, &ENTRY_SCHEMA)
+    record::load_current_as::<EntryManifest>(&bytes, &ENTRY_SCHEMA)
         .map(|(_, m)| m)
         .map_err(|source| Error::Record { path, source })
 }

@@ -14,7 +14,7 @@
 //!   .local/tool-memo/<sha256(tool path)>.json            machine-local, never packed
 //!   .local/verify-memo/<sha256(entry path relative to actions-v1)>.json
 //!                                     which artifacts a HIT verified, and their stamps
-//!                                     (machine-local, never packed; crate::verify_memo)
+//!                                     (machine-local, never packed; crate::content::memo)
 //! ```
 //!
 //! Entry:

@@ -38,20 +38,21 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::entry::{Artifact, WriteMode, place_parent, write_record};
+use crate::action::entry::{WriteMode, place_parent, write_record};
 use crate::action::events::EventLog;
 use crate::action::locks::lock_with_events;
 use crate::action::{Error, LockKind};
+use crate::content::{FileRecord, Record};
 use crate::digest::Sha256Digest;
 use crate::fs::{self, LockWait, Placement, Sharing};
 use crate::record::{self, Schema};
 
 /// Schema of `owners.json`.
 pub const OWNERS_SCHEMA: Schema =
-    Schema { name: "strata.publish_owners", version: 1, features: &[] };
+    Schema { name: "strata.publish_owners", version: 2, features: &[] };
 /// Schema of `actions/<id>.json`.
 pub const ACTION_SCHEMA: Schema =
-    Schema { name: "strata.publish_action", version: 1, features: &[] };
+    Schema { name: "strata.publish_action", version: 2, features: &[] };
 
 /// The identity of a custom-operator action: unit, SoC, operator and action name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -96,14 +97,14 @@ struct Owners {
 #[serde(deny_unknown_fields)]
 struct Owner {
     id: ActionId,
-    artifact: Artifact,
+    artifact: Record,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ActionState {
     id: ActionId,
-    artifacts: Vec<Artifact>,
+    artifacts: Vec<Record>,
 }
 
 /// Where and how to publish.
@@ -136,7 +137,7 @@ impl Publisher<'_> {
         &self,
         id: &ActionId,
         stage: &Path,
-        artifacts: &[Artifact],
+        artifacts: &[Record],
     ) -> Result<Vec<String>, Error> {
         fs::create_dir_all(self.publish_dir)?;
         fs::create_dir_all(&self.state_dir.join("actions"))?;
@@ -180,7 +181,7 @@ impl Publisher<'_> {
                 }
             }
         }
-        let current: BTreeMap<&str, &Artifact> =
+        let current: BTreeMap<&str, &Record> =
             artifacts.iter().map(|a| (a.path().as_str(), a)).collect();
         let mut stale = Vec::new();
         for old in &previous {
@@ -213,23 +214,30 @@ impl Publisher<'_> {
                 dir = d.parent();
             }
         }
-        let mut ordered: Vec<&Artifact> = artifacts.iter().collect();
-        ordered.sort_by_key(|a| (matches!(a, Artifact::Symlink { .. }), a.path().clone()));
+        let mut ordered: Vec<&Record> = artifacts.iter().collect();
+        ordered.sort_by_key(|a| (matches!(a, Record::Symlink { .. }), a.path().clone()));
         for a in ordered {
             if unchanged.contains(a.path().as_str()) {
                 continue;
             }
             let dest = place_parent(self.publish_dir, a.path())?;
             match a {
-                Artifact::File { path, sha256, executable, .. } => {
+                Record::File(FileRecord { path, digest, executable, .. }) => {
                     let opts = Placement {
-                        expected: Some(*sha256),
+                        expected: *digest,
                         mode: Sharing::Shared.file_mode(*executable),
                         sync: false,
                     };
                     fs::place_file_atomic(&path.to_path(stage), &dest, opts)?;
                 }
-                Artifact::Symlink { target, .. } => fs::place_symlink_atomic(target, &dest)?,
+                Record::Symlink { target, .. } => fs::place_symlink_atomic(target, &dest)?,
+                Record::Directory { path } => {
+                    fs::create_dir_all_within(
+                        self.publish_dir,
+                        &path.to_relative_path(),
+                        Sharing::Shared.dir_mode(),
+                    )?;
+                }
             }
             owners.owners.insert(
                 a.path().as_str().to_owned(),
@@ -254,7 +262,7 @@ impl Publisher<'_> {
     fn load_owners(&self, warnings: &mut Vec<String>) -> Result<Owners, Error> {
         let path = self.state_dir.join("owners.json");
         let problem = match fs::read(&path) {
-            Ok(bytes) => match record::load_as::<Owners>(&bytes, &OWNERS_SCHEMA) {
+            Ok(bytes) => match record::load_current_as::<Owners>(&bytes, &OWNERS_SCHEMA) {
                 Ok((_, o)) => return Ok(o),
                 Err(e) => Some(format!("{} is unusable ({e})", path.display())),
             },
@@ -297,7 +305,7 @@ impl Publisher<'_> {
 
 fn read_state(path: &Path, state_dir: &Path) -> Result<Option<ActionState>, Error> {
     match fs::read(path) {
-        Ok(bytes) => record::load_as::<ActionState>(&bytes, &ACTION_SCHEMA)
+        Ok(bytes) => record::load_current_as::<ActionState>(&bytes, &ACTION_SCHEMA)
             .map(|(_, s)| Some(s))
             .map_err(|e| Error::PublishStateCorrupt {
                 path: path.into(),
@@ -311,11 +319,14 @@ fn read_state(path: &Path, state_dir: &Path) -> Result<Option<ActionState>, Erro
 }
 
 /// True if the thing at `dest` is exactly what `artifact` records.
-fn matches_record(dest: &Path, artifact: &Artifact) -> Result<bool, Error> {
+fn matches_record(dest: &Path, artifact: &Record) -> Result<bool, Error> {
     let meta = fs::symlink_metadata(dest)?;
     Ok(match artifact {
-        Artifact::File { sha256, .. } => meta.is_file() && fs::hash_file(dest)?.0 == *sha256,
-        Artifact::Symlink { target, .. } => {
+        Record::File(FileRecord { digest, .. }) => {
+            meta.is_file() && fs::hash_file_stable(dest, digest.algorithm())?.0 == *digest
+        }
+        Record::Directory { .. } => meta.is_dir(),
+        Record::Symlink { target, .. } => {
             meta.file_type().is_symlink() && fs::read_link(dest)? == *target
         }
     })
@@ -325,7 +336,7 @@ fn matches_record(dest: &Path, artifact: &Artifact) -> Result<bool, Error> {
 pub fn owned_paths(state_dir: &Path) -> Result<BTreeMap<String, ActionId>, Error> {
     let path = state_dir.join("owners.json");
     let bytes = fs::read(&path)?;
-    let (_, owners) = record::load_as::<Owners>(&bytes, &OWNERS_SCHEMA)
+    let (_, owners) = record::load_current_as::<Owners>(&bytes, &OWNERS_SCHEMA)
         .map_err(|source| Error::Record { path, source })?;
     Ok(owners.owners.into_iter().map(|(k, v)| (k, v.id)).collect())
 }

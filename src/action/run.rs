@@ -31,7 +31,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::action::artifacts::{self, Selection};
-use crate::action::entry::{self, Artifact, Described, EntryManifest, Lookup, Restored};
+use crate::action::entry::{self, Described, EntryManifest, Lookup, Restored};
 use crate::action::events::{EventLog, ms};
 use crate::action::guard::DirLock;
 use crate::action::identity::{IdentityInputs, Patterns};
@@ -40,8 +40,9 @@ use crate::action::locks::{Timeouts, lock_with_events};
 use crate::action::prepare::{entry_name, prepare};
 use crate::action::publish::{ActionId, Publisher, action_lock_path};
 use crate::action::{ActionKey, Error, LockKind, child, guard};
+use crate::content::Record;
+use crate::content::VerifyMemo;
 use crate::fs::{self, RelPath};
-use crate::verify_memo::VerifyMemo;
 
 /// One `strata action run` request.
 #[derive(Debug, Clone)]
@@ -72,6 +73,10 @@ pub struct RunOptions {
     pub timeouts: Timeouts,
     /// `--event-log` / `STRATA_EVENT_LOG`.
     pub event_log: Option<PathBuf>,
+    /// Content digest algorithm of a new entry's records (`--digest` / `STRATA_DIGEST`;
+    /// [`crate::content::DEFAULT_ALGORITHM`] unless the user chose SHA-256). Entries already
+    /// stored keep theirs.
+    pub digest: crate::digest::DigestAlgorithm,
 }
 
 /// How a run ended.
@@ -155,7 +160,7 @@ struct Ctx<'a> {
     publish: Option<(PathBuf, PathBuf)>,
     action_id: Option<ActionId>,
     include: Option<Patterns>,
-    /// Artifact paths a failed HIT restore may have placed into the output directory.
+    /// Record paths a failed HIT restore may have placed into the output directory.
     /// They are outputs of this very key, so the rebuild's entry must hold them even if an
     /// incremental build leaves them untouched.
     partially_restored: Vec<RelPath>,
@@ -182,7 +187,7 @@ impl Ctx<'_> {
         })
     }
 
-    fn publish_artifacts(&mut self, stage: &Path, artifacts: &[Artifact]) -> Result<(), Error> {
+    fn publish_artifacts(&mut self, stage: &Path, artifacts: &[Record]) -> Result<(), Error> {
         let warnings = match (self.publisher(), &self.action_id) {
             (Some(p), Some(id)) => p.publish(id, stage, artifacts)?,
             _ => Vec::new(),
@@ -398,7 +403,7 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
     let Some(described) = collect_after(&mut ctx, build.before, &loc.parent)? else {
         return Ok(RunReport { outcome: Outcome::Built, key, exit_code: 0 });
     };
-    let artifacts: Vec<Artifact> = described.iter().map(|d| d.artifact.clone()).collect();
+    let artifacts: Vec<Record> = described.iter().map(|d| d.artifact.clone()).collect();
     ctx.publish_artifacts(&ctx.stage_or_output.clone(), &artifacts)?;
     if described.is_empty() || keep_entry {
         return Ok(RunReport { outcome: Outcome::Built, key, exit_code: 0 });
@@ -452,7 +457,7 @@ fn restore_hit(
     ctx: &mut Ctx<'_>,
     loc: &EntryLocation,
     memo_path: &Path,
-    artifacts: &[Artifact],
+    artifacts: &[Record],
 ) -> Result<Result<Restored, Error>, Error> {
     let custom = ctx.publish.is_some();
     if custom {
@@ -560,7 +565,7 @@ fn build(ctx: &mut Ctx<'_>) -> Result<(Build, i32), Error> {
     Ok((Build { elapsed, before }, code))
 }
 
-/// Artifact paths recorded by the existing entries under `unit_dir` (one unit's keys).
+/// Record paths recorded by the existing entries under `unit_dir` (one unit's keys).
 /// Unreadable entries are skipped: this only widens what a new entry captures.
 fn previous_outputs(unit_dir: &Path) -> HashSet<RelPath> {
     let mut out = HashSet::new();
@@ -594,7 +599,7 @@ fn collect_after(
     };
     let custom = ctx.publish.is_some();
     let cache_root = ctx.cache_root.clone();
-    let collected = artifacts::collect(&root, &selection)
+    let collected = artifacts::collect(&root, &selection, ctx.opts.digest)
         .map(|d| d.into_iter().filter(|a| !a.source.starts_with(&cache_root)).collect::<Vec<_>>());
     match collected {
         Ok(d) if d.is_empty() => {
@@ -646,7 +651,7 @@ fn bypass(ctx: &mut Ctx<'_>, key: ActionKey) -> Result<RunReport, Error> {
     if ctx.publish.is_some()
         && let Some(described) = collect_after(ctx, build.before, Path::new(""))?
     {
-        let artifacts: Vec<Artifact> = described.iter().map(|d| d.artifact.clone()).collect();
+        let artifacts: Vec<Record> = described.iter().map(|d| d.artifact.clone()).collect();
         ctx.publish_artifacts(&ctx.stage_or_output.clone(), &artifacts)?;
     }
     Ok(RunReport { outcome: Outcome::Bypass, key, exit_code: 0 })

@@ -33,7 +33,7 @@ use super::Error;
 use super::handle::ArtifactHandle;
 use super::identity::{ArtifactKey, ArtifactSpec, MANIFEST_NAME};
 use super::manifest::{self, MAX_MANIFEST_BYTES, ManifestDigest, ManifestPayload};
-use crate::digest::Hasher;
+use crate::digest::ContentHasher;
 use crate::fs::{self, Sharing};
 use crate::tar_entry;
 
@@ -54,7 +54,7 @@ pub struct PackReport {
 /// A reader that hashes what passes through it.
 struct HashingReader<R> {
     inner: R,
-    hasher: Hasher,
+    hasher: ContentHasher,
 }
 
 impl<R: Read> Read for HashingReader<R> {
@@ -123,14 +123,16 @@ pub fn pack(handle: &ArtifactHandle, dest: &Path) -> Result<PackReport, Error> {
     for record in &payload.files {
         let src = record.path.to_path(&slot);
         let input = fs::open_nofollow(&src)?;
-        let mut reader =
-            HashingReader { inner: input.take(record.size_bytes), hasher: Hasher::new() };
+        let mut reader = HashingReader {
+            inner: input.take(record.size_bytes),
+            hasher: ContentHasher::new(record.digest.algorithm()),
+        };
         let mut h = header(record.size_bytes, Sharing::Private.file_mode(record.executable));
         tar_entry::append(&mut builder, &mut h, &record.path.to_bytes(), None, &mut reader)
             .map_err(io_err)?;
         let size = reader.hasher.len();
         let digest = reader.hasher.finish();
-        if digest != record.sha256 || size != record.size_bytes {
+        if digest != record.digest || size != record.size_bytes {
             return Err(Error::Corrupt {
                 path: src,
                 reason: "the file changed while it was packed".into(),
@@ -231,7 +233,7 @@ pub fn unpack(
         }
         let target = record.path.to_path(dest);
         let mut out = fs::create_new(&target, Sharing::Private.file_mode(record.executable))?;
-        let mut hasher = Hasher::new();
+        let mut hasher = ContentHasher::new(record.digest.algorithm());
         let mut buf = vec![0u8; 1024 * 1024];
         loop {
             let n = match entry.read(&mut buf) {
@@ -249,13 +251,10 @@ pub fn unpack(
         fs::set_mode(&target, Sharing::Private.file_mode(record.executable))?;
         let size = hasher.len();
         let got = hasher.finish();
-        if got != record.sha256 || size != record.size_bytes {
+        if got != record.digest || size != record.size_bytes {
             return Err(invalid(
                 archive,
-                format!(
-                    "{} has SHA-256 {got}, the manifest records {}",
-                    record.path, record.sha256
-                ),
+                format!("{} has digest {got}, the manifest records {}", record.path, record.digest),
             ));
         }
     }

@@ -172,6 +172,7 @@ impl Destination {
                     &file.rel.to_path(staging),
                     mode,
                     false,
+                    crate::content::DEFAULT_ALGORITHM,
                 )?;
                 bytes += size;
             }

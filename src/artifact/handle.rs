@@ -23,7 +23,7 @@
 //! every handle always hashes every byte. Materialization hashes every byte it copies and
 //! compares it with the manifest, memo or not, so copied bytes are always the verified ones.
 
-use std::collections::HashMap;
+use crate::content::VerifyMemo;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -119,7 +119,7 @@ impl ArtifactHandle {
     }
 
     pub(crate) fn new_memo() -> Memo {
-        Mutex::new(HashMap::new())
+        Mutex::new(VerifyMemo::new("artifact handle"))
     }
 
     /// The slot directory (absolute, under the canonical root).
@@ -249,17 +249,18 @@ impl ArtifactHandle {
                 let src = file.path.to_path(&src_dir);
                 let target = file.path.to_path(dest);
                 let mode = Sharing::Private.file_mode(file.executable);
-                let (digest, size) = fs::copy_new_file(&src, &target, mode, false)
+                let algorithm = file.digest.algorithm();
+                let (digest, size) = fs::copy_new_file(&src, &target, mode, false, algorithm)
                     .map_err(|e| match verify::classify(&e) {
                         Problem::Storage(_) => Error::from(e),
                         other => Error::Corrupt { path: src.clone(), reason: other.reason() },
                     })?;
-                if digest != file.sha256 || size != file.size_bytes {
+                if digest != file.digest || size != file.size_bytes {
                     return Err(Error::Corrupt {
                         path: src,
                         reason: format!(
-                            "copied bytes have SHA-256 {digest} ({size} bytes), the manifest records {} ({} bytes)",
-                            file.sha256, file.size_bytes
+                            "copied bytes have digest {digest} ({size} bytes), the manifest records {} ({} bytes)",
+                            file.digest, file.size_bytes
                         ),
                     });
                 }
@@ -312,8 +313,9 @@ mod tests {
         std::fs::write(&target, b"second fil!").unwrap();
         let stamp = FileStamp::of(&std::fs::symlink_metadata(&target).unwrap());
         let rel = RelPath::new("b/c").unwrap();
-        let recorded = handle.manifest().files.iter().find(|f| f.path == rel).unwrap().sha256;
-        handle.inner.memo.lock().unwrap().insert(rel, (stamp, recorded));
+        let recorded = handle.manifest().files.iter().find(|f| f.path == rel).unwrap().digest;
+        let long_ago = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+        handle.inner.memo.lock().unwrap().remember(&rel, stamp, recorded, long_ago);
         handle.verify().expect("the memo hides the change");
         let err = handle.materialize(&dir.path().join("new/dest")).unwrap_err();
         assert!(err.is_corrupt(), "{err}");

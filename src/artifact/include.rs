@@ -680,7 +680,8 @@ pub fn package(closure: &Closure, dest: &Path) -> Result<(), Error> {
                 Sharing::Private.dir_mode(),
             )?;
         }
-        fs::copy_new_file(src, &rel.to_path(dest), Sharing::Private.file_mode(false), false)?;
+        let mode = Sharing::Private.file_mode(false);
+        fs::copy_new_file(src, &rel.to_path(dest), mode, false, crate::content::DEFAULT_ALGORITHM)?;
     }
     Ok(())
 }

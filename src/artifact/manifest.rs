@@ -20,13 +20,15 @@ use super::identity::{
     ArtifactKey, ArtifactSpec, EnvDigest, KeyDigest, KeyRecord, MANIFEST_NAME, SpecDigest,
     SpecRecord,
 };
-use crate::digest::Sha256Digest;
+pub use crate::content::FileRecord;
+use crate::digest::{ContentDigest, Sha256Digest};
 use crate::fs::RelPath;
 use crate::record::{self, Envelope, Schema};
 
-/// Schema of the artifact manifest.
+/// Schema of the artifact manifest. Version 1 (untagged SHA-256 file digests) is read through
+/// the production migration [`crate::record::steps::ARTIFACT_MANIFEST_1_TO_2`].
 pub const MANIFEST_SCHEMA: Schema =
-    Schema { name: "strata.artifact_manifest", version: 1, features: &[] };
+    Schema { name: "strata.artifact_manifest", version: 2, features: &[] };
 /// Largest manifest written or read, in bytes (16 MiB).
 pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -65,20 +67,6 @@ impl<'de> Deserialize<'de> for ManifestDigest {
         let text = String::deserialize(d)?;
         Sha256Digest::parse_prefixed(&text).map(Self).map_err(serde::de::Error::custom)
     }
-}
-
-/// One payload file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileRecord {
-    /// Owner-execute bit (`S_IXUSR`): the only permission bit that is part of identity.
-    pub executable: bool,
-    /// Relative POSIX path inside the slot.
-    pub path: RelPath,
-    /// SHA-256 of the bytes.
-    pub sha256: Sha256Digest,
-    /// Size in bytes.
-    pub size_bytes: u64,
 }
 
 /// The manifest payload.
@@ -221,15 +209,19 @@ fn decode_with(
     bytes: &[u8],
     describe: fn(&record::Error) -> String,
 ) -> Result<(ManifestPayload, ManifestDigest), String> {
-    let envelope = record::load(bytes, &MANIFEST_SCHEMA)
+    let migrated = record::MigrationRegistry::production()
+        .load_migrated(bytes, &MANIFEST_SCHEMA, &[])
         .map_err(|e| format!("manifest does not load: {}", describe(&e)))?;
+    let envelope = &migrated.envelope;
     let payload: ManifestPayload =
         envelope.payload_as().map_err(|e| match diagnose(&envelope.payload) {
             Some(problem) => format!("manifest payload {problem}"),
             None => format!("manifest does not load: {e}"),
         })?;
     payload.check()?;
-    Ok((payload, ManifestDigest(envelope.content_digest)))
+    // The digest of the record as stored (before any migration): lineage names it, and a
+    // stored record never changes.
+    Ok((payload, ManifestDigest(migrated.source_digest)))
 }
 
 /// What to do about a manifest the record layer rejects: the slot is INVALID, and
@@ -301,11 +293,11 @@ fn diagnose(payload: &serde_json::Value) -> Option<String> {
                 return Some(format!("field files[{index}] is not an object"));
             };
             let problem = check::<RelPath>(file, &prefix, "path")
-                .or_else(|| check::<Sha256Digest>(file, &prefix, "sha256"))
+                .or_else(|| check::<ContentDigest>(file, &prefix, "digest"))
                 .or_else(|| check::<u64>(file, &prefix, "size_bytes"))
                 .or_else(|| check::<bool>(file, &prefix, "executable"))
                 .or_else(|| {
-                    unknown(file, &prefix, &["executable", "path", "sha256", "size_bytes"])
+                    unknown(file, &prefix, &["digest", "executable", "path", "size_bytes"])
                 });
             if problem.is_some() {
                 return problem;
@@ -339,7 +331,7 @@ mod tests {
         let file = |p: &str| FileRecord {
             executable: false,
             path: RelPath::new(p).unwrap(),
-            sha256: Sha256Digest::of_bytes(p.as_bytes()),
+            digest: ContentDigest::of_bytes(crate::digest::DigestAlgorithm::Blake3, p.as_bytes()),
             size_bytes: 1,
         };
         ManifestPayload::new(&key, &spec, vec![file("b/c"), file("a.txt")], vec![])
@@ -373,7 +365,8 @@ mod tests {
             ("path", json!("a\\b"), "files[0].path"),
             ("path", json!("a//b"), "files[0].path \"a//b\""),
             ("path", json!("a\u{0}b"), "files[0].path"),
-            ("sha256", json!("A".repeat(64)), "files[0].sha256"),
+            ("digest", json!("A".repeat(64)), "files[0].digest"),
+            ("digest", json!(format!("blake3:{}", "A".repeat(64))), "files[0].digest"),
         ] {
             let mut payload = value["payload"].clone();
             payload["files"][0][field] = bad;

@@ -5,8 +5,10 @@
 //!    directory of that chain in its parent;
 //! 2. create the staging directory `.<stage>.tmp-<16 hex>` (0700) beside the slot;
 //! 3. copy every file (new files, never hard links; 0600, or 0700 with owner-exec; bytes
-//!    hashed while copied and compared with the private inventory);
-//! 4. verify the staging tree again (walk, listing, SHA-256 of every file);
+//!    hashed while copied and compared with the private inventory, under its digests'
+//!    algorithm);
+//! 4. check the staging tree's listing (walk: exactly the inventoried files, sizes and
+//!    owner-exec bits; the bytes were hashed in step 3);
 //! 5. fsync files and directories; write the manifest (exclusive create, fsync); fsync the
 //!    staging directory;
 //! 6. `renameat2(RENAME_NOREPLACE)` onto the slot (no fallback);
@@ -24,6 +26,7 @@ use super::layout::{Bucket, SlotPath, StoreRoot};
 use super::manifest::{FileRecord, ManifestDigest, ManifestPayload};
 use super::store::Lookup;
 use super::verify;
+use crate::content;
 use crate::fs::{self, Sharing};
 
 /// Publishes `files` of `private_dir` at `slot` (write order in the module docs). `Err` is
@@ -55,10 +58,11 @@ pub(super) fn publish(
     let staging = fs::StagingDir::new_beside(&slot.dir(), Sharing::Private.dir_mode())
         .map_err(|e| e.to_string())?;
     copy_into(private_dir, staging.path(), files)?;
-    let (staged, _) = verify::enumerate(staging.path(), false).map_err(|p| p.reason())?;
-    verify::compare_listing(staging.path(), &staged, files).map_err(|p| p.reason())?;
-    verify::hash_files(staging.path(), &staged, Some(files), None)
-        .map_err(|p| format!("changed while copying to publication staging: {}", p.reason()))?;
+    // Every byte was hashed as it was copied (a second read would find the same page-cache
+    // bytes); the listing check makes sure the staging tree holds nothing else.
+    let records = verify::records_of(files);
+    content::tree::compare(staging.path(), &records, &verify::SLOT_RULES)
+        .map_err(|p| format!("publication staging differs from the build: {}", p.reason()))?;
     fs::fsync_tree(staging.path()).map_err(|e| e.to_string())?;
     fs::write_new(&staging.path().join(MANIFEST_NAME), &manifest_bytes, 0o600)
         .map_err(|e| e.to_string())?;
@@ -112,9 +116,10 @@ pub(super) fn copy_into(src: &Path, dest: &Path, files: &[FileRecord]) -> Result
         let from = file.path.to_path(src);
         let to = file.path.to_path(dest);
         let mode = Sharing::Private.file_mode(file.executable);
+        let algorithm = file.digest.algorithm();
         let (digest, size) =
-            fs::copy_new_file(&from, &to, mode, false).map_err(|e| e.to_string())?;
-        if digest != file.sha256 || size != file.size_bytes {
+            fs::copy_new_file(&from, &to, mode, false, algorithm).map_err(|e| e.to_string())?;
+        if digest != file.digest || size != file.size_bytes {
             return Err(format!("{} changed while copying to publication staging", from.display()));
         }
         Ok(())

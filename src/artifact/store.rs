@@ -58,6 +58,7 @@ use super::manifest::{FileRecord, ManifestDigest};
 use super::publish::{self, Published};
 use super::verify::{self, Problem};
 use super::{BuilderError, Error};
+use crate::digest::DigestAlgorithm;
 use crate::fs::{self, LockGuard, LockProgress, LockWait, Sharing};
 
 /// Whether a store may write under its root.
@@ -80,11 +81,19 @@ pub struct StoreOptions {
     /// How long to wait for a key lock before building privately (PRIVATE/LOCK). By
     /// default forever.
     pub lock_wait: LockWait,
+    /// Content digest algorithm of new manifests' file records. By default
+    /// [`crate::content::DEFAULT_ALGORITHM`] (BLAKE3); slots already stored keep theirs.
+    pub digest: DigestAlgorithm,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { mode: Mode::ReadWrite, private_root: None, lock_wait: LockWait::Forever }
+        Self {
+            mode: Mode::ReadWrite,
+            private_root: None,
+            lock_wait: LockWait::Forever,
+            digest: crate::content::DEFAULT_ALGORITHM,
+        }
     }
 }
 
@@ -309,6 +318,7 @@ pub struct ArtifactStore {
     mode: Mode,
     private_root: Option<PathBuf>,
     lock_wait: LockWait,
+    digest: DigestAlgorithm,
 }
 
 impl ArtifactStore {
@@ -325,7 +335,13 @@ impl ArtifactStore {
             Some(p) => Some(check_private_root(&root, &p)?),
             None => None,
         };
-        Ok(Self { root, mode: options.mode, private_root, lock_wait: options.lock_wait })
+        Ok(Self {
+            root,
+            mode: options.mode,
+            private_root,
+            lock_wait: options.lock_wait,
+            digest: options.digest,
+        })
     }
 
     /// The canonical root.
@@ -585,7 +601,7 @@ impl ArtifactStore {
             fs::create_unique_dir(&private_root, "strata-build-", Sharing::Private.dir_mode())?;
         let (value, parents) =
             builder(&dir).map_err(|e| Error::Builder { source: Arc::from(e.into()) })?;
-        let files = verify::inventory_build(&dir)
+        let files = verify::inventory_build(&dir, self.digest)
             .map_err(|p| Error::InvalidBuildOutput { dir: dir.clone(), reason: p.reason() })?;
         let missing: Vec<&str> = spec
             .required()
@@ -750,6 +766,12 @@ mod tests {
         let s = store(&f, Mode::ReadWrite);
         let sp = spec(Stage::Generated, &["cfg.txt"]);
         s.get_or_build(&key(), &sp, write_outputs).unwrap();
+        // Racy-stamp rule: a file younger than MIN_STAMP_AGE is hashed every time.
+        let young = s.lookup(&key(), &sp).handle().unwrap().clone();
+        assert!(young.verify().unwrap().hashed_bytes > 0, "a fresh stamp vouches for nothing");
+        std::thread::sleep(
+            crate::content::memo::MIN_STAMP_AGE + std::time::Duration::from_millis(100),
+        );
         let handle = s.lookup(&key(), &sp).handle().unwrap().clone();
         assert_eq!(handle.verify().unwrap().hashed_bytes, 0, "unchanged stamps are not re-hashed");
         let file = handle.dir().join("cfg.txt");

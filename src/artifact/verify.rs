@@ -15,16 +15,21 @@
 //! 4. the walked files must be exactly the listed files, with the listed sizes and
 //!    owner-exec bits (cheap, before any hashing);
 //! 5. every file is hashed in parallel (rayon), opened with `O_NOFOLLOW`, with race
-//!    detection ([`crate::fs::hash_file_stable`]), and must have the listed SHA-256.
+//!    detection ([`crate::fs::hash_file_stable`]), and must have the listed digest (under
+//!    the algorithm the digest names: BLAKE3 in new manifests, SHA-256 in those of earlier
+//!    releases).
+//!
+//! Steps 4 and 5 are the content layer's [`crate::content::tree::compare`] and
+//! [`crate::content::verify::check_files`].
 //!
 //! Paths named in the manifest are never used to open files: only walked paths are opened,
 //! after the walked list was found equal to the manifest's list.
 //!
 //! Step 5 is skipped for a file whose stamp (dev, inode, size, mtime, ctime, mode) equals
-//! the stamp recorded when this same handle last hashed it (the handle's memo; see
-//! [`super::ArtifactHandle::verify`] for the trust boundary).
+//! the stamp recorded when this same handle last hashed it (the handle's in-memory
+//! [`VerifyMemo`], with its racy-stamp rule; see [`super::ArtifactHandle::verify`] for the
+//! trust boundary).
 
-use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path};
 use std::sync::Mutex;
@@ -34,50 +39,22 @@ use rayon::prelude::*;
 use super::identity::{ArtifactKey, ArtifactSpec, MANIFEST_NAME};
 use super::layout::{SlotPath, StoreRoot};
 use super::manifest::{self, FileRecord, MAX_MANIFEST_BYTES, ManifestDigest, ManifestPayload};
-use crate::digest::Sha256Digest;
+pub(crate) use crate::content::Problem;
+use crate::content::{self, Directories, Record, Rules, VerifyMemo, tree};
+use crate::digest::DigestAlgorithm;
 use crate::fs::{self, EntryKind, FileStamp, RelPath};
 
-/// Why a slot or tree did not verify.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Problem {
-    /// Nothing there (a MISS).
-    Missing,
-    /// Something there, but not a valid artifact (INVALID), with the reason.
-    Invalid(String),
-    /// The storage could not be read (STORAGE_ERROR), with the reason.
-    Storage(String),
-}
+/// What a slot may hold: regular files, any directories, its own manifest at the top.
+pub(crate) const SLOT_RULES: Rules = Rules {
+    symlinks: false,
+    directories: Directories::Ignored,
+    reserved: Some(MANIFEST_NAME),
+    allow_empty: true,
+};
 
-impl Problem {
-    pub(crate) fn reason(&self) -> String {
-        match self {
-            Problem::Missing => "not found".into(),
-            Problem::Invalid(r) | Problem::Storage(r) => r.clone(),
-        }
-    }
-}
-
-/// Maps a filesystem error met while reading a slot: damage-like causes (vanished file,
-/// symlink where a file was, wrong type, bad name, concurrent change) are INVALID;
-/// anything else (permission, I/O) is STORAGE_ERROR.
+/// [`Problem::classify`].
 pub(crate) fn classify(error: &fs::Error) -> Problem {
-    use rustix::io::Errno;
-    let damage = match error {
-        fs::Error::ChangedWhileReading { .. }
-        | fs::Error::UnsafePath { .. }
-        | fs::Error::SpecialFile { .. }
-        | fs::Error::WrongFileType { .. } => true,
-        _ if error.is_not_found() => true,
-        fs::Error::Io { source, .. } => {
-            source.kind() == std::io::ErrorKind::InvalidInput
-                || matches!(
-                    source.raw_os_error(),
-                    Some(code) if code == Errno::LOOP.raw_os_error() || code == Errno::NOTDIR.raw_os_error()
-                )
-        }
-        _ => false,
-    };
-    if damage { Problem::Invalid(error.to_string()) } else { Problem::Storage(error.to_string()) }
+    Problem::classify(error)
 }
 
 /// Checks that every component of `rel` below `root` is a real directory (not a symlink,
@@ -173,79 +150,60 @@ pub(crate) fn enumerate(
     Ok((files, manifest_seen))
 }
 
-/// Per-handle memo: for each file, the stamp it had and the digest it had when hashed.
-pub(crate) type Memo = Mutex<HashMap<RelPath, (FileStamp, Sha256Digest)>>;
+/// Per-handle memo (in memory only): the content layer's [`VerifyMemo`].
+pub(crate) type Memo = Mutex<VerifyMemo>;
 
-/// Hashes `files` under `dir` in parallel and returns their records (same order). With
-/// `expected`, each digest is compared and a mismatch is INVALID; with `memo`, files whose
-/// stamp is unchanged since they were hashed are not read again. Returns the records and
-/// the number of bytes actually hashed.
-pub(crate) fn hash_files(
+/// The manifest's files as content records.
+pub(crate) fn records_of(files: &[FileRecord]) -> Vec<Record> {
+    files.iter().cloned().map(Record::File).collect()
+}
+
+/// Hashes the walked `files` under `dir` in parallel with `algorithm` and returns their
+/// records (same order). A file that changed since it was walked is INVALID.
+pub(crate) fn hash_new(
     dir: &Path,
     files: &[TreeFile],
-    expected: Option<&[FileRecord]>,
-    memo: Option<&Memo>,
-) -> Result<(Vec<FileRecord>, u64), Problem> {
-    let remembered: HashMap<RelPath, (FileStamp, Sha256Digest)> =
-        memo.and_then(|m| m.lock().ok().map(|g| g.clone())).unwrap_or_default();
-    let results: Vec<Result<(FileRecord, u64, FileStamp), Problem>> = files
+    algorithm: DigestAlgorithm,
+) -> Result<Vec<FileRecord>, Problem> {
+    files
         .par_iter()
-        .enumerate()
-        .map(|(i, file)| {
-            let want = expected.and_then(|e| e.get(i)).map(|r| r.sha256);
-            if let (Some(want), Some((stamp, digest))) = (want, remembered.get(&file.rel))
-                && *stamp == file.stamp
-                && *digest == want
-            {
-                let record = FileRecord {
-                    executable: file.executable,
-                    path: file.rel.clone(),
-                    sha256: *digest,
-                    size_bytes: file.size_bytes,
-                };
-                return Ok((record, 0, *stamp));
-            }
+        .map(|file| {
             let path = file.rel.to_path(dir);
-            let (digest, size, stamp) = fs::hash_file_stable(&path).map_err(|e| classify(&e))?;
+            let (digest, size, stamp) =
+                fs::hash_file_stable(&path, algorithm).map_err(|e| classify(&e))?;
             if size != file.size_bytes || stamp != file.stamp {
                 return Err(Problem::Invalid(format!(
-                    "{} changed while the tree was being verified",
+                    "{} changed while the tree was being read",
                     path.display()
                 )));
             }
-            if let Some(want) = want
-                && want != digest
-            {
-                return Err(Problem::Invalid(format!(
-                    "{} has SHA-256 {digest}, the manifest records {want}",
-                    path.display()
-                )));
-            }
-            let record = FileRecord {
+            Ok(FileRecord {
                 executable: file.executable,
                 path: file.rel.clone(),
-                sha256: digest,
+                digest,
                 size_bytes: size,
-            };
-            Ok((record, size, stamp))
+            })
         })
-        .collect();
-    let mut records = Vec::with_capacity(results.len());
-    let mut hashed = 0;
-    let mut stamps = Vec::with_capacity(results.len());
-    for result in results {
-        let (record, bytes, stamp) = result?;
-        hashed += bytes;
-        stamps.push((record.path.clone(), (stamp, record.sha256)));
-        records.push(record);
-    }
-    if let Some(memo) = memo
-        && let Ok(mut guard) = memo.lock()
-    {
-        guard.clear();
-        guard.extend(stamps);
-    }
-    Ok((records, hashed))
+        .collect()
+}
+
+/// Compares the tree at `dir` with `files` (listing first, then every byte; with `memo`,
+/// files it vouches for are not read). Returns the bytes hashed.
+pub(crate) fn check_tree(
+    dir: &Path,
+    files: &[FileRecord],
+    memo: Option<&Memo>,
+) -> Result<u64, Problem> {
+    let records = records_of(files);
+    tree::check_records(&records, &SLOT_RULES).map_err(Problem::Invalid)?;
+    let found = tree::compare(dir, &records, &SLOT_RULES)?;
+    let checked = match memo.map(Mutex::lock) {
+        Some(Ok(mut guard)) => {
+            content::verify::check_files(dir, &records, &found, Some(&mut guard))?
+        }
+        _ => content::verify::check_files(dir, &records, &found, None)?,
+    };
+    Ok(checked.hashed_bytes)
 }
 
 /// A slot that verified.
@@ -269,12 +227,21 @@ pub(crate) fn verify_slot(
     let bucket_rel = Path::new(super::layout::Bucket::NAME);
     chain_check(root.path(), &bucket_rel.join(slot.relative()))?;
     let dir = slot.dir();
-    let (files, manifest_seen) = enumerate(&dir, true)?;
-    if !manifest_seen {
-        return Err(Problem::Invalid(format!(
-            "{} has no {MANIFEST_NAME} (an incomplete or foreign directory)",
-            dir.display()
-        )));
+    match fs::symlink_metadata_opt(&slot.manifest()) {
+        Ok(Some(meta)) if meta.is_file() => {}
+        Ok(Some(_)) => {
+            return Err(Problem::Invalid(format!(
+                "{} is not a regular file",
+                slot.manifest().display()
+            )));
+        }
+        Ok(None) => {
+            return Err(Problem::Invalid(format!(
+                "{} has no {MANIFEST_NAME} (an incomplete or foreign directory)",
+                dir.display()
+            )));
+        }
+        Err(e) => return Err(classify(&e)),
     }
     let bytes = match fs::read_capped_nofollow(&slot.manifest(), MAX_MANIFEST_BYTES) {
         Ok(Some(bytes)) => bytes,
@@ -309,80 +276,16 @@ pub(crate) fn verify_slot(
             dir.display()
         )));
     }
-    compare_listing(&dir, &files, &manifest.files)?;
-    let (_, hashed_bytes) = hash_files(&dir, &files, Some(&manifest.files), memo)?;
+    let hashed_bytes = check_tree(&dir, &manifest.files, memo)?;
     Ok(Verified { manifest, digest, key, spec, hashed_bytes })
 }
 
-/// `dir/rel` for messages: the relative part in its recorded form (the name encoding), so
-/// a name that is not UTF-8 is shown exactly, never lossily.
-fn shown(dir: &Path, rel: &RelPath) -> String {
-    format!("{}/{rel}", dir.display())
-}
-
-/// Compares the walked files with the manifest's list: same paths, sizes, owner-exec bits.
-pub(crate) fn compare_listing(
-    dir: &Path,
-    actual: &[TreeFile],
-    listed: &[FileRecord],
-) -> Result<(), Problem> {
-    let mut a = actual.iter().peekable();
-    let mut l = listed.iter().peekable();
-    loop {
-        match (a.peek(), l.peek()) {
-            (None, None) => return Ok(()),
-            (Some(file), None) => {
-                return Err(Problem::Invalid(format!(
-                    "{} is not listed in the manifest (extra file)",
-                    shown(dir, &file.rel)
-                )));
-            }
-            (None, Some(record)) => {
-                return Err(Problem::Invalid(format!(
-                    "{} is listed in the manifest but missing",
-                    shown(dir, &record.path)
-                )));
-            }
-            (Some(file), Some(record)) => {
-                if file.rel < record.path {
-                    return Err(Problem::Invalid(format!(
-                        "{} is not listed in the manifest (extra file)",
-                        shown(dir, &file.rel)
-                    )));
-                }
-                if file.rel > record.path {
-                    return Err(Problem::Invalid(format!(
-                        "{} is listed in the manifest but missing",
-                        shown(dir, &record.path)
-                    )));
-                }
-                if file.size_bytes != record.size_bytes {
-                    return Err(Problem::Invalid(format!(
-                        "{} has {} bytes, the manifest records {}",
-                        shown(dir, &file.rel),
-                        file.size_bytes,
-                        record.size_bytes
-                    )));
-                }
-                if file.executable != record.executable {
-                    return Err(Problem::Invalid(format!(
-                        "{} has owner-exec {}, the manifest records {}",
-                        shown(dir, &file.rel),
-                        file.executable,
-                        record.executable
-                    )));
-                }
-                a.next();
-                l.next();
-            }
-        }
-    }
-}
-
 /// Inventories a private build tree: regular files and directories only, the reserved
-/// manifest name refused, every file hashed. Returns the records sorted by path.
-pub(crate) fn inventory_build(dir: &Path) -> Result<Vec<FileRecord>, Problem> {
+/// manifest name refused, every file hashed with `algorithm`. Returns the records sorted by path.
+pub(crate) fn inventory_build(
+    dir: &Path,
+    algorithm: DigestAlgorithm,
+) -> Result<Vec<FileRecord>, Problem> {
     let (files, _) = enumerate(dir, false)?;
-    let (records, _) = hash_files(dir, &files, None, None)?;
-    Ok(records)
+    hash_new(dir, &files, algorithm)
 }

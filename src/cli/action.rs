@@ -63,6 +63,8 @@ enum ProfileArg {
 /// The flags of `strata action run` (the reference engine's flags, same names and meaning).
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
+    #[command(flatten)]
+    digest: super::DigestArgs,
     /// Root of the persistent action cache (`~` expanded, symlinks resolved)
     /// [env: STRATA_CACHE_ROOT].
     #[arg(long, value_name = "DIR")]
@@ -160,6 +162,7 @@ impl RunArgs {
             v.into_iter().map(|p| strata::fs::expand_tilde(&p)).collect::<Vec<_>>()
         };
         Ok(RunOptions {
+            digest: self.digest.digest,
             cache_root: t(cache_root(self.cache_root)?),
             domain: match self.domain {
                 DomainArg::ThirdParty => Domain::ThirdParty,

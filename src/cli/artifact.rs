@@ -182,6 +182,8 @@ pub(crate) struct OutArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct StoreArgs {
+    #[command(flatten)]
+    digest: super::DigestArgs,
     /// Cache root (resolved once; created on first write).
     #[arg(long, env = "STRATA_ARTIFACT_ROOT", value_name = "DIR")]
     root: PathBuf,
@@ -389,6 +391,7 @@ impl Drop for PrivateRoot {
 impl StoreArgs {
     fn open(&self, private: Option<&PrivateRoot>) -> Result<ArtifactStore, Failure> {
         let options = StoreOptions {
+            digest: self.digest.digest,
             mode: if self.read_only { Mode::ReadOnly } else { Mode::ReadWrite },
             private_root: private.map(|p| p.path.clone()),
             lock_wait: match self

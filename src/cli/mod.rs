@@ -22,6 +22,17 @@ use output::errln;
 
 use clap::{Parser, Subcommand};
 
+/// `--digest`: the content digest algorithm of new records, shared by every command that
+/// writes entries, manifests or archives.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct DigestArgs {
+    /// Content digest algorithm of new entries, artifact manifests, snapshots and archives:
+    /// blake3 or sha256. Records already stored keep theirs (every digest names its
+    /// algorithm), so both kinds can be read at any time.
+    #[arg(long, env = "STRATA_DIGEST", value_name = "ALGORITHM", default_value = "blake3")]
+    pub(crate) digest: strata::digest::DigestAlgorithm,
+}
+
 /// Exit code for usage errors.
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code for lock timeouts (`EX_TEMPFAIL`).

@@ -7,7 +7,7 @@
 //!
 //! [`place_file_checked`] is the one-pass form a HIT uses: it reads the source once,
 //! hashing while copying, or — when the caller vouches for the source's [`FileStamp`] (a
-//! verification memo, see [`crate::verify_memo`]) — copies it with `copy_file_range`
+//! verification memo, see [`crate::content::memo`]) — copies it with `copy_file_range`
 //! (which the kernel may turn into a reflink) without hashing. Either way the source's
 //! stamp must be the same before and after the copy.
 
@@ -17,7 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::{Error, FileStamp, Result};
-use crate::digest::{Hasher, Sha256Digest};
+use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm, Sha256Digest};
 
 /// SHA-256 and size in bytes of the file at `path` (following symlinks).
 ///
@@ -28,14 +28,19 @@ pub fn hash_file(path: &Path) -> Result<(Sha256Digest, u64)> {
     Sha256Digest::of_reader(file).map_err(|e| Error::io("read", path, e))
 }
 
-/// Copies `src` into the open file `dest` while hashing, returning the digest and size of
-/// the bytes written. Memory use is one 256 KiB buffer whatever the file size.
+/// Copies `src` into the open file `dest` while hashing with `algorithm`, returning the
+/// digest and size of the bytes written. Memory use is one 256 KiB buffer whatever the file size.
 ///
 /// # Errors
 /// [`Error::Io`] naming `src` (read) or `dest_path` (write).
-pub fn copy_verified(src: &Path, dest: &mut File, dest_path: &Path) -> Result<(Sha256Digest, u64)> {
+pub fn copy_verified(
+    src: &Path,
+    dest: &mut File,
+    dest_path: &Path,
+    algorithm: DigestAlgorithm,
+) -> Result<(ContentDigest, u64)> {
     let mut input = File::open(src).map_err(|e| Error::io("read", src, e))?;
-    copy_hashing(&mut input, src, dest, dest_path)
+    copy_hashing(&mut input, src, dest, dest_path, algorithm)
 }
 
 /// Copies the open file `input` (read from `src`) into `dest` while hashing.
@@ -44,8 +49,9 @@ fn copy_hashing(
     src: &Path,
     dest: &mut File,
     dest_path: &Path,
-) -> Result<(Sha256Digest, u64)> {
-    let mut hasher = Hasher::new();
+    algorithm: DigestAlgorithm,
+) -> Result<(ContentDigest, u64)> {
+    let mut hasher = ContentHasher::new(algorithm);
     crate::digest::with_buffer(|buf| {
         loop {
             let n = match input.read(buf) {
@@ -66,8 +72,9 @@ fn copy_hashing(
 /// Options for [`place_file_atomic`].
 #[derive(Debug, Clone, Copy)]
 pub struct Placement {
-    /// Expected SHA-256 of the source; a mismatch aborts before anything is renamed.
-    pub expected: Option<Sha256Digest>,
+    /// Expected digest of the source (its algorithm is the one hashed with); a mismatch
+    /// aborts before anything is renamed.
+    pub expected: ContentDigest,
     /// Permission bits of the placed file.
     pub mode: u32,
     /// fsync the file before the rename.
@@ -82,17 +89,20 @@ pub struct Placement {
 /// # Errors
 /// [`Error::DigestMismatch`] (nothing is renamed, the temp file is removed); I/O errors
 /// naming the path; renaming over a directory fails.
-pub fn place_file_atomic(src: &Path, dest: &Path, opts: Placement) -> Result<(Sha256Digest, u64)> {
+pub fn place_file_atomic(src: &Path, dest: &Path, opts: Placement) -> Result<u64> {
     let mut tmp = temp_beside(dest)?;
     let tmp_path = tmp.path().to_path_buf();
-    let (digest, size) = copy_verified(src, tmp.as_file_mut(), &tmp_path)?;
-    if let Some(expected) = opts.expected
-        && expected != digest
-    {
-        return Err(Error::DigestMismatch { path: src.into(), expected, actual: digest });
+    let algorithm = opts.expected.algorithm();
+    let (digest, size) = copy_verified(src, tmp.as_file_mut(), &tmp_path, algorithm)?;
+    if opts.expected != digest {
+        return Err(Error::DigestMismatch {
+            path: src.into(),
+            expected: opts.expected,
+            actual: digest,
+        });
     }
     publish_temp(tmp, dest, opts)?;
-    Ok((digest, size))
+    Ok(size)
 }
 
 /// A private (0600) temp file beside `dest`, removed on drop unless persisted.
@@ -163,7 +173,7 @@ pub fn place_file_checked(
     let mut tmp = temp_beside(dest)?;
     let tmp_path = tmp.path().to_path_buf();
     let (size_bytes, hashed) = match opts.expected {
-        Some(_) if vouched(&stamp) => {
+        _ if vouched(&stamp) => {
             // `io::copy` between two files is `copy_file_range` on Linux (falling back to
             // read/write where the kernel cannot).
             let n = io::copy(&mut input, tmp.as_file_mut())
@@ -171,10 +181,10 @@ pub fn place_file_checked(
             (n, false)
         }
         expected => {
-            let (digest, n) = copy_hashing(&mut input, src, tmp.as_file_mut(), &tmp_path)?;
-            if let Some(expected) = expected
-                && expected != digest
-            {
+            let algorithm = expected.algorithm();
+            let (digest, n) =
+                copy_hashing(&mut input, src, tmp.as_file_mut(), &tmp_path, algorithm)?;
+            if expected != digest {
                 return Err(Error::DigestMismatch { path: src.into(), expected, actual: digest });
             }
             (n, true)
@@ -270,6 +280,10 @@ pub fn create_dir_all_within(root: &Path, rel: &Path, dir_mode: u32) -> Result<P
 mod tests {
     use super::*;
 
+    fn blake3(bytes: &[u8]) -> ContentDigest {
+        ContentDigest::of_bytes(DigestAlgorithm::Blake3, bytes)
+    }
+
     #[test]
     fn place_rejects_wrong_digest_and_leaves_dest() {
         let dir = tempfile::tempdir().unwrap();
@@ -277,13 +291,15 @@ mod tests {
         let dest = dir.path().join("dest");
         fs::write(&src, b"new").unwrap();
         fs::write(&dest, b"old").unwrap();
-        let wrong = Sha256Digest::of_bytes(b"other");
-        let opts = Placement { expected: Some(wrong), mode: 0o644, sync: false };
+        let wrong = blake3(b"other");
+        let opts = Placement { expected: wrong, mode: 0o644, sync: false };
         let err = place_file_atomic(&src, &dest, opts).unwrap_err();
         assert!(err.is_corrupt());
         assert_eq!(fs::read(&dest).unwrap(), b"old");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2, "temp file left behind");
-        let right = Placement { expected: Some(Sha256Digest::of_bytes(b"new")), ..opts };
+        // The expected digest's algorithm is the one hashed with.
+        let sha = ContentDigest::of_bytes(DigestAlgorithm::Sha256, b"new");
+        let right = Placement { expected: sha, ..opts };
         place_file_atomic(&src, &dest, right).unwrap();
         assert_eq!(fs::read(&dest).unwrap(), b"new");
     }
@@ -294,16 +310,12 @@ mod tests {
         let src = dir.path().join("src");
         let dest = dir.path().join("dest");
         fs::write(&src, b"cached").unwrap();
-        let wrong = Placement {
-            expected: Some(Sha256Digest::of_bytes(b"other")),
-            mode: 0o644,
-            sync: false,
-        };
+        let wrong = Placement { expected: blake3(b"other"), mode: 0o644, sync: false };
         // Not vouched: hashed, and a wrong digest places nothing.
         let err = place_file_checked(&src, &dest, wrong, &|_| false).unwrap_err();
         assert!(err.is_corrupt(), "{err}");
         assert!(!dest.exists());
-        let right = Placement { expected: Some(Sha256Digest::of_bytes(b"cached")), ..wrong };
+        let right = Placement { expected: blake3(b"cached"), ..wrong };
         let placed = place_file_checked(&src, &dest, right, &|_| false).unwrap();
         assert!(placed.hashed);
         assert_eq!((placed.size_bytes, fs::read(&dest).unwrap()), (6, b"cached".to_vec()));
@@ -314,9 +326,6 @@ mod tests {
         assert!(!placed.hashed);
         assert_eq!(fs::read(&dest).unwrap(), b"cached");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2, "temp file left behind");
-        // No expected digest: never trusted, always hashed.
-        let none = Placement { expected: None, ..wrong };
-        assert!(place_file_checked(&src, &dest, none, &|_| true).unwrap().hashed);
         // A symlink as the source is refused, never followed.
         std::os::unix::fs::symlink(&src, dir.path().join("link")).unwrap();
         assert!(place_file_checked(&dir.path().join("link"), &dest, right, &|_| true).is_err());

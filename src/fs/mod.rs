@@ -45,7 +45,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::digest::Sha256Digest;
+use crate::digest::ContentDigest;
 
 pub use copy::{
     Placed, Placement, copy_verified, create_dir_all_within, hash_file, place_file_atomic,
@@ -142,15 +142,15 @@ pub enum Error {
         /// The offending component.
         component: PathBuf,
     },
-    /// Bytes read did not have the expected SHA-256.
-    #[error("{} has SHA-256 {actual}, expected {expected}", path.display())]
+    /// Bytes read did not have the expected digest (both tagged with their algorithm).
+    #[error("{} has digest {actual}, expected {expected}", path.display())]
     DigestMismatch {
         /// The file read.
         path: PathBuf,
         /// The digest it should have had.
-        expected: Sha256Digest,
+        expected: ContentDigest,
         /// The digest it had.
-        actual: Sha256Digest,
+        actual: ContentDigest,
     },
     /// A file changed or was replaced while it was being read.
     #[error("{} changed or was replaced while it was being read", path.display())]

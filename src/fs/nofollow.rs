@@ -22,7 +22,7 @@ use std::path::Path;
 use rustix::fs::OFlags;
 
 use super::{Error, Result};
-use crate::digest::{Hasher, Sha256Digest};
+use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 
 const BUF_BYTES: usize = 1024 * 1024;
 
@@ -104,7 +104,10 @@ pub fn read_capped_nofollow(path: &Path, max_bytes: u64) -> Result<Option<Vec<u8
 /// # Errors
 /// [`Error::ChangedWhileReading`] when the checks fail; [`Error::Io`] for open/read errors
 /// (a symlink is `ELOOP`; something other than a regular file is `InvalidInput`).
-pub fn hash_file_stable(path: &Path) -> Result<(Sha256Digest, u64, FileStamp)> {
+pub fn hash_file_stable(
+    path: &Path,
+    algorithm: DigestAlgorithm,
+) -> Result<(ContentDigest, u64, FileStamp)> {
     let mut file = open_nofollow(path)?;
     let before = file.metadata().map_err(|e| Error::io("stat", path, e))?;
     if !before.is_file() {
@@ -114,7 +117,7 @@ pub fn hash_file_stable(path: &Path) -> Result<(Sha256Digest, u64, FileStamp)> {
             io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
         ));
     }
-    let mut hasher = Hasher::new();
+    let mut hasher = ContentHasher::new(algorithm);
     let mut buf = vec![0u8; BUF_BYTES];
     loop {
         match file.read(&mut buf) {
@@ -151,7 +154,8 @@ pub fn copy_new_file(
     dest: &Path,
     mode: u32,
     sync: bool,
-) -> Result<(Sha256Digest, u64)> {
+    algorithm: DigestAlgorithm,
+) -> Result<(ContentDigest, u64)> {
     let mut input = open_nofollow(src)?;
     let before = input.metadata().map_err(|e| Error::io("stat", src, e))?;
     if !before.is_file() {
@@ -168,7 +172,7 @@ pub fn copy_new_file(
         .custom_flags((OFlags::NOFOLLOW | OFlags::CLOEXEC).bits() as i32)
         .open(dest)
         .map_err(|e| Error::io("create", dest, e))?;
-    let mut hasher = Hasher::new();
+    let mut hasher = ContentHasher::new(algorithm);
     let mut buf = vec![0u8; BUF_BYTES];
     loop {
         let n = match input.read(&mut buf) {
@@ -203,14 +207,17 @@ mod tests {
         let real = dir.path().join("real");
         std::fs::write(&real, b"hello").unwrap();
         std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
-        let (digest, size, stamp) = hash_file_stable(&real).unwrap();
-        assert_eq!(digest, Sha256Digest::of_bytes(b"hello"));
+        let (digest, size, stamp) = hash_file_stable(&real, DigestAlgorithm::Sha256).unwrap();
+        assert_eq!(digest, ContentDigest::of_bytes(DigestAlgorithm::Sha256, b"hello"));
         assert_eq!((size, stamp.size_bytes), (5, 5));
-        assert!(hash_file_stable(&dir.path().join("link")).is_err());
+        assert!(hash_file_stable(&dir.path().join("link"), DigestAlgorithm::Blake3).is_err());
         assert!(read_capped_nofollow(&dir.path().join("link"), 10).is_err());
         assert_eq!(read_capped_nofollow(&real, 5).unwrap().unwrap(), b"hello");
         assert_eq!(read_capped_nofollow(&real, 4).unwrap(), None);
-        assert!(hash_file_stable(dir.path()).is_err(), "a directory is not a regular file");
+        assert!(
+            hash_file_stable(dir.path(), DigestAlgorithm::Blake3).is_err(),
+            "a directory is not a regular file"
+        );
     }
 
     #[test]
@@ -219,10 +226,11 @@ mod tests {
         let src = dir.path().join("src");
         std::fs::write(&src, b"data").unwrap();
         let dest = dir.path().join("dest");
-        let (digest, size) = copy_new_file(&src, &dest, 0o700, true).unwrap();
-        assert_eq!((digest, size), (Sha256Digest::of_bytes(b"data"), 4));
+        let (digest, size) =
+            copy_new_file(&src, &dest, 0o700, true, DigestAlgorithm::Sha256).unwrap();
+        assert_eq!((digest, size), (ContentDigest::of_bytes(DigestAlgorithm::Sha256, b"data"), 4));
         let mode = std::fs::metadata(&dest).unwrap().mode() & 0o7777;
         assert_eq!(mode, 0o700);
-        assert!(copy_new_file(&src, &dest, 0o600, false).is_err());
+        assert!(copy_new_file(&src, &dest, 0o600, false, DigestAlgorithm::Sha256).is_err());
     }
 }

@@ -13,8 +13,8 @@
 //! record is re-sealed, encoded, parsed back strictly and verified, and the final record is
 //! checked against the target schema's features.
 //!
-//! **The production registry is empty** ([`MigrationRegistry::production`]): no schema has
-//! reached a compatibility boundary yet. Tests use synthetic schemas.
+//! The production registry ([`MigrationRegistry::production`]) holds the steps of
+//! [`super::steps`]; tests also use synthetic schemas.
 //!
 //! # Limitations
 //! * Migrations transform the payload only. The source record's feature set is carried to
@@ -59,6 +59,23 @@ pub struct Migrated {
     pub migration_ids: Vec<String>,
     /// The verified `content_digest` of the record as read (before any step), for lineage.
     pub source_digest: Sha256Digest,
+}
+
+/// Loads a stored record of `target`'s schema at its version or any older version the
+/// production registry can migrate from ([`MigrationRegistry::production`]), then decodes
+/// the payload as `T`. Readers of records that had earlier versions use this instead of
+/// [`super::load_as`].
+///
+/// # Errors
+/// As [`MigrationRegistry::load_migrated`], and [`Error::Payload`] if the payload does not
+/// fit `T`.
+pub fn load_current_as<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    target: &Schema,
+) -> Result<(Migrated, T)> {
+    let migrated = MigrationRegistry::production().load_migrated(bytes, target, &[])?;
+    let payload = migrated.envelope.payload_as()?;
+    Ok((migrated, payload))
 }
 
 /// Why registering a migration, finding a path or applying a step failed.
@@ -138,7 +155,7 @@ pub enum MigrationError {
 
 /// The registered migration steps, keyed by `(schema_name, from)`.
 ///
-/// By default (and in [`MigrationRegistry::production`]) it is empty.
+/// A new registry is empty; [`MigrationRegistry::production`] holds the production steps.
 #[derive(Debug, Clone, Default)]
 pub struct MigrationRegistry {
     steps: BTreeMap<&'static str, BTreeMap<u32, Migration>>,
@@ -150,10 +167,19 @@ impl MigrationRegistry {
         Self::default()
     }
 
-    /// The registry this build uses for stored records. It is empty: no schema has a
-    /// compatibility boundary yet, so every record must be at its schema's current version.
+    /// The registry this build uses for stored records: the steps of [`super::steps`]
+    /// (version 1 records of entries, artifact manifests and snapshot manifests, whose
+    /// untagged digests are SHA-256, to version 2's tagged content records).
     pub fn production() -> Self {
-        Self::new()
+        let mut registry = Self::new();
+        for step in super::steps::ALL {
+            // The steps are constants that satisfy the rules (a test checks it), so this
+            // cannot fail; if it ever did, the step would be missing and such records MISS.
+            if let Err(e) = registry.register(step) {
+                tracing::error!("production migration {} not registered: {e}", step.id);
+            }
+        }
+        registry
     }
 
     /// Number of registered steps.
@@ -407,13 +433,22 @@ mod tests {
     }
 
     #[test]
-    fn production_registry_is_empty() {
+    fn production_registry_holds_every_step_with_one_path_each() {
         let production = MigrationRegistry::production();
-        assert!(production.is_empty());
-        assert_eq!(production.len(), 0);
+        assert_eq!(production.len(), super::super::steps::ALL.len());
+        for (name, from, to) in [
+            ("strata.action_entry", 1, 2),
+            ("strata.artifact_manifest", 1, 2),
+            ("strata.snapshot_manifest", 1, 2),
+            ("strata.publish_action", 1, 2),
+            ("strata.publish_owners", 1, 2),
+        ] {
+            let path = production.path(name, from, to).unwrap();
+            assert_eq!(path.len(), 1, "{name}");
+        }
         assert!(matches!(
-            migration_error(production.path("strata.action_entry", 1, 2)),
-            MigrationError::NoPath { from: 1, to: 2, .. }
+            migration_error(production.path("strata.action_entry", 2, 3)),
+            MigrationError::NoPath { from: 2, to: 3, .. }
         ));
         assert_eq!(widget_chain().len(), 2);
     }

@@ -95,13 +95,14 @@ mod canonical;
 mod envelope;
 mod migrate;
 mod parse;
+pub mod steps;
 #[cfg(test)]
 mod testutil;
 mod verify;
 
 pub use canonical::{canonical_bytes_of, to_canonical_bytes};
 pub use envelope::{Envelope, Schema};
-pub use migrate::{Migrated, Migration, MigrationError, MigrationRegistry};
+pub use migrate::{Migrated, Migration, MigrationError, MigrationRegistry, load_current_as};
 pub use parse::parse_strict;
 pub use verify::{load, load_as};
 

@@ -156,10 +156,11 @@ fn names_outputs_that_are_not_utf8_are_restored_byte_exact() {
         .artifacts
         .iter()
         .map(|a| match a {
-            strata::action::entry::Artifact::File { path, .. } => (path.to_string(), None),
-            strata::action::entry::Artifact::Symlink { path, target } => {
+            strata::content::Record::File(f) => (f.path.to_string(), None),
+            strata::content::Record::Symlink { path, target } => {
                 (path.to_string(), Some(target.clone()))
             }
+            strata::content::Record::Directory { path } => panic!("directory record {path}"),
         })
         .collect();
     recorded.sort();

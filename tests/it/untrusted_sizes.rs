@@ -170,7 +170,7 @@ fn r7_l0_pull_never_reserves_a_claimed_size() {
     let record = |path: &str, size_bytes: u64| FileRecord {
         executable: false,
         path: RelPath::new(path).unwrap(),
-        sha256: Sha256Digest::of_bytes(path.as_bytes()),
+        digest: strata::digest::ContentDigest::from(Sha256Digest::of_bytes(path.as_bytes())),
         size_bytes,
     };
     let payload = ManifestPayload::new(

@@ -69,7 +69,7 @@ fn invalid_missing_file() {
 fn invalid_same_size_content_change() {
     let p = published();
     std::fs::write(p.dir.join("lib/libx.a"), vec![8u8; 4096]).unwrap();
-    p.assert_invalid("SHA-256");
+    p.assert_invalid("has digest blake3:");
 }
 
 #[test]

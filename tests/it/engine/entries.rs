@@ -83,8 +83,8 @@ const CORRUPTIONS: &[(&str, Corrupt)] = &[
     }),
     ("duplicate-key manifest", |e| {
         let text = manifest(e);
-        assert!(text.contains("\"schema_version\":1"));
-        set_manifest(e, text.replacen('{', "{\"schema_version\":1,", 1));
+        assert!(text.contains("\"schema_version\":2"));
+        set_manifest(e, text.replacen('{', "{\"schema_version\":2,", 1));
     }),
     ("non-object manifest: array", |e| set_manifest(e, "[]")),
     ("non-object manifest: string", |e| set_manifest(e, "\"strata.action_entry\"")),
@@ -94,7 +94,7 @@ const CORRUPTIONS: &[(&str, Corrupt)] = &[
         reseal(e, &Schema { name: "strata.publish_owners", version: 1, features: &[] })
     }),
     ("newer schema version, resealed", |e| {
-        reseal(e, &Schema { name: "strata.action_entry", version: 2, features: &[] })
+        reseal(e, &Schema { name: "strata.action_entry", version: 3, features: &[] })
     }),
     ("other schema, text edited", |e| {
         set_manifest(e, manifest(e).replace("strata.action_entry", "strata.action_other"))
