@@ -7,6 +7,7 @@
 mod artifact;
 mod closed_output;
 mod engine;
+mod fixtures;
 mod names;
 mod snapshot;
 mod transport;
