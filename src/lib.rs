@@ -9,8 +9,11 @@
 //! * Snapshots ([`snapshot`]) and transport ([`transport`]) move whole L1 caches between
 //!   machines through object stores.
 //!
-//! Module dependencies point one way: `digest` → `fs` → `record` → `artifact` → `action`
-//! → `snapshot`/`transport` → `ci` → `cli` (DESIGN.md §2). The library never prints; the
+//! * The content layer ([`content`]) and tool identity ([`toolchain`]) sit below all of
+//!   them: the L1 layout names, temp/leftover names, staging directories, `--version`.
+//!
+//! Module dependencies point one way: `digest` → `fs` → `record` → `content`/`toolchain`
+//! → `artifact` → `action` → `snapshot`/`transport` → `ci` → `cli` (DESIGN.md §2). The library never prints; the
 //! binary (`src/main.rs`, `src/cli/`) does.
 
 #![forbid(unsafe_code)]
@@ -20,6 +23,7 @@
 pub mod action;
 pub mod artifact;
 pub mod ci;
+pub mod content;
 pub mod digest;
 pub mod fs;
 pub mod l0;

@@ -9,7 +9,8 @@
 //! Submodules:
 //! * [`identity`]: action keys and their components; [`prepare`]: the one preparation of a
 //!   request's identity inputs that `run` and `explain` share;
-//! * [`layout`]: where entries, locks and state live under the cache root;
+//! * [`layout`]: where an entry lives (the cache-root layout names are
+//!   [`crate::content::layout`]'s);
 //! * [`entry`]: entry manifests, validation, restore and save;
 //! * [`artifacts`]: finding and describing what a build produced;
 //! * [`publish`]: custom-operator publication into a shared directory with ownership;
@@ -312,6 +313,12 @@ pub enum Error {
         /// What is accepted.
         expected: &'static str,
     },
+}
+
+impl From<crate::content::layout::InvalidName> for Error {
+    fn from(e: crate::content::layout::InvalidName) -> Self {
+        Error::InvalidName { what: e.what, value: e.value, reason: e.reason }
+    }
 }
 
 impl Error {

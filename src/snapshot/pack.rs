@@ -43,7 +43,7 @@ use super::manifest::{
     FileRecord, MANIFEST_ENTRY, MANIFEST_SCHEMA, Producer, SnapshotManifest, SymlinkRecord,
 };
 use super::{CARRIED_DIR, Compression, Error, manifest};
-use crate::action::layout::is_inside_entry_artifacts;
+use crate::content::layout::is_inside_entry_artifacts;
 use crate::digest::{Hasher, Sha256Digest};
 use crate::fs::{self, EntryKind, RelPath};
 use crate::tar_entry;

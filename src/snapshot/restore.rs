@@ -65,8 +65,8 @@ use super::lookup::{Candidate, candidates, prefixes};
 use super::manifest::{MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, Sidecar, now_rfc3339, seal};
 use super::pack::is_leftover;
 use super::unpack::{UnpackLimits, UnpackReport, unpack_from};
-use super::{CARRIED_DIR, Error, SnapshotKey, manifest};
-use crate::action::CacheRoot;
+use super::{Error, SnapshotKey, manifest};
+use crate::content::layout::{self, CacheRoot};
 use crate::digest::Sha256Digest;
 use crate::fs::{self, StagingDir};
 use crate::transport::{ObjectKey, ObjectStore};
@@ -176,7 +176,7 @@ pub(crate) fn resolve_cache_dir(given: &Path) -> Result<PathBuf, Error> {
 
 /// The names a cache directory may hold (besides crash leftovers, [`is_leftover`]): what
 /// the engine and restore create at the cache root.
-pub const OWN_NAMES: [&str; 4] = [CARRIED_DIR, ".locks", ".local", ".updated"];
+pub const OWN_NAMES: [&str; 4] = layout::ROOT_NAMES;
 
 /// Refuses a cache directory that a restore must not replace (see the module docs).
 /// `cache_dir` is resolved (absolute, symlinks resolved); `protected` are directories that
@@ -519,7 +519,7 @@ fn restore_candidate(
         manifest_digest: unpacked.manifest_digest.clone(),
         restored_at: now_rfc3339(),
     };
-    let local = fs::create_dir_all_within(staging.path(), Path::new(".local"), 0o755)?;
+    let local = fs::create_dir_all_within(staging.path(), Path::new(layout::LOCAL_DIR), 0o755)?;
     let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
     fs::write_new(&local.join(ORIGIN_FILE), &envelope.to_bytes(), 0o644)?;
     // One sync of the whole tree (not one fsync per file) before the swap: after a power
@@ -590,7 +590,7 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
     check_target(&cache_dir, &protected_dirs())?;
     let prefixes = prefixes(&request.key, &request.restore_prefixes)?;
     if request.mode == LookupMode::Restore {
-        fs::remove_file(&cache_dir.join(".updated"))?;
+        fs::remove_file(&cache_dir.join(layout::UPDATED_MARKER))?;
         let removed = leftovers::remove_stale(&cache_dir, SystemTime::now(), STALE_AFTER);
         report.notes.extend(leftovers::notes(&removed));
     }
@@ -653,7 +653,7 @@ pub const ORIGIN_FILE: &str = "snapshot-origin.json";
 /// The manifest digest of the snapshot the cache at `cache_dir` was restored from, if its
 /// origin record exists and verifies.
 pub fn origin_parent(cache_dir: &Path) -> Option<String> {
-    let bytes = fs::read(&cache_dir.join(".local").join(ORIGIN_FILE)).ok()?;
+    let bytes = fs::read(&cache_dir.join(layout::LOCAL_DIR).join(ORIGIN_FILE)).ok()?;
     let (_, origin): (_, Origin) = manifest::load(&bytes, &ORIGIN_SCHEMA, "origin").ok()?;
     Some(origin.manifest_digest)
 }

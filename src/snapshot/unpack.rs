@@ -56,7 +56,7 @@ use super::manifest::{
 };
 use super::writer::{FeedError, WriteError, WriterPool};
 use super::{CARRIED_DIR, Compression, Error, manifest};
-use crate::action::layout::is_inside_entry_artifacts;
+use crate::content::layout::is_inside_entry_artifacts;
 use crate::fs::{self, RelPath};
 
 const BUF_BYTES: usize = 1024 * 1024;
