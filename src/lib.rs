@@ -31,6 +31,7 @@ pub mod parallel;
 pub mod record;
 pub mod snapshot;
 mod tar_entry;
+pub mod toolchain;
 pub mod transport;
 pub mod verify_memo;
 

@@ -189,14 +189,9 @@ pub enum Error {
         /// The tool as given.
         tool: String,
     },
-    /// A tool's `--version` failed.
-    #[error("cannot read the version of {}: {reason}", tool.display())]
-    ToolVersion {
-        /// The canonical tool path.
-        tool: PathBuf,
-        /// What went wrong.
-        reason: String,
-    },
+    /// A tool could not be identified (its `--version` failed, or it cannot be read).
+    #[error(transparent)]
+    Toolchain(#[from] crate::toolchain::Error),
     /// A `--set-env` value is not `NAME=VALUE`.
     #[error("--set-env expects NAME=VALUE, got {text:?}")]
     InvalidSetEnv {

@@ -31,7 +31,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::action::identity::tool::{resolve_tool, tool_version};
+use crate::toolchain::{resolve_tool, tool_version};
 use crate::digest::Sha256Digest;
 use crate::fs;
 use crate::record;
