@@ -7,3 +7,4 @@
 //!   and the one self-deleting staging directory made with it.
 
 pub mod layout;
+pub mod temp;

@@ -3,6 +3,7 @@
 //! A restore or save works beside the cache directory `<parent>/<name>`:
 //! `<parent>/.<name>.download-<random>`, `.<name>.sidecar-<random>` and
 //! `.<name>.pack-<random>` temp files, and `.<name>.tmp-<16 hex>` staging directories
+//! (spelled by [`crate::content::temp`])
 //! (which also briefly hold the previous tree after a swap). A process that is killed
 //! leaves them behind; nothing ever reads them. [`remove_stale`] deletes the ones that
 //! have not been modified for [`STALE_AFTER`], at the start of the next restore or save of
@@ -16,36 +17,30 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use crate::content::temp::{Purpose, TempName};
 use crate::fs;
 
 /// How long a leftover must have been untouched before it is deleted.
 pub const STALE_AFTER: Duration = Duration::from_secs(60 * 60);
 
-/// Labels of the temp files placed beside a cache directory (then 6 random alphanumerics).
-const FILE_LABELS: [&str; 3] = ["download-", "sidecar-", "pack-"];
-
 /// What a leftover name says it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Leftover {
-    /// A temp file: `.<name>.<label><6 alphanumerics>`.
+    /// A temp file: `.<name>.download-`, `.sidecar-` or `.pack-<random>`.
     File,
     /// A staging directory: `.<name>.tmp-<16 hex>`.
     Dir,
 }
 
 /// What `file_name` is if it is exactly one of strata's leftover names for the cache
-/// directory named `name` (anything else, even similar, is left alone).
+/// directory named `name` ([`TempName`]; anything else, even similar, is left alone).
 fn is_leftover_of(file_name: &str, name: &str) -> Option<Leftover> {
-    let rest = file_name.strip_prefix('.')?.strip_prefix(name)?.strip_prefix('.')?;
-    if let Some(hex) = rest.strip_prefix("tmp-") {
-        return (hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then_some(Leftover::Dir);
+    let parsed = TempName::parse(file_name).filter(|t| t.stem() == Some(name))?;
+    match parsed.purpose() {
+        Purpose::Staging => Some(Leftover::Dir),
+        Purpose::Download | Purpose::Sidecar | Purpose::Pack => Some(Leftover::File),
+        _ => None,
     }
-    FILE_LABELS.iter().find_map(|label| {
-        let random = rest.strip_prefix(label)?;
-        (random.len() == 6 && random.bytes().all(|b| b.is_ascii_alphanumeric()))
-            .then_some(Leftover::File)
-    })
 }
 
 /// Deletes leftovers of `cache_dir` (absolute) older than `stale_after` as of `now`;
@@ -103,6 +98,9 @@ mod tests {
             ".cache.pack-xYz123",
             ".cache.sidecar-y00000",
             ".cache.tmp-0123456789abcdef",
+            // Names this release makes (16 hex digits instead of tempfile's 6).
+            ".cache.download-0123456789abcdef",
+            ".cache.pack-0123456789abcdef",
         ] {
             assert!(is_leftover_of(yes, "cache").is_some(), "{yes}");
         }
@@ -112,6 +110,7 @@ mod tests {
             ".cache.download-",
             ".cache.download-dir",
             ".cache.tmp-notahex",
+            ".cache.tmp-0123456789ABCDEF",
             ".cache.pack-x",
             ".other.download-abc",
             ".cache.old-0123456789abcdef",

@@ -63,10 +63,10 @@ use super::leftovers::{self, STALE_AFTER};
 pub use super::lookup::MAX_FUTURE;
 use super::lookup::{Candidate, candidates, prefixes};
 use super::manifest::{MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, Sidecar, now_rfc3339, seal};
-use super::pack::is_leftover;
 use super::unpack::{UnpackLimits, UnpackReport, unpack_from};
 use super::{Error, SnapshotKey, manifest};
 use crate::content::layout::{self, CacheRoot};
+use crate::content::temp::{self, Purpose, is_leftover};
 use crate::digest::Sha256Digest;
 use crate::fs::{self, StagingDir};
 use crate::transport::{ObjectKey, ObjectStore};
@@ -329,7 +329,7 @@ fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<Option<Strin
                 // The staging path now holds the old tree.
                 return Ok(discard_old_tree(&staging.keep()));
             }
-            let aside = StagingDir::new_beside(cache_dir, 0o700)?;
+            let aside = temp::staging_beside(cache_dir, 0o700)?;
             let aside_path = aside.path().to_path_buf();
             fs::remove_tree(&aside_path)?;
             fs::rename(cache_dir, &aside_path)?;
@@ -457,7 +457,7 @@ fn restore_candidate(
     found: &Candidate,
     report: &mut RestoreReport,
 ) -> Result<Restored, Error> {
-    let sidecar_temp = fs::temp_path_beside(cache_dir, "sidecar")?;
+    let sidecar_temp = temp::temp_file_beside(cache_dir, Purpose::Sidecar)?;
     let (sidecar, _) = read_sidecar(request.store, found, &sidecar_temp)?;
     drop(sidecar_temp);
     if report.matched_key.as_deref() == Some(found.key.as_str()) {
@@ -483,7 +483,7 @@ fn restore_candidate(
         ));
     }
 
-    let staging = StagingDir::new_beside(cache_dir, 0o755)?;
+    let staging = temp::staging_beside(cache_dir, 0o755)?;
     let limits = UnpackLimits {
         max_entries: sidecar.entry_count,
         max_file_bytes: sidecar.file_bytes,
@@ -491,7 +491,7 @@ fn restore_candidate(
         key: Some(found.key.clone()),
         compression: Some(sidecar.format),
     };
-    let download = fs::temp_path_beside(cache_dir, "download")?;
+    let download = temp::temp_file_beside(cache_dir, Purpose::Download)?;
     let streamed = download_and_unpack(request.store, &object, &download, |input| {
         unpack_from(input, staging.path(), &limits, &found.key)
     });
