@@ -426,7 +426,8 @@ pub fn save(
         Ok(()) => Ok(()),
         Err((fs::Error::AlreadyExists { .. }, staging)) => {
             // An invalid entry is in the way: move it aside, publish, delete it.
-            let old = TempName::new(Purpose::Replaced, &manifest.key.to_string()).path_in(&loc.parent);
+            let old =
+                TempName::new(Purpose::Replaced, &manifest.key.to_string()).path_in(&loc.parent);
             fs::rename(&loc.dir, &old)?;
             let result = fs::publish_dir(staging, &loc.dir, true).map_err(|(e, _)| e);
             if let Err(e) = fs::remove_tree(&old) {

@@ -228,12 +228,8 @@ impl Destination {
     }
 
     fn fill_empty<T>(&self, copy: impl FnOnce(&Path) -> Result<T, Error>) -> Result<T, Error> {
-        let staging = temp::create_dir(
-            &self.resolved,
-            Purpose::Filling,
-            "",
-            Sharing::Private.dir_mode(),
-        )?;
+        let staging =
+            temp::create_dir(&self.resolved, Purpose::Filling, "", Sharing::Private.dir_mode())?;
         let mut moved = Vec::new();
         let result = copy(staging.path()).and_then(|value| {
             for entry in fs::read_dir(staging.path())? {

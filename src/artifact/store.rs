@@ -583,8 +583,13 @@ impl ArtifactStore {
         let private_root = check_private_root(&self.root, private_root)?;
         fs::create_dir_all(&private_root)?;
         // Kept: the caller owns the build directory (and an error names it).
-        let dir = temp::create_dir(&private_root, Purpose::Scratch, "build", Sharing::Private.dir_mode())?
-            .keep();
+        let dir = temp::create_dir(
+            &private_root,
+            Purpose::Scratch,
+            "build",
+            Sharing::Private.dir_mode(),
+        )?
+        .keep();
         let (value, parents) =
             builder(&dir).map_err(|e| Error::Builder { source: Arc::from(e.into()) })?;
         let files = verify::inventory_build(&dir)

@@ -206,9 +206,11 @@ impl TempName {
         if stem.is_some_and(str::is_empty) || (stem.is_none() && !purpose.stem_optional()) {
             return None;
         }
-        let hex = random.len() == 16 && random.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let hex =
+            random.len() == 16 && random.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         let tempfile = random.len() == 6 && random.bytes().all(|b| b.is_ascii_alphanumeric());
-        if !hex && !(tempfile && purpose.accepts_tempfile_random(stem.is_some())) {
+        let tempfile = tempfile && purpose.accepts_tempfile_random(stem.is_some());
+        if !(hex || tempfile) {
             return None;
         }
         Some(TempName { purpose, stem: stem.map(str::to_owned), random: random.to_owned() })
@@ -251,7 +253,12 @@ pub fn is_leftover(name: &str) -> bool {
 ///
 /// # Errors
 /// [`fs::Error::Io`] naming the directory.
-pub fn create_dir(parent: &Path, purpose: Purpose, stem: &str, mode: u32) -> Result<StagingDir, fs::Error> {
+pub fn create_dir(
+    parent: &Path,
+    purpose: Purpose,
+    stem: &str,
+    mode: u32,
+) -> Result<StagingDir, fs::Error> {
     for _ in 0..16 {
         let path = TempName::new(purpose, stem).path_in(parent);
         if let Some(dir) = StagingDir::create(&path, mode)? {

@@ -146,4 +146,55 @@ mod tests {
         assert!(cache.exists());
         assert_eq!(notes(&removed).len(), 2);
     }
+
+    /// A leftover of every kind that can stand inside a cache directory (as this release
+    /// names it, and as the current release named it) is never packed; a similar name that
+    /// is not strata's is packed like any other.
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn every_leftover_kind_is_skipped_by_pack() {
+        use crate::snapshot::pack::{PackOptions, pack};
+        let src = tempfile::tempdir().unwrap();
+        let unit = src.path().join("actions-v1/third_party/zlib");
+        let artifacts = unit.join("k1/artifacts");
+        std::fs::create_dir_all(&artifacts).unwrap();
+        std::fs::write(artifacts.join("a.o"), b"a").unwrap();
+        let mut leftovers: Vec<String> = Purpose::ALL
+            .iter()
+            .filter(|p| **p != Purpose::Scratch)
+            .map(|p| TempName::new(*p, "k2").to_string())
+            .collect();
+        leftovers.extend(
+            [
+                ".strata-Ab12Cd.tmp",
+                ".strata-0123456789abcdef.tmp",
+                ".strata-tmp-0123456789abcdef",
+                ".k2.download-Ab12Cd",
+                ".k2.old-0123456789abcdef",
+            ]
+            .map(str::to_owned),
+        );
+        for name in &leftovers {
+            std::fs::create_dir_all(unit.join(name)).unwrap();
+            std::fs::write(unit.join(name).join("partial"), b"x").unwrap();
+            std::fs::write(artifacts.join(name), b"x").unwrap();
+        }
+        let similar = [".k3.tmp-xyz", ".k3.old-0123456789ABCDEF", ".x.strata-abc.tmp"];
+        for name in similar {
+            std::fs::write(artifacts.join(name), b"user").unwrap();
+        }
+        let work = tempfile::tempdir().unwrap();
+        let report = pack(src.path(), &work.path().join("o"), &PackOptions::new("k")).unwrap();
+        let mut packed: Vec<String> =
+            report.manifest.files.iter().map(|f| f.path.as_str().to_owned()).collect();
+        packed.extend(report.manifest.directories.iter().map(|d| d.as_str().to_owned()));
+        for name in &leftovers {
+            assert!(!packed.iter().any(|p| p.contains(name.as_str())), "{name} packed: {packed:?}");
+        }
+        for name in similar {
+            let path = format!("actions-v1/third_party/zlib/k1/artifacts/{name}");
+            assert!(packed.contains(&path), "{path} not packed: {packed:?}");
+        }
+        assert!(packed.contains(&"actions-v1/third_party/zlib/k1/artifacts/a.o".to_owned()));
+    }
 }

@@ -23,9 +23,9 @@
 use std::path::{Path, PathBuf};
 
 use super::records::Records;
-use crate::toolchain::{resolve_tool, tool_version};
 use crate::action::Error;
 use crate::fs;
+use crate::toolchain::{resolve_tool, tool_version};
 
 /// Compiler environment profile (`--environment-profile`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
