@@ -30,7 +30,8 @@ use std::time::Instant;
 use crate::artifact::{
     self, ArtifactHandle, ArtifactKey, ArtifactSpec, ArtifactStore, Disposition, Lookup, archive,
 };
-use crate::fs::{self, Sharing};
+use crate::content::temp::{self, Purpose};
+use crate::fs::{self, Sharing, StagingDir};
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
 
 /// An L0 failure.
@@ -149,25 +150,15 @@ impl PullReport {
     }
 }
 
-/// A scratch directory under the private root, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if let Err(e) = fs::remove_tree(&self.0) {
-            tracing::warn!("could not remove {}: {e}", self.0.display());
-        }
-    }
-}
-
-fn scratch(store: &ArtifactStore) -> Result<Scratch, Error> {
+/// A scratch directory `strata-l0-<16 hex>` under the private root, removed on drop.
+fn scratch(store: &ArtifactStore) -> Result<StagingDir, Error> {
     let Some(root) = store.private_root() else {
         return Err(
             artifact::Error::NoPrivateRoot { root: store.root().path().to_path_buf() }.into()
         );
     };
     fs::create_dir_all(root)?;
-    Ok(Scratch(fs::create_unique_dir(root, "strata-l0-", Sharing::Private.dir_mode())?))
+    Ok(temp::create_dir(root, Purpose::Scratch, "l0", Sharing::Private.dir_mode())?)
 }
 
 /// Packs the local slot of `key` and `spec` and uploads it unless the object exists.
@@ -211,7 +202,7 @@ pub fn push(
         });
     }
     let dir = scratch(store)?;
-    let file = dir.0.join("artifact.tar.zst");
+    let file = dir.path().join("artifact.tar.zst");
     let packed = archive::pack(&handle, &file)?;
     let (outcome, _) = remote.put_file_if_absent(&object, &file).map_err(transport)?;
     Ok(PushReport {
@@ -272,7 +263,7 @@ pub fn pull(
         )),
     }
     let dir = scratch(store)?;
-    let file = dir.0.join("artifact.tar.zst");
+    let file = dir.path().join("artifact.tar.zst");
     match remote.get_to_file(&object, &file) {
         Ok((meta, _)) => report.downloaded_bytes = meta.size_bytes,
         Err(e) if e.is_not_found() => {

@@ -9,8 +9,11 @@
 //! * Snapshots ([`snapshot`]) and transport ([`transport`]) move whole L1 caches between
 //!   machines through object stores.
 //!
-//! Module dependencies point one way: `digest` → `fs` → `record` → `artifact` → `action`
-//! → `snapshot`/`transport` → `ci` → `cli` (DESIGN.md §2). The library never prints; the
+//! * The content layer ([`content`]) and tool identity ([`toolchain`]) sit below all of
+//!   them: the L1 layout names, temp/leftover names, staging directories, `--version`.
+//!
+//! Module dependencies point one way: `digest` → `fs` → `record` → `content`/`toolchain`
+//! → `artifact` → `action` → `snapshot`/`transport` → `ci` → `cli` (DESIGN.md §2). The library never prints; the
 //! binary (`src/main.rs`, `src/cli/`) does.
 
 #![forbid(unsafe_code)]
@@ -28,6 +31,7 @@ pub mod parallel;
 pub mod record;
 pub mod snapshot;
 mod tar_entry;
+pub mod toolchain;
 pub mod transport;
 
 /// The producer string written into records: `strata <version>`.

@@ -26,6 +26,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::action::Error;
 use crate::action::entry::Described;
 use crate::action::identity::Patterns;
+use crate::content::temp::{Purpose, TempName};
 use crate::content::{FileRecord, Record};
 use crate::digest::DigestAlgorithm;
 use crate::fs::{self, EntryKind, RelPath};
@@ -204,11 +205,12 @@ pub fn collect(
     Ok(out)
 }
 
-/// True for the temporary names strata's own atomic placement uses (`.strata-*.tmp`,
-/// `.<name>.strata-<hex>.tmp`: a process killed mid-placement can leave one behind) and
-/// for the stage marker `.strata-stage`: none of them is ever an artifact.
+/// True for the temporary names strata's own atomic placement uses
+/// ([`Purpose::Placement`]: `.strata-*.tmp`, `.<name>.strata-<hex>.tmp`; a process killed
+/// mid-placement can leave one behind) and for the stage marker `.strata-stage`: none of
+/// them is ever an artifact.
 fn is_placement_temp(name: &str) -> bool {
-    name.starts_with('.') && name.ends_with(".tmp") && name.contains(".strata-")
+    TempName::parse(name).is_some_and(|t| t.purpose() == Purpose::Placement)
         || name == crate::action::guard::STAGE_MARKER
 }
 
@@ -312,8 +314,8 @@ mod tests {
     fn placement_temps_are_never_artifacts() {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
-        std::fs::write(root.join(".strata-Ab12.tmp"), b"partial").unwrap();
-        std::fs::write(root.join(".x.o.strata-00ff.tmp"), b"partial").unwrap();
+        std::fs::write(root.join(".strata-Ab12Cd.tmp"), b"partial").unwrap();
+        std::fs::write(root.join(".x.o.strata-0123456789abcdef.tmp"), b"partial").unwrap();
         std::fs::write(root.join("x.o"), b"whole").unwrap();
         std::fs::write(root.join(".hidden.tmp"), b"user file").unwrap();
         let got = collect(&root, &Selection::All, DigestAlgorithm::Blake3).unwrap();

@@ -43,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use crate::action::identity::Components;
 use crate::action::layout::EntryLocation;
 use crate::action::{ActionKey, Domain, Error};
+use crate::content::temp::{self, Purpose, TempName};
 use crate::content::verify::{Checked, Modes};
 use crate::content::{self, Directories, FileRecord, Record, Rules, VerifyMemo, tree};
 use crate::digest::Sha256Digest;
@@ -257,7 +258,7 @@ pub fn save(
     fs::create_dir_all(&loc.actions_dir)?;
     let parent_rel = loc.rel.rsplit_once('/').map_or("", |(parent, _)| parent);
     fs::create_dir_all_within(&loc.actions_dir, Path::new(parent_rel), Sharing::Shared.dir_mode())?;
-    let staging = fs::StagingDir::new_beside(&loc.dir, Sharing::Shared.dir_mode())?;
+    let staging = temp::staging_beside(&loc.dir, Sharing::Shared.dir_mode())?;
     let art_root = staging.path().join("artifacts");
     fs::create_dir_all(&art_root)?;
     for d in described {
@@ -293,7 +294,8 @@ pub fn save(
         Ok(()) => Ok(()),
         Err((fs::Error::AlreadyExists { .. }, staging)) => {
             // An invalid entry is in the way: move it aside, publish, delete it.
-            let old = loc.parent.join(format!(".{}.old-{:016x}", manifest.key, fastrand::u64(..)));
+            let old =
+                TempName::new(Purpose::Replaced, &manifest.key.to_string()).path_in(&loc.parent);
             fs::rename(&loc.dir, &old)?;
             let result = fs::publish_dir(staging, &loc.dir, true).map_err(|(e, _)| e);
             if let Err(e) = fs::remove_tree(&old) {

@@ -19,9 +19,10 @@ use serde::Serialize;
 
 use crate::action::entry::{self, EntryManifest, Lookup};
 use crate::action::identity::{Components, Records};
-use crate::action::layout::{CacheRoot, Domain, encode_component};
+use crate::action::layout::{CacheRoot, Domain};
 use crate::action::prepare::{entry_name, prepare};
 use crate::action::{ActionKey, Error, RunOptions};
+use crate::content::layout::encode_component;
 
 /// What changed in one record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,160 +1,15 @@
-//! Where the action cache keeps things (docs/format.md "L1 layout").
-//!
-//! ```text
-//! <cache root>/
-//!   .updated                         touched after every newly saved entry (snapshot gate)
-//!   actions-v1/                      everything a snapshot carries
-//!     third_party/<unit>/<key>/                                   entry
-//!     custom_operator/<soc>/<operator>/<operator_text_hash>/<action>/<key>/   entry
-//!       …/<operator_text_hash>/.last-used                         recency for prune
-//!     (beside an entry) .<key>.tmp-<16 hex>/   staging of a save (crash leftover if seen)
-//!     (beside an entry) .<key>.old-<16 hex>/   an invalid entry being replaced
-//!   .locks/entry/<sha256(entry path relative to actions-v1)>.lock
-//!   .locks/output/<sha256(absolute output dir)>.lock     third-party action lock
-//!   .local/tool-memo/<sha256(tool path)>.json            machine-local, never packed
-//!   .local/verify-memo/<sha256(entry path relative to actions-v1)>.json
-//!                                     which artifacts a HIT verified, and their stamps
-//!                                     (machine-local, never packed; crate::content::memo)
-//! ```
-//!
-//! Entry:
-//! ```text
-//! <entry>/manifest.json     strata.action_entry record (artifacts, hashes)
-//! <entry>/identity.json     strata.action_identity record (component records, for explain)
-//! <entry>/artifacts/<relative artifact paths>
-//! ```
-//!
-//! Names that become path components (`--unit`, `--soc`, `--operator`, `--action`) are
-//! encoded injectively ([`encode_component`]): ASCII letters, digits, `_`, `-` and
-//! non-leading `.` stay; every other byte becomes `%XX`. So `a/b` and `a_b` never share a
-//! directory (the reference's sanitiser collided, §11 W22), and no name can be `.`, `..`
-//! or start with a dot (dot-names are reserved for strata's own files).
-//!
-//! Bumping the layout version means renaming `actions-v1` in [`CacheRoot::actions_dir`];
-//! the tests in `tests/it/engine/` that spell the path must follow.
+//! Where one action entry lives: the names that place an entry ([`EntryName`]) and the
+//! resulting paths ([`EntryLocation`]). The cache-root layout itself (directory names,
+//! component encoding, locks, memos) is the content layer's, [`crate::content::layout`];
+//! this module adds what needs an [`ActionKey`].
 
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::action::{ActionKey, Error};
+use crate::content::layout::encode_component;
 use crate::digest::Sha256Digest;
-use crate::fs;
 
-/// Cache domain (`--domain`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Domain {
-    /// Outputs restored into `--output-dir` (e.g. a third-party library's own build).
-    ThirdParty,
-    /// Outputs built in a private stage and published into a shared `--publish-dir`.
-    CustomOperator,
-}
-
-impl Domain {
-    /// `third_party` or `custom_operator`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Domain::ThirdParty => "third_party",
-            Domain::CustomOperator => "custom_operator",
-        }
-    }
-
-    /// Parses the flag spelling.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "third_party" => Some(Domain::ThirdParty),
-            "custom_operator" => Some(Domain::CustomOperator),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Domain {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Longest encoded path component, in bytes.
-pub const MAX_COMPONENT_BYTES: usize = 200;
-
-/// Encodes a user-given name as one path component (see the module docs).
-///
-/// # Errors
-/// [`Error::InvalidName`] if `value` is empty or encodes to more than
-/// [`MAX_COMPONENT_BYTES`].
-pub fn encode_component(what: &'static str, value: &str) -> Result<String, Error> {
-    if value.is_empty() {
-        return Err(Error::InvalidName { what, value: value.into(), reason: "it is empty" });
-    }
-    let mut out = String::with_capacity(value.len());
-    for (i, b) in value.bytes().enumerate() {
-        let keep = b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0);
-        if keep {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    if out.len() > MAX_COMPONENT_BYTES {
-        return Err(Error::InvalidName {
-            what,
-            value: value.into(),
-            reason: "it is longer than 200 bytes once encoded",
-        });
-    }
-    Ok(out)
-}
-
-/// Number of path components from the actions directory to an entry of `domain`:
-/// `third_party/<unit>/<key>` (3) or
-/// `custom_operator/<soc>/<operator>/<operator_text_hash>/<action>@<unit>/<key>` (6).
-pub fn entry_depth(domain: Domain) -> usize {
-    match domain {
-        Domain::ThirdParty => 3,
-        Domain::CustomOperator => 6,
-    }
-}
-
-/// True if `rel`, a `/`-separated path relative to the actions directory, lies strictly
-/// below an entry's `artifacts/` directory (`<entry>/artifacts/<something>`). Only there may
-/// an L1 cache hold symlinks (artifacts recorded as symlinks); a symlink at any layout
-/// position (a domain, unit, namespace, key, `artifacts` itself) would let later writes
-/// leave the cache root, so snapshots reject them (`crate::snapshot::unpack`) and the
-/// engine never traverses them ([`crate::action::entry`]).
-pub fn is_inside_entry_artifacts(rel: &str) -> bool {
-    let mut parts = rel.split('/');
-    let Some(domain) = parts.next().and_then(Domain::parse) else { return false };
-    // Components after the domain up to the entry, then `artifacts`, then at least one more.
-    let mut below = parts.skip(entry_depth(domain) - 1);
-    below.next() == Some("artifacts") && below.next().is_some_and(|name| !name.is_empty())
-}
-
-/// Decodes [`encode_component`] output (for display).
-pub fn decode_component(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        if b == b'%'
-            && let Some(hex) = text.get(i + 1..i + 3)
-            && let Ok(v) = u8::from_str_radix(hex, 16)
-        {
-            out.push(v);
-            i += 3;
-            continue;
-        }
-        out.push(b);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// A resolved cache root.
-#[derive(Debug, Clone)]
-pub struct CacheRoot {
-    root: PathBuf,
-}
+pub use crate::content::layout::{CacheRoot, Domain};
 
 /// The names that place an entry.
 #[derive(Debug, Clone)]
@@ -191,64 +46,8 @@ pub struct EntryLocation {
 }
 
 impl CacheRoot {
-    /// Resolves `path` (`~` expanded, made absolute, symlinks resolved; it need not exist).
-    ///
-    /// # Errors
-    /// [`crate::fs::Error`] if resolution fails for a reason other than non-existence.
-    pub fn new(path: &Path) -> Result<Self, Error> {
-        Ok(Self { root: fs::resolve_nonstrict(&fs::expand_tilde(path))? })
-    }
-
-    /// The root directory.
-    pub fn path(&self) -> &Path {
-        &self.root
-    }
-
-    /// `<root>/actions-v1`: everything a snapshot carries.
-    pub fn actions_dir(&self) -> PathBuf {
-        self.root.join("actions-v1")
-    }
-
-    /// `<root>/actions-v1/<domain>`.
-    pub fn domain_dir(&self, domain: Domain) -> PathBuf {
-        self.actions_dir().join(domain.as_str())
-    }
-
-    /// `<root>/.locks`.
-    pub fn locks_dir(&self) -> PathBuf {
-        self.root.join(".locks")
-    }
-
-    /// `<root>/.local/tool-memo`.
-    pub fn memo_dir(&self) -> PathBuf {
-        self.root.join(".local").join("tool-memo")
-    }
-
-    /// `<root>/.local/verify-memo/<sha256(rel)>.json`: the verification memo of the entry
-    /// at `rel` (relative to the actions directory).
-    pub fn verify_memo(&self, rel: &str) -> PathBuf {
-        let h = Sha256Digest::of_bytes(rel.as_bytes());
-        self.root.join(".local").join("verify-memo").join(format!("{}.json", h.to_hex()))
-    }
-
-    /// `<root>/.updated`.
-    pub fn updated_marker(&self) -> PathBuf {
-        self.root.join(".updated")
-    }
-
-    /// Lock file of the entry at `rel` (relative to the actions directory).
-    pub fn entry_lock(&self, rel: &str) -> PathBuf {
-        let h = Sha256Digest::of_bytes(rel.as_bytes());
-        self.locks_dir().join("entry").join(format!("{}.lock", h.to_hex()))
-    }
-
-    /// Lock file serialising third-party builds into one output directory.
-    pub fn output_lock(&self, output_dir: &Path) -> PathBuf {
-        let h = Sha256Digest::of_bytes(output_dir.as_os_str().as_encoded_bytes());
-        self.locks_dir().join("output").join(format!("{}.lock", h.to_hex()))
-    }
-
-    /// The location of the entry for `name` and `key`.
+    /// The location of the entry for `name` and `key` (defined here, beside
+    /// [`EntryLocation`], because it needs an [`ActionKey`]).
     ///
     /// # Errors
     /// [`Error::InvalidName`] for an unusable name; [`Error::MissingFlag`] if a custom
@@ -284,52 +83,5 @@ impl CacheRoot {
             actions_dir: actions,
             rel,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn encoding_is_injective_and_safe() {
-        assert_eq!(encode_component("--unit", "zstd").unwrap(), "zstd");
-        assert_ne!(
-            encode_component("--unit", "a/b").unwrap(),
-            encode_component("--unit", "a_b").unwrap()
-        );
-        assert_eq!(encode_component("--unit", "a/b").unwrap(), "a%2Fb");
-        assert_eq!(encode_component("--unit", "..").unwrap(), "%2E.");
-        assert_eq!(encode_component("--unit", ".hidden").unwrap(), "%2Ehidden");
-        assert_eq!(encode_component("--unit", "100%").unwrap(), "100%25");
-        assert_eq!(decode_component("a%2Fb"), "a/b");
-        assert!(encode_component("--unit", "").is_err());
-        assert!(encode_component("--unit", &"x".repeat(201)).is_err());
-        assert_eq!(encode_component("--unit", "é").unwrap(), "%C3%A9");
-    }
-
-    #[test]
-    fn only_paths_below_an_entrys_artifacts_count_as_artifacts() {
-        for yes in [
-            "third_party/zlib/k/artifacts/lib",
-            "third_party/zlib/k/artifacts/lib/libz.so",
-            "custom_operator/s/op/ns/a@u/k/artifacts/x",
-        ] {
-            assert!(is_inside_entry_artifacts(yes), "{yes}");
-        }
-        for no in [
-            "",
-            "third_party",
-            "third_party/zlib",
-            "third_party/zlib/k",
-            "third_party/zlib/k/artifacts",
-            "third_party/zlib/k/manifest.json",
-            "third_party/zlib/k/other/x",
-            "custom_operator/s/op/ns/a@u/k/artifacts",
-            "custom_operator/s/op/artifacts/x/y/z",
-            "other/zlib/k/artifacts/x",
-        ] {
-            assert!(!is_inside_entry_artifacts(no), "{no}");
-        }
     }
 }

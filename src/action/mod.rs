@@ -9,7 +9,8 @@
 //! Submodules:
 //! * [`identity`]: action keys and their components; [`prepare`]: the one preparation of a
 //!   request's identity inputs that `run` and `explain` share;
-//! * [`layout`]: where entries, locks and state live under the cache root;
+//! * [`layout`]: where an entry lives (the cache-root layout names are
+//!   [`crate::content::layout`]'s);
 //! * [`entry`]: entry manifests, validation, restore and save;
 //! * [`artifacts`]: finding and describing what a build produced;
 //! * [`publish`]: custom-operator publication into a shared directory with ownership;
@@ -188,14 +189,9 @@ pub enum Error {
         /// The tool as given.
         tool: String,
     },
-    /// A tool's `--version` failed.
-    #[error("cannot read the version of {}: {reason}", tool.display())]
-    ToolVersion {
-        /// The canonical tool path.
-        tool: PathBuf,
-        /// What went wrong.
-        reason: String,
-    },
+    /// A tool could not be identified (its `--version` failed, or it cannot be read).
+    #[error(transparent)]
+    Toolchain(#[from] crate::toolchain::Error),
     /// A `--set-env` value is not `NAME=VALUE`.
     #[error("--set-env expects NAME=VALUE, got {text:?}")]
     InvalidSetEnv {
@@ -312,6 +308,12 @@ pub enum Error {
         /// What is accepted.
         expected: &'static str,
     },
+}
+
+impl From<crate::content::layout::InvalidName> for Error {
+    fn from(e: crate::content::layout::InvalidName) -> Self {
+        Error::InvalidName { what: e.what, value: e.value, reason: e.reason }
+    }
 }
 
 impl Error {

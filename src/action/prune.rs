@@ -29,6 +29,7 @@ use serde::Serialize;
 
 use crate::action::layout::CacheRoot;
 use crate::action::{Domain, Error};
+use crate::content::temp::{Purpose, TempName};
 use crate::fs::{self, LockGuard, LockWait};
 
 /// Default number of operator-text versions kept per SoC/operator.
@@ -172,7 +173,7 @@ fn remove_namespace(cache: &CacheRoot, ns: &Path, dry_run: bool) -> Result<Optio
         return Ok(Some(bytes));
     }
     let name = ns.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let trash = ns.with_file_name(format!(".{name}.trash-{:016x}", fastrand::u64(..)));
+    let trash = ns.with_file_name(TempName::new(Purpose::Trash, &name).to_string());
     fs::rename(ns, &trash)?;
     fs::remove_tree(&trash)?;
     drop(guards);
@@ -187,20 +188,18 @@ fn tree_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
-/// Parses `.<key>.tmp-<hex>` / `.<key>.old-<hex>` / `.<name>.trash-<hex>`.
-fn leftover_kind(name: &str) -> Option<(&'static str, &str)> {
-    let rest = name.strip_prefix('.')?;
-    for (marker, kind) in
-        [(".tmp-", "staging_leftover"), (".old-", "replaced_entry"), (".trash-", "trash")]
-    {
-        if let Some((stem, suffix)) = rest.rsplit_once(marker)
-            && suffix.len() == 16
-            && suffix.bytes().all(|b| b.is_ascii_hexdigit())
-        {
-            return Some((kind, stem));
-        }
-    }
-    None
+/// The report kind and stem of a leftover prune removes: a staging directory
+/// (`.<key>.tmp-<hex>`), a replaced entry (`.<key>.old-<hex>`) or a namespace being
+/// trashed (`.<name>.trash-<hex>`), as [`TempName`] spells them.
+fn leftover_kind(name: &str) -> Option<(&'static str, String)> {
+    let parsed = TempName::parse(name)?;
+    let kind = match parsed.purpose() {
+        Purpose::Staging => "staging_leftover",
+        Purpose::Replaced => "replaced_entry",
+        Purpose::Trash => "trash",
+        _ => return None,
+    };
+    Some((kind, parsed.stem()?.to_owned()))
 }
 
 /// Looks for leftovers only where strata creates them: beside entries
@@ -242,7 +241,7 @@ fn leftovers_in(cache: &CacheRoot, dir: &Path, dry_run: bool, report: &mut Prune
         let guard = if kind == "trash" {
             None
         } else {
-            let entry = dir.join(stem);
+            let entry = dir.join(&stem);
             let Ok(rel) = entry.strip_prefix(cache.actions_dir()) else { continue };
             match fs::try_lock_existing(&cache.entry_lock(&rel.to_string_lossy())) {
                 Ok(Some(g)) => Some(g),
@@ -283,13 +282,15 @@ mod tests {
         let key = "a".repeat(64);
         assert_eq!(
             leftover_kind(&format!(".{key}.tmp-0123456789abcdef")),
-            Some(("staging_leftover", key.as_str()))
+            Some(("staging_leftover", key.clone()))
         );
         assert_eq!(
             leftover_kind(&format!(".{key}.old-0123456789abcdef")),
-            Some(("replaced_entry", key.as_str()))
+            Some(("replaced_entry", key.clone()))
         );
-        assert_eq!(leftover_kind(".ns.trash-0123456789abcdef"), Some(("trash", "ns")));
+        assert_eq!(leftover_kind(".ns.trash-0123456789abcdef"), Some(("trash", "ns".to_owned())));
+        // Other temp names are not prune's to remove beside entries.
+        assert_eq!(leftover_kind(".k.strata-tmp-0123456789abcdef"), None);
         assert_eq!(leftover_kind(".last-used"), None);
         assert_eq!(leftover_kind("x.tmp-0123456789abcdef"), None);
     }

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::action::Domain;
 use crate::action::layout::CacheRoot;
+use crate::content::temp::{Purpose, TempName};
 use crate::fs::{self, EntryKind};
 
 /// Per-domain figures.
@@ -77,7 +78,7 @@ pub fn stats(cache_root: &Path) -> CacheStats {
             let name = entry.rel.file_name();
             let hidden = rel.split('/').any(|c| c.starts_with('.'));
             match entry.kind {
-                EntryKind::Dir if name.starts_with('.') && is_leftover(name) => out.leftovers += 1,
+                EntryKind::Dir if is_leftover(name) => out.leftovers += 1,
                 EntryKind::File if name == "manifest.json" && !hidden => d.entries += 1,
                 EntryKind::File if !hidden && rel.contains("/artifacts/") => {
                     d.artifact_bytes += entry.metadata.len();
@@ -96,8 +97,11 @@ pub fn stats(cache_root: &Path) -> CacheStats {
     out
 }
 
+/// The leftovers `action prune` removes (see `prune::leftover_kind`).
 fn is_leftover(name: &str) -> bool {
-    [".tmp-", ".old-", ".trash-"].iter().any(|m| name.contains(m))
+    TempName::parse(name).is_some_and(|t| {
+        matches!(t.purpose(), Purpose::Staging | Purpose::Replaced | Purpose::Trash)
+    })
 }
 
 #[cfg(test)]
@@ -121,6 +125,8 @@ mod tests {
             b"zz",
         )
         .unwrap();
+        // Similar names are not leftovers (the old test counted any `.tmp-`).
+        std::fs::create_dir_all(d.path().join("actions-v1/third_party/u/.k3.tmp-xyz")).unwrap();
         let s = stats(d.path());
         assert_eq!(s.third_party, DomainStats { entries: 1, artifact_bytes: 100 });
         assert_eq!(s.leftovers, 1);

@@ -32,6 +32,7 @@ use super::Error;
 use super::handle::MaterializeReport;
 use super::layout::StoreRoot;
 use super::verify;
+use crate::content::temp::{self, Purpose};
 use crate::fs::{self, Sharing};
 
 /// A destination directory that was checked (see the module docs).
@@ -209,16 +210,13 @@ impl Destination {
         };
         let mut created = Vec::new();
         let result = create_missing(ancestor, parent, &mut created).and_then(|()| {
-            let prefix = format!(".{}.strata-tmp-", name.to_string_lossy());
-            let staging = fs::create_unique_dir(parent, &prefix, Sharing::Private.dir_mode())?;
-            let result = copy(&staging).and_then(|value| {
-                fs::rename_noreplace(&staging, &self.resolved)?;
-                Ok(value)
-            });
-            if result.is_err() {
-                discard(&staging);
-            }
-            result
+            let stem = name.to_string_lossy();
+            let staging =
+                temp::create_dir(parent, Purpose::Filling, &stem, Sharing::Private.dir_mode())?;
+            let value = copy(staging.path())?;
+            fs::rename_noreplace(staging.path(), &self.resolved)?;
+            let _renamed = staging.keep();
+            Ok(value)
         });
         if result.is_err() {
             for dir in created.iter().rev() {
@@ -232,23 +230,24 @@ impl Destination {
 
     fn fill_empty<T>(&self, copy: impl FnOnce(&Path) -> Result<T, Error>) -> Result<T, Error> {
         let staging =
-            fs::create_unique_dir(&self.resolved, ".strata-tmp-", Sharing::Private.dir_mode())?;
+            temp::create_dir(&self.resolved, Purpose::Filling, "", Sharing::Private.dir_mode())?;
         let mut moved = Vec::new();
-        let result = copy(&staging).and_then(|value| {
-            for entry in fs::read_dir(&staging)? {
+        let result = copy(staging.path()).and_then(|value| {
+            for entry in fs::read_dir(staging.path())? {
                 let Some(name) = entry.file_name() else { continue };
                 let target = self.resolved.join(name);
                 fs::rename_noreplace(&entry, &target)?;
                 moved.push(target);
             }
-            fs::remove_dir_if_empty(&staging)?;
+            fs::remove_dir_if_empty(staging.path())?;
             Ok(value)
         });
-        if result.is_err() {
-            for path in &moved {
-                discard(path);
+        match &result {
+            Ok(_) => {
+                let _emptied = staging.keep();
             }
-            discard(&staging);
+            // Dropping the staging directory removes it.
+            Err(_) => moved.iter().for_each(|path| discard(path)),
         }
         result
     }

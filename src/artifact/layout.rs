@@ -16,6 +16,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::content::temp::{Purpose, TempName};
+
 use super::identity::{ArtifactKey, ArtifactSpec, EnvDigest, KeyDigest, SpecDigest, Stage};
 
 /// The canonical root of an artifact store.
@@ -150,9 +152,10 @@ impl SlotPath {
     }
 }
 
-/// True if `name` is a staging directory name (`.<stage>.tmp-<16 hex>`).
+/// True if `name` is a staging directory name (`.<stage>.tmp-<16 hex>`,
+/// [`Purpose::Staging`]).
 pub fn is_staging_name(name: &str) -> bool {
-    name.starts_with('.') && name.contains(".tmp-")
+    TempName::parse(name).is_some_and(|t| t.purpose() == Purpose::Staging)
 }
 
 #[cfg(test)]
@@ -180,5 +183,7 @@ mod tests {
         );
         assert!(is_staging_name(".ready.tmp-0123456789abcdef"));
         assert!(!is_staging_name("ready"));
+        assert!(!is_staging_name(".ready.tmp-xyz"));
+        assert!(!is_staging_name(".ready.old-0123456789abcdef"));
     }
 }

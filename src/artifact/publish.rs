@@ -14,7 +14,8 @@
 //! 6. `renameat2(RENAME_NOREPLACE)` onto the slot (no fallback);
 //! 7. fsync the spec directory (a failure here is a warning: the slot exists).
 //!
-//! A failed publication drops its [`crate::fs::StagingDir`], which removes it.
+//! A failed publication drops its [`crate::fs::StagingDir`] (named by
+//! [`crate::content::temp`]), which removes it.
 
 use std::path::Path;
 
@@ -27,6 +28,7 @@ use super::manifest::{FileRecord, ManifestDigest, ManifestPayload};
 use super::store::Lookup;
 use super::verify;
 use crate::content;
+use crate::content::temp;
 use crate::fs::{self, Sharing};
 
 /// Publishes `files` of `private_dir` at `slot` (write order in the module docs). `Err` is
@@ -55,7 +57,7 @@ pub(super) fn publish(
         fs::fsync_dir(parent).map_err(|e| e.to_string())?;
         dir = parent.to_path_buf();
     }
-    let staging = fs::StagingDir::new_beside(&slot.dir(), Sharing::Private.dir_mode())
+    let staging = temp::staging_beside(&slot.dir(), Sharing::Private.dir_mode())
         .map_err(|e| e.to_string())?;
     copy_into(private_dir, staging.path(), files)?;
     // Every byte was hashed as it was copied (a second read would find the same page-cache

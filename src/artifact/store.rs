@@ -58,6 +58,7 @@ use super::manifest::{FileRecord, ManifestDigest};
 use super::publish::{self, Published};
 use super::verify::{self, Problem};
 use super::{BuilderError, Error};
+use crate::content::temp::{self, Purpose};
 use crate::digest::DigestAlgorithm;
 use crate::fs::{self, LockGuard, LockProgress, LockWait, Sharing};
 
@@ -597,8 +598,14 @@ impl ArtifactStore {
         };
         let private_root = check_private_root(&self.root, private_root)?;
         fs::create_dir_all(&private_root)?;
-        let dir =
-            fs::create_unique_dir(&private_root, "strata-build-", Sharing::Private.dir_mode())?;
+        // Kept: the caller owns the build directory (and an error names it).
+        let dir = temp::create_dir(
+            &private_root,
+            Purpose::Scratch,
+            "build",
+            Sharing::Private.dir_mode(),
+        )?
+        .keep();
         let (value, parents) =
             builder(&dir).map_err(|e| Error::Builder { source: Arc::from(e.into()) })?;
         let files = verify::inventory_build(&dir, self.digest)

@@ -19,6 +19,7 @@ use strata::artifact::{
     self, ArtifactBuild, ArtifactKey, ArtifactSpec, ArtifactStore, BuildKind, Destination,
     EnvironmentIdentity, Lookup, LookupStatus, Mode, Stage, StoreOptions, include,
 };
+use strata::content::temp::{self, Purpose};
 use strata::fs::{self, LockWait};
 use strata::l0::{self, PullOutcome, PushOutcome};
 use strata::transport::{TransportOptions, open_store};
@@ -355,35 +356,38 @@ fn recorded_paths(paths: &[OsString]) -> Vec<String> {
     paths.iter().map(|p| strata::fs::name::encode_os(p)).collect()
 }
 
-/// A private root for this invocation: the given one, or a fresh one under $TMPDIR that
-/// is removed on drop unless kept.
+/// A private root for this invocation: the given one, or a fresh `strata-artifact-<16 hex>`
+/// under $TMPDIR (a self-deleting [`fs::StagingDir`]) that is removed on drop unless kept.
 struct PrivateRoot {
     path: PathBuf,
-    temporary: bool,
+    temporary: Option<fs::StagingDir>,
     keep: bool,
 }
 
 impl PrivateRoot {
     fn new(given: Option<&Path>) -> Result<Self, Failure> {
         match given {
-            Some(p) => Ok(Self { path: p.to_path_buf(), temporary: false, keep: true }),
+            Some(p) => Ok(Self { path: p.to_path_buf(), temporary: None, keep: true }),
             None => {
-                let path = fs::create_unique_dir(&std::env::temp_dir(), "strata-artifact-", 0o700)?;
-                Ok(Self { path, temporary: true, keep: false })
+                let dir =
+                    temp::create_dir(&std::env::temp_dir(), Purpose::Scratch, "artifact", 0o700)?;
+                Ok(Self { path: dir.path().to_path_buf(), temporary: Some(dir), keep: false })
             }
         }
     }
 
     /// True if what is inside outlives this process (an explicit or kept private root).
     fn survives(&self) -> bool {
-        !self.temporary || self.keep
+        self.temporary.is_none() || self.keep
     }
 }
 
 impl Drop for PrivateRoot {
     fn drop(&mut self) {
-        if self.temporary && !self.keep {
-            let _ = fs::remove_tree(&self.path);
+        if self.keep
+            && let Some(dir) = self.temporary.take()
+        {
+            let _kept = dir.keep();
         }
     }
 }

@@ -12,14 +12,20 @@
 //! * [`verify`]: hashing the compared files in place ([`verify::check_files`]) and placing
 //!   verified copies ([`verify::place_tree`], one read per file);
 //! * [`memo`]: verification memos, so a tree whose files' stamps are unchanged since a full
-//!   check is not hashed again.
+//!   check is not hashed again;
+//! * [`layout`]: the L1 layout names under a cache root (`actions-v1/`, `.locks/`,
+//!   `.local/`, `.updated`), entry-path component encoding, the cache-root paths;
+//! * [`temp`]: the one spelling (and parser) of strata's temp and crash-leftover names,
+//!   and the one self-deleting staging directory made with it.
 //!
 //! It knows nothing of which cache uses it. Content digests are algorithm-tagged
 //! ([`crate::digest::ContentDigest`]); new records use [`DEFAULT_ALGORITHM`] unless the
 //! user chose SHA-256 (`--digest sha256` or `STRATA_DIGEST=sha256` on the command line).
 
+pub mod layout;
 pub mod memo;
 pub mod record;
+pub mod temp;
 pub mod tree;
 pub mod verify;
 

@@ -164,26 +164,6 @@ pub fn create_dir(path: &Path) -> Result<bool> {
     }
 }
 
-/// Creates a new directory `<parent>/<prefix><16 hex>` with permission bits `mode` and
-/// returns its path. The name is random; an existing name is never reused.
-///
-/// # Errors
-/// [`Error::Io`] with op "create directory" (the parent must exist).
-pub fn create_unique_dir(parent: &Path, prefix: &str, mode: u32) -> Result<PathBuf> {
-    for _ in 0..16 {
-        let path = parent.join(format!("{prefix}{:016x}", fastrand::u64(..)));
-        match fs::create_dir(&path) {
-            Ok(()) => {
-                set_mode(&path, mode)?;
-                return Ok(path);
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::io("create directory", path, e)),
-        }
-    }
-    Err(Error::io("create directory", parent, io::Error::other("no free name after 16 tries")))
-}
-
 /// Removes a file or symlink; a missing path is not an error.
 ///
 /// # Errors
@@ -357,22 +337,25 @@ pub fn open_append(path: &Path) -> Result<File> {
         .map_err(|e| Error::io("open for appending", path, e))
 }
 
-/// Creates an empty file `<parent>/.<name>.<label>-<random>` beside `dest` (mode 0600) and
-/// returns its path, which is deleted when the returned guard is dropped. Used for
-/// downloads and packs that must live on the destination's filesystem without ever being
-/// mistaken for data (dot-named, never packed).
+/// Creates the new file `path` with `mode` (before umask) and returns it open for writing
+/// with a guard that deletes it when dropped (unless kept); `None` if the name is taken.
+/// Used for downloads, packs and puts that must live on the destination's filesystem;
+/// `crate::content::temp` names them (dot-named, never packed).
 ///
 /// # Errors
-/// [`Error::Io`] with op "create temporary file in" naming the parent directory.
-pub fn temp_path_beside(dest: &Path, label: &str) -> Result<tempfile::TempPath> {
-    let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let file = tempfile::Builder::new()
-        .prefix(&format!(".{name}.{label}-"))
-        .permissions(fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io("create temporary file in", dir, e))?;
-    Ok(file.into_temp_path())
+/// [`Error::Io`] with op "create temporary file" naming `path`.
+pub fn temp_file_at(path: &Path, mode: u32) -> Result<Option<(File, tempfile::TempPath)>> {
+    match OpenOptions::new().write(true).create_new(true).mode(mode).open(path) {
+        Ok(file) => match tempfile::TempPath::try_from_path(path) {
+            Ok(guard) => Ok(Some((file, guard))),
+            Err(e) => {
+                let _ = fs::remove_file(path);
+                Err(Error::io("create temporary file", path, e))
+            }
+        },
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(Error::io("create temporary file", path, e)),
+    }
 }
 
 #[cfg(test)]

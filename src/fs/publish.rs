@@ -136,8 +136,9 @@ pub fn fsync_tree(root: &Path) -> Result<()> {
     fsync_dir(root)
 }
 
-/// A private staging directory beside its final destination, removed on drop unless
-/// published.
+/// A self-deleting directory: a private staging directory beside its final destination,
+/// removed on drop unless published or kept, or a private scratch directory. This is the
+/// one self-deleting directory type; `crate::content::temp` names and creates them.
 #[must_use = "a StagingDir is deleted when dropped"]
 #[derive(Debug)]
 pub struct StagingDir {
@@ -145,26 +146,22 @@ pub struct StagingDir {
 }
 
 impl StagingDir {
-    /// Creates `<parent>/.<name>.tmp-<16 hex>` with `mode`, where `dest = <parent>/<name>`.
-    /// The parent must exist.
+    /// Creates the directory `path` with permission bits `mode`; `None` if the name is
+    /// taken. The parent must exist. Names come from `crate::content::temp` (which also
+    /// offers `staging_beside`, the usual way to get one).
     ///
     /// # Errors
-    /// [`Error::Io`] naming the staging path.
-    pub fn new_beside(dest: &Path, mode: u32) -> Result<Self> {
-        let parent = dest.parent().unwrap_or(Path::new("."));
-        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        for _ in 0..16 {
-            let path = parent.join(format!(".{name}.tmp-{:016x}", fastrand::u64(..)));
-            match fs::create_dir(&path) {
-                Ok(()) => {
-                    super::set_mode(&path, mode)?;
-                    return Ok(Self { path: Some(path) });
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io("create staging directory", path, e)),
+    /// [`Error::Io`] naming `path`.
+    pub fn create(path: &Path, mode: u32) -> Result<Option<Self>> {
+        match fs::create_dir(path) {
+            Ok(()) => {
+                let dir = Self { path: Some(path.to_path_buf()) };
+                super::set_mode(path, mode)?;
+                Ok(Some(dir))
             }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(Error::io("create staging directory", path, e)),
         }
-        Err(Error::io("create staging directory", dest, io::Error::other("no free name")))
     }
 
     /// The staging directory.
@@ -225,7 +222,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("entry");
         fs::create_dir(&dest).unwrap();
-        let staging = StagingDir::new_beside(&dest, 0o755).unwrap();
+        let staging = StagingDir::create(&dir.path().join(".entry.tmp-1"), 0o755).unwrap().unwrap();
+        assert!(StagingDir::create(staging.path(), 0o755).unwrap().is_none(), "name taken");
         fs::write(staging.path().join("f"), b"x").unwrap();
         let staged_path = staging.path().to_path_buf();
         let (err, staging) = publish_dir(staging, &dest, true).unwrap_err();
@@ -234,7 +232,7 @@ mod tests {
         drop(staging);
         assert!(!staged_path.exists(), "staging dir must be removed on drop");
         fs::remove_dir(&dest).unwrap();
-        let staging = StagingDir::new_beside(&dest, 0o755).unwrap();
+        let staging = StagingDir::create(&dir.path().join(".entry.tmp-2"), 0o755).unwrap().unwrap();
         fs::write(staging.path().join("f"), b"y").unwrap();
         publish_dir(staging, &dest, true).unwrap();
         assert_eq!(fs::read(dest.join("f")).unwrap(), b"y");

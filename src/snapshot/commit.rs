@@ -54,6 +54,7 @@ use std::time::{Duration, SystemTime};
 
 use super::Error;
 use super::manifest::{MAX_SIDECAR_BYTES, load_sidecar};
+use crate::content::temp::{self, Purpose};
 use crate::digest::Sha256Digest;
 use crate::fs;
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
@@ -160,7 +161,7 @@ fn read_back(
     cache_dir: &Path,
     name: &ObjectKey,
 ) -> Result<Option<Vec<u8>>, Error> {
-    let temp = fs::temp_path_beside(cache_dir, "sidecar")?;
+    let temp = temp::temp_file_beside(cache_dir, Purpose::Sidecar)?;
     match store.get_to_file(name, &temp) {
         Ok((meta, _)) if meta.size_bytes > MAX_SIDECAR_BYTES => Ok(Some(Vec::new())),
         Ok(_) => Ok(Some(fs::read(&temp)?)),

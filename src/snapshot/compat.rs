@@ -31,10 +31,10 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::action::identity::tool::{resolve_tool, tool_version};
 use crate::digest::Sha256Digest;
 use crate::fs;
 use crate::record;
+use crate::toolchain::{resolve_tool, tool_version};
 
 /// The default CANN metadata file for a canonical architecture (`x64` → `x86_64-linux`,
 /// `arm64` → `aarch64-linux`), as the reference reads it.

@@ -3,6 +3,7 @@
 //! A restore or save works beside the cache directory `<parent>/<name>`:
 //! `<parent>/.<name>.download-<random>`, `.<name>.sidecar-<random>` and
 //! `.<name>.pack-<random>` temp files, and `.<name>.tmp-<16 hex>` staging directories
+//! (spelled by [`crate::content::temp`])
 //! (which also briefly hold the previous tree after a swap). A process that is killed
 //! leaves them behind; nothing ever reads them. [`remove_stale`] deletes the ones that
 //! have not been modified for [`STALE_AFTER`], at the start of the next restore or save of
@@ -16,36 +17,30 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use crate::content::temp::{Purpose, TempName};
 use crate::fs;
 
 /// How long a leftover must have been untouched before it is deleted.
 pub const STALE_AFTER: Duration = Duration::from_secs(60 * 60);
 
-/// Labels of the temp files placed beside a cache directory (then 6 random alphanumerics).
-const FILE_LABELS: [&str; 3] = ["download-", "sidecar-", "pack-"];
-
 /// What a leftover name says it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Leftover {
-    /// A temp file: `.<name>.<label><6 alphanumerics>`.
+    /// A temp file: `.<name>.download-`, `.sidecar-` or `.pack-<random>`.
     File,
     /// A staging directory: `.<name>.tmp-<16 hex>`.
     Dir,
 }
 
 /// What `file_name` is if it is exactly one of strata's leftover names for the cache
-/// directory named `name` (anything else, even similar, is left alone).
+/// directory named `name` ([`TempName`]; anything else, even similar, is left alone).
 fn is_leftover_of(file_name: &str, name: &str) -> Option<Leftover> {
-    let rest = file_name.strip_prefix('.')?.strip_prefix(name)?.strip_prefix('.')?;
-    if let Some(hex) = rest.strip_prefix("tmp-") {
-        return (hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then_some(Leftover::Dir);
+    let parsed = TempName::parse(file_name).filter(|t| t.stem() == Some(name))?;
+    match parsed.purpose() {
+        Purpose::Staging => Some(Leftover::Dir),
+        Purpose::Download | Purpose::Sidecar | Purpose::Pack => Some(Leftover::File),
+        _ => None,
     }
-    FILE_LABELS.iter().find_map(|label| {
-        let random = rest.strip_prefix(label)?;
-        (random.len() == 6 && random.bytes().all(|b| b.is_ascii_alphanumeric()))
-            .then_some(Leftover::File)
-    })
 }
 
 /// Deletes leftovers of `cache_dir` (absolute) older than `stale_after` as of `now`;
@@ -103,6 +98,9 @@ mod tests {
             ".cache.pack-xYz123",
             ".cache.sidecar-y00000",
             ".cache.tmp-0123456789abcdef",
+            // Names this release makes (16 hex digits instead of tempfile's 6).
+            ".cache.download-0123456789abcdef",
+            ".cache.pack-0123456789abcdef",
         ] {
             assert!(is_leftover_of(yes, "cache").is_some(), "{yes}");
         }
@@ -112,6 +110,7 @@ mod tests {
             ".cache.download-",
             ".cache.download-dir",
             ".cache.tmp-notahex",
+            ".cache.tmp-0123456789ABCDEF",
             ".cache.pack-x",
             ".other.download-abc",
             ".cache.old-0123456789abcdef",
@@ -146,5 +145,56 @@ mod tests {
         assert!(dir.path().join(".other.pack-abc").exists());
         assert!(cache.exists());
         assert_eq!(notes(&removed).len(), 2);
+    }
+
+    /// A leftover of every kind that can stand inside a cache directory (as this release
+    /// names it, and as the current release named it) is never packed; a similar name that
+    /// is not strata's is packed like any other.
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn every_leftover_kind_is_skipped_by_pack() {
+        use crate::snapshot::pack::{PackOptions, pack};
+        let src = tempfile::tempdir().unwrap();
+        let unit = src.path().join("actions-v1/third_party/zlib");
+        let artifacts = unit.join("k1/artifacts");
+        std::fs::create_dir_all(&artifacts).unwrap();
+        std::fs::write(artifacts.join("a.o"), b"a").unwrap();
+        let mut leftovers: Vec<String> = Purpose::ALL
+            .iter()
+            .filter(|p| **p != Purpose::Scratch)
+            .map(|p| TempName::new(*p, "k2").to_string())
+            .collect();
+        leftovers.extend(
+            [
+                ".strata-Ab12Cd.tmp",
+                ".strata-0123456789abcdef.tmp",
+                ".strata-tmp-0123456789abcdef",
+                ".k2.download-Ab12Cd",
+                ".k2.old-0123456789abcdef",
+            ]
+            .map(str::to_owned),
+        );
+        for name in &leftovers {
+            std::fs::create_dir_all(unit.join(name)).unwrap();
+            std::fs::write(unit.join(name).join("partial"), b"x").unwrap();
+            std::fs::write(artifacts.join(name), b"x").unwrap();
+        }
+        let similar = [".k3.tmp-xyz", ".k3.old-0123456789ABCDEF", ".x.strata-abc.tmp"];
+        for name in similar {
+            std::fs::write(artifacts.join(name), b"user").unwrap();
+        }
+        let work = tempfile::tempdir().unwrap();
+        let report = pack(src.path(), &work.path().join("o"), &PackOptions::new("k")).unwrap();
+        let mut packed: Vec<String> =
+            report.manifest.files.iter().map(|f| f.path.as_str().to_owned()).collect();
+        packed.extend(report.manifest.directories.iter().map(|d| d.as_str().to_owned()));
+        for name in &leftovers {
+            assert!(!packed.iter().any(|p| p.contains(name.as_str())), "{name} packed: {packed:?}");
+        }
+        for name in similar {
+            let path = format!("actions-v1/third_party/zlib/k1/artifacts/{name}");
+            assert!(packed.contains(&path), "{path} not packed: {packed:?}");
+        }
+        assert!(packed.contains(&"actions-v1/third_party/zlib/k1/artifacts/a.o".to_owned()));
     }
 }

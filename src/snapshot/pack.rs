@@ -43,7 +43,8 @@ use super::manifest::{
     FileRecord, MANIFEST_ENTRY, MANIFEST_SCHEMA, Producer, SnapshotManifest, SymlinkRecord,
 };
 use super::{CARRIED_DIR, Compression, Error, manifest};
-use crate::action::layout::is_inside_entry_artifacts;
+use crate::content::layout::is_inside_entry_artifacts;
+use crate::content::temp::is_leftover;
 use crate::digest::{Hasher, Sha256Digest};
 use crate::fs::{self, EntryKind, RelPath};
 use crate::tar_entry;
@@ -95,20 +96,6 @@ pub struct PackReport {
     pub object_sha256: Sha256Digest,
     /// Paths skipped, with the reason (special files).
     pub warnings: Vec<String>,
-}
-
-/// True for crash leftovers and temp files that are never packed (see the module docs).
-pub fn is_leftover(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix('.') else { return false };
-    for marker in [".tmp-", ".old-", ".trash-"] {
-        if let Some((_, suffix)) = rest.rsplit_once(marker)
-            && suffix.len() == 16
-            && suffix.bytes().all(|b| b.is_ascii_hexdigit())
-        {
-            return true;
-        }
-    }
-    (rest.starts_with("strata-") || rest.contains(".strata-")) && rest.ends_with(".tmp")
 }
 
 /// A writer that hashes and counts what passes through.
@@ -499,11 +486,18 @@ mod tests {
             format!(".ns.trash-{hex}"),
             ".strata-Ab12Cd.tmp".to_owned(),
             format!(".lib.so.strata-{hex}.tmp"),
+            format!(".out.strata-tmp-{hex}"),
         ] {
             assert!(is_leftover(&yes), "{yes}");
         }
-        for no in [".last-used", "manifest.json", ".hidden", "x.tmp-0123456789abcdef", ".a.tmp-xyz"]
-        {
+        for no in [
+            ".last-used",
+            "manifest.json",
+            ".hidden",
+            "x.tmp-0123456789abcdef",
+            ".a.tmp-xyz",
+            "strata-unit-0123456789abcdef",
+        ] {
             assert!(!is_leftover(no), "{no}");
         }
     }

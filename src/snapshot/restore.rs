@@ -63,10 +63,10 @@ use super::leftovers::{self, STALE_AFTER};
 pub use super::lookup::MAX_FUTURE;
 use super::lookup::{Candidate, candidates, prefixes};
 use super::manifest::{MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, Sidecar, now_rfc3339, seal};
-use super::pack::is_leftover;
 use super::unpack::{UnpackLimits, UnpackReport, unpack_from};
-use super::{CARRIED_DIR, Error, SnapshotKey, manifest};
-use crate::action::CacheRoot;
+use super::{Error, SnapshotKey, manifest};
+use crate::content::layout::{self, CacheRoot};
+use crate::content::temp::{self, Purpose, is_leftover};
 use crate::digest::Sha256Digest;
 use crate::fs::{self, StagingDir};
 use crate::transport::{ObjectKey, ObjectStore};
@@ -176,7 +176,7 @@ pub(crate) fn resolve_cache_dir(given: &Path) -> Result<PathBuf, Error> {
 
 /// The names a cache directory may hold (besides crash leftovers, [`is_leftover`]): what
 /// the engine and restore create at the cache root.
-pub const OWN_NAMES: [&str; 4] = [CARRIED_DIR, ".locks", ".local", ".updated"];
+pub const OWN_NAMES: [&str; 4] = layout::ROOT_NAMES;
 
 /// Refuses a cache directory that a restore must not replace (see the module docs).
 /// `cache_dir` is resolved (absolute, symlinks resolved); `protected` are directories that
@@ -329,7 +329,7 @@ fn swap_into_place(staging: StagingDir, cache_dir: &Path) -> Result<Option<Strin
                 // The staging path now holds the old tree.
                 return Ok(discard_old_tree(&staging.keep()));
             }
-            let aside = StagingDir::new_beside(cache_dir, 0o700)?;
+            let aside = temp::staging_beside(cache_dir, 0o700)?;
             let aside_path = aside.path().to_path_buf();
             fs::remove_tree(&aside_path)?;
             fs::rename(cache_dir, &aside_path)?;
@@ -457,7 +457,7 @@ fn restore_candidate(
     found: &Candidate,
     report: &mut RestoreReport,
 ) -> Result<Restored, Error> {
-    let sidecar_temp = fs::temp_path_beside(cache_dir, "sidecar")?;
+    let sidecar_temp = temp::temp_file_beside(cache_dir, Purpose::Sidecar)?;
     let (sidecar, _) = read_sidecar(request.store, found, &sidecar_temp)?;
     drop(sidecar_temp);
     if report.matched_key.as_deref() == Some(found.key.as_str()) {
@@ -483,7 +483,7 @@ fn restore_candidate(
         ));
     }
 
-    let staging = StagingDir::new_beside(cache_dir, 0o755)?;
+    let staging = temp::staging_beside(cache_dir, 0o755)?;
     let limits = UnpackLimits {
         max_entries: sidecar.entry_count,
         max_file_bytes: sidecar.file_bytes,
@@ -491,7 +491,7 @@ fn restore_candidate(
         key: Some(found.key.clone()),
         compression: Some(sidecar.format),
     };
-    let download = fs::temp_path_beside(cache_dir, "download")?;
+    let download = temp::temp_file_beside(cache_dir, Purpose::Download)?;
     let streamed = download_and_unpack(request.store, &object, &download, |input| {
         unpack_from(input, staging.path(), &limits, &found.key)
     });
@@ -519,7 +519,7 @@ fn restore_candidate(
         manifest_digest: unpacked.manifest_digest.clone(),
         restored_at: now_rfc3339(),
     };
-    let local = fs::create_dir_all_within(staging.path(), Path::new(".local"), 0o755)?;
+    let local = fs::create_dir_all_within(staging.path(), Path::new(layout::LOCAL_DIR), 0o755)?;
     let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
     fs::write_new(&local.join(ORIGIN_FILE), &envelope.to_bytes(), 0o644)?;
     // One sync of the whole tree (not one fsync per file) before the swap: after a power
@@ -590,7 +590,7 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
     check_target(&cache_dir, &protected_dirs())?;
     let prefixes = prefixes(&request.key, &request.restore_prefixes)?;
     if request.mode == LookupMode::Restore {
-        fs::remove_file(&cache_dir.join(".updated"))?;
+        fs::remove_file(&cache_dir.join(layout::UPDATED_MARKER))?;
         let removed = leftovers::remove_stale(&cache_dir, SystemTime::now(), STALE_AFTER);
         report.notes.extend(leftovers::notes(&removed));
     }
@@ -653,7 +653,7 @@ pub const ORIGIN_FILE: &str = "snapshot-origin.json";
 /// The manifest digest of the snapshot the cache at `cache_dir` was restored from, if its
 /// origin record exists and verifies.
 pub fn origin_parent(cache_dir: &Path) -> Option<String> {
-    let bytes = fs::read(&cache_dir.join(".local").join(ORIGIN_FILE)).ok()?;
+    let bytes = fs::read(&cache_dir.join(layout::LOCAL_DIR).join(ORIGIN_FILE)).ok()?;
     let (_, origin): (_, Origin) = manifest::load(&bytes, &ORIGIN_SCHEMA, "origin").ok()?;
     Some(origin.manifest_digest)
 }

@@ -40,6 +40,7 @@ use super::manifest::{Producer, SIDECAR_SCHEMA, Sidecar, seal};
 use super::pack::{PackOptions, pack};
 use super::restore::{object_key, origin_parent, resolve_cache_dir};
 use super::{CARRIED_DIR, Compression, Error};
+use crate::content::temp::{self, Purpose};
 use crate::fs;
 use crate::transport::{ObjectStore, StoreUrl};
 
@@ -237,7 +238,8 @@ pub fn local_gate(
     if fs::symlink_metadata_opt(&cache_dir.join(CARRIED_DIR))?.is_some_and(|m| !m.is_dir()) {
         return Ok(Some(SkipReason::SymlinkedLayout));
     }
-    if fs::symlink_metadata_opt(&cache_dir.join(".updated"))?.is_none() {
+    if fs::symlink_metadata_opt(&cache_dir.join(crate::content::layout::UPDATED_MARKER))?.is_none()
+    {
         return Ok(Some(SkipReason::NotUpdated));
     }
     if !writer_credentials {
@@ -302,7 +304,7 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let stale = leftovers::remove_stale(&cache_dir, std::time::SystemTime::now(), STALE_AFTER);
     notes.extend(leftovers::notes(&stale));
     let parents: Vec<String> = origin_parent(&cache_dir).into_iter().collect();
-    let temp = fs::temp_path_beside(&cache_dir, "pack")?;
+    let temp = temp::temp_file_beside(&cache_dir, Purpose::Pack)?;
     let options = PackOptions {
         compression: request.compression,
         level: request.level,

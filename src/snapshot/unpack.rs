@@ -56,7 +56,8 @@ use super::manifest::{
 };
 use super::writer::{FeedError, WriteError, WriterPool};
 use super::{CARRIED_DIR, Compression, Error, manifest};
-use crate::action::layout::is_inside_entry_artifacts;
+use crate::content::layout::is_inside_entry_artifacts;
+use crate::content::temp;
 use crate::fs::{self, RelPath};
 
 const BUF_BYTES: usize = 1024 * 1024;
@@ -547,7 +548,7 @@ pub fn unpack_into_new(object: &Path, dest: &Path) -> Result<UnpackReport, Error
     if let Some(parent) = dest.parent() {
         fs::create_dir_all(parent)?;
     }
-    let staging = fs::StagingDir::new_beside(&dest, 0o755)?;
+    let staging = temp::staging_beside(&dest, 0o755)?;
     let limits =
         UnpackLimits { max_entries: u64::MAX, max_file_bytes: u64::MAX, ..UnpackLimits::default() };
     let label = object.display().to_string();

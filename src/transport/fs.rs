@@ -14,7 +14,6 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
@@ -22,10 +21,9 @@ use super::{
     DownloadProgress, Error, NoProgress, ObjectKey, ObjectMeta, ObjectStore, PutOutcome,
     TransferStats,
 };
+use crate::content::temp::{self, Purpose, TempName};
 use crate::fs as localfs;
 
-const TEMP_PREFIX: &str = ".strata-";
-const TEMP_SUFFIX: &str = ".tmp";
 const COPY_BUF_BYTES: usize = 256 * 1024;
 
 /// A store in a local directory. See the module docs for the layout.
@@ -84,10 +82,12 @@ fn copy_stream(
     }
 }
 
+/// A put's temp file ([`Purpose::Placement`], `.strata-<random>.tmp`): never an object.
 fn is_temp_name(path: &Path) -> bool {
     path.file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(TEMP_PREFIX) && n.ends_with(TEMP_SUFFIX))
+        .and_then(TempName::parse)
+        .is_some_and(|t| t.purpose() == Purpose::Placement)
 }
 
 impl ObjectStore for FsStore {
@@ -158,16 +158,11 @@ impl ObjectStore for FsStore {
             _ => self.root.clone(),
         };
         let mut input = localfs::open(src)?;
-        let mut temp = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .suffix(TEMP_SUFFIX)
-            .permissions(std::fs::Permissions::from_mode(0o644))
-            .tempfile_in(&dir)
-            .map_err(|e| localfs::Error::io("create temporary file in", &dir, e))?;
-        let temp_path = temp.path().to_path_buf();
-        let bytes = copy_stream(&mut input, src, temp.as_file_mut(), &temp_path, &NoProgress)?;
-        localfs::sync_file(temp.as_file(), &temp_path)?;
-        let temp = temp.into_temp_path();
+        let (mut file, temp) = temp::create_file(&dir, Purpose::Placement, "", 0o644)?;
+        let temp_path = temp.to_path_buf();
+        let bytes = copy_stream(&mut input, src, &mut file, &temp_path, &NoProgress)?;
+        localfs::sync_file(&file, &temp_path)?;
+        drop(file);
         match localfs::rename_noreplace(&temp, &dest) {
             Ok(()) => {
                 // The name now belongs to the published object: do not delete it on drop.
@@ -236,8 +231,11 @@ mod tests {
 
     #[test]
     fn temp_names_are_recognised() {
-        assert!(is_temp_name(Path::new("/x/.strata-abc.tmp")));
-        assert!(!is_temp_name(Path::new("/x/strata-abc.tmp")));
-        assert!(!is_temp_name(Path::new("/x/.strata-abc")));
+        // Written by the current release (tempfile) and by this one (TempName).
+        assert!(is_temp_name(Path::new("/x/.strata-Ab12Cd.tmp")));
+        assert!(is_temp_name(Path::new("/x/.strata-0123456789abcdef.tmp")));
+        assert!(!is_temp_name(Path::new("/x/strata-Ab12Cd.tmp")));
+        assert!(!is_temp_name(Path::new("/x/.strata-Ab12Cd")));
+        assert!(!is_temp_name(Path::new("/x/.strata-abc.tmp")));
     }
 }

@@ -23,9 +23,9 @@
 use std::path::{Path, PathBuf};
 
 use super::records::Records;
-use super::tool::{resolve_tool, tool_version};
 use crate::action::Error;
 use crate::fs;
+use crate::toolchain::{resolve_tool, tool_version};
 
 /// Compiler environment profile (`--environment-profile`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +93,7 @@ pub struct EnvironmentInputs<'a> {
 /// Computes the environment records.
 ///
 /// # Errors
-/// [`Error::EnvironmentFileMissing`], [`Error::ToolNotFound`], [`Error::ToolVersion`], I/O.
+/// [`Error::EnvironmentFileMissing`], [`Error::ToolNotFound`], [`Error::Toolchain`], I/O.
 pub fn environment_records(inputs: &EnvironmentInputs<'_>) -> Result<Records, Error> {
     let mut records = Records::new();
     records.push("profile", inputs.profile.as_str());

@@ -25,7 +25,6 @@ pub mod operator;
 pub mod prepared;
 pub mod recipe;
 pub mod records;
-pub mod tool;
 pub mod wrapper;
 
 use std::fmt;

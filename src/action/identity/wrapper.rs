@@ -32,7 +32,7 @@
 //! not look like one (`mycc`) is found only through `--environment-tool`. Candidates are looked up on the build's `PATH`,
 //! not on `sudo`'s `secure_path` or inside a `chroot`.
 
-use super::tool::looks_like_compiler;
+use crate::toolchain::looks_like_compiler;
 
 /// How one wrapper program reads its command line. Options not listed make parsing
 /// uncertain (fail closed).

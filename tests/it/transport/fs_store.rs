@@ -87,8 +87,11 @@ fn transport_fs_list_filters_by_prefix() {
     for name in ["a/b/1", "a/b/2", "a/bc/1", "a/c/1", "ab/1", "z"] {
         store.put_file_if_absent(&key(name), &src).unwrap();
     }
-    // A stray temp file (a crashed writer) is never listed.
-    std::fs::write(work.path().join("store/a/b/.strata-crash.tmp"), b"partial").unwrap();
+    // A stray temp file (a crashed writer: this release's name and the 6-character one
+    // earlier releases left) is never listed.
+    for stray in [".strata-0123456789abcdef.tmp", ".strata-Cr4sh1.tmp"] {
+        std::fs::write(work.path().join("store/a/b").join(stray), b"partial").unwrap();
+    }
     let keys = |prefix: &str| -> Vec<String> {
         store.list(prefix).unwrap().into_iter().map(|m| m.key.to_string()).collect()
     };

@@ -1,4 +1,4 @@
-//! Tool identity: a compiler's `--version` output, memoised so a HIT spawns no compiler.
+//! Version identity: a compiler's `--version` output, memoised so a HIT spawns no compiler.
 //!
 //! A tool is resolved like `which` (a value containing `/` is used as a path after `~`
 //! expansion; otherwise `PATH` is searched for an executable file) and canonicalised
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::Error;
+use super::Error;
 use crate::digest::Sha256Digest;
 use crate::fs;
 use crate::record::{self, Envelope, Schema};
@@ -74,7 +74,7 @@ const COMPILER_NAMES: &[&str] = &[
 /// Compiler wrappers: as the target of a compiler symlink (`/usr/lib/ccache/gcc` →
 /// `/usr/bin/ccache`) they run the next compiler of that name on `PATH`, which is the
 /// toolchain: identity looks through them. (As a command's program, `ccache gcc …`, see
-/// [`super::wrapper`].)
+/// `crate::action::identity::wrapper`.)
 const WRAPPERS: &[&str] = &["ccache", "sccache", "distcc", "icecc", "buildcache"];
 
 fn basename(path: &str) -> &str {
