@@ -11,6 +11,10 @@
 //!   prune (`.<hash>.trash-<hex>`) beside the namespaces of an operator. The inside of an
 //!   entry is never looked at: artifact names are the build's, whatever they look like.
 //!
+//! * Remove verification memos (`.local/verify-memo/`) whose entry no longer exists (pruned,
+//!   replaced, removed by hand or by a snapshot restore), and memos that do not load or sit
+//!   under another entry's name: they vouch for nothing.
+//!
 //! Safety: an entry is removed only while its entry lock is held (taken without waiting;
 //! a busy lock means the entry is in use, and its whole namespace is kept this time). A
 //! leftover is removed only if the entry lock of the key it belongs to is free. Namespaces
@@ -29,8 +33,9 @@ use serde::Serialize;
 
 use crate::action::layout::CacheRoot;
 use crate::action::{Domain, Error};
+use crate::content::VerifyMemo;
 use crate::content::temp::{Purpose, TempName};
-use crate::fs::{self, LockGuard, LockWait};
+use crate::fs::{self, LockGuard, LockWait, RelPath};
 
 /// Default number of operator-text versions kept per SoC/operator.
 pub const DEFAULT_MAX_OPERATOR_VERSIONS: i64 = 2;
@@ -41,7 +46,7 @@ pub struct Removal {
     /// The removed directory.
     #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub path: PathBuf,
-    /// `operator_version`, `staging_leftover`, `replaced_entry` or `trash`.
+    /// `operator_version`, `staging_leftover`, `replaced_entry`, `trash` or `verify_memo`.
     pub kind: &'static str,
     /// Bytes of regular files under it.
     pub bytes: u64,
@@ -87,8 +92,10 @@ pub fn prune(cache_root: &Path, max_operator_versions: i64, dry_run: bool) -> Pr
         }
     }
     leftovers(&cache, dry_run, &mut report);
+    stale_memos(&cache, dry_run, &mut report);
+    // Memos are machine-local and never packed: removing one does not change a snapshot.
     if !dry_run
-        && !report.removed.is_empty()
+        && report.removed.iter().any(|r| r.kind != "verify_memo")
         && let Err(e) = fs::touch(&cache.updated_marker())
     {
         report.warnings.push(e.to_string());
@@ -270,6 +277,41 @@ fn leftovers_in(cache: &CacheRoot, dir: &Path, dry_run: bool, report: &mut Prune
         }
         drop(guard);
         report.removed.push(Removal { path: child, kind, bytes });
+    }
+}
+
+/// Removes the memos in `.local/verify-memo/` that vouch for nothing: unreadable or invalid
+/// ones, ones stored under another entry's name, and ones whose entry (a directory with a
+/// `manifest.json`) no longer exists. Losing a memo only costs one full verification.
+fn stale_memos(cache: &CacheRoot, dry_run: bool, report: &mut PruneReport) {
+    let dir = cache.local_dir().join("verify-memo");
+    let files = match fs::read_dir(&dir) {
+        Ok(files) => files,
+        Err(e) if e.is_not_found() => return,
+        Err(e) => {
+            report.warnings.push(e.to_string());
+            return;
+        }
+    };
+    for path in files {
+        if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let live = VerifyMemo::subject_at(&path).is_some_and(|rel| {
+            cache.verify_memo(&rel) == path
+                && RelPath::new(rel.as_str()).is_ok()
+                && fs::symlink_metadata(&cache.actions_dir().join(&rel).join("manifest.json"))
+                    .is_ok_and(|m| m.is_file())
+        });
+        if live {
+            continue;
+        }
+        let bytes = fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if !dry_run && let Err(e) = fs::remove_file(&path) {
+            report.warnings.push(e.to_string());
+            continue;
+        }
+        report.removed.push(Removal { path, kind: "verify_memo", bytes });
     }
 }
 

@@ -124,6 +124,13 @@ impl VerifyMemo {
         memo
     }
 
+    /// The subject of the memo stored at `path`, or `None` if it is missing, unreadable,
+    /// oversized or not a valid memo record (such a memo vouches for nothing).
+    pub fn subject_at(path: &Path) -> Option<String> {
+        let bytes = fs::read_capped_nofollow(path, MAX_MEMO_BYTES).ok()??;
+        record::load_as::<MemoRecord>(&bytes, &VERIFY_MEMO_SCHEMA).ok().map(|(_, r)| r.subject)
+    }
+
     /// True if `rel` was verified to have `digest` while it had exactly `stamp`.
     pub fn vouches(&self, rel: &RelPath, stamp: &FileStamp, digest: &ContentDigest) -> bool {
         self.files.get(rel).is_some_and(|(s, d)| s == stamp && d == digest)

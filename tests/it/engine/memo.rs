@@ -201,3 +201,49 @@ fn engine_memo_that_cannot_be_written_never_fails_a_hit() {
     }
     assert_eq!(std::fs::read(f.memo_dir()).unwrap(), b"in the way");
 }
+
+/// `action prune` removes the memos that vouch for nothing (their entry is gone, or they
+/// do not load, or they sit under another entry's name) and keeps the live one; a memo
+/// removal alone does not touch `.updated` (memos are never packed).
+#[test]
+fn engine_memo_prune_removes_memos_of_vanished_entries_only() {
+    let f = Fixture::new();
+    let key = f.ctx.run(&f.action).expect(&["MISS", "SAVED"]).key();
+    age();
+    assert_eq!(f.run_clean(&["HIT"]), Some((TOTAL, 0)));
+    let [live] = f.memo_files().try_into().unwrap();
+    let good = std::fs::read(&live).unwrap();
+    // Another memo under a name no entry has (a vanished entry's), and a damaged one.
+    let vanished = f.memo_dir().join(format!("{}.json", "e".repeat(64)));
+    std::fs::write(&vanished, &good).unwrap();
+    let damaged = f.memo_dir().join(format!("{}.json", "d".repeat(64)));
+    std::fs::write(&damaged, b"{}").unwrap();
+    let updated = f.ctx.cache.join(".updated");
+    let before = std::fs::metadata(&updated).unwrap().modified().unwrap();
+
+    let dry = f.ctx.prune(&["--dry-run", "--json"]);
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert_eq!(f.memo_files().len(), 3, "a dry run removes nothing");
+    let r = f.ctx.prune(&["--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let report: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let mut removed: Vec<String> = report["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["kind"] == "verify_memo")
+        .map(|x| x["path"].as_str().unwrap().to_owned())
+        .collect();
+    removed.sort();
+    let mut want = vec![damaged.display().to_string(), vanished.display().to_string()];
+    want.sort();
+    assert_eq!(removed, want);
+    assert_eq!(f.memo_files(), vec![live.clone()], "the live memo stays");
+    assert_eq!(std::fs::metadata(&updated).unwrap().modified().unwrap(), before);
+    assert_eq!(f.run_clean(&["HIT"]), Some((0, 2)), "the kept memo is still used");
+
+    // Once the entry itself is gone, its memo goes too.
+    std::fs::remove_dir_all(f.entry(&key)).unwrap();
+    assert_eq!(f.ctx.prune(&[]).code, 0);
+    assert!(f.memo_files().is_empty());
+}
