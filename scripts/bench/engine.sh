@@ -20,6 +20,8 @@ what=("$@")
 [ ${#what[@]} -gt 0 ] || what=(hit miss hash rss)
 
 . "$repo/scripts/prereqs.sh"
+. "$repo/scripts/bench/lib.sh"
+bench_cpu
 prereqs_debian hyperfine ccache g++ openssl time
 cargo build --release --locked --manifest-path "$repo/Cargo.toml" --bin strata 2>&1 | tail -n 1
 S="$repo/target/release/strata"

@@ -20,8 +20,7 @@ mib=${2:-300}
 before=${3:-}
 
 strata=$(bench_strata)
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores," \
-  "sha_ni: $(grep -q -w sha_ni /proc/cpuinfo && echo yes || echo no)"
+bench_cpu
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-l1-hit-XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -3,6 +3,13 @@
 
 bench_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
+# Prints the CPU model, core count and whether the CPU has SHA extensions (sha_ni): targets
+# must hold on both kinds of machine (BENCHMARKING.md), so every benchmark says which it ran on.
+bench_cpu() {
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores," \
+    "sha_ni: $(grep -q -w sha_ni /proc/cpuinfo && echo yes || echo no)"
+}
+
 # Builds strata in release mode and prints the binary path.
 bench_strata() {
   cargo build --release --locked --quiet --manifest-path "$bench_repo/Cargo.toml" --bin strata >&2

@@ -7,6 +7,7 @@
 # The cache holds 64 files of 16 MiB of random data (the object is ~1 GiB).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_cpu
 work=${BENCH_DIR:-${TMPDIR:-/tmp}/strata-bench-rss}
 strata=$(bench_strata)
 [ -x /usr/bin/time ] || { echo "needs GNU time (apt-get install time)" >&2; exit 1; }

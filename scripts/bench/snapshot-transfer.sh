@@ -13,6 +13,7 @@
 # addressing, 8 MiB parts and their default concurrency (strata 8, aws 10).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_cpu
 runs=${1:-5}
 work=${BENCH_DIR:-${TMPDIR:-/tmp}/strata-bench-transfer}
 strata=$(bench_strata)
