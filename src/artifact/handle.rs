@@ -27,14 +27,13 @@ use crate::content::VerifyMemo;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rayon::prelude::*;
-
 use super::Error;
 use super::destination::Destination;
 use super::identity::{ArtifactKey, ArtifactSpec};
 use super::layout::{SlotPath, StoreRoot};
 use super::manifest::{ManifestDigest, ManifestPayload};
 use super::verify::{self, Memo, Problem, Verified};
+use crate::content;
 use crate::fs::{self, Sharing};
 
 /// A published slot that verified against its key and spec.
@@ -230,47 +229,20 @@ impl ArtifactHandle {
     }
 
     /// Copies every payload file into `dest` (an empty directory), checking each one
-    /// against the manifest. Returns the number of files and bytes.
+    /// against the manifest (the content layer's [`content::verify::copy_files`]). Returns
+    /// the number of files and bytes.
     fn copy_payload(&self, dest: &Path) -> Result<(usize, u64), Error> {
         let files = &self.inner.manifest.files;
-        for file in files {
-            if let Some(parent) = file.path.parent() {
-                fs::create_dir_all_within(
-                    dest,
-                    &parent.to_relative_path(),
-                    Sharing::Private.dir_mode(),
-                )?;
-            }
-        }
-        let src_dir = self.inner.slot.dir();
-        let results: Vec<Result<u64, Error>> = files
-            .par_iter()
-            .map(|file| {
-                let src = file.path.to_path(&src_dir);
-                let target = file.path.to_path(dest);
-                let mode = Sharing::Private.file_mode(file.executable);
-                let algorithm = file.digest.algorithm();
-                let (digest, size) = fs::copy_new_file(&src, &target, mode, false, algorithm)
-                    .map_err(|e| match verify::classify(&e) {
-                        Problem::Storage(_) => Error::from(e),
-                        other => Error::Corrupt { path: src.clone(), reason: other.reason() },
-                    })?;
-                if digest != file.digest || size != file.size_bytes {
-                    return Err(Error::Corrupt {
-                        path: src,
-                        reason: format!(
-                            "copied bytes have digest {digest} ({size} bytes), the manifest records {} ({} bytes)",
-                            file.digest, file.size_bytes
-                        ),
-                    });
+        let modes = content::verify::Modes::of(Sharing::Private);
+        let bytes = content::verify::copy_files(&self.inner.slot.dir(), files, dest, modes)
+            .map_err(|e| match (verify::classify(&e), &e) {
+                (Problem::Storage(_), _) => Error::from(e),
+                (other, fs::Error::DigestMismatch { path, .. })
+                | (other, fs::Error::ChangedWhileReading { path }) => {
+                    Error::Corrupt { path: path.clone(), reason: other.reason() }
                 }
-                Ok(size)
-            })
-            .collect();
-        let mut bytes = 0;
-        for r in results {
-            bytes += r?;
-        }
+                (other, _) => Error::Corrupt { path: self.dir(), reason: other.reason() },
+            })?;
         Ok((files.len(), bytes))
     }
 }

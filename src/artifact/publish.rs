@@ -19,8 +19,6 @@
 
 use std::path::Path;
 
-use rayon::prelude::*;
-
 use super::handle::ArtifactHandle;
 use super::identity::{ArtifactKey, ArtifactSpec, MANIFEST_NAME};
 use super::layout::{Bucket, SlotPath, StoreRoot};
@@ -104,26 +102,11 @@ pub(super) enum Published {
 
 /// Copies `files` from `src` into `dest` (a fresh staging directory), comparing digests.
 pub(super) fn copy_into(src: &Path, dest: &Path, files: &[FileRecord]) -> Result<(), String> {
-    for file in files {
-        if let Some(parent) = file.path.parent() {
-            fs::create_dir_all_within(
-                dest,
-                &parent.to_relative_path(),
-                Sharing::Private.dir_mode(),
-            )
-            .map_err(|e| e.to_string())?;
+    let modes = content::verify::Modes::of(Sharing::Private);
+    content::verify::copy_files(src, files, dest, modes).map(drop).map_err(|e| match e {
+        fs::Error::DigestMismatch { path, .. } | fs::Error::ChangedWhileReading { path } => {
+            format!("{} changed while copying to publication staging", path.display())
         }
-    }
-    files.par_iter().try_for_each(|file| {
-        let from = file.path.to_path(src);
-        let to = file.path.to_path(dest);
-        let mode = Sharing::Private.file_mode(file.executable);
-        let algorithm = file.digest.algorithm();
-        let (digest, size) =
-            fs::copy_new_file(&from, &to, mode, false, algorithm).map_err(|e| e.to_string())?;
-        if digest != file.digest || size != file.size_bytes {
-            return Err(format!("{} changed while copying to publication staging", from.display()));
-        }
-        Ok(())
+        other => other.to_string(),
     })
 }

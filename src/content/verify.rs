@@ -199,6 +199,38 @@ pub fn place_tree(
     Ok(checked)
 }
 
+/// Copies the files `files` (paths relative to `src_root`) into new files under `dest_root`
+/// (an empty directory): parent directories first (mode `modes.dir`, never through a
+/// symlink), then every file in parallel with [`copy_in`] (mode from its owner-exec bit),
+/// each hashed while copied and compared with its record. Returns the bytes copied.
+///
+/// # Errors
+/// As [`copy_in`], naming the source file; the first error stops the copy (the caller
+/// discards `dest_root`).
+pub fn copy_files(
+    src_root: &Path,
+    files: &[FileRecord],
+    dest_root: &Path,
+    modes: Modes,
+) -> Result<u64, fs::Error> {
+    for file in files {
+        if let Some(parent) = file.path.parent() {
+            fs::create_dir_all_within(dest_root, &parent.to_relative_path(), modes.dir)?;
+        }
+    }
+    let results = crate::parallel::map(files, |file| {
+        let mode = if file.executable { modes.executable } else { modes.file };
+        let src = file.path.to_path(src_root);
+        let size = copy_in(&src, &file.path.to_path(dest_root), &file.digest, mode)?;
+        if size != file.size_bytes {
+            let actual = file.digest;
+            return Err(fs::Error::DigestMismatch { path: src, expected: file.digest, actual });
+        }
+        Ok(size)
+    });
+    results.into_iter().sum()
+}
+
 /// Copies the regular file `src` into the new file `dest` (which must not exist; its parent
 /// must) while hashing under `expected`'s algorithm, and fails unless the bytes match
 /// `expected`. `src` is opened with `O_NOFOLLOW` and must not change while
