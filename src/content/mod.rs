@@ -11,6 +11,8 @@
 //!   real tree with a manifest before any hashing ([`tree::compare`]);
 //! * [`verify`]: hashing the compared files in place ([`verify::check_files`]) and placing
 //!   verified copies ([`verify::place_tree`], one read per file);
+//! * [`codec`]: the one verified tar + zstd codec (writer and reader) of snapshots and L0
+//!   archives;
 //! * [`memo`]: verification memos, so a tree whose files' stamps are unchanged since a full
 //!   check is not hashed again.
 //!
@@ -18,6 +20,7 @@
 //! ([`crate::digest::ContentDigest`]); new records use [`DEFAULT_ALGORITHM`] unless the
 //! user chose SHA-256 (`--digest sha256` or `STRATA_DIGEST=sha256` on the command line).
 
+pub mod codec;
 pub mod memo;
 pub mod record;
 pub mod tree;
