@@ -15,6 +15,7 @@ set -euo pipefail
 runs=${1:-5}
 work=${BENCH_DIR:-${TMPDIR:-/tmp}/strata-bench-pack}
 strata=$(bench_strata)
+bench_cpu
 command -v zstd >/dev/null || { echo "needs zstd (apt-get install zstd)" >&2; exit 1; }
 
 rm -rf "$work"; mkdir -p "$work/cache/actions-v1" "$work/out"
@@ -44,7 +45,9 @@ for ((r = 1; r <= runs; r++)); do
   bench_warm "$work/cache"; s3+=" $(bench_time pack_strata --level 3)"
 done
 pack_strata >/dev/null 2>&1
-echo "sizes: strata level 1 $(stat -c %s "$work/out/strata.tzst") B, zstd -3 $(stat -c %s "$work/out/peer.tzst") B"
+strata_size=$(stat -c %s "$work/out/strata.tzst"); peer_size=$(stat -c %s "$work/out/peer.tzst")
+echo "sizes: strata level 1 $strata_size B, zstd -3 $peer_size B, ratio strata/zstd-3 =" \
+  "$(awk -v s="$strata_size" -v p="$peer_size" 'BEGIN { printf "%.3f", s / p }')"
 bench_report "pack (strata zstd-1 vs tar|zstd -3)" "$s" "$p"
 bench_report "pack (strata zstd-3 vs tar|zstd -3)" "$s3" "$p"
 

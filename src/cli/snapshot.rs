@@ -50,6 +50,8 @@ pub(crate) enum SnapshotCommand {
 
 #[derive(Debug, Args)]
 pub(crate) struct PackArgs {
+    #[command(flatten)]
+    digest: super::DigestArgs,
     /// Cache directory whose actions-v1/ is packed.
     #[arg(long, value_name = "DIR")]
     cache_dir: PathBuf,
@@ -186,6 +188,8 @@ pub(crate) struct RestoreArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct SaveArgs {
+    #[command(flatten)]
+    digest: super::DigestArgs,
     /// Cache directory to save [env: STRATA_CACHE_ROOT].
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
@@ -736,6 +740,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         store: store.as_ref(),
         cache_dir: literal_dir.clone(),
         key: Some(args.key.clone()),
+        digest: args.digest.digest,
         writer_credentials,
         compression: args.compression,
         level,
@@ -893,6 +898,7 @@ fn check_level(compression: Compression, level: Option<i32>) -> Result<i32, Fail
 fn pack(args: PackArgs) -> Result<i32, Failure> {
     let level = check_level(args.compression, args.level)?;
     let options = snapshot::pack::PackOptions {
+        digest: args.digest.digest,
         compression: args.compression,
         level,
         threads: args.threads,
@@ -907,9 +913,9 @@ fn pack(args: PackArgs) -> Result<i32, Failure> {
         print_json(&json!({
             "output": strata::fs::name::display_text(&args.output),
             "object_size_bytes": report.object_size_bytes,
-            "object_sha256": report.object_sha256,
+            "object_digest": report.object_digest,
             "manifest_digest": report.manifest_digest,
-            "file_count": report.manifest.files.len(),
+            "file_count": report.manifest.file_count(),
             "file_bytes": report.manifest.file_bytes,
             "seconds": seconds,
             "warnings": report.warnings,
@@ -919,11 +925,11 @@ fn pack(args: PackArgs) -> Result<i32, Failure> {
             errln!("strata: WARNING snapshot pack: {warning}");
         }
         errln!(
-            "strata: snapshot PACKED files={} file_bytes={} bytes={} sha256={} seconds={seconds:.3} into {}",
-            report.manifest.files.len(),
+            "strata: snapshot PACKED files={} file_bytes={} bytes={} digest={} seconds={seconds:.3} into {}",
+            report.manifest.file_count(),
             report.manifest.file_bytes,
             report.object_size_bytes,
-            report.object_sha256,
+            report.object_digest,
             args.output.display()
         );
     }

@@ -11,6 +11,8 @@
 //!   real tree with a manifest before any hashing ([`tree::compare`]);
 //! * [`verify`]: hashing the compared files in place ([`verify::check_files`]) and placing
 //!   verified copies ([`verify::place_tree`], one read per file);
+//! * [`codec`]: the one verified tar + zstd codec (writer and reader) of snapshots and L0
+//!   archives;
 //! * [`memo`]: verification memos, so a tree whose files' stamps are unchanged since a full
 //!   check is not hashed again;
 //! * [`layout`]: the L1 layout names under a cache root (`actions-v1/`, `.locks/`,
@@ -22,6 +24,7 @@
 //! ([`crate::digest::ContentDigest`]); new records use [`DEFAULT_ALGORITHM`] unless the
 //! user chose SHA-256 (`--digest sha256` or `STRATA_DIGEST=sha256` on the command line).
 
+pub mod codec;
 pub mod layout;
 pub mod memo;
 pub mod record;

@@ -1,5 +1,5 @@
 //! The production migration steps (issue 8 item 3): the schemas whose content digests became
-//! algorithm-tagged.
+//! algorithm-tagged (and the snapshot sidecar, whose object digest did).
 //!
 //! Version 1 of the entry, artifact-manifest and snapshot-manifest schemas recorded each
 //! file's content as `"sha256": "<64 hex>"` in three different record shapes. Version 2
@@ -66,13 +66,35 @@ pub const PUBLISH_OWNERS_1_TO_2: Migration = Migration {
     transform: publish_owners_1_to_2,
 };
 
+/// `strata.snapshot_sidecar` v1 → v2: the same fields (a version 1 sidecar has no
+/// `object`: its object is the key itself, which the reader checks after the migration).
+pub const SNAPSHOT_SIDECAR_1_TO_2: Migration = Migration {
+    id: "snapshot-sidecar-1-to-2-same-fields",
+    schema_name: "strata.snapshot_sidecar",
+    from: 1,
+    to: 2,
+    transform: same_fields,
+};
+
+/// `strata.snapshot_sidecar` v2 → v3: the untagged `object_sha256` becomes the tagged
+/// `object_digest` (`sha256:<hex>`).
+pub const SNAPSHOT_SIDECAR_2_TO_3: Migration = Migration {
+    id: "snapshot-sidecar-2-to-3-object-digest",
+    schema_name: "strata.snapshot_sidecar",
+    from: 2,
+    to: 3,
+    transform: snapshot_sidecar_2_to_3,
+};
+
 /// Every production step.
-pub const ALL: [Migration; 5] = [
+pub const ALL: [Migration; 7] = [
     ENTRY_1_TO_2,
     ARTIFACT_MANIFEST_1_TO_2,
     SNAPSHOT_MANIFEST_1_TO_2,
     PUBLISH_ACTION_1_TO_2,
     PUBLISH_OWNERS_1_TO_2,
+    SNAPSHOT_SIDECAR_1_TO_2,
+    SNAPSHOT_SIDECAR_2_TO_3,
 ];
 
 fn object(value: Value, what: &str) -> Result<Map<String, Value>, String> {
@@ -147,6 +169,23 @@ fn artifact_manifest_1_to_2(payload: Value) -> Result<Value, String> {
     let files = take_array(&mut map, "files")?;
     let files = files.into_iter().map(bare_file_record).collect::<Result<Vec<_>, _>>()?;
     map.insert("files".into(), Value::Array(files));
+    Ok(Value::Object(map))
+}
+
+fn same_fields(payload: Value) -> Result<Value, String> {
+    Ok(payload)
+}
+
+fn snapshot_sidecar_2_to_3(payload: Value) -> Result<Value, String> {
+    let mut map = object(payload, "the payload")?;
+    let hex = match map.remove("object_sha256") {
+        Some(Value::String(hex)) => hex,
+        _ => return Err("`object_sha256` is missing or not a string".into()),
+    };
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(format!("`object_sha256` {hex:?} is not 64 lowercase hex"));
+    }
+    map.insert("object_digest".into(), Value::String(format!("sha256:{hex}")));
     Ok(Value::Object(map))
 }
 

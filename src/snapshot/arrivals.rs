@@ -17,7 +17,7 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::digest::{Hasher, Sha256Digest};
+use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 use crate::fs;
 use crate::transport::DownloadProgress;
 
@@ -115,13 +115,14 @@ pub(crate) struct ArrivingReader<'a> {
     path: &'a Path,
     file: Option<File>,
     pos: u64,
-    hasher: Hasher,
+    hasher: ContentHasher,
 }
 
 impl<'a> ArrivingReader<'a> {
-    /// A reader of `path`, which the download creates before it reports a range.
-    pub(crate) fn new(arrivals: &'a Arrivals, path: &'a Path) -> Self {
-        Self { arrivals, path, file: None, pos: 0, hasher: Hasher::new() }
+    /// A reader of `path`, which the download creates before it reports a range, hashing
+    /// under `algorithm` (the sidecar's object digest's).
+    pub(crate) fn new(arrivals: &'a Arrivals, path: &'a Path, algorithm: DigestAlgorithm) -> Self {
+        Self { arrivals, path, file: None, pos: 0, hasher: ContentHasher::new(algorithm) }
     }
 
     /// Reads (and hashes) whatever is left until the download ends.
@@ -134,8 +135,8 @@ impl<'a> ArrivingReader<'a> {
         Ok(())
     }
 
-    /// The SHA-256 and length of every byte returned so far.
-    pub(crate) fn finish(self) -> (Sha256Digest, u64) {
+    /// The digest and length of every byte returned so far.
+    pub(crate) fn finish(self) -> (ContentDigest, u64) {
         let len = self.hasher.len();
         (self.hasher.finish(), len)
     }
@@ -198,7 +199,7 @@ mod tests {
         let arrivals = Arrivals::new();
         let (digest, len, seen_before_first) = std::thread::scope(|scope| {
             let reading = scope.spawn(|| {
-                let mut reader = ArrivingReader::new(&arrivals, &path);
+                let mut reader = ArrivingReader::new(&arrivals, &path, DigestAlgorithm::Blake3);
                 let mut out = Vec::new();
                 reader.read_to_end(&mut out).unwrap();
                 let (digest, len) = reader.finish();
@@ -221,9 +222,7 @@ mod tests {
         });
         assert_eq!(seen_before_first, 0, "nothing is contiguous before part 0");
         assert_eq!(len, data.len() as u64);
-        let mut expected = Hasher::new();
-        expected.update(&data);
-        assert_eq!(digest, expected.finish());
+        assert_eq!(digest, ContentDigest::of_bytes(DigestAlgorithm::Blake3, &data));
     }
 
     #[test]
@@ -239,7 +238,7 @@ mod tests {
         {
             let _guard = FinishGuard(&arrivals);
         }
-        let mut reader = ArrivingReader::new(&arrivals, &path);
+        let mut reader = ArrivingReader::new(&arrivals, &path, DigestAlgorithm::Blake3);
         let mut out = Vec::new();
         let err = reader.read_to_end(&mut out).unwrap_err();
         assert_eq!(err.to_string(), "the download failed");

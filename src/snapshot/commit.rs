@@ -7,7 +7,7 @@
 //! `~<16 hex>-<32 hex>` ([`unique_object_name`]: a digest of the key, then a hash of the
 //! object's SHA-256, the process id, the time and random bits; short, so that stores which
 //! map names to files accept it whatever the key's length), then the sidecar `<key>.json`
-//! (version 2), which names that object and records its size and SHA-256. Only the sidecar is contended. So however
+//! (version 3), which names that object and records its size and digest. Only the sidecar is contended. So however
 //! two saves of one key interleave — even on a store whose `If-None-Match: *` is a check
 //! followed by a separate write (s3s-fs, older MinIO and OBS) — every sidecar a reader can
 //! see names a complete object written by the same save: no interleaving leaves a key
@@ -55,7 +55,7 @@ use std::time::{Duration, SystemTime};
 use super::Error;
 use super::manifest::{MAX_SIDECAR_BYTES, load_sidecar};
 use crate::content::temp::{self, Purpose};
-use crate::digest::Sha256Digest;
+use crate::digest::{ContentDigest, Sha256Digest};
 use crate::fs;
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
 
@@ -72,12 +72,12 @@ const MAX_RESOLVED: usize = 16;
 /// `~<16 hex of SHA-256(key)>-<32 hex>` ([`super::manifest::is_object_name_of`]), the last
 /// part being the first 16 bytes of the SHA-256 of the object's digest, the process id,
 /// the time in nanoseconds and 128 random bits.
-pub(crate) fn unique_object_name(key: &str, object_sha256: &Sha256Digest) -> String {
+pub(crate) fn unique_object_name(key: &str, object_digest: &ContentDigest) -> String {
     let nanos =
         SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let seed = format!(
         "{}\n{}\n{nanos}\n{:016x}{:016x}",
-        object_sha256.to_hex(),
+        object_digest.to_hex(),
         std::process::id(),
         fastrand::u64(..),
         fastrand::u64(..)
@@ -437,7 +437,7 @@ mod tests {
 
     #[test]
     fn object_names_are_unique_and_of_their_key() {
-        let digest = Sha256Digest::of_bytes(b"object");
+        let digest = ContentDigest::from(Sha256Digest::of_bytes(b"object"));
         let a = unique_object_name("k-1", &digest);
         let b = unique_object_name("k-1", &digest);
         assert_ne!(a, b);
@@ -453,11 +453,11 @@ mod tests {
 
     #[test]
     fn pending_names_bind_store_and_key() {
-        let object = unique_object_name("k", &Sha256Digest::of_bytes(b""));
+        let object = unique_object_name("k", &ContentDigest::from(Sha256Digest::of_bytes(b"")));
         let a = pending_name("s3://b/p", "k", &object);
         assert_ne!(a, pending_name("s3://b/q", "k", &object));
         assert_ne!(a, pending_name("s3://b/p", "k2", &object));
-        let other = unique_object_name("k", &Sha256Digest::of_bytes(b""));
+        let other = unique_object_name("k", &ContentDigest::from(Sha256Digest::of_bytes(b"")));
         assert_ne!(a, pending_name("s3://b/p", "k", &other));
         assert!(a.ends_with(".json") && a.len() == 64 + 1 + 32 + 5, "{a}");
         assert!(a.ends_with(&format!("{}.json", &object[object.len() - 32..])), "{a}");
@@ -475,7 +475,10 @@ mod tests {
         let src = dir.path().join("object");
         std::fs::write(&src, b"object bytes").unwrap();
         let record = |key: &str| {
-            let name = unique_object_name(key, &Sha256Digest::of_bytes(b"object bytes"));
+            let name = unique_object_name(
+                key,
+                &ContentDigest::from(Sha256Digest::of_bytes(b"object bytes")),
+            );
             let object = ObjectKey::new(name.clone()).unwrap();
             store.put_file_if_absent(&object, &src).unwrap();
             let sidecar = crate::snapshot::manifest::Sidecar {
@@ -483,7 +486,7 @@ mod tests {
                 object: Some(name),
                 format: crate::snapshot::Compression::Zstd,
                 object_size_bytes: 12,
-                object_sha256: Sha256Digest::of_bytes(b"object bytes"),
+                object_digest: ContentDigest::from(Sha256Digest::of_bytes(b"object bytes")),
                 manifest_digest: format!("sha256:{}", "0".repeat(64)),
                 entry_count: 1,
                 file_count: 0,

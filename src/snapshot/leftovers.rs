@@ -185,9 +185,8 @@ mod tests {
         }
         let work = tempfile::tempdir().unwrap();
         let report = pack(src.path(), &work.path().join("o"), &PackOptions::new("k")).unwrap();
-        let mut packed: Vec<String> =
-            report.manifest.files.iter().map(|f| f.path.as_str().to_owned()).collect();
-        packed.extend(report.manifest.directories.iter().map(|d| d.as_str().to_owned()));
+        let packed: Vec<String> =
+            report.manifest.entries.iter().map(|e| e.path().as_str().to_owned()).collect();
         for name in &leftovers {
             assert!(!packed.iter().any(|p| p.contains(name.as_str())), "{name} packed: {packed:?}");
         }

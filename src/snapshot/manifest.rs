@@ -1,17 +1,24 @@
 //! The snapshot's records (DESIGN.md §4; `docs/snapshots.md` "Format"):
 //!
-//! * [`SnapshotManifest`] (`strata.snapshot_manifest` v1): the last entry of the tar
-//!   stream, named [`MANIFEST_ENTRY`]. Every directory, regular file (relative POSIX path
-//!   under the cache root, size in bytes, owner-exec bit, SHA-256) and symlink (exact text)
-//!   the snapshot holds, plus the key, the producer, the creation time and `parents`: the
-//!   manifest digest (`sha256:<hex>`) of the snapshot the cache was restored from, if any.
-//! * [`Sidecar`] (`strata.snapshot_sidecar` v2): the object `<key>.json` uploaded after the
+//! * [`SnapshotManifest`] (`strata.snapshot_manifest` v2): the last entry of the tar
+//!   stream, named [`MANIFEST_ENTRY`]. `entries`: every directory, regular file (relative
+//!   POSIX path under the cache root, size in bytes, owner-exec bit, algorithm-tagged
+//!   digest) and symlink (exact text) the snapshot holds, as content records
+//!   ([`crate::content::Record`]) sorted by path; plus the key, the producer, the creation
+//!   time and `parents`: the manifest digest (`sha256:<hex>`) of the snapshot the cache was
+//!   restored from, if any. Version 1 manifests (three lists, untagged SHA-256) of earlier
+//!   releases are read through the migration `snapshot-manifest-1-to-2-content-records`
+//!   ([`load_manifest`]).
+//! * [`Sidecar`] (`strata.snapshot_sidecar` v3): the object `<key>.json` uploaded after the
 //!   snapshot object, the commit point. It holds what a reader checks *before* extracting:
 //!   the name of the snapshot object it commits (`object`, `~<16 hex>-<32 hex>`: unique
 //!   per save, so a sidecar never names another writer's bytes), that object's size and
-//!   SHA-256, format, manifest digest, counts and total file bytes (the extraction bounds).
-//!   Version 1 sidecars (no `object`; the object is `<key>` itself) are still read
-//!   ([`load_sidecar`]).
+//!   algorithm-tagged digest (`object_digest`, `blake3:<hex>` unless the save chose
+//!   SHA-256; the snapshot's file digests use the same algorithm), format, manifest digest,
+//!   counts and total file bytes (the extraction bounds). Sidecars of earlier releases are
+//!   still read through the migration registry ([`load_sidecar`]): version 2 (untagged
+//!   `object_sha256`, SHA-256 by definition) and version 1 (also no `object`; the object
+//!   is `<key>` itself).
 //! * [`Origin`] (`strata.snapshot_origin` v1): written to
 //!   `<cache root>/.local/snapshot-origin.json` by a restore (machine-local, never packed)
 //!   so that the next save can name its parent.
@@ -21,18 +28,33 @@
 use serde::{Deserialize, Serialize};
 
 use super::Error;
-use crate::digest::Sha256Digest;
-use crate::fs::RelPath;
+use crate::content::tree::{Directories, Rules};
+use crate::content::{Kind, Record};
+use crate::digest::{ContentDigest, Sha256Digest};
 use crate::record::{self, Envelope, Schema};
 
-/// Schema of the manifest.
+/// Schema of the manifest that saves write: version 2, content records.
 pub const MANIFEST_SCHEMA: Schema =
+    Schema { name: "strata.snapshot_manifest", version: 2, features: &[] };
+/// Schema of the manifests of earlier releases (three lists, untagged SHA-256), read
+/// through the migration registry ([`load_manifest`]).
+pub const MANIFEST_SCHEMA_V1: Schema =
     Schema { name: "strata.snapshot_manifest", version: 1, features: &[] };
-/// Schema of the sidecar that saves write: version 2, which names its object.
+
+/// What a snapshot manifest may hold: every directory listed, symlinks allowed (where the
+/// unpacker allows them: inside an entry's `artifacts/`).
+pub const MANIFEST_RULES: Rules =
+    Rules { symlinks: true, directories: Directories::Listed, reserved: None, allow_empty: false };
+/// Schema of the sidecar that saves write: version 3, which names its object and binds it
+/// by an algorithm-tagged digest.
 pub const SIDECAR_SCHEMA: Schema =
+    Schema { name: "strata.snapshot_sidecar", version: 3, features: &[] };
+/// Schema of the sidecars of the previous release (version 2: `object_sha256`), read
+/// through the migration `snapshot-sidecar-2-to-3-object-digest`.
+pub const SIDECAR_SCHEMA_V2: Schema =
     Schema { name: "strata.snapshot_sidecar", version: 2, features: &[] };
 /// Schema of the sidecars of earlier releases (version 1: the object is `<key>`), still
-/// read by [`load_sidecar`].
+/// read by [`load_sidecar`] (migrated 1 → 2 → 3).
 pub const SIDECAR_SCHEMA_V1: Schema =
     Schema { name: "strata.snapshot_sidecar", version: 1, features: &[] };
 /// Schema of the origin record.
@@ -79,31 +101,7 @@ impl Producer {
     }
 }
 
-/// One regular file of a snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileRecord {
-    /// Path relative to the cache root (`actions-v1/...`).
-    pub path: RelPath,
-    /// Size in bytes.
-    pub size_bytes: u64,
-    /// Owner-exec bit (restored as mode 0755; otherwise 0644).
-    pub executable: bool,
-    /// SHA-256 of the content.
-    pub sha256: Sha256Digest,
-}
-
-/// One symlink of a snapshot (restored with the same text, never followed).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SymlinkRecord {
-    /// Path relative to the cache root.
-    pub path: RelPath,
-    /// The link text.
-    pub target: String,
-}
-
-/// The manifest payload (see the module docs). Lists are sorted by path.
+/// The manifest payload (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotManifest {
@@ -117,14 +115,40 @@ pub struct SnapshotManifest {
     pub producer: Producer,
     /// Manifest digests (`sha256:<hex>`) of the snapshot(s) the cache grew from.
     pub parents: Vec<String>,
-    /// Every directory.
-    pub directories: Vec<RelPath>,
-    /// Every regular file.
-    pub files: Vec<FileRecord>,
-    /// Every symlink.
-    pub symlinks: Vec<SymlinkRecord>,
+    /// Every directory, regular file and symlink, sorted by path (paths relative to the
+    /// cache root, `actions-v1[/…]`; files restored 0755 with owner-exec, else 0644).
+    pub entries: Vec<Record>,
     /// Sum of the file sizes, in bytes.
     pub file_bytes: u64,
+}
+
+impl SnapshotManifest {
+    /// Number of regular files.
+    pub fn file_count(&self) -> u64 {
+        self.entries.iter().filter(|e| e.kind() == Kind::File).count() as u64
+    }
+
+    /// Number of directories, files and symlinks.
+    pub fn entry_count(&self) -> u64 {
+        self.entries.len() as u64
+    }
+}
+
+/// Loads a manifest record of version 2, or of version 1 through the production migration
+/// (DESIGN.md §4). Returns the manifest and the digest of the record **as stored**
+/// (`sha256:<hex>`: what a sidecar binds, and the lineage of a migrated record), after
+/// checking [`MANIFEST_RULES`].
+///
+/// # Errors
+/// [`Error::Record`] for a record that does not verify or migrate; [`Error::Corrupt`]
+/// (labelled `label`) for one that breaks the rules.
+pub fn load_manifest(bytes: &[u8], label: &str) -> Result<(SnapshotManifest, String), Error> {
+    let (migrated, manifest): (_, SnapshotManifest) =
+        record::load_current_as(bytes, &MANIFEST_SCHEMA)
+            .map_err(|source| Error::Record { what: "manifest".to_owned(), source })?;
+    crate::content::tree::check_records(&manifest.entries, &MANIFEST_RULES)
+        .map_err(|reason| Error::corrupt(label, format!("the manifest is invalid: {reason}")))?;
+    Ok((manifest, migrated.source_digest.to_prefixed()))
 }
 
 /// The sidecar payload (see the module docs).
@@ -133,16 +157,17 @@ pub struct SnapshotManifest {
 pub struct Sidecar {
     /// The snapshot key (the sidecar is `<key>.json`).
     pub key: String,
-    /// The snapshot object this sidecar commits, `~<16 hex>-<32 hex>` (version 2; see
-    /// [`is_object_name_of`]). `None` in a version 1 sidecar, whose object is `<key>`.
+    /// The snapshot object this sidecar commits, `~<16 hex>-<32 hex>` (versions 2 and 3;
+    /// see [`is_object_name_of`]). `None` in a version 1 sidecar, whose object is `<key>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
     /// `zstd` or `gzip`.
     pub format: super::Compression,
     /// Size of the snapshot object in bytes.
     pub object_size_bytes: u64,
-    /// SHA-256 of the snapshot object's bytes.
-    pub object_sha256: Sha256Digest,
+    /// Digest of the snapshot object's bytes, tagged with its algorithm (`sha256:` for
+    /// sidecars migrated from versions 1 and 2). The snapshot's files use the same one.
+    pub object_digest: ContentDigest,
     /// `content_digest` of the manifest record inside (`sha256:<hex>`).
     pub manifest_digest: String,
     /// Number of directories, files and symlinks.
@@ -188,41 +213,35 @@ pub fn is_object_name_of(key: &str, name: &str) -> bool {
     })
 }
 
-/// Loads a sidecar record of either version: version 2 (must name its object, of its own
-/// key) or version 1 (must not; its object is the key).
+/// Loads a sidecar record of any version: 3, or 2 and 1 of earlier releases through the
+/// production migrations (DESIGN.md §4). Versions 2 and 3 must name their object, of their
+/// own key; version 1 must not (its object is the key). Returns the digest of the record
+/// as stored (`sha256:<hex>`) and the sidecar.
 ///
 /// # Errors
-/// [`Error::Record`] for a record that does not verify as either version;
-/// [`Error::Corrupt`] for a version 2 sidecar without a valid object name of its key, or a
-/// version 1 sidecar with one.
-pub fn load_sidecar(bytes: &[u8]) -> Result<(Envelope, Sidecar), Error> {
-    let (envelope, sidecar) = match load::<Sidecar>(bytes, &SIDECAR_SCHEMA, "sidecar") {
-        Err(Error::Record {
-            source: record::Error::UnknownSchema { found_name, found_version, .. },
-            ..
-        }) if found_name == SIDECAR_SCHEMA_V1.name
-            && found_version == SIDECAR_SCHEMA_V1.version =>
-        {
-            let (envelope, sidecar) = load::<Sidecar>(bytes, &SIDECAR_SCHEMA_V1, "sidecar")?;
-            if sidecar.object.is_some() {
-                return Err(Error::corrupt(
-                    &sidecar.key,
-                    "its version 1 sidecar names an object (only version 2 does)",
-                ));
-            }
-            return Ok((envelope, sidecar));
-        }
-        other => other?,
-    };
-    match &sidecar.object {
-        Some(name) if is_object_name_of(&sidecar.key, name) => Ok((envelope, sidecar)),
-        Some(name) => Err(Error::corrupt(
+/// [`Error::Record`] for a record that does not verify or migrate;
+/// [`Error::Corrupt`] for a sidecar without a valid object name of its key where one is
+/// required, or a version 1 sidecar with one.
+pub fn load_sidecar(bytes: &[u8]) -> Result<(String, Sidecar), Error> {
+    let (migrated, sidecar): (_, Sidecar) = record::load_current_as(bytes, &SIDECAR_SCHEMA)
+        .map_err(|source| Error::Record { what: "sidecar".to_owned(), source })?;
+    let from_v1 =
+        migrated.migration_ids.iter().any(|id| id == record::steps::SNAPSHOT_SIDECAR_1_TO_2.id);
+    let digest = migrated.source_digest.to_prefixed();
+    match (&sidecar.object, from_v1) {
+        (None, true) => Ok((digest, sidecar)),
+        (Some(_), true) => Err(Error::corrupt(
+            &sidecar.key,
+            "its version 1 sidecar names an object (only later versions do)",
+        )),
+        (Some(name), false) if is_object_name_of(&sidecar.key, name) => Ok((digest, sidecar)),
+        (Some(name), false) => Err(Error::corrupt(
             &sidecar.key,
             format!(
                 "its sidecar names the object {name:?}, which is not an object name of its key"
             ),
         )),
-        None => Err(Error::corrupt(&sidecar.key, "its version 2 sidecar names no object")),
+        (None, false) => Err(Error::corrupt(&sidecar.key, "its sidecar names no object")),
     }
 }
 
@@ -275,6 +294,7 @@ pub(crate) fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::RelPath;
 
     #[test]
     fn records_round_trip() {
@@ -284,14 +304,18 @@ mod tests {
             created_at: now_rfc3339(),
             producer: Producer::from_env_with(|n| (n == "GITHUB_RUN_ID").then(|| "7".into())),
             parents: vec![],
-            directories: vec![RelPath::new("actions-v1").unwrap()],
-            files: vec![FileRecord {
-                path: RelPath::new("actions-v1/f").unwrap(),
-                size_bytes: 0,
-                executable: false,
-                sha256: Sha256Digest::of_bytes(b""),
-            }],
-            symlinks: vec![],
+            entries: vec![
+                Record::Directory { path: RelPath::new("actions-v1").unwrap() },
+                Record::File(crate::content::FileRecord {
+                    path: RelPath::new("actions-v1/f").unwrap(),
+                    size_bytes: 0,
+                    digest: crate::digest::ContentDigest::of_bytes(
+                        crate::digest::DigestAlgorithm::Blake3,
+                        b"",
+                    ),
+                    executable: false,
+                }),
+            ],
             file_bytes: 0,
         };
         let envelope = seal(&MANIFEST_SCHEMA, "manifest", &manifest).unwrap();
@@ -311,7 +335,7 @@ mod tests {
             object,
             format: super::super::Compression::Zstd,
             object_size_bytes: 1,
-            object_sha256: Sha256Digest::of_bytes(b"x"),
+            object_digest: ContentDigest::of_bytes(crate::digest::DigestAlgorithm::Blake3, b"x"),
             manifest_digest: format!("sha256:{}", "0".repeat(64)),
             entry_count: 1,
             file_count: 0,
@@ -322,22 +346,44 @@ mod tests {
         }
     }
 
+    /// The payload of `sidecar` as a version 1 or 2 record spelled it: `object_sha256`
+    /// (untagged hex) instead of `object_digest`.
+    fn legacy_payload(sidecar: &Sidecar) -> serde_json::Value {
+        let mut value = serde_json::to_value(sidecar).unwrap();
+        let map = value.as_object_mut().unwrap();
+        let digest = map.remove("object_digest").unwrap();
+        let hex = digest.as_str().unwrap().strip_prefix("sha256:").unwrap().to_owned();
+        map.insert("object_sha256".into(), hex.into());
+        value
+    }
+
     #[test]
-    fn sidecars_of_both_versions_load_and_name_their_object() {
+    fn sidecars_of_every_version_load_and_name_their_object() {
         let name = format!("{}{}", object_name_stem("k"), "ab".repeat(16));
-        let v2 = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar("k", Some(name.clone()))).unwrap();
-        let (_, loaded) = load_sidecar(&v2.to_bytes()).unwrap();
+        let v3 = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar("k", Some(name.clone()))).unwrap();
+        let (digest, loaded) = load_sidecar(&v3.to_bytes()).unwrap();
         assert_eq!(loaded.object_name(), name);
-        let v1 = seal(&SIDECAR_SCHEMA_V1, "sidecar", &sidecar("k", None)).unwrap();
-        let (envelope, loaded) = load_sidecar(&v1.to_bytes()).unwrap();
-        assert_eq!((envelope.schema_version, loaded.object_name()), (1, "k"));
+        assert_eq!(digest, v3.content_digest.to_prefixed());
+        assert_eq!(loaded.object_digest.algorithm(), crate::digest::DigestAlgorithm::Blake3);
+        // Versions 1 and 2 (untagged SHA-256) migrate; the digest is the stored record's.
+        let sha = ContentDigest::from(Sha256Digest::of_bytes(b"x"));
+        let old = |object: Option<String>| Sidecar { object_digest: sha, ..sidecar("k", object) };
+        let v2 =
+            seal(&SIDECAR_SCHEMA_V2, "sidecar", &legacy_payload(&old(Some(name.clone())))).unwrap();
+        let (digest, loaded) = load_sidecar(&v2.to_bytes()).unwrap();
+        assert_eq!((loaded.object_name(), loaded.object_digest), (name.as_str(), sha));
+        assert_eq!(digest, v2.content_digest.to_prefixed());
+        let v1 = seal(&SIDECAR_SCHEMA_V1, "sidecar", &legacy_payload(&old(None))).unwrap();
+        let (_, loaded) = load_sidecar(&v1.to_bytes()).unwrap();
+        assert_eq!((loaded.object_name(), loaded.object_digest), ("k", sha));
         // The version 1 bytes are exactly what earlier releases wrote: no `object` field.
         assert!(!String::from_utf8(v1.to_bytes()).unwrap().contains("\"object\""));
         for bad in [
             seal(&SIDECAR_SCHEMA, "sidecar", &sidecar("k", None)).unwrap(),
             seal(&SIDECAR_SCHEMA, "sidecar", &sidecar("k", Some("k".into()))).unwrap(),
             seal(&SIDECAR_SCHEMA, "sidecar", &sidecar("j", Some(name.clone()))).unwrap(),
-            seal(&SIDECAR_SCHEMA_V1, "sidecar", &sidecar("k", Some(name.clone()))).unwrap(),
+            seal(&SIDECAR_SCHEMA_V2, "sidecar", &legacy_payload(&old(None))).unwrap(),
+            seal(&SIDECAR_SCHEMA_V1, "sidecar", &legacy_payload(&old(Some(name.clone())))).unwrap(),
         ] {
             let err = load_sidecar(&bad.to_bytes()).unwrap_err();
             assert!(err.is_corrupt(), "{err}");

@@ -7,7 +7,8 @@
 //!   SoC, toolchain identity) and [`source`] the tracked-source hash.
 //! * [`pack`] / [`unpack`]: one tar stream of `<cache root>/actions-v1/`, compressed with
 //!   zstd or gzip ([`Compression`]), whose last entry is a `strata.snapshot_manifest` record
-//!   ([`manifest`]). Both directions stream with bounded buffers.
+//!   ([`manifest`]), written and read by the content layer's codec
+//!   ([`crate::content::codec`]). Both directions stream with bounded buffers.
 //! * [`mod@restore`] and [`mod@save`]: the orchestration over an
 //!   [`ObjectStore`](crate::transport::ObjectStore): lookup order (`lookup.rs`: exact key,
 //!   then each prefix newest first, falling through candidates that fail verification),
@@ -39,7 +40,6 @@ mod arrivals;
 mod commit;
 pub mod compat;
 mod error;
-mod format;
 pub mod key;
 pub mod leftovers;
 mod lookup;
@@ -49,10 +49,9 @@ pub mod restore;
 pub mod save;
 pub mod source;
 pub mod unpack;
-mod writer;
 
+pub use crate::content::codec::Compression;
 pub use error::Error;
-pub use format::Compression;
 pub use key::{KeyReport, KeyRequest, Keys, SnapshotKey, compute_key};
 pub use manifest::{Producer, Sidecar, SnapshotManifest};
 pub use restore::{MatchLevel, RestoreReport, RestoreRequest, restore};

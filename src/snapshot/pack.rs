@@ -8,15 +8,15 @@
 //!            cache root, in walk order (depth first, names sorted byte-wise)
 //! manifest = regular file "strata-snapshot-manifest.json": a strata.snapshot_manifest record
 //! ```
-//! Member names and symlink texts are the exact bytes on disk (a name that is not UTF-8 is
-//! stored as it is); the manifest records them in the name encoding ([`crate::fs::name`]).
-//! Tar headers are GNU format (long names as GNU long-name entries), mode 0755/0644 from the
-//! owner-exec bit only, uid/gid 0, mtime 0, no user names, so the same tree packs to the
-//! same tar bytes. Each file is read once, by a reader thread that hashes it and hands it
-//! over in 1 MiB chunks (at most 8 in flight); the calling thread writes the tar stream
-//! into the compressor (zstd: one job buffer per worker). Memory does not grow with the
-//! snapshot size. The output is hashed as it is written, giving the
-//! object's SHA-256 without a second pass.
+//! The stream is written by the content layer's codec ([`crate::content::codec`]: exact-byte
+//! names, deterministic GNU headers, mode 0755/0644 from the owner-exec bit only); the
+//! manifest records names in the name encoding ([`crate::fs::name`]) and file digests under
+//! the chosen algorithm ([`PackOptions::digest`], BLAKE3 by default). Each file is read
+//! once, by a reader thread that hashes it and hands it over in 1 MiB chunks (at most 8 in
+//! flight); the calling thread writes the tar stream into the compressor (zstd: one job
+//! buffer per worker). Memory does not grow with the snapshot size. The compressed output
+//! is hashed (same algorithm) as it is written, giving the object digest without a second
+//! pass.
 //!
 //! Not packed: anything outside `actions-v1/` (`.locks/`, `.local/`, `.updated`), and crash
 //! leftovers inside it (`.<name>.tmp-<16 hex>`, `.<name>.old-<16 hex>`,
@@ -34,23 +34,18 @@
 //!   hit).
 
 use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
-use super::manifest::{
-    FileRecord, MANIFEST_ENTRY, MANIFEST_SCHEMA, Producer, SnapshotManifest, SymlinkRecord,
-};
+use super::manifest::{MANIFEST_ENTRY, MANIFEST_SCHEMA, Producer, SnapshotManifest};
 use super::{CARRIED_DIR, Compression, Error, manifest};
+use crate::content::codec::{ArchiveWriter, CHUNK_BYTES, WriteOptions};
 use crate::content::layout::is_inside_entry_artifacts;
 use crate::content::temp::is_leftover;
-use crate::digest::{Hasher, Sha256Digest};
+use crate::content::{FileRecord, Record};
+use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 use crate::fs::{self, EntryKind, RelPath};
-use crate::tar_entry;
-
-/// Read buffer for file data, in bytes.
-const BUF_BYTES: usize = 1024 * 1024;
 
 /// How to pack.
 #[derive(Debug, Clone)]
@@ -61,6 +56,9 @@ pub struct PackOptions {
     pub level: i32,
     /// zstd worker threads; 0 means one per available CPU.
     pub threads: u32,
+    /// Digest algorithm of the files in the manifest and of the object (the sidecar's
+    /// `object_digest`).
+    pub digest: DigestAlgorithm,
     /// The key recorded in the manifest.
     pub key: String,
     /// The producer recorded in the manifest.
@@ -70,12 +68,14 @@ pub struct PackOptions {
 }
 
 impl PackOptions {
-    /// zstd at its default level on every CPU, for `key`, with no producer or parents.
+    /// zstd at its default level on every CPU, BLAKE3, for `key`, with no producer or
+    /// parents.
     pub fn new(key: impl Into<String>) -> Self {
         Self {
             compression: Compression::Zstd,
             level: Compression::Zstd.default_level(),
             threads: 0,
+            digest: crate::content::DEFAULT_ALGORITHM,
             key: key.into(),
             producer: Producer::default(),
             parents: Vec::new(),
@@ -92,93 +92,10 @@ pub struct PackReport {
     pub manifest_digest: String,
     /// Size of the output file in bytes.
     pub object_size_bytes: u64,
-    /// SHA-256 of the output file.
-    pub object_sha256: Sha256Digest,
+    /// Digest of the output file's bytes ([`PackOptions::digest`]).
+    pub object_digest: ContentDigest,
     /// Paths skipped, with the reason (special files).
     pub warnings: Vec<String>,
-}
-
-/// A writer that hashes and counts what passes through.
-struct HashWriter<W: Write> {
-    inner: W,
-    hasher: Hasher,
-}
-
-impl<W: Write> Write for HashWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(buf.get(..n).unwrap_or_default());
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// The compressing writer of either format.
-enum Encoder<W: Write> {
-    Zstd(zstd::stream::write::Encoder<'static, W>),
-    Gzip(flate2::write::GzEncoder<W>),
-}
-
-impl<W: Write> Encoder<W> {
-    fn new(out: W, options: &PackOptions) -> io::Result<Self> {
-        match options.compression {
-            Compression::Zstd => {
-                let mut encoder = zstd::stream::write::Encoder::new(out, options.level)?;
-                let threads = if options.threads == 0 {
-                    std::thread::available_parallelism().map_or(1, |n| n.get())
-                } else {
-                    options.threads as usize
-                };
-                encoder.multithread(u32::try_from(threads).unwrap_or(1))?;
-                encoder.include_checksum(true)?;
-                Ok(Encoder::Zstd(encoder))
-            }
-            Compression::Gzip => {
-                let level = u32::try_from(options.level).unwrap_or(6);
-                Ok(Encoder::Gzip(flate2::write::GzEncoder::new(
-                    out,
-                    flate2::Compression::new(level),
-                )))
-            }
-        }
-    }
-
-    fn finish(self) -> io::Result<W> {
-        match self {
-            Encoder::Zstd(e) => e.finish(),
-            Encoder::Gzip(e) => e.finish(),
-        }
-    }
-}
-
-impl<W: Write> Write for Encoder<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Encoder::Zstd(e) => e.write(buf),
-            Encoder::Gzip(e) => e.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Encoder::Zstd(e) => e.flush(),
-            Encoder::Gzip(e) => e.flush(),
-        }
-    }
-}
-
-fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
-    let mut header = tar::Header::new_gnu();
-    header.set_entry_type(kind);
-    header.set_mode(mode);
-    header.set_size(size);
-    header.set_uid(0);
-    header.set_gid(0);
-    header.set_mtime(0);
-    header
 }
 
 /// What the reader thread hands to the writing thread, in walk order.
@@ -198,41 +115,35 @@ enum Item {
         executable: bool,
     },
     Chunk(Vec<u8>),
-    FileDone(Sha256Digest),
+    FileDone(ContentDigest),
     Skipped(String),
 }
 
-/// Items in flight between the threads (each chunk at most [`BUF_BYTES`]).
+/// Items in flight between the threads (each chunk at most [`CHUNK_BYTES`]).
 const QUEUE_ITEMS: usize = 8;
 
-/// Reads exactly `size` bytes of `file`, hashing them, and sends them in chunks. Returns
-/// false if the receiver is gone.
+/// Reads exactly `size` bytes of `file`, hashing them (the only time they are hashed),
+/// and sends them in chunks. Returns false if the receiver is gone.
 fn send_file_data(
     file: &mut File,
     path: &Path,
     size: u64,
+    algorithm: DigestAlgorithm,
     sender: &SyncSender<Result<Item, Error>>,
 ) -> Result<bool, Error> {
-    let mut hasher = Hasher::new();
+    let mut hasher = ContentHasher::new(algorithm);
     let mut remaining = size;
     while remaining > 0 {
-        let want = usize::try_from(remaining.min(BUF_BYTES as u64)).unwrap_or(BUF_BYTES);
+        let want = usize::try_from(remaining.min(CHUNK_BYTES as u64)).unwrap_or(CHUNK_BYTES);
         let mut chunk = vec![0u8; want];
-        let mut filled = 0;
-        while filled < want {
-            match file.read(chunk.get_mut(filled..).unwrap_or_default()) {
-                Ok(0) => {
-                    let e = io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the file shrank while packing",
-                    );
-                    return Err(Error::Pack { path: path.to_path_buf(), source: e });
-                }
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::Pack { path: path.to_path_buf(), source: e }),
-            }
-        }
+        file.read_exact(&mut chunk).map_err(|e| {
+            let e = if e.kind() == io::ErrorKind::UnexpectedEof {
+                io::Error::new(e.kind(), "the file shrank while packing")
+            } else {
+                e
+            };
+            Error::Pack { path: path.to_path_buf(), source: e }
+        })?;
         hasher.update(&chunk);
         remaining -= want as u64;
         if sender.send(Ok(Item::Chunk(chunk))).is_err() {
@@ -246,6 +157,7 @@ fn send_file_data(
 fn read_tree(
     carried: &Path,
     root_rel: &RelPath,
+    algorithm: DigestAlgorithm,
     sender: &SyncSender<Result<Item, Error>>,
 ) -> Result<(), Error> {
     let mut skipping: Option<String> = None;
@@ -288,7 +200,7 @@ fn read_tree(
                 ));
                 let start = Item::File { rel, path: entry.path.clone(), size, executable };
                 if sender.send(Ok(start)).is_err()
-                    || !send_file_data(&mut file, &entry.path, size, sender)?
+                    || !send_file_data(&mut file, &entry.path, size, algorithm, sender)?
                 {
                     return Ok(());
                 }
@@ -308,73 +220,51 @@ fn read_tree(
 /// What the writing thread collects for the manifest.
 #[derive(Default)]
 struct Collected {
-    directories: Vec<RelPath>,
-    files: Vec<FileRecord>,
-    symlinks: Vec<SymlinkRecord>,
+    entries: Vec<Record>,
     warnings: Vec<String>,
     file_bytes: u64,
 }
 
-/// The writing side: tar headers and data into the compressor, in the reader's order.
-fn write_items<W: Write>(
+fn pack_err(path: &Path) -> impl Fn(io::Error) -> Error + '_ {
+    move |source: io::Error| Error::Pack { path: path.to_path_buf(), source }
+}
+
+/// The writing side: entries into the codec, in the reader's order.
+fn write_items(
     receiver: &Receiver<Result<Item, Error>>,
-    builder: &mut tar::Builder<W>,
+    writer: &mut ArchiveWriter<File>,
     collected: &mut Collected,
 ) -> Result<(), Error> {
-    let pack_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source: io::Error| Error::Pack { path: path.clone(), source }
-    };
     let mut open: Option<(RelPath, PathBuf, u64, bool)> = None;
     for item in receiver {
         match item? {
             Item::Dir(rel, path) => {
-                let mut h = header(tar::EntryType::Directory, 0o755, 0);
-                tar_entry::append(builder, &mut h, &rel.to_bytes(), None, io::empty())
-                    .map_err(pack_err(&path))?;
-                collected.directories.push(rel);
+                writer.directory(&rel).map_err(pack_err(&path))?;
+                collected.entries.push(Record::Directory { path: rel });
             }
             Item::Symlink { rel, path, target } => {
-                let mut h = header(tar::EntryType::Symlink, 0o777, 0);
-                let bytes = fs::link_text_bytes(&target)?;
-                tar_entry::append(
-                    builder,
-                    &mut h,
-                    &rel.to_bytes(),
-                    Some(bytes.as_bytes()),
-                    io::empty(),
-                )
-                .map_err(pack_err(&path))?;
-                collected.symlinks.push(SymlinkRecord { path: rel, target });
+                writer.symlink(&rel, &target).map_err(pack_err(&path))?;
+                collected.entries.push(Record::Symlink { path: rel, target });
             }
             Item::File { rel, path, size, executable } => {
                 let mode = if executable { 0o755 } else { 0o644 };
-                let mut h = header(tar::EntryType::Regular, mode, size);
-                // The header goes through the builder (long names); the data follows as
-                // chunks, written straight into the stream.
-                tar_entry::append(builder, &mut h, &rel.to_bytes(), None, io::empty())
-                    .map_err(pack_err(&path))?;
+                writer.begin_file(&rel, size, mode).map_err(pack_err(&path))?;
                 open = Some((rel, path, size, executable));
             }
             Item::Chunk(bytes) => {
                 let path = open.as_ref().map(|o| o.1.clone()).unwrap_or_default();
-                builder.get_mut().write_all(&bytes).map_err(pack_err(&path))?;
+                writer.file_data(&bytes).map_err(pack_err(&path))?;
             }
-            Item::FileDone(sha256) => {
+            Item::FileDone(digest) => {
                 if let Some((rel, path, size, executable)) = open.take() {
-                    let padding = (512 - size % 512) % 512;
-                    let zeros = [0u8; 512];
-                    builder
-                        .get_mut()
-                        .write_all(zeros.get(..padding as usize).unwrap_or_default())
-                        .map_err(pack_err(&path))?;
+                    writer.end_file().map_err(pack_err(&path))?;
                     collected.file_bytes += size;
-                    collected.files.push(FileRecord {
+                    collected.entries.push(Record::File(FileRecord {
                         path: rel,
                         size_bytes: size,
+                        digest,
                         executable,
-                        sha256,
-                    });
+                    }));
                 }
             }
             Item::Skipped(warning) => collected.warnings.push(warning),
@@ -395,10 +285,6 @@ fn write_items<W: Write>(
 /// [`Error::Pack`] for read or compression failures, [`Error::Local`] for walk failures,
 /// [`Error::Record`] if the manifest cannot be sealed.
 pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<PackReport, Error> {
-    let pack_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source: io::Error| Error::Pack { path: path.clone(), source }
-    };
     let carried = cache_root.join(CARRIED_DIR);
     if let Some(meta) = fs::symlink_metadata_opt(&carried)?
         && !meta.is_dir()
@@ -406,34 +292,31 @@ pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<Pack
         return Err(Error::SymlinkedLayout { path: carried });
     }
     let file = fs::create_truncate(out, 0o600)?;
-    let hashing = HashWriter { inner: file, hasher: Hasher::new() };
-    let encoder = Encoder::new(hashing, options).map_err(pack_err(out))?;
-    let mut builder = tar::Builder::new(encoder);
+    let write_options = WriteOptions {
+        compression: options.compression,
+        level: options.level,
+        threads: options.threads,
+        object_digest: options.digest,
+    };
+    let mut writer = ArchiveWriter::new(file, &write_options).map_err(pack_err(out))?;
     let root_rel = RelPath::new(CARRIED_DIR)?;
     let mut collected = Collected::default();
-    let mut dir_header = header(tar::EntryType::Directory, 0o755, 0);
-    tar_entry::append(
-        &mut builder,
-        &mut dir_header,
-        root_rel.as_str().as_bytes(),
-        None,
-        io::empty(),
-    )
-    .map_err(pack_err(&carried))?;
-    collected.directories.push(root_rel.clone());
+    writer.directory(&root_rel).map_err(pack_err(&carried))?;
+    collected.entries.push(Record::Directory { path: root_rel.clone() });
 
     if fs::symlink_metadata_opt(&carried)?.is_some_and(|m| m.is_dir()) {
         let (sender, receiver) = sync_channel(QUEUE_ITEMS);
         let reader = {
             let carried = carried.clone();
             let root_rel = root_rel.clone();
+            let algorithm = options.digest;
             std::thread::spawn(move || {
-                if let Err(e) = read_tree(&carried, &root_rel, &sender) {
+                if let Err(e) = read_tree(&carried, &root_rel, algorithm, &sender) {
                     let _ = sender.send(Err(e));
                 }
             })
         };
-        let written = write_items(&receiver, &mut builder, &mut collected);
+        let written = write_items(&receiver, &mut writer, &mut collected);
         // Dropping the receiver stops a reader that is still sending.
         drop(receiver);
         let joined = reader.join();
@@ -444,31 +327,26 @@ pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<Pack
         }
     }
 
+    let mut entries = collected.entries;
+    entries.sort_by(|a, b| a.path().cmp(b.path()));
     let manifest = SnapshotManifest {
         key: options.key.clone(),
         layout: CARRIED_DIR.to_owned(),
         created_at: manifest::now_rfc3339(),
         producer: options.producer.clone(),
         parents: options.parents.clone(),
-        directories: collected.directories,
-        files: collected.files,
-        symlinks: collected.symlinks,
+        entries,
         file_bytes: collected.file_bytes,
     };
     let envelope = manifest::seal(&MANIFEST_SCHEMA, "manifest", &manifest)?;
     let bytes = envelope.to_bytes();
-    let mut h = header(tar::EntryType::Regular, 0o644, bytes.len() as u64);
-    tar_entry::append(&mut builder, &mut h, MANIFEST_ENTRY.as_bytes(), None, bytes.as_slice())
-        .map_err(pack_err(out))?;
-    let encoder = builder.into_inner().map_err(pack_err(out))?;
-    let mut hashing = encoder.finish().map_err(pack_err(out))?;
-    hashing.flush().map_err(pack_err(out))?;
-    let object_size_bytes = hashing.hasher.len();
+    writer.small_file(MANIFEST_ENTRY.as_bytes(), 0o644, &bytes).map_err(pack_err(out))?;
+    let written = writer.finish().map_err(pack_err(out))?;
     Ok(PackReport {
         manifest,
         manifest_digest: envelope.content_digest.to_prefixed(),
-        object_size_bytes,
-        object_sha256: hashing.hasher.finish(),
+        object_size_bytes: written.object_size_bytes,
+        object_digest: written.object_digest,
         warnings: collected.warnings,
     })
 }
@@ -513,7 +391,13 @@ mod tests {
             .unwrap();
         let out = src.path().join("object");
         let report = pack(src.path(), &out, &PackOptions::new("k")).unwrap();
-        let links: Vec<&str> = report.manifest.symlinks.iter().map(|l| l.path.as_str()).collect();
+        let links: Vec<&str> = report
+            .manifest
+            .entries
+            .iter()
+            .filter(|e| matches!(e, Record::Symlink { .. }))
+            .map(|l| l.path().as_str())
+            .collect();
         assert_eq!(links, ["actions-v1/third_party/zlib/k/artifacts/libz.so"]);
         assert!(report.warnings.iter().any(|w| w.contains("custom_operator")), "{report:?}");
 

@@ -18,7 +18,7 @@
 //!
 //! Candidates are tried in that order: the exact key, then each prefix's snapshots newest
 //! first (a key seen at an earlier level is not tried twice). A candidate that fails
-//! verification (sidecar, size, SHA-256, any unpack check) is recorded in
+//! verification (sidecar, size, object digest, any unpack check) is recorded in
 //! [`RestoreReport::rejected`] and the next one is tried, up to [`MAX_REJECTED`]
 //! rejections; so one corrupt or poisoned snapshot is reported but does not block every
 //! restore of its namespace. Store failures are not retried with other candidates.
@@ -30,12 +30,13 @@
 //! 2. HEAD that object (missing, or not the declared size: the candidate is rejected),
 //!    download it into `<parent>/.<name>.download-*` beside the cache directory (the
 //!    transport runs parallel ranged GETs) and read it while it arrives, in order, up to
-//!    the complete prefix (`snapshot/arrivals.rs`): every byte once, through its SHA-256 and
-//!    into the unpacker (step 3), with nothing read twice;
+//!    the complete prefix (`snapshot/arrivals.rs`): every byte once, through the sidecar's
+//!    object digest (BLAKE3, or SHA-256 for sidecars of earlier releases and
+//!    `--digest sha256` saves) and into the unpacker (step 3), with nothing read twice;
 //! 3. unpack into a staging directory `<parent>/.<name>.tmp-<hex>` under the checks of
 //!    [`super::unpack`], bounded by the sidecar's counts, which themselves may not exceed
 //!    [`MAX_EXPANSION_RATIO`] times the object size (checked before the download). The
-//!    unpack's result counts only once the whole object's size and SHA-256 match the
+//!    unpack's result counts only once the whole object's size and digest match the
 //!    sidecar; a mismatch is the reason reported, and nothing is swapped in;
 //! 4. write `.local/snapshot-origin.json` (lineage for the next save) into the staging
 //!    tree, make it durable with one `syncfs` (not one fsync per file), then swap it into
@@ -67,7 +68,7 @@ use super::unpack::{UnpackLimits, UnpackReport, unpack_from};
 use super::{Error, SnapshotKey, manifest};
 use crate::content::layout::{self, CacheRoot};
 use crate::content::temp::{self, Purpose, is_leftover};
-use crate::digest::Sha256Digest;
+use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, StagingDir};
 use crate::transport::{ObjectKey, ObjectStore};
 
@@ -283,7 +284,7 @@ fn read_sidecar(
     let Some(bytes) = fs::read_capped_nofollow(temp, MAX_SIDECAR_BYTES)? else {
         return Err(Error::corrupt(&found.key, "the sidecar is larger than 1 MiB"));
     };
-    let (envelope, sidecar): (_, Sidecar) = manifest::load_sidecar(&bytes).map_err(|e| {
+    let (sidecar_digest, sidecar): (_, Sidecar) = manifest::load_sidecar(&bytes).map_err(|e| {
         let problem = match &e {
             Error::Record { source, .. } => source.problem(),
             other => other.one_line(),
@@ -299,7 +300,7 @@ fn read_sidecar(
     if sidecar.key != found.key {
         return Err(Error::corrupt(&found.key, format!("the sidecar names key {}", sidecar.key)));
     }
-    Ok((sidecar, envelope.content_digest.to_prefixed()))
+    Ok((sidecar, sidecar_digest))
 }
 
 /// Deletes the previous cache tree after the swap; a failure is a note naming it (the
@@ -405,7 +406,7 @@ pub(crate) fn check_expansion(key: &str, sidecar: &Sidecar) -> Result<(), Error>
 /// What [`download_and_unpack`] gave: the object's digest and size (of every byte that
 /// arrived, in order), and the unpack's own result, which counts only if they match.
 struct Streamed {
-    sha256: Sha256Digest,
+    digest: ContentDigest,
     size_bytes: u64,
     download_seconds: f64,
     unpacked: Result<UnpackReport, Error>,
@@ -421,6 +422,7 @@ fn download_and_unpack(
     store: &dyn ObjectStore,
     object: &ObjectKey,
     download: &Path,
+    algorithm: DigestAlgorithm,
     consume: impl FnOnce(&mut dyn std::io::Read) -> Result<UnpackReport, Error>,
 ) -> Result<Streamed, Error> {
     let arrivals = Arrivals::new();
@@ -433,7 +435,7 @@ fn download_and_unpack(
             drop(guard);
             fetched.map(|_| started.elapsed().as_secs_f64())
         });
-        let mut reader = ArrivingReader::new(&arrivals, download);
+        let mut reader = ArrivingReader::new(&arrivals, download, algorithm);
         let unpacked = consume(&mut reader);
         let drained = reader.drain();
         let fetched = match fetching.join() {
@@ -446,8 +448,8 @@ fn download_and_unpack(
     if let Err(e) = drained {
         return Err(fs::Error::io("read", download, e).into());
     }
-    let (sha256, size_bytes) = reader.finish();
-    Ok(Streamed { sha256, size_bytes, download_seconds, unpacked })
+    let (digest, size_bytes) = reader.finish();
+    Ok(Streamed { digest, size_bytes, download_seconds, unpacked })
 }
 
 /// Downloads, verifies and swaps in one candidate (read order steps 1–4).
@@ -490,9 +492,11 @@ fn restore_candidate(
         manifest_digest: Some(sidecar.manifest_digest.clone()),
         key: Some(found.key.clone()),
         compression: Some(sidecar.format),
+        algorithm: Some(sidecar.object_digest.algorithm()),
     };
     let download = temp::temp_file_beside(cache_dir, Purpose::Download)?;
-    let streamed = download_and_unpack(request.store, &object, &download, |input| {
+    let algorithm = sidecar.object_digest.algorithm();
+    let streamed = download_and_unpack(request.store, &object, &download, algorithm, |input| {
         unpack_from(input, staging.path(), &limits, &found.key)
     });
     // Nothing reads the download again; deleting it now also spares the sync below its
@@ -500,16 +504,16 @@ fn restore_candidate(
     drop(download);
     let streamed = streamed?;
     report.download_seconds += streamed.download_seconds;
-    let (digest, size) = (streamed.sha256, streamed.size_bytes);
+    let (digest, size) = (streamed.digest, streamed.size_bytes);
     // The object's digest decides first: an unpack error on damaged bytes is reported as
     // the damage it is.
-    if size != sidecar.object_size_bytes || digest != sidecar.object_sha256 {
+    if size != sidecar.object_size_bytes || digest != sidecar.object_digest {
         return Err(Error::corrupt(
             &found.key,
             format!(
-                "the downloaded object ({size} bytes, SHA-256 {digest}) does not match its \
-                 sidecar ({} bytes, SHA-256 {}); {MAYBE_TRANSIENT}",
-                sidecar.object_size_bytes, sidecar.object_sha256
+                "the downloaded object ({size} bytes, digest {digest}) does not match its \
+                 sidecar ({} bytes, digest {}); {MAYBE_TRANSIENT}",
+                sidecar.object_size_bytes, sidecar.object_digest
             ),
         ));
     }

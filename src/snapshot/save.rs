@@ -19,7 +19,7 @@
 //! `~<16 hex>-<32 hex>`, with no-overwrite semantics (the transport HEADs first, then writes
 //! conditionally, multipart with parallel parts above the part size, aborting incomplete
 //! uploads); then upload the sidecar `<key>.json`, the commit point, which names that
-//! object and binds its size and SHA-256; read the sidecar back to learn which save won.
+//! object and binds its size and digest (`object_digest`, hashed while packing); read the sidecar back to learn which save won.
 //! A save that loses (another save's sidecar is there) deletes its object and reports
 //! `AlreadyExists`; one whose answers were lost reports what the store holds. The pending
 //! record is removed once the outcome is known; one that outlives a failed save (the store
@@ -142,6 +142,8 @@ pub struct SaveRequest<'a> {
     pub level: i32,
     /// zstd workers (0: one per CPU).
     pub threads: u32,
+    /// Digest algorithm of the manifest's files and the object (`--digest`).
+    pub digest: crate::digest::DigestAlgorithm,
     /// Recorded in the manifest and sidecar.
     pub producer: Producer,
 }
@@ -309,6 +311,7 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         compression: request.compression,
         level: request.level,
         threads: request.threads,
+        digest: request.digest,
         key: key.clone(),
         producer: request.producer.clone(),
         parents: parents.clone(),
@@ -318,17 +321,16 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let pack_seconds = pack_started.elapsed().as_secs_f64();
 
     let manifest = &packed.manifest;
-    let object = object_key(&commit::unique_object_name(&key, &packed.object_sha256))?;
+    let object = object_key(&commit::unique_object_name(&key, &packed.object_digest))?;
     let sidecar = Sidecar {
         key: key.clone(),
         object: Some(object.as_str().to_owned()),
         format: request.compression,
         object_size_bytes: packed.object_size_bytes,
-        object_sha256: packed.object_sha256,
+        object_digest: packed.object_digest,
         manifest_digest: packed.manifest_digest.clone(),
-        entry_count: (manifest.directories.len() + manifest.files.len() + manifest.symlinks.len())
-            as u64,
-        file_count: manifest.files.len() as u64,
+        entry_count: manifest.entry_count(),
+        file_count: manifest.file_count(),
         file_bytes: manifest.file_bytes,
         created_at: manifest.created_at.clone(),
         producer: request.producer.clone(),
@@ -372,7 +374,7 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         key: Some(key),
         cache_dir,
         object_size_bytes: packed.object_size_bytes,
-        file_count: manifest.files.len() as u64,
+        file_count: manifest.file_count(),
         file_bytes: manifest.file_bytes,
         pack_seconds,
         upload_seconds: upload_started.elapsed().as_secs_f64(),

@@ -4,7 +4,7 @@
 //! Records:
 //! * `profile`, `system` (uname sysname, e.g. `Linux`), `machine` (uname machine, e.g.
 //!   `x86_64`);
-//! * `tool:<name>` → version text ([`super::tool`]) for the profile's default tools *and*
+//! * `tool:<name>` → version text ([`crate::toolchain`]) for the profile's default tools *and*
 //!   every `--environment-tool` (the reference dropped the defaults as soon as one tool was
 //!   given, §11 W18). `<name>` is the basename of the tool as given (`c++`, `g++-12`), not
 //!   of the resolved file, so an alternatives symlink does not change identity. Tools are

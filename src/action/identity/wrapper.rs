@@ -1,7 +1,7 @@
 //! Which compilers a build command runs: its program, or the program behind wrappers.
 //!
 //! A build command's compiler is toolchain identity (its `--version` output, see
-//! [`super::tool`]). When the command's program is a compiler driver
+//! [`crate::toolchain`]). When the command's program is a compiler driver
 //! ([`looks_like_compiler`]) that is the compiler. When it is a known wrapper — a program
 //! that runs the command named after its own options (`env`, `nice`, `timeout`, `time`,
 //! `stdbuf`, `taskset`, `ionice`, `chrt`, `flock`, `xargs`, `setsid`, `nohup`,

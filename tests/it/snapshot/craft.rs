@@ -1,14 +1,19 @@
 //! Hand-made snapshot objects for the malicious-snapshot tests: raw tar headers (any path,
 //! any type), a manifest record consistent with the entries (a malicious producer makes
 //! self-consistent snapshots), and a sidecar with the right size and SHA-256.
+//!
+//! Manifests and sidecars are spelled as the previous releases wrote them (manifest
+//! version 1: three lists, untagged SHA-256; sidecar version 1 or 2: `object_sha256`), so
+//! every test built on this module also checks that such snapshots stay readable through
+//! the migrations.
 
 use std::path::Path;
 
 use serde_json::{Value, json};
 use strata::digest::Sha256Digest;
 use strata::record::Envelope;
-use strata::snapshot::manifest::{MANIFEST_SCHEMA, SIDECAR_SCHEMA_V1};
-use strata::snapshot::{Compression, Producer, Sidecar};
+use strata::snapshot::Producer;
+use strata::snapshot::manifest::{MANIFEST_SCHEMA_V1, SIDECAR_SCHEMA_V1, SIDECAR_SCHEMA_V2};
 
 /// One raw entry.
 #[derive(Clone)]
@@ -132,7 +137,7 @@ pub fn object(entries: &[Entry], manifest: &Value) -> (Vec<u8>, String) {
             }
         }
     }
-    let sealed = Envelope::seal(&MANIFEST_SCHEMA, vec![], manifest).unwrap();
+    let sealed = Envelope::seal(&MANIFEST_SCHEMA_V1, vec![], manifest).unwrap();
     let bytes = sealed.to_bytes();
     let mut h = raw_header(
         tar::EntryType::Regular,
@@ -159,21 +164,49 @@ pub fn publish(
 ) {
     std::fs::create_dir_all(store).unwrap();
     std::fs::write(store.join(key), object).unwrap();
-    let sidecar = Sidecar {
-        key: key.to_owned(),
-        object: None,
-        format: Compression::Zstd,
-        object_size_bytes: object.len() as u64,
-        object_sha256: Sha256Digest::of_bytes(object),
-        manifest_digest: manifest_digest.to_owned(),
-        entry_count,
-        file_count: 0,
-        file_bytes,
-        created_at: "2025-01-01T00:00:00Z".to_owned(),
-        producer: Producer::default(),
-        parents: vec![],
-    };
+    let sidecar = legacy_sidecar(key, None, object, manifest_digest, entry_count, file_bytes);
     let sealed = Envelope::seal(&SIDECAR_SCHEMA_V1, vec![], &sidecar).unwrap();
+    std::fs::write(store.join(format!("{key}.json")), sealed.to_bytes()).unwrap();
+}
+
+/// A sidecar payload as releases before tagged digests wrote it (`object_sha256`, untagged
+/// hex), naming `object_name` if given (version 2) or none (version 1).
+pub fn legacy_sidecar(
+    key: &str,
+    object_name: Option<&str>,
+    object: &[u8],
+    manifest_digest: &str,
+    entry_count: u64,
+    file_bytes: u64,
+) -> Value {
+    let mut sidecar = json!({
+        "key": key, "format": "zstd", "object_size_bytes": object.len(),
+        "object_sha256": Sha256Digest::of_bytes(object).to_hex(),
+        "manifest_digest": manifest_digest, "entry_count": entry_count, "file_count": 0,
+        "file_bytes": file_bytes, "created_at": "2025-01-01T00:00:00Z",
+        "producer": Producer::default(), "parents": [],
+    });
+    if let Some(name) = object_name {
+        sidecar["object"] = name.into();
+    }
+    sidecar
+}
+
+/// Writes `object` under the object name `name` and a version 2 sidecar (the previous
+/// release's layout) committing it.
+pub fn publish_v2(
+    store: &Path,
+    key: &str,
+    name: &str,
+    object: &[u8],
+    manifest_digest: &str,
+    entry_count: u64,
+    file_bytes: u64,
+) {
+    std::fs::create_dir_all(store).unwrap();
+    std::fs::write(store.join(name), object).unwrap();
+    let sidecar = legacy_sidecar(key, Some(name), object, manifest_digest, entry_count, file_bytes);
+    let sealed = Envelope::seal(&SIDECAR_SCHEMA_V2, vec![], &sidecar).unwrap();
     std::fs::write(store.join(format!("{key}.json")), sealed.to_bytes()).unwrap();
 }
 

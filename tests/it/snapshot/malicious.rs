@@ -222,7 +222,7 @@ fn snapshot_rejects_a_manifest_mismatch() {
     manifest["files"][0]["sha256"] = other.into();
     let (bytes, digest) = object(&entries, &manifest);
     publish(&v.store(), &v.key, &bytes, &digest, 2, 12);
-    v.assert_rejected("manifest mismatch: file actions-v1/f has SHA-256");
+    v.assert_rejected("manifest mismatch: file actions-v1/f has digest sha256:");
 }
 
 #[test]

@@ -9,6 +9,7 @@
 
 mod actions;
 pub mod craft;
+mod digests;
 mod faults;
 mod gating;
 mod lookup;

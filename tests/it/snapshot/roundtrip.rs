@@ -318,9 +318,18 @@ fn snapshot_restores_snapshots_in_the_layout_of_earlier_releases() {
     let sidecar_path = store.join(format!("{k}.json"));
     let sealed: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&sidecar_path).unwrap()).unwrap();
-    assert_eq!(sealed["schema_version"], 2);
+    assert_eq!(sealed["schema_version"], 3);
     let mut payload = sealed["payload"].clone();
-    payload.as_object_mut().unwrap().remove("object").unwrap();
+    let fields = payload.as_object_mut().unwrap();
+    fields.remove("object").unwrap();
+    // Version 1 binds the object by untagged SHA-256 (the object inside is this release's,
+    // with BLAKE3 file digests: the unpacker reads those files once more under BLAKE3).
+    fields.remove("object_digest").unwrap();
+    let object_bytes = std::fs::read(store.join(&k)).unwrap();
+    fields.insert(
+        "object_sha256".into(),
+        strata::digest::Sha256Digest::of_bytes(&object_bytes).to_hex().into(),
+    );
     let v1 = strata::record::Envelope::seal(
         &strata::snapshot::manifest::SIDECAR_SCHEMA_V1,
         vec![],

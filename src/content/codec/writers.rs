@@ -1,7 +1,7 @@
-//! Parallel file writers for [`super::unpack`]: the thread that decompresses and parses the
-//! archive hands each regular file's bytes to one of a few writer threads, which create
-//! the file, hash and write the bytes, and set its mode. So decompression, hashing and
-//! writing overlap.
+//! Parallel file writers for [`super::read::extract`]: the thread that decompresses and
+//! parses the archive hands each regular file's bytes to one of a few writer threads, which
+//! create the file, hash and write the bytes (each byte hashed once, under the algorithm the
+//! reader names), and set its mode. So decompression, hashing and writing overlap.
 //!
 //! All checks on an entry (path, type, limits, parent directories) happen on the parsing
 //! thread *before* the file is handed over; a writer only creates the file with
@@ -25,19 +25,29 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
-use super::manifest::FileRecord;
-use crate::digest::Hasher;
+use crate::content::record::FileRecord;
+use crate::digest::{ContentHasher, DigestAlgorithm};
 use crate::fs::{self, RelPath};
 
 /// Largest chunk handed to a writer, in bytes.
-pub(crate) const CHUNK_BYTES: usize = 1024 * 1024;
+pub(crate) const CHUNK_BYTES: usize = super::CHUNK_BYTES;
 /// Chunks a writer's queue holds.
 pub(crate) const QUEUE_CHUNKS: usize = 4;
 /// Most writer threads.
 const MAX_WRITERS: usize = 4;
 
+/// A file to create: its entry, destination path, owner-exec bit, final mode and the
+/// algorithm its bytes are hashed with.
+pub(crate) struct NewFile {
+    pub(crate) rel: RelPath,
+    pub(crate) path: PathBuf,
+    pub(crate) executable: bool,
+    pub(crate) mode: u32,
+    pub(crate) algorithm: DigestAlgorithm,
+}
+
 enum Message {
-    Open { rel: RelPath, path: PathBuf, executable: bool },
+    Open(NewFile),
     Data(Vec<u8>),
     Close,
 }
@@ -75,49 +85,50 @@ pub(crate) struct WriterPool {
 
 fn run_writer(receiver: Receiver<Message>, failed: Arc<AtomicBool>) -> Output {
     let mut out = Output { records: Vec::new(), error: None };
-    let mut current: Option<(File, PathBuf, RelPath, bool, Hasher)> = None;
+    let mut current: Option<(File, NewFile, ContentHasher)> = None;
     for message in receiver {
         if out.error.is_some() {
             continue; // drain so the sender never blocks
         }
         let result: Result<(), WriteError> = match message {
-            Message::Open { rel, path, executable } => match fs::create_new(&path, 0o600) {
+            Message::Open(new) => match fs::create_new(&new.path, 0o600) {
                 Ok(file) => {
-                    current = Some((file, path, rel, executable, Hasher::new()));
+                    let hasher = ContentHasher::new(new.algorithm);
+                    current = Some((file, new, hasher));
                     Ok(())
                 }
                 Err(fs::Error::Io { source, .. })
                     if source.kind() == io::ErrorKind::AlreadyExists =>
                 {
-                    Err(WriteError::Exists(rel))
+                    Err(WriteError::Exists(new.rel))
                 }
                 Err(e) => Err(WriteError::Io(e)),
             },
             Message::Data(bytes) => match current.as_mut() {
-                Some((file, path, _, _, hasher)) => {
+                Some((file, new, hasher)) => {
                     hasher.update(&bytes);
                     file.write_all(&bytes)
-                        .map_err(|e| WriteError::Io(fs::Error::io("write", path.as_path(), e)))
+                        .map_err(|e| WriteError::Io(fs::Error::io("write", new.path.as_path(), e)))
                 }
                 None => Ok(()),
             },
             Message::Close => match current.take() {
-                Some((file, path, rel, executable, hasher)) => {
-                    let mode = if executable { 0o755 } else { 0o644 };
-                    match file.set_permissions(std::fs::Permissions::from_mode(mode)) {
-                        Ok(()) => {
-                            let size_bytes = hasher.len();
-                            out.records.push(FileRecord {
-                                path: rel,
-                                size_bytes,
-                                executable,
-                                sha256: hasher.finish(),
-                            });
-                            Ok(())
-                        }
-                        Err(e) => Err(WriteError::Io(fs::Error::io("chmod", path, e))),
+                Some((file, new, hasher)) => match file
+                    .set_permissions(std::fs::Permissions::from_mode(new.mode))
+                    .map_err(|e| fs::Error::io("chmod", &new.path, e))
+                {
+                    Ok(()) => {
+                        let size_bytes = hasher.len();
+                        out.records.push(FileRecord {
+                            path: new.rel,
+                            size_bytes,
+                            digest: hasher.finish(),
+                            executable: new.executable,
+                        });
+                        Ok(())
                     }
-                }
+                    Err(e) => Err(WriteError::Io(e)),
+                },
                 None => Ok(()),
             },
         };
@@ -163,14 +174,12 @@ impl WriterPool {
         self.failed.load(Ordering::Relaxed)
     }
 
-    /// Hands the file at `path` (entry `rel`) to the next writer: reads exactly `size`
-    /// bytes from `data` in chunks and queues them. `size` is what the archive declares
-    /// (untrusted): it only says how much to read, never how much to reserve.
+    /// Hands `file` to the next writer: reads exactly `size` bytes from `data` in chunks and
+    /// queues them. `size` is what the archive declares (untrusted): it only says how much
+    /// to read, never how much to reserve.
     pub(crate) fn write_file(
         &mut self,
-        rel: RelPath,
-        path: PathBuf,
-        executable: bool,
+        file: NewFile,
         size: u64,
         data: &mut dyn Read,
     ) -> Result<(), FeedError> {
@@ -179,7 +188,8 @@ impl WriterPool {
         };
         self.next = self.next.wrapping_add(1);
         let send = |m| sender.send(m).map_err(|_| FeedError::WriterStopped);
-        send(Message::Open { rel: rel.clone(), path, executable })?;
+        let rel = file.rel.clone();
+        send(Message::Open(file))?;
         let mut remaining = size;
         while remaining > 0 {
             let want = usize::try_from(remaining.min(CHUNK_BYTES as u64)).unwrap_or(CHUNK_BYTES);
@@ -223,7 +233,7 @@ impl WriterPool {
                 }
                 Err(_) => {
                     if first_error.is_none() {
-                        let e = io::Error::other("a snapshot writer thread panicked");
+                        let e = io::Error::other("an archive writer thread panicked");
                         first_error =
                             Some(WriteError::Io(fs::Error::io("write", PathBuf::new(), e)));
                     }
