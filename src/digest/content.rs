@@ -9,7 +9,9 @@ use std::str::FromStr;
 use serde::Deserialize as _;
 use sha2::Digest as _;
 
-use super::{Error, SHA256_LEN, Sha256Digest, clip, parse_hex32, to_hex32, with_buffer};
+use super::{
+    Error, SHA256_LEN, Sha256Digest, clip, parse_hex32, to_hex32, with_buffer, with_buffer_of,
+};
 
 /// Length in bytes of every [`ContentDigest`] (BLAKE3's default output and SHA-256 alike).
 pub const CONTENT_DIGEST_LEN: usize = 32;
@@ -31,6 +33,15 @@ pub const RAYON_THRESHOLD_BYTES: usize = 1024 * 1024;
 /// Read size [`ContentHasher::update_reader`] switches to once a BLAKE3 input proves larger
 /// than the per-thread buffer, so that each update reaches [`RAYON_THRESHOLD_BYTES`].
 const LARGE_READ_BYTES: usize = 4 * RAYON_THRESHOLD_BYTES;
+
+/// Inputs of at least this many bytes (when the size is known up front) are read in
+/// [`LARGE_READ_BYTES`] chunks and hashed on rayon's pool; smaller ones in
+/// [`super::BUFFER_BYTES`] chunks on the calling thread. Measured on the 2-core Xeon over
+/// 500 files of 2 MiB hashed two at a time (one per core): 256 KiB reads without rayon
+/// 0.175 s, 1 MiB reads with rayon 0.189 s, 4 MiB reads with rayon 0.211 s (`b3sum`, mmap,
+/// 0.16 s); a caller that already spreads files over the cores gains nothing from splitting
+/// a small file, while one large file needs rayon to use more than one core.
+pub const LARGE_INPUT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A content digest algorithm.
 ///
@@ -295,14 +306,49 @@ impl ContentHasher {
     /// Feeds everything `reader` yields and returns how many bytes that was.
     ///
     /// Reads through this thread's reusable buffer ([`super::BUFFER_BYTES`]); a BLAKE3 input
-    /// that fills it switches to reads of 4 × [`RAYON_THRESHOLD_BYTES`] so that large files
-    /// use rayon's pool, while small files cost no allocation.
+    /// that fills it switches to reads of 4 × [`RAYON_THRESHOLD_BYTES`] (the same reused
+    /// buffer, grown) so that large files use rayon's pool; nothing is allocated per input.
     ///
     /// # Errors
     /// Any read error of `reader` other than `Interrupted` (which is retried), unchanged;
     /// the hasher then holds a prefix of the input and should be dropped.
-    pub fn update_reader(&mut self, mut reader: impl Read) -> io::Result<u64> {
+    pub fn update_reader(&mut self, reader: impl Read) -> io::Result<u64> {
+        self.update_reader_sized(reader, None)
+    }
+
+    /// [`ContentHasher::update_reader`] for an input whose size is known (`size_hint`, in
+    /// bytes, e.g. from `fstat`): BLAKE3 input of at least [`LARGE_INPUT_BYTES`] is read in
+    /// large chunks and hashed on rayon's pool from the start; smaller input is read through
+    /// the 256 KiB thread buffer and hashed on the calling thread. Without a hint it behaves
+    /// like [`ContentHasher::update_reader`]. The hint only chooses the chunk size: the
+    /// digest covers exactly what `reader` yields.
+    ///
+    /// # Errors
+    /// As [`ContentHasher::update_reader`].
+    pub fn update_reader_sized(
+        &mut self,
+        mut reader: impl Read,
+        size_hint: Option<u64>,
+    ) -> io::Result<u64> {
         let start = self.len;
+        let blake3 = matches!(self.state, State::Blake3(_));
+        if let Some(size) = size_hint {
+            let chunk = if blake3 && size >= LARGE_INPUT_BYTES {
+                LARGE_READ_BYTES
+            } else {
+                super::BUFFER_BYTES
+            };
+            with_buffer_of(chunk, |buf| -> io::Result<()> {
+                loop {
+                    let n = read_full(&mut reader, buf)?;
+                    self.update(buf.get(..n).unwrap_or_default());
+                    if n < buf.len() {
+                        return Ok(());
+                    }
+                }
+            })?;
+            return Ok(self.len - start);
+        }
         let grow = with_buffer(|buf| -> io::Result<bool> {
             loop {
                 let n = read_full(&mut reader, buf)?;
@@ -316,14 +362,15 @@ impl ContentHasher {
             }
         })?;
         if grow {
-            let mut large = vec![0u8; LARGE_READ_BYTES];
-            loop {
-                let n = read_full(&mut reader, &mut large)?;
-                self.update(large.get(..n).unwrap_or_default());
-                if n < large.len() {
-                    break;
+            with_buffer_of(LARGE_READ_BYTES, |large| -> io::Result<()> {
+                loop {
+                    let n = read_full(&mut reader, large)?;
+                    self.update(large.get(..n).unwrap_or_default());
+                    if n < large.len() {
+                        return Ok(());
+                    }
                 }
-            }
+            })?;
         }
         Ok(self.len - start)
     }
@@ -403,6 +450,26 @@ mod tests {
             buf.get_mut(..n).unwrap_or_default().copy_from_slice(head);
             self.data = tail;
             Ok(n)
+        }
+    }
+
+    /// The size hint only picks the chunk size: every hint, right or wrong, gives the
+    /// digest of exactly the bytes read, for both algorithms, around both thresholds.
+    #[test]
+    fn size_hinted_reads_hash_exactly_what_is_read() {
+        let large = usize::try_from(LARGE_INPUT_BYTES).unwrap();
+        let buf = crate::digest::BUFFER_BYTES;
+        for len in [0, 1, buf - 1, buf, buf + 1, large + 4097] {
+            let input = vector_input(len);
+            for algorithm in DigestAlgorithm::ALL {
+                let want = ContentDigest::of_bytes(algorithm, &input);
+                for hint in [None, Some(0), Some(len as u64), Some(LARGE_INPUT_BYTES * 2)] {
+                    let mut h = ContentHasher::new(algorithm);
+                    let reader = Trickle { data: &input, step: 70_000 };
+                    let n = h.update_reader_sized(reader, hint).unwrap();
+                    assert_eq!((h.finish(), n), (want, len as u64), "{algorithm} {len} {hint:?}");
+                }
+            }
         }
     }
 

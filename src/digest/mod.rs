@@ -270,14 +270,21 @@ thread_local! {
 /// fresh 256 KiB allocation (an `mmap` and its page faults) per file, which dominated
 /// hashing many small files. A nested call gets a temporary buffer instead.
 pub fn with_buffer<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    with_buffer_of(BUFFER_BYTES, f)
+}
+
+/// Runs `f` with exactly `len` bytes of this thread's reusable I/O buffer (grown on first
+/// use and kept: a thread that once read large chunks keeps that much memory, at most a few
+/// MiB). A nested call gets a temporary buffer instead.
+pub fn with_buffer_of<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     BUFFER.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => {
-            if buf.len() < BUFFER_BYTES {
-                buf.resize(BUFFER_BYTES, 0);
+            if buf.len() < len {
+                buf.resize(len, 0);
             }
-            f(&mut buf)
+            f(buf.get_mut(..len).unwrap_or_default())
         }
-        Err(_) => f(&mut vec![0u8; BUFFER_BYTES]),
+        Err(_) => f(&mut vec![0u8; len]),
     })
 }
 

@@ -24,8 +24,6 @@ use rustix::fs::OFlags;
 use super::{Error, Result};
 use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 
-const BUF_BYTES: usize = 1024 * 1024;
-
 /// The metadata that changes when a file's bytes change: device, inode, size, modification
 /// and status-change times (nanoseconds since the epoch), and permission bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -118,15 +116,9 @@ pub fn hash_file_stable(
         ));
     }
     let mut hasher = ContentHasher::new(algorithm);
-    let mut buf = vec![0u8; BUF_BYTES];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => hasher.update(buf.get(..n).unwrap_or_default()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io("read", path, e)),
-        }
-    }
+    hasher
+        .update_reader_sized(&mut file, Some(before.len()))
+        .map_err(|e| Error::io("read", path, e))?;
     let stamp = check_unchanged(&file, path, &before, hasher.len())?;
     let size = hasher.len();
     Ok((hasher.finish(), size, stamp))
@@ -173,18 +165,19 @@ pub fn copy_new_file(
         .open(dest)
         .map_err(|e| Error::io("create", dest, e))?;
     let mut hasher = ContentHasher::new(algorithm);
-    let mut buf = vec![0u8; BUF_BYTES];
-    loop {
-        let n = match input.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io("read", src, e)),
-        };
-        let chunk = buf.get(..n).unwrap_or_default();
-        hasher.update(chunk);
-        output.write_all(chunk).map_err(|e| Error::io("write", dest, e))?;
-    }
+    crate::digest::with_buffer(|buf| -> Result<()> {
+        loop {
+            let n = match input.read(buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io("read", src, e)),
+            };
+            let chunk = buf.get(..n).unwrap_or_default();
+            hasher.update(chunk);
+            output.write_all(chunk).map_err(|e| Error::io("write", dest, e))?;
+        }
+    })?;
     check_unchanged(&input, src, &before, hasher.len())?;
     // The umask may have cleared bits of `mode`; set them exactly.
     output
