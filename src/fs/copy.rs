@@ -228,6 +228,32 @@ pub fn place_symlink_atomic(target: &str, dest: &Path) -> Result<()> {
     Err(Error::io("create symlink", dest, io::Error::other("no free temporary name")))
 }
 
+/// Creates the directory `path` (mode `dir_mode`, exactly) whose parent the caller has
+/// already made or checked to be a real directory it controls (e.g. a private staging
+/// tree being filled by one extraction). An existing real directory is accepted; a file or
+/// symlink there is an error, never followed.
+///
+/// # Errors
+/// [`Error::NotADirectory`] / [`Error::SymlinkInPath`] when something else is at `path`;
+/// I/O errors naming the path.
+pub fn create_dir_in_checked_parent(path: &Path, dir_mode: u32) -> Result<()> {
+    match fs::create_dir(path) {
+        Ok(()) => fs::set_permissions(path, fs::Permissions::from_mode(dir_mode))
+            .map_err(|e| Error::io("chmod", path, e)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let m = fs::symlink_metadata(path).map_err(|e| Error::io("stat", path, e))?;
+            if m.file_type().is_symlink() {
+                return Err(Error::SymlinkInPath { path: path.into(), link: path.into() });
+            }
+            if !m.is_dir() {
+                return Err(Error::NotADirectory { path: path.into(), component: path.into() });
+            }
+            Ok(())
+        }
+        Err(e) => Err(Error::io("create directory", path, e)),
+    }
+}
+
 /// Creates `root/rel` and every missing directory between, refusing to pass through a
 /// symlink or a non-directory. `root` itself is trusted (the caller resolved it). Each
 /// created directory gets `dir_mode`.

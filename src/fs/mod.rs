@@ -48,8 +48,8 @@ use std::time::Duration;
 use crate::digest::ContentDigest;
 
 pub use copy::{
-    Placed, Placement, copy_verified, create_dir_all_within, hash_file, place_file_atomic,
-    place_file_checked, place_symlink_atomic,
+    Placed, Placement, copy_verified, create_dir_all_within, create_dir_in_checked_parent,
+    hash_file, place_file_atomic, place_file_checked, place_symlink_atomic,
 };
 pub use lock::{
     LockGuard, LockProgress, LockWait, lock_exclusive, lock_exclusive_nofollow, lock_shared,

@@ -166,8 +166,17 @@ impl<M> State<'_, M> {
             }
             prefix_end += 1;
         }
-        fs::create_dir_all_within(self.dest, &dir.to_relative_path(), self.spec.modes.dir)
-            .map_err(|e| self.create_error(rel, e))?;
+        // A parent this extraction already made (or checked) is a real directory of the
+        // private destination: only the last component is new, so skip the walk from the
+        // root (one `lstat` per component per directory, most of the syscalls of an unpack).
+        let parent_known = dir.parent().is_some_and(|p| self.known_dirs.contains(p.as_str()));
+        if parent_known {
+            fs::create_dir_in_checked_parent(&path, self.spec.modes.dir)
+                .map_err(|e| self.create_error(rel, e))?;
+        } else {
+            fs::create_dir_all_within(self.dest, &dir.to_relative_path(), self.spec.modes.dir)
+                .map_err(|e| self.create_error(rel, e))?;
+        }
         let mut current = rel;
         while self.known_dirs.insert(current.to_owned()) {
             match current.rsplit_once('/') {
