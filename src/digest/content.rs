@@ -7,11 +7,8 @@ use std::io::{self, Read};
 use std::str::FromStr;
 
 use serde::Deserialize as _;
-use sha2::Digest as _;
 
-use super::{
-    Error, SHA256_LEN, Sha256Digest, clip, parse_hex32, to_hex32, with_buffer, with_buffer_of,
-};
+use super::{Error, Sha256Digest, clip, parse_hex32, to_hex32, with_buffer, with_buffer_of};
 
 /// Length in bytes of every [`ContentDigest`] (BLAKE3's default output and SHA-256 alike).
 pub const CONTENT_DIGEST_LEN: usize = 32;
@@ -265,9 +262,9 @@ pub struct ContentHasher {
 
 #[derive(Clone)]
 enum State {
-    // Boxed: blake3's hasher is about 1.9 KB, SHA-256's about 100 bytes.
+    // Boxed: blake3's hasher is about 1.9 KB, ring's SHA-256 context a few hundred bytes.
     Blake3(Box<blake3::Hasher>),
-    Sha256(sha2::Sha256),
+    Sha256(Box<super::Hasher>),
 }
 
 impl ContentHasher {
@@ -275,7 +272,7 @@ impl ContentHasher {
     pub fn new(algorithm: DigestAlgorithm) -> Self {
         let state = match algorithm {
             DigestAlgorithm::Blake3 => State::Blake3(Box::new(blake3::Hasher::new())),
-            DigestAlgorithm::Sha256 => State::Sha256(sha2::Sha256::new()),
+            DigestAlgorithm::Sha256 => State::Sha256(Box::new(super::Hasher::new())),
         };
         Self { state, len: 0 }
     }
@@ -391,11 +388,7 @@ impl ContentHasher {
             State::Blake3(h) => {
                 ContentDigest::from_bytes(DigestAlgorithm::Blake3, *h.finalize().as_bytes())
             }
-            State::Sha256(h) => {
-                let mut bytes = [0u8; SHA256_LEN];
-                bytes.copy_from_slice(h.finalize().as_slice());
-                ContentDigest::from_bytes(DigestAlgorithm::Sha256, bytes)
-            }
+            State::Sha256(h) => ContentDigest::from(h.finish()),
         }
     }
 }

@@ -39,10 +39,12 @@
 //! algorithm tag (`sha256:<hex>`) use [`Sha256Digest::to_prefixed`] /
 //! [`Sha256Digest::parse_prefixed`]. [`Hasher`] is its streaming form.
 //!
-//! SHA-256 uses the `sha2` crate, which picks the SHA-NI implementation at run time on CPUs
-//! that have it, so no `unsafe` is needed. Measured over 256 MiB in memory on one core of
-//! a Xeon with SHA-NI (release build): `sha2` 1.27 GB/s, `ring` 1.22–1.27 GB/s (no gain, so
-//! `sha2` stays); `sha2` without SHA-NI (its portable backend) 0.26 GB/s on the same core.
+//! SHA-256 uses `ring` (already linked for TLS), which picks SHA-NI, AVX2 or SSSE3 code at
+//! run time, so no `unsafe` is needed here. Measured over 256 MiB in memory on one core of a
+//! Xeon with SHA-NI (release build): `ring` 1.22–1.27 GB/s, `sha2` 1.27 GB/s; without
+//! SHA-NI, `sha2` falls back to its portable code (0.26 GB/s here, ≈ 0.12 GB/s on the
+//! runner of issue 8) while `ring` keeps vector code (≈ 0.15–0.23 GB/s there). `ring` is
+//! therefore the faster choice on both kinds of machine, and the only SHA-256 in strata.
 //!
 //! Hashing *files* lives in [`crate::fs`] (only that module touches the filesystem); this
 //! module hashes bytes and readers.
@@ -50,8 +52,6 @@
 use std::fmt;
 use std::io::{self, Read};
 use std::str::FromStr;
-
-use sha2::Digest as _;
 
 mod content;
 
@@ -289,10 +289,16 @@ pub fn with_buffer_of<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
 }
 
 /// Streaming SHA-256 with a byte counter.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Hasher {
-    inner: sha2::Sha256,
+    inner: ring::digest::Context,
     len: u64,
+}
+
+impl Default for Hasher {
+    fn default() -> Self {
+        Self { inner: ring::digest::Context::new(&ring::digest::SHA256), len: 0 }
+    }
 }
 
 impl Hasher {
@@ -319,9 +325,9 @@ impl Hasher {
 
     /// The digest of everything fed.
     pub fn finish(self) -> Sha256Digest {
-        let out = self.inner.finalize();
+        let out = self.inner.finish();
         let mut bytes = [0u8; SHA256_LEN];
-        bytes.copy_from_slice(out.as_slice());
+        bytes.copy_from_slice(out.as_ref());
         Sha256Digest(bytes)
     }
 }
