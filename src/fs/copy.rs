@@ -44,7 +44,7 @@ pub fn copy_verified(
 }
 
 /// Copies the open file `input` (read from `src`) into `dest` while hashing.
-fn copy_hashing(
+pub(super) fn copy_hashing(
     input: &mut File,
     src: &Path,
     dest: &mut File,

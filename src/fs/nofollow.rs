@@ -15,7 +15,7 @@
 //! detector and a cache key inside one process, never an identity.
 
 use std::fs::{File, Metadata, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -164,21 +164,8 @@ pub fn copy_new_file(
         .custom_flags((OFlags::NOFOLLOW | OFlags::CLOEXEC).bits() as i32)
         .open(dest)
         .map_err(|e| Error::io("create", dest, e))?;
-    let mut hasher = ContentHasher::new(algorithm);
-    crate::digest::with_buffer(|buf| -> Result<()> {
-        loop {
-            let n = match input.read(buf) {
-                Ok(0) => return Ok(()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::io("read", src, e)),
-            };
-            let chunk = buf.get(..n).unwrap_or_default();
-            hasher.update(chunk);
-            output.write_all(chunk).map_err(|e| Error::io("write", dest, e))?;
-        }
-    })?;
-    check_unchanged(&input, src, &before, hasher.len())?;
+    let (digest, size) = super::copy::copy_hashing(&mut input, src, &mut output, dest, algorithm)?;
+    check_unchanged(&input, src, &before, size)?;
     // The umask may have cleared bits of `mode`; set them exactly.
     output
         .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
@@ -186,8 +173,7 @@ pub fn copy_new_file(
     if sync {
         output.sync_all().map_err(|e| Error::io("fsync", dest, e))?;
     }
-    let size = hasher.len();
-    Ok((hasher.finish(), size))
+    Ok((digest, size))
 }
 
 #[cfg(test)]

@@ -44,6 +44,22 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
+/// `strata action run ARGS` with the fixture's common tail: the bare profile, the work and
+/// fixture directories normalised (as when the fixture was made), and `sh -c SCRIPT sh DIR`.
+fn action_run(c: &Copy, mut args: Vec<std::ffi::OsString>, script: &str, dir: &Path) -> Output {
+    for a in ["--environment-profile", "bare", "--normalize-path"] {
+        args.push(a.into());
+    }
+    args.push(c.work.clone().into());
+    args.push("--normalize-path".into());
+    args.push(c.fx.clone().into());
+    for a in ["--", "sh", "-c", script, "sh"] {
+        args.push(a.into());
+    }
+    args.push(dir.into());
+    strata(&args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>())
+}
+
 /// The fixture's third-party action, run by this build.
 fn third_party(c: &Copy) -> Output {
     let out = c.work.join("out");
@@ -59,20 +75,8 @@ fn third_party(c: &Copy) -> Output {
         "fixture".into(),
         "--output-dir".into(),
         out.clone().into(),
-        "--environment-profile".into(),
-        "bare".into(),
-        "--normalize-path".into(),
-        c.work.clone().into(),
-        "--normalize-path".into(),
-        c.fx.clone().into(),
-        "--".into(),
-        "sh".into(),
-        "-c".into(),
-        script.into(),
-        "sh".into(),
-        out.into(),
     ];
-    strata(&args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>())
+    action_run(c, args, script, &out)
 }
 
 fn entry_dir(c: &Copy) -> PathBuf {
@@ -154,20 +158,8 @@ fn release_0_1_0_publication_state_is_read_and_the_operator_hits() {
         c.fx.join("publish").into(),
         "--publish-state-dir".into(),
         c.fx.join("publish-state").into(),
-        "--environment-profile".into(),
-        "bare".into(),
-        "--normalize-path".into(),
-        c.work.clone().into(),
-        "--normalize-path".into(),
-        c.fx.clone().into(),
-        "--".into(),
-        "sh".into(),
-        "-c".into(),
-        r#"printf "kernel\n" > "$1/add.o""#.into(),
-        "sh".into(),
-        stage.into(),
     ];
-    let run = strata(&args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>());
+    let run = action_run(&c, args, r#"printf "kernel\n" > "$1/add.o""#, &stage);
     let shown = text(&run);
     assert!(run.status.success(), "{shown}");
     assert!(shown.contains("HIT domain=custom_operator") && !shown.contains("warning"), "{shown}");
