@@ -33,6 +33,7 @@ pub mod snapshot;
 mod tar_entry;
 pub mod toolchain;
 pub mod transport;
+pub mod trust;
 
 /// The producer string written into records: `strata <version>`.
 pub const PRODUCER: &str = concat!("strata ", env!("CARGO_PKG_VERSION"));

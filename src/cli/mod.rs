@@ -14,6 +14,7 @@
 
 mod action;
 mod artifact;
+mod key;
 mod log;
 mod output;
 mod snapshot;
@@ -69,6 +70,9 @@ enum Command {
     /// L1 snapshots between machines: key, restore, save.
     #[command(subcommand)]
     Snapshot(Box<snapshot::SnapshotCommand>),
+    /// Producer signing keys: generate.
+    #[command(subcommand)]
+    Key(key::KeyCommand),
 }
 
 /// A failure with the exit code it maps to.
@@ -100,6 +104,7 @@ pub fn main() -> i32 {
         Command::Stats { cache_root, json } => action::stats(cache_root, json),
         Command::Artifact(cmd) => artifact::run(*cmd),
         Command::Snapshot(cmd) => snapshot::run(*cmd),
+        Command::Key(cmd) => key::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -494,6 +494,7 @@ mod tests {
                 created_at: "2025-01-01T00:00:00Z".to_owned(),
                 producer: Default::default(),
                 parents: vec![],
+                signature: None,
             };
             let bytes = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar).unwrap().to_bytes();
             let pending = Pending::record(&cache, &store.describe(), key, &object, &bytes).unwrap();

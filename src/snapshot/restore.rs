@@ -63,7 +63,9 @@ use super::arrivals::{Arrivals, ArrivingReader, FinishGuard};
 use super::leftovers::{self, STALE_AFTER};
 pub use super::lookup::MAX_FUTURE;
 use super::lookup::{Candidate, candidates, prefixes};
-use super::manifest::{MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, Sidecar, now_rfc3339, seal};
+use super::manifest::{
+    MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, now_rfc3339, seal,
+};
 use super::unpack::{UnpackLimits, UnpackReport, unpack_from};
 use super::{Error, SnapshotKey, manifest};
 use crate::content::layout::{self, CacheRoot};
@@ -71,6 +73,7 @@ use crate::content::temp::{self, Purpose, is_leftover};
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, StagingDir};
 use crate::transport::{ObjectKey, ObjectStore};
+use crate::trust::TrustPolicy;
 
 /// How a snapshot was matched (the `matched-level` output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -122,6 +125,10 @@ pub struct RestoreRequest<'a> {
     pub restore_prefixes: Vec<String>,
     /// Restore or only look up.
     pub mode: LookupMode,
+    /// Producers accepted (`--trusted-key`, `STRATA_TRUSTED_KEYS`). Empty: producers are
+    /// not checked (and the report says so once); otherwise a candidate whose sidecar is
+    /// not signed by one of these keys is passed over like a corrupt one.
+    pub trust: crate::trust::TrustPolicy,
 }
 
 /// What a restore did. A miss is `level: None` with `restored: false`.
@@ -303,6 +310,21 @@ fn read_sidecar(
     Ok((sidecar, sidecar_digest))
 }
 
+/// With trusted keys configured, the sidecar must carry a signature by one of them over
+/// [`Sidecar::statement`]; otherwise the candidate is [`Error::Corrupt`] (passed over), with
+/// the key id and the reason.
+fn check_producer(trust: &TrustPolicy, key: &str, sidecar: &Sidecar) -> Result<(), Error> {
+    if trust.is_empty() {
+        return Ok(());
+    }
+    trust
+        .check(SIDECAR_SIGNATURE_DOMAIN, &sidecar.statement(), sidecar.signature.as_ref())
+        .map(drop)
+        .map_err(|rejection| {
+            Error::corrupt(key, format!("its producer is not trusted: {rejection}"))
+        })
+}
+
 /// Deletes the previous cache tree after the swap; a failure is a note naming it (the
 /// restore itself succeeded).
 fn discard_old_tree(old: &Path) -> Option<String> {
@@ -462,6 +484,7 @@ fn restore_candidate(
     let sidecar_temp = temp::temp_file_beside(cache_dir, Purpose::Sidecar)?;
     let (sidecar, _) = read_sidecar(request.store, found, &sidecar_temp)?;
     drop(sidecar_temp);
+    check_producer(&request.trust, &found.key, &sidecar)?;
     if report.matched_key.as_deref() == Some(found.key.as_str()) {
         report.object_size_bytes = sidecar.object_size_bytes;
     }
@@ -597,6 +620,14 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
         fs::remove_file(&cache_dir.join(layout::UPDATED_MARKER))?;
         let removed = leftovers::remove_stale(&cache_dir, SystemTime::now(), STALE_AFTER);
         report.notes.extend(leftovers::notes(&removed));
+    }
+    if request.trust.is_empty() && request.mode != LookupMode::LookupOnly {
+        report.notes.push(
+            "producers are not checked: no trusted key is configured (--trusted-key, \
+             STRATA_TRUSTED_KEYS), so any writer of the store can publish a snapshot this \
+             restore accepts"
+                .to_owned(),
+        );
     }
     let mut seen = std::collections::HashSet::new();
     let mut last_rejection: Option<Error> = None;

@@ -36,7 +36,7 @@ use std::time::Instant;
 use super::commit;
 use super::key::check_key_text;
 use super::leftovers::{self, STALE_AFTER};
-use super::manifest::{Producer, SIDECAR_SCHEMA, Sidecar, seal};
+use super::manifest::{Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, seal};
 use super::pack::{PackOptions, pack};
 use super::restore::{object_key, origin_parent, resolve_cache_dir};
 use super::{CARRIED_DIR, Compression, Error};
@@ -146,6 +146,9 @@ pub struct SaveRequest<'a> {
     pub digest: crate::digest::DigestAlgorithm,
     /// Recorded in the manifest and sidecar.
     pub producer: Producer,
+    /// The producer's signing key (`--signing-key`, `STRATA_SIGNING_KEY`): the sidecar is
+    /// signed with it ([`Sidecar::statement`]). `None` saves an unsigned snapshot.
+    pub signing_key: Option<&'a crate::trust::SigningKey>,
 }
 
 /// The outcome of a save.
@@ -335,6 +338,14 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         created_at: manifest.created_at.clone(),
         producer: request.producer.clone(),
         parents: parents.clone(),
+        signature: None,
+    };
+    let sidecar = match request.signing_key {
+        Some(key) => Sidecar {
+            signature: Some(key.sign(SIDECAR_SIGNATURE_DOMAIN, &sidecar.statement())),
+            ..sidecar
+        },
+        None => sidecar,
     };
     // Restore refuses such an object (a decompression-bomb bound): publishing it would
     // leave its namespace cold for every consumer.

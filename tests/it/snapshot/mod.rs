@@ -16,6 +16,7 @@ mod lookup;
 mod malicious;
 mod reports;
 mod roundtrip;
+mod signing;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
