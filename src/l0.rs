@@ -31,8 +31,11 @@ use crate::artifact::{
     self, ArtifactHandle, ArtifactKey, ArtifactSpec, ArtifactStore, Disposition, Lookup, archive,
 };
 use crate::content::temp::{self, Purpose};
+use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, Sharing, StagingDir};
+use crate::record::{Envelope, Schema};
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
+use crate::trust::{Producer, Signature, SigningKey, TrustPolicy};
 
 /// An L0 failure.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +82,68 @@ pub fn object_key(key: &ArtifactKey, spec: &ArtifactSpec) -> ObjectKey {
         .expect("two hex digests always form a valid object key")
 }
 
+/// The object key of the producer signature of the archive at `object`:
+/// `<object>.sig` (a `strata.l0_signature` record).
+pub fn signature_key(object: &ObjectKey) -> ObjectKey {
+    ObjectKey::new(format!("{}.sig", object.as_str()))
+        .expect("an object key with a suffix is still a valid object key")
+}
+
+/// Schema of an L0 signature record.
+pub const SIGNATURE_SCHEMA: Schema =
+    Schema { name: "strata.l0_signature", version: 1, features: &[] };
+
+/// The signature domain of L0 signature records (see [`crate::trust`]).
+pub const SIGNATURE_DOMAIN: &str = "strata.l0_signature";
+
+/// Largest signature record read, in bytes.
+const MAX_SIGNATURE_BYTES: u64 = 64 * 1024;
+
+/// What a producer signs about one L0 archive (issue 9): the object's name, size and
+/// BLAKE3 digest, the artifact's key, spec and manifest digests, the producer and the time.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveStatement {
+    /// The archive's object key.
+    pub object: String,
+    /// Its size in bytes.
+    pub object_size_bytes: u64,
+    /// Its digest (BLAKE3).
+    pub object_digest: ContentDigest,
+    /// The artifact's key digest (64 hex).
+    pub key_digest: String,
+    /// The artifact's spec digest (64 hex).
+    pub spec_digest: String,
+    /// The manifest record's digest (`sha256:<hex>`) inside the archive.
+    pub manifest_digest: String,
+    /// Signing time, UTC RFC 3339.
+    pub created_at: String,
+    /// Who signed (the CI context).
+    pub producer: Producer,
+    /// The signature over all of the above ([`ArchiveStatement::statement`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
+}
+
+impl ArchiveStatement {
+    /// The signed bytes: the canonical JSON of the record without its signature.
+    pub fn statement(&self) -> Vec<u8> {
+        let unsigned = ArchiveStatement { signature: None, ..self.clone() };
+        crate::record::canonical_bytes_of(&unsigned).unwrap_or_default()
+    }
+}
+
+/// How [`push`] signs and [`pull`] checks producers.
+#[derive(Debug, Default)]
+pub struct Trust<'a> {
+    /// Sign pushed archives with this key (`--signing-key`, `STRATA_SIGNING_KEY`).
+    pub signing_key: Option<&'a SigningKey>,
+    /// Accept pulled archives only if signed by one of these keys (empty: not checked).
+    pub policy: TrustPolicy,
+    /// Recorded in signatures.
+    pub producer: Producer,
+}
+
 /// What [`push`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PushOutcome {
@@ -101,6 +166,8 @@ pub struct PushReport {
     pub payload_bytes: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// True if a signature record was uploaded for the object by this push.
+    pub signed: bool,
 }
 
 /// What [`pull`] found.
@@ -172,6 +239,7 @@ pub fn push(
     remote: &dyn ObjectStore,
     key: &ArtifactKey,
     spec: &ArtifactSpec,
+    trust: &Trust<'_>,
 ) -> Result<PushReport, Error> {
     let start = Instant::now();
     let object = object_key(key, spec);
@@ -192,19 +260,56 @@ pub fn push(
         }
     };
     let payload_bytes = handle.manifest().total_bytes();
-    if remote.head(&object).map_err(transport)?.is_some() {
+    let sig_object = signature_key(&object);
+    // An archive already there needs nothing, unless this push signs and no signature
+    // is there yet (an earlier push may have stopped between the two uploads; archives
+    // are deterministic, and a consumer checks the signed digest against what it gets).
+    let needs_signature = match trust.signing_key {
+        Some(_) => remote.head(&sig_object).map_err(transport)?.is_none(),
+        None => false,
+    };
+    if !needs_signature && remote.head(&object).map_err(transport)?.is_some() {
         return Ok(PushReport {
             object,
             outcome: PushOutcome::AlreadyPresent,
             archive_bytes: 0,
             payload_bytes,
             seconds: start.elapsed().as_secs_f64(),
+            signed: false,
         });
     }
     let dir = scratch(store)?;
     let file = dir.path().join("artifact.tar.zst");
     let packed = archive::pack(&handle, &file)?;
     let (outcome, _) = remote.put_file_if_absent(&object, &file).map_err(transport)?;
+    let mut signed = false;
+    if let Some(signing_key) = trust.signing_key.filter(|_| needs_signature) {
+        let (digest, size, _) = fs::hash_file_stable(&file, DigestAlgorithm::Blake3)?;
+        let mut record = ArchiveStatement {
+            object: object.as_str().to_owned(),
+            object_size_bytes: size,
+            object_digest: digest,
+            key_digest: key.digest().to_string(),
+            spec_digest: spec.digest().to_string(),
+            manifest_digest: handle.manifest_digest().to_string(),
+            created_at: crate::snapshot::manifest::now_rfc3339(),
+            producer: trust.producer.clone(),
+            signature: None,
+        };
+        record.signature = Some(signing_key.sign(SIGNATURE_DOMAIN, &record.statement()));
+        let sealed = Envelope::seal(&SIGNATURE_SCHEMA, Vec::new(), &record)
+            .map_err(|e| Error::Artifact(artifact::Error::from(e)))?;
+        let sig_file = dir.path().join("artifact.sig");
+        fs::write_new(&sig_file, &sealed.to_bytes(), 0o600)?;
+        let sig_transport = |source| Error::Transport {
+            store: remote.describe(),
+            object: sig_object.clone(),
+            source: Box::new(source),
+        };
+        let (sig_outcome, _) =
+            remote.put_file_if_absent(&sig_object, &sig_file).map_err(sig_transport)?;
+        signed = sig_outcome == PutOutcome::Created;
+    }
     Ok(PushReport {
         object,
         outcome: match outcome {
@@ -214,7 +319,61 @@ pub fn push(
         archive_bytes: packed.archive_bytes,
         payload_bytes,
         seconds: start.elapsed().as_secs_f64(),
+        signed,
     })
+}
+
+/// With trusted keys in `policy`: downloads and checks the signature record of `object`
+/// (signed by a trusted key, naming this object, key and spec). Returns the signed
+/// statement to compare the archive with, or the reason to reject the object.
+fn signed_statement(
+    remote: &dyn ObjectStore,
+    object: &ObjectKey,
+    key: &ArtifactKey,
+    spec: &ArtifactSpec,
+    policy: &TrustPolicy,
+    scratch_dir: &Path,
+) -> Result<Result<ArchiveStatement, String>, Error> {
+    let sig_object = signature_key(object);
+    let file = scratch_dir.join("artifact.sig");
+    match remote.get_to_file(&sig_object, &file) {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => {
+            let rejection = crate::trust::Rejection::Unsigned;
+            return Ok(Err(format!("its producer is not trusted: {rejection} (no {sig_object})")));
+        }
+        Err(source) => {
+            return Err(Error::Transport {
+                store: remote.describe(),
+                object: sig_object,
+                source: Box::new(source),
+            });
+        }
+    }
+    let Some(bytes) = fs::read_capped_nofollow(&file, MAX_SIGNATURE_BYTES)? else {
+        return Ok(Err(format!("its signature record {sig_object} is larger than 64 KiB")));
+    };
+    let statement: ArchiveStatement = match crate::record::load_as(&bytes, &SIGNATURE_SCHEMA) {
+        Ok((_, s)) => s,
+        Err(e) => {
+            return Ok(Err(format!(
+                "its signature record {sig_object} does not load: {}",
+                e.problem()
+            )));
+        }
+    };
+    if statement.object != object.as_str()
+        || statement.key_digest != key.digest().to_string()
+        || statement.spec_digest != spec.digest().to_string()
+    {
+        return Ok(Err(format!(
+            "its signature record {sig_object} names another object, key or spec"
+        )));
+    }
+    match policy.check(SIGNATURE_DOMAIN, &statement.statement(), statement.signature.as_ref()) {
+        Ok(_) => Ok(Ok(statement)),
+        Err(rejection) => Ok(Err(format!("its producer is not trusted: {rejection}"))),
+    }
 }
 
 /// Makes the artifact of `key` and `spec` available locally: a local HIT, or a download
@@ -228,6 +387,7 @@ pub fn pull(
     remote: &dyn ObjectStore,
     key: &ArtifactKey,
     spec: &ArtifactSpec,
+    trust: &Trust<'_>,
 ) -> Result<PullReport, Error> {
     let start = Instant::now();
     let object = object_key(key, spec);
@@ -263,6 +423,19 @@ pub fn pull(
         )),
     }
     let dir = scratch(store)?;
+    let signed = if trust.policy.is_empty() {
+        None
+    } else {
+        match signed_statement(remote, &object, key, spec, &trust.policy, dir.path())? {
+            Ok(statement) => Some(statement),
+            Err(reason) => {
+                tracing::warn!("rejected L0 object {object}: {reason}");
+                report.outcome = PullOutcome::Rejected(reason);
+                report.seconds = start.elapsed().as_secs_f64();
+                return Ok(report);
+            }
+        }
+    };
     let file = dir.path().join("artifact.tar.zst");
     match remote.get_to_file(&object, &file) {
         Ok((meta, _)) => report.downloaded_bytes = meta.size_bytes,
@@ -277,6 +450,20 @@ pub fn pull(
                 object,
                 source: Box::new(source),
             });
+        }
+    }
+    if let Some(statement) = &signed {
+        let (digest, size, _) = fs::hash_file_stable(&file, statement.object_digest.algorithm())?;
+        if digest != statement.object_digest || size != statement.object_size_bytes {
+            let reason = format!(
+                "the archive ({size} bytes, {digest}) is not the one its producer signed \
+                 ({} bytes, {}); {MAYBE_TRANSIENT}",
+                statement.object_size_bytes, statement.object_digest
+            );
+            tracing::warn!("rejected L0 object {object}: {reason}");
+            report.outcome = PullOutcome::Rejected(reason);
+            report.seconds = start.elapsed().as_secs_f64();
+            return Ok(report);
         }
     }
     let archive_path: &Path = &file;

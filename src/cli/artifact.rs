@@ -139,6 +139,8 @@ pub(crate) enum ArtifactCommand {
         #[command(flatten)]
         remote: RemoteArgs,
         #[command(flatten)]
+        signing: super::SigningArgs,
+        #[command(flatten)]
         out: OutArgs,
     },
     /// Make one artifact available locally from the L0 object store (verified before
@@ -151,6 +153,8 @@ pub(crate) enum ArtifactCommand {
         id: IdArgs,
         #[command(flatten)]
         remote: RemoteArgs,
+        #[command(flatten)]
+        trust: super::TrustArgs,
         /// Also materialize the artifact into this empty or new directory.
         #[arg(long, value_name = "DIR")]
         dest: Option<PathBuf>,
@@ -726,12 +730,18 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             print(out.json, &serde_json::to_value(&report).unwrap_or_default(), &text)?;
             Ok(if report.has_failures() { 1 } else { 0 })
         }
-        ArtifactCommand::Push { store, id, remote, out } => {
+        ArtifactCommand::Push { store, id, remote, signing, out } => {
             let (key, spec) = (id.key()?, id.spec()?);
+            let signing_key = signing.load(&strata::ci::Github::from_env())?;
+            let trust = l0::Trust {
+                signing_key: signing_key.as_ref(),
+                producer: strata::trust::Producer::from_env_with(|n| std::env::var(n).ok()),
+                ..l0::Trust::default()
+            };
             let private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
             let objects = open_remote(&remote)?;
-            match l0::push(&store, objects.as_ref(), &key, &spec) {
+            match l0::push(&store, objects.as_ref(), &key, &spec, &trust) {
                 Ok(report) => {
                     let outcome = match report.outcome {
                         PushOutcome::Uploaded => "uploaded",
@@ -740,7 +750,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                     let value = json!({
                         "outcome": outcome, "object": report.object.as_str(), "store": objects.describe(),
                         "archive_bytes": report.archive_bytes, "payload_bytes": report.payload_bytes,
-                        "seconds": report.seconds,
+                        "seconds": report.seconds, "signed": report.signed,
                     });
                     let text = format!(
                         "strata: L0 push {outcome} object={} bytes={} store={}",
@@ -765,13 +775,14 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                 }
             }
         }
-        ArtifactCommand::Pull { store, id, remote, dest, out } => {
+        ArtifactCommand::Pull { store, id, remote, trust, dest, out } => {
             let (key, spec) = (id.key()?, id.spec()?);
+            let trust = l0::Trust { policy: trust.policy()?, ..l0::Trust::default() };
             let dest = store.destination(dest.as_deref())?;
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
             let objects = open_remote(&remote)?;
-            let report = match l0::pull(&store, objects.as_ref(), &key, &spec) {
+            let report = match l0::pull(&store, objects.as_ref(), &key, &spec, &trust) {
                 Ok(r) => r,
                 Err(l0::Error::Artifact(e)) => return Err(artifact_failure(e)),
                 Err(e) if remote.strict => return Err(Failure::from(anyhow::Error::from(e))),

@@ -19,7 +19,7 @@ mod log;
 mod output;
 mod snapshot;
 
-use output::errln;
+use output::{errln, outln};
 
 use clap::{Parser, Subcommand};
 
@@ -32,6 +32,89 @@ pub(crate) struct DigestArgs {
     /// algorithm), so both kinds can be read at any time.
     #[arg(long, env = "STRATA_DIGEST", value_name = "ALGORITHM", default_value = "blake3")]
     pub(crate) digest: strata::digest::DigestAlgorithm,
+}
+
+/// `--signing-key`: a producer's key, shared by `snapshot save` and `artifact push`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct SigningArgs {
+    /// Sign what is published with this secret key file (from `strata key generate`). Or
+    /// put the key file's content in STRATA_SIGNING_KEY (a CI secret; never printed, masked
+    /// under GitHub Actions). An unusable key fails before anything is published.
+    #[arg(long, value_name = "FILE")]
+    signing_key: Option<std::path::PathBuf>,
+}
+
+impl SigningArgs {
+    /// The key to sign with, if any.
+    pub(crate) fn load(
+        &self,
+        gh: &strata::ci::Github,
+    ) -> Result<Option<strata::trust::SigningKey>, Failure> {
+        signing_key(gh, self.signing_key.as_deref())
+    }
+}
+
+/// `--trusted-key`: the producers a consumer accepts, shared by `snapshot restore` and
+/// `artifact pull`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct TrustArgs {
+    /// A producer's public key (`strata-ed25519:<key id>:<base64>`, as `strata key
+    /// generate` prints it); repeatable, e.g. the old and the new key during a rotation.
+    /// When any is given (here or in STRATA_TRUSTED_KEYS, separated by commas or
+    /// newlines), only what one of them signed is accepted; the rest is passed over like a
+    /// corrupt object.
+    #[arg(long, value_name = "KEY")]
+    trusted_key: Vec<String>,
+}
+
+impl TrustArgs {
+    /// The trust policy (`--trusted-key` and `STRATA_TRUSTED_KEYS`).
+    pub(crate) fn policy(&self) -> Result<strata::trust::TrustPolicy, Failure> {
+        trust_policy(&self.trusted_key)
+    }
+}
+
+/// The trust policy of a restore: `--trusted-key` values and `STRATA_TRUSTED_KEYS`.
+///
+/// # Errors
+/// A usage failure naming the key text that is not a public key.
+fn trust_policy(flags: &[String]) -> Result<strata::trust::TrustPolicy, Failure> {
+    let usage = |e: strata::trust::Error| Failure { code: EXIT_USAGE, error: e.into() };
+    let mut keys = Vec::new();
+    for flag in flags {
+        keys.push(flag.parse().map_err(usage)?);
+    }
+    if let Some(list) = std::env::var("STRATA_TRUSTED_KEYS").ok().filter(|v| !v.is_empty()) {
+        keys.extend(strata::trust::TrustPolicy::parse_list(&list).map_err(usage)?);
+    }
+    Ok(strata::trust::TrustPolicy::new(keys))
+}
+
+/// The signing key of a save: `--signing-key FILE`, else the key text in
+/// `STRATA_SIGNING_KEY` (masked first under GitHub Actions, so no later log line can show
+/// it). Neither: an unsigned save.
+///
+/// # Errors
+/// A failure naming the file or variable (never the key) when the key cannot be used.
+fn signing_key(
+    gh: &strata::ci::Github,
+    file: Option<&std::path::Path>,
+) -> Result<Option<strata::trust::SigningKey>, Failure> {
+    if let Some(file) = file {
+        let path = strata::fs::expand_tilde(file);
+        return strata::trust::SigningKey::load(&path).map(Some).map_err(Failure::from);
+    }
+    let Some(text) = std::env::var("STRATA_SIGNING_KEY").ok().filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    if gh.actions {
+        // The runner masks the secret as a whole; mask the key material on its own too.
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let material = line.strip_prefix(strata::trust::SECRET_KEY_PREFIX).unwrap_or(line);
+            outln!("{}", strata::ci::add_mask(material))?;
+        }
+    }
+    strata::trust::SigningKey::parse(&text, "STRATA_SIGNING_KEY").map(Some).map_err(Failure::from)
 }
 
 /// Exit code for usage errors.

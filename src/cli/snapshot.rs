@@ -182,13 +182,8 @@ pub(crate) struct RestoreArgs {
     /// Exit 1 when no snapshot was restored (a miss or a failure).
     #[arg(long)]
     fail_on_cache_miss: bool,
-    /// A producer's public key (`strata-ed25519:<key id>:<base64>`, as `strata key
-    /// generate` prints it); repeatable, e.g. the old and the new key during a rotation.
-    /// When any is given (here or in STRATA_TRUSTED_KEYS, separated by commas or
-    /// newlines), only snapshots signed by one of them are restored; others are passed
-    /// over like corrupt ones.
-    #[arg(long, value_name = "KEY")]
-    trusted_key: Vec<String>,
+    #[command(flatten)]
+    trust: super::TrustArgs,
     #[command(flatten)]
     common: StoreArgs,
 }
@@ -213,54 +208,10 @@ pub(crate) struct SaveArgs {
     /// zstd worker threads [default: one per CPU].
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: u32,
-    /// Sign the snapshot with this secret key file (from `strata key generate`). Or put the
-    /// key file's content in STRATA_SIGNING_KEY (a CI secret; never printed, masked under
-    /// GitHub Actions).
-    #[arg(long, value_name = "FILE")]
-    signing_key: Option<PathBuf>,
+    #[command(flatten)]
+    signing: super::SigningArgs,
     #[command(flatten)]
     common: StoreArgs,
-}
-
-/// The trust policy of a restore: `--trusted-key` values and `STRATA_TRUSTED_KEYS`.
-///
-/// # Errors
-/// A usage failure naming the key text that is not a public key.
-fn trust_policy(flags: &[String]) -> Result<strata::trust::TrustPolicy, Failure> {
-    let usage = |e: strata::trust::Error| Failure { code: EXIT_USAGE, error: e.into() };
-    let mut keys = Vec::new();
-    for flag in flags {
-        keys.push(flag.parse().map_err(usage)?);
-    }
-    if let Some(list) = env("STRATA_TRUSTED_KEYS") {
-        keys.extend(strata::trust::TrustPolicy::parse_list(&list).map_err(usage)?);
-    }
-    Ok(strata::trust::TrustPolicy::new(keys))
-}
-
-/// The signing key of a save: `--signing-key FILE`, else the key text in
-/// `STRATA_SIGNING_KEY` (masked first under GitHub Actions, so no later log line can show
-/// it). Neither: an unsigned save.
-///
-/// # Errors
-/// A failure naming the file or variable (never the key) when the key cannot be used.
-fn signing_key(
-    gh: &Github,
-    file: Option<&std::path::Path>,
-) -> Result<Option<strata::trust::SigningKey>, Failure> {
-    if let Some(file) = file {
-        let path = strata::fs::expand_tilde(file);
-        return strata::trust::SigningKey::load(&path).map(Some).map_err(Failure::from);
-    }
-    let Some(text) = env("STRATA_SIGNING_KEY") else { return Ok(None) };
-    if gh.actions {
-        // The runner masks the secret as a whole; mask the key material on its own too.
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            let material = line.strip_prefix(strata::trust::SECRET_KEY_PREFIX).unwrap_or(line);
-            outln!("{}", strata::ci::add_mask(material))?;
-        }
-    }
-    strata::trust::SigningKey::parse(&text, "STRATA_SIGNING_KEY").map(Some).map_err(Failure::from)
 }
 
 fn env(name: &str) -> Option<String> {
@@ -620,7 +571,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         key,
         restore_prefixes: restore_keys,
         mode,
-        trust: trust_policy(&args.trusted_key)?,
+        trust: args.trust.policy()?,
     };
     let result = snapshot::restore(&request);
     let (report, error) = match result {
@@ -790,7 +741,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         }
         Some(_) => None,
     };
-    let signing_key = signing_key(&gh, args.signing_key.as_deref())?;
+    let signing_key = args.signing.load(&gh)?;
     let request = store.as_ref().map(|store| SaveRequest {
         signing_key: signing_key.as_ref(),
         store: store.as_ref(),

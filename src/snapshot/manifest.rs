@@ -68,38 +68,7 @@ pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024 * 1024;
 /// Largest sidecar read, in bytes.
 pub const MAX_SIDECAR_BYTES: u64 = 1024 * 1024;
 
-/// Who made a snapshot: the CI context (`GITHUB_*` variables), each `null` when unknown.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Producer {
-    /// `GITHUB_REPOSITORY` (`owner/name`).
-    pub repository: Option<String>,
-    /// `GITHUB_SHA`: the commit the workflow ran for.
-    pub sha: Option<String>,
-    /// `GITHUB_WORKFLOW`.
-    pub workflow: Option<String>,
-    /// `GITHUB_JOB`.
-    pub job: Option<String>,
-    /// `GITHUB_RUN_ID`.
-    pub run_id: Option<String>,
-    /// `GITHUB_RUN_ATTEMPT`.
-    pub run_attempt: Option<String>,
-}
-
-impl Producer {
-    /// Reads the `GITHUB_*` variables through `env` (empty values are `None`).
-    pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Self {
-        let get = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-        Self {
-            repository: get("GITHUB_REPOSITORY"),
-            sha: get("GITHUB_SHA"),
-            workflow: get("GITHUB_WORKFLOW"),
-            job: get("GITHUB_JOB"),
-            run_id: get("GITHUB_RUN_ID"),
-            run_attempt: get("GITHUB_RUN_ATTEMPT"),
-        }
-    }
-}
+pub use crate::trust::Producer;
 
 /// The manifest payload (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

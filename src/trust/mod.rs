@@ -236,6 +236,39 @@ fn message(domain: &str, statement: &[u8]) -> Vec<u8> {
     m
 }
 
+/// Who made a snapshot or an L0 archive: the CI context (`GITHUB_*` variables), each `null` when unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Producer {
+    /// `GITHUB_REPOSITORY` (`owner/name`).
+    pub repository: Option<String>,
+    /// `GITHUB_SHA`: the commit the workflow ran for.
+    pub sha: Option<String>,
+    /// `GITHUB_WORKFLOW`.
+    pub workflow: Option<String>,
+    /// `GITHUB_JOB`.
+    pub job: Option<String>,
+    /// `GITHUB_RUN_ID`.
+    pub run_id: Option<String>,
+    /// `GITHUB_RUN_ATTEMPT`.
+    pub run_attempt: Option<String>,
+}
+
+impl Producer {
+    /// Reads the `GITHUB_*` variables through `env` (empty values are `None`).
+    pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Self {
+        let get = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        Self {
+            repository: get("GITHUB_REPOSITORY"),
+            sha: get("GITHUB_SHA"),
+            workflow: get("GITHUB_WORKFLOW"),
+            job: get("GITHUB_JOB"),
+            run_id: get("GITHUB_RUN_ID"),
+            run_attempt: get("GITHUB_RUN_ATTEMPT"),
+        }
+    }
+}
+
 /// A producer's secret key, loaded from its file.
 pub struct SigningKey {
     pair: Ed25519KeyPair,

@@ -7,6 +7,7 @@ mod concurrency;
 mod invalid;
 mod l0;
 mod scan;
+mod signing;
 mod store;
 
 use std::path::{Path, PathBuf};
