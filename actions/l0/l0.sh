@@ -5,6 +5,7 @@ set -uo pipefail
 # shellcheck source=../lib/common.sh
 . "$GITHUB_ACTION_PATH/../lib/common.sh"
 strata_credentials
+strata_trust
 strata="$(strata_binary)"
 
 fail() { # status, message: fail open unless strict

@@ -38,6 +38,21 @@ strata_credentials() {
   fi
 }
 
+# Exports the producer signing key given as an input (masked: the whole value and the key
+# material on its own) as STRATA_SIGNING_KEY, and trusted producer keys as
+# STRATA_TRUSTED_KEYS. Empty inputs keep the job's environment.
+strata_trust() {
+  if [ -n "${INPUT_SIGNING_KEY:-}" ]; then
+    local material
+    material=$(printf '%s' "$INPUT_SIGNING_KEY" | tr -d '[:space:]')
+    strata_mask "$material" "${material#strata-ed25519-secret-v1:}"
+    export STRATA_SIGNING_KEY="$INPUT_SIGNING_KEY"
+  fi
+  if [ -n "${INPUT_TRUSTED_KEYS:-}" ]; then
+    export STRATA_TRUSTED_KEYS="$INPUT_TRUSTED_KEYS"
+  fi
+}
+
 # Describes a strata exit status for a warning: "could not run (exit 127)", "crashed
 # (signal 11)", "panicked (exit 101)", "exited 2 (a malformed input; see the error above)".
 strata_describe_exit() {

@@ -8,6 +8,7 @@ set -uo pipefail
 # shellcheck source=../lib/common.sh
 . "$GITHUB_ACTION_PATH/../lib/common.sh"
 strata_credentials
+strata_trust
 
 args=(snapshot restore --github-output --cache-dir "$INPUT_CACHE_DIR" --key "${INPUT_KEY:-}")
 strata_lines prefixes "${INPUT_RESTORE_KEYS:-}"

@@ -645,3 +645,67 @@ fn actions_warn_when_github_output_cannot_be_written() {
         );
     }
 }
+
+/// Issue 9: the poisoning scenario through the composite actions' scripts. Producer A saves
+/// with `signing-key` (GOOD); B, holding writer access to the same store, saves a newer
+/// snapshot of the namespace without A's key (EVIL). A consumer's `actions/restore` with
+/// `trusted-keys` restores A's snapshot and reports B's as rejected; the signing key is
+/// only ever printed in `::add-mask::` lines.
+#[test]
+fn actions_trusted_keys_pass_over_a_poisoned_newer_snapshot() {
+    let scratch = Scratch::new();
+    let store = scratch.file_store();
+    let keygen = super::strata(
+        &scratch,
+        &["key", "generate", "--out", &scratch.path("a.key").display().to_string()],
+        &[],
+    );
+    keygen.assert_ok();
+    let a_pub = keygen.stdout.trim().to_owned();
+    let a_secret = std::fs::read_to_string(scratch.path("a.key")).unwrap();
+    let material = a_secret.trim().strip_prefix("strata-ed25519-secret-v1:").unwrap().to_owned();
+    let entry =
+        |cache: &Path| cache.join("actions-v1/third_party/zlib").join(format!("{:064x}", 5));
+    let mut keys = Vec::new();
+    for (who, text, signing) in [("a", "GOOD", a_secret.as_str()), ("b", "EVIL", "")] {
+        let ws = scratch.path(&format!("{who}/ws"));
+        let tmp = scratch.path(&format!("{who}/tmp"));
+        let cache = ws.join(".strata-l1");
+        super::fill_cache(&cache, 5);
+        std::fs::write(entry(&cache).join("artifacts/out.txt"), text).unwrap();
+        std::fs::write(cache.join(".updated"), "").unwrap();
+        if who == "b" {
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+        }
+        let k = super::key(&scratch, who);
+        let inputs = json!({"cache-dir": cache.display().to_string(), "key": k, "store": store, "signing-key": signing, "strata": strata_bin()});
+        let save = run_action("save", inputs, &[], &ws, &tmp);
+        save.assert_ok().assert_secret_only_masked(&material);
+        assert_eq!(save.output("saved"), "true", "{:#}", save.result);
+        keys.push(k);
+    }
+    let ws = scratch.path("c/ws");
+    let tmp = scratch.path("c/tmp");
+    let consumer = super::key(&scratch, "c");
+    let restore_inputs = |trusted: &str| json!({"cache-dir": ".strata-l1", "key": consumer, "restore-keys": "", "store": store, "trusted-keys": trusted, "strata": strata_bin()});
+    let restored = run_action("restore", restore_inputs(&a_pub), &[], &ws, &tmp);
+    restored.assert_ok();
+    assert_eq!(restored.output("status"), "restored", "{:#}", restored.result);
+    assert_eq!(restored.output("cache-matched-key"), keys[0]);
+    assert!(restored.output("rejected-keys").contains(&keys[1]), "{:#}", restored.result);
+    let cache = ws.join(".strata-l1");
+    assert_eq!(std::fs::read_to_string(entry(&cache).join("artifacts/out.txt")).unwrap(), "GOOD");
+    assert!(restored.log().contains("not signed"), "{}", restored.log());
+    // The same consumer without trusted keys takes the newest snapshot: EVIL.
+    let open = run_action(
+        "restore",
+        restore_inputs(""),
+        &[],
+        &scratch.path("d/ws"),
+        &scratch.path("d/tmp"),
+    );
+    open.assert_ok();
+    assert_eq!(open.output("cache-matched-key"), keys[1]);
+    let cache = scratch.path("d/ws/.strata-l1");
+    assert_eq!(std::fs::read_to_string(entry(&cache).join("artifacts/out.txt")).unwrap(), "EVIL");
+}
