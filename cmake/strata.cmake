@@ -8,6 +8,7 @@
 #       [PUBLISH_DIR <dir>] [PUBLISH_STATE_DIR <dir>]
 #       [PREPARED_INPUT <path>...] [RECIPE_FILE <path>...] [RECIPE_VALUE <str>...]
 #       [ENVIRONMENT_FILE <path>...] [ENVIRONMENT_VALUE <str>...] [ENVIRONMENT_TOOL <tool>...]
+#       [ENVIRONMENT_TOOL_CONTENT <tool>...]
 #       [NORMALIZE_PATH <dir>...] [ARTIFACT_INCLUDE <glob>...] [EXCLUDE <glob>...]
 #       [SET_ENV NAME=VALUE...]
 #       COMMAND <build command and arguments>...)
@@ -30,6 +31,9 @@
 #   STRATA_EXECUTABLE  the strata binary (default: found on PATH, or $ENV{STRATA_EXECUTABLE})
 #   STRATA_CACHE_DIR   the L1 cache root (default: $ENV{STRATA_CACHE_ROOT}, else
 #                      ${CMAKE_SOURCE_DIR}/.strata-cache)
+#   STRATA_TOOL_CONTENT  ON: the project's compilers are also identified by content
+#                      (ENVIRONMENT_TOOL_CONTENT: the digest of the driver and its back ends,
+#                      strata's --environment-tool-content), not only by --version (default OFF)
 #
 # Relative OUTPUT_DIR, PUBLISH_DIR and PUBLISH_STATE_DIR are taken relative to
 # ${CMAKE_CURRENT_BINARY_DIR}; relative OPERATOR_SOURCE, REPO_ROOT, PREPARED_INPUT,
@@ -126,7 +130,8 @@ function(strata_cache_command out_var)
   set(_single DOMAIN UNIT SOC OPERATOR ACTION OPERATOR_SOURCE REPO_ROOT OUTPUT_DIR PUBLISH_DIR
               PUBLISH_STATE_DIR ENVIRONMENT_PROFILE)
   set(_multi PREPARED_INPUT RECIPE_FILE RECIPE_VALUE ENVIRONMENT_FILE ENVIRONMENT_VALUE
-             ENVIRONMENT_TOOL NORMALIZE_PATH ARTIFACT_INCLUDE EXCLUDE SET_ENV COMMAND)
+             ENVIRONMENT_TOOL ENVIRONMENT_TOOL_CONTENT NORMALIZE_PATH ARTIFACT_INCLUDE EXCLUDE
+             SET_ENV COMMAND)
   set(_keywords ${_single} ${_multi})
   list(LENGTH _single _n_single)
   # Arguments are read one by one from ARGV<n>, never through a list, so a `;`, an empty
@@ -165,7 +170,7 @@ function(strata_cache_command out_var)
         set(_single_taken TRUE)
         continue()
       endif()
-      if(_current MATCHES "^(PREPARED_INPUT|RECIPE_FILE|ENVIRONMENT_FILE|NORMALIZE_PATH|ENVIRONMENT_TOOL)$")
+      if(_current MATCHES "^(PREPARED_INPUT|RECIPE_FILE|ENVIRONMENT_FILE|NORMALIZE_PATH|ENVIRONMENT_TOOL|ENVIRONMENT_TOOL_CONTENT)$")
         if(_arg STREQUAL "")
           list(LENGTH S_${_current} _n)
           message(FATAL_ERROR "strata_cache_command: ${_current} argument ${_n} is empty; "
@@ -175,7 +180,7 @@ function(strata_cache_command out_var)
         # A path that starts with a generator expression ($<TARGET_FILE:gen>) is known only
         # when the build system is generated: it is passed as written and must evaluate to
         # an absolute path, as it must in a plain custom command's DEPENDS.
-        if(NOT _current STREQUAL "ENVIRONMENT_TOOL" AND NOT _arg MATCHES "^\\$<")
+        if(NOT _current MATCHES "^ENVIRONMENT_TOOL" AND NOT _arg MATCHES "^\\$<")
           get_filename_component(_arg "${_arg}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
         endif()
       elseif(_current STREQUAL "SET_ENV" AND NOT _arg MATCHES "^[^=]+=")
@@ -235,6 +240,12 @@ function(strata_cache_command out_var)
       if(_k EQUAL -1)
         list(APPEND S_ENVIRONMENT_TOOL "${_tools}")
       endif()
+      if(STRATA_TOOL_CONTENT)
+        list(FIND S_ENVIRONMENT_TOOL_CONTENT "${_tools}" _k)
+        if(_k EQUAL -1)
+          list(APPEND S_ENVIRONMENT_TOOL_CONTENT "${_tools}")
+        endif()
+      endif()
     endif()
   endforeach()
 
@@ -253,7 +264,8 @@ function(strata_cache_command out_var)
     endif()
   endforeach()
   foreach(_opt PREPARED_INPUT RECIPE_FILE RECIPE_VALUE ENVIRONMENT_FILE ENVIRONMENT_VALUE
-               ENVIRONMENT_TOOL NORMALIZE_PATH ARTIFACT_INCLUDE EXCLUDE SET_ENV)
+               ENVIRONMENT_TOOL ENVIRONMENT_TOOL_CONTENT NORMALIZE_PATH ARTIFACT_INCLUDE EXCLUDE
+               SET_ENV)
     string(TOLOWER "${_opt}" _flag)
     string(REPLACE "_" "-" _flag "${_flag}")
     if(_opt STREQUAL "NORMALIZE_PATH")

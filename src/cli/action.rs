@@ -121,6 +121,11 @@ pub(crate) struct RunArgs {
     /// may hold any bytes).
     #[arg(long, value_name = "TOOL")]
     environment_tool: Vec<OsString>,
+    /// Tools identified by content too: the digest of the executable and, for a GCC-style
+    /// driver, of its back ends (cc1, cc1plus, …), so toolchains that print the same
+    /// `--version` never share entries (repeatable; memoised by stamp).
+    #[arg(long, value_name = "TOOL")]
+    environment_tool_content: Vec<OsString>,
     /// Physical roots replaced by `<PATH_i>` placeholders in text (repeatable; order gives i).
     #[arg(long, value_name = "DIR")]
     normalize_path: Vec<PathBuf>,
@@ -194,6 +199,11 @@ impl RunArgs {
                 environment_values: self.environment_value,
                 environment_tools: self
                     .environment_tool
+                    .iter()
+                    .map(|t| strata::fs::name::display_text(std::path::Path::new(t)))
+                    .collect(),
+                environment_tool_contents: self
+                    .environment_tool_content
                     .iter()
                     .map(|t| strata::fs::name::display_text(std::path::Path::new(t)))
                     .collect(),

@@ -134,6 +134,11 @@ pub(crate) struct KeyArgs {
     /// OS, libc and os-release digest.
     #[arg(long, value_name = "TOOL")]
     toolchain_tool: Vec<String>,
+    /// Identify the --toolchain-tool tools by content too (the digest of the executable and,
+    /// for a GCC-style driver, its back ends), so toolchains printing the same `--version`
+    /// never share a namespace.
+    #[arg(long)]
+    toolchain_tool_content: bool,
     /// CANN metadata file [env: STRATA_CANN_METADATA; default:
     /// /usr/local/Ascend/ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info].
     #[arg(long, value_name = "FILE")]
@@ -342,6 +347,7 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
         soc_aliases: args.soc_aliases.filter(|p| !p.as_os_str().is_empty()),
         toolchain_image: non_empty(args.toolchain_image),
         toolchain_tools: args.toolchain_tool.into_iter().filter(|t| !t.trim().is_empty()).collect(),
+        toolchain_tool_content: args.toolchain_tool_content,
         cann_metadata: args
             .cann_metadata
             .filter(|p| !p.as_os_str().is_empty())

@@ -9,7 +9,7 @@
 //! | `kind` | chosen when | other fields |
 //! |---|---|---|
 //! | `container-image` | `--toolchain-image` is given | `value`: the image reference; with a `@sha256:` digest, `<repository>@sha256:<hex>` (the tag is dropped: the digest is the identity) |
-//! | `host-tools` | `--toolchain-tool` is given | `tools`: `[{"name", "version"}]` sorted by name (`version` is the tool's `--version` output), `platform` |
+//! | `host-tools` | `--toolchain-tool` is given | `tools`: `[{"name", "version"}]` sorted by name (`version` is the tool's `--version` output; with `--toolchain-tool-content` also `content`, the digest of the tool's executable and back ends), `platform` |
 //! | `runtime-container` | otherwise, if the CANN metadata file exists | `cann_metadata_sha256`, `platform` |
 //!
 //! `platform` is `{"system", "machine", "libc": [name, version], "os_release_sha256"}` (the
@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use crate::digest::Sha256Digest;
 use crate::fs;
 use crate::record;
-use crate::toolchain::{resolve_tool, tool_version};
+use crate::toolchain::{resolve_tool, tool_content, tool_version};
 
 /// The default CANN metadata file for a canonical architecture (`x64` → `x86_64-linux`,
 /// `arm64` → `aarch64-linux`), as the reference reads it.
@@ -151,6 +151,9 @@ pub enum ToolchainSource {
     Image(String),
     /// Host tools whose `--version` output is identity.
     HostTools(Vec<String>),
+    /// Host tools identified by `--version` and by content ([`crate::toolchain::tool_content`]):
+    /// `--toolchain-tool` with `--toolchain-tool-content`.
+    HostToolsContent(Vec<String>),
     /// The CANN metadata file of the runtime container.
     Cann(PathBuf),
 }
@@ -242,7 +245,8 @@ pub fn toolchain_identity(
             let (value, warning) = image_identity(image);
             Ok((json!({"kind": "container-image", "value": value}), warning.into_iter().collect()))
         }
-        ToolchainSource::HostTools(tools) => {
+        ToolchainSource::HostTools(tools) | ToolchainSource::HostToolsContent(tools) => {
+            let by_content = matches!(source, ToolchainSource::HostToolsContent(_));
             let mut entries = BTreeMap::new();
             for name in tools {
                 let name = name.trim();
@@ -258,14 +262,25 @@ pub fn toolchain_identity(
                 })?;
                 let version = tool_version(&path, None)
                     .map_err(|e| format!("toolchain tool {name:?}: {e}"))?;
-                entries.insert(name.to_owned(), version);
+                let content = if by_content {
+                    Some(
+                        tool_content(&path, None)
+                            .map_err(|e| format!("toolchain tool {name:?}: {e}"))?,
+                    )
+                } else {
+                    None
+                };
+                entries.insert(name.to_owned(), (version, content));
             }
             if entries.is_empty() {
                 return Err("--toolchain-tool names no tool".into());
             }
             let tools: Vec<Value> = entries
                 .into_iter()
-                .map(|(name, version)| json!({"name": name, "version": version}))
+                .map(|(name, (version, content))| match content {
+                    Some(content) => json!({"name": name, "version": version, "content": content}),
+                    None => json!({"name": name, "version": version}),
+                })
                 .collect();
             Ok((
                 json!({"kind": "host-tools", "tools": tools, "platform": platform(files)?}),

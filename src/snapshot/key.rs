@@ -278,6 +278,8 @@ pub struct KeyRequest {
     pub toolchain_image: Option<String>,
     /// `--toolchain-tool` (repeatable).
     pub toolchain_tools: Vec<String>,
+    /// `--toolchain-tool-content`: identify the toolchain tools by content too.
+    pub toolchain_tool_content: bool,
     /// CANN metadata file (default by architecture, [`compat::default_cann_metadata`]).
     pub cann_metadata: Option<PathBuf>,
     /// Platform files (os-release).
@@ -306,6 +308,7 @@ impl KeyRequest {
             soc_aliases: None,
             toolchain_image: None,
             toolchain_tools: Vec::new(),
+            toolchain_tool_content: false,
             cann_metadata: None,
             platform: PlatformFiles::default(),
             source_root: PathBuf::from("."),
@@ -449,6 +452,9 @@ pub fn compute_key(request: &KeyRequest) -> Result<KeyReport, Error> {
     };
     let toolchain_source = match (&request.toolchain_image, request.toolchain_tools.is_empty()) {
         (Some(image), _) if !image.trim().is_empty() => ToolchainSource::Image(image.clone()),
+        (_, false) if request.toolchain_tool_content => {
+            ToolchainSource::HostToolsContent(request.toolchain_tools.clone())
+        }
         (_, false) => ToolchainSource::HostTools(request.toolchain_tools.clone()),
         _ => ToolchainSource::Cann(
             request

@@ -6,10 +6,13 @@
 //!   ccache masquerade directory), its `--version` identity and the stamp memo that lets a
 //!   HIT skip the spawn; [`looks_like_compiler`] for the driver names.
 //!
-//! Content-based tool identity (hashing the driver and its back ends instead of trusting
-//! `--version`, issue 9) belongs here too, as a sibling of [`version`].
+//! * [`content`]: identity by content (the driver's and its back ends' bytes, issue 9),
+//!   for toolchains whose `--version` cannot be trusted to tell them apart.
 
+pub mod content;
 pub mod version;
+
+pub use content::{TOOL_CONTENT_MEMO_SCHEMA, tool_content};
 
 use std::path::PathBuf;
 

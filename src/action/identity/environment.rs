@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use super::records::Records;
 use crate::action::Error;
 use crate::fs;
-use crate::toolchain::{resolve_tool, tool_version};
+use crate::toolchain::{resolve_tool, tool_content, tool_version};
 
 /// Compiler environment profile (`--environment-profile`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +79,9 @@ pub struct EnvironmentInputs<'a> {
     pub values: &'a [String],
     /// `--environment-tool`, in order.
     pub tools: &'a [String],
+    /// `--environment-tool-content`, in order: recorded as `tool-content:<name>`, the
+    /// content digest of the tool ([`crate::toolchain::tool_content`]).
+    pub content_tools: &'a [String],
     /// Compilers found in the build command ([`super::wrapper::command_compilers`]):
     /// recorded like explicit tools, but one that cannot be found or run records `absent` /
     /// `unavailable` instead of failing the build.
@@ -132,6 +135,12 @@ pub fn environment_records(inputs: &EnvironmentInputs<'_>) -> Result<Records, Er
         seen.push(canon);
     }
 
+    for tool in inputs.content_tools {
+        let canon = resolve_tool(tool, inputs.path_var)
+            .ok_or_else(|| Error::ToolNotFound { tool: tool.clone() })?;
+        let base = tool.rsplit('/').next().unwrap_or(tool);
+        records.push(format!("tool-content:{base}"), tool_content(&canon, inputs.memo_dir)?);
+    }
     for file in inputs.files {
         let path = fs::expand_tilde(file);
         match fs::metadata(&path) {
@@ -212,6 +221,7 @@ mod tests {
             files: &files,
             values: &vals,
             tools: &[],
+            content_tools: &[],
             detected_tools: &[],
             path_var: None,
             memo_dir: None,

@@ -123,6 +123,9 @@ pub struct IdentityInputs {
     /// `--environment-tool` (a path that is not UTF-8 in the name encoding, which tool
     /// lookup decodes).
     pub environment_tools: Vec<String>,
+    /// `--environment-tool-content`: tools identified by the digest of their executable and
+    /// back ends as well ([`crate::toolchain::content`]), in the name encoding.
+    pub environment_tool_contents: Vec<String>,
     /// `--operator-source` (custom operators).
     pub operator_source: Option<PathBuf>,
     /// `--repo-root`.
@@ -239,6 +242,7 @@ pub fn compute(inputs: &IdentityInputs, memo_dir: Option<&Path>) -> Result<Ident
         files: &inputs.environment_files,
         values: &inputs.environment_values,
         tools: &inputs.environment_tools,
+        content_tools: &inputs.environment_tool_contents,
         detected_tools: &detected,
         path_var,
         memo_dir,

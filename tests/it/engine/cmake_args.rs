@@ -352,3 +352,54 @@ add_custom_target(gen ALL DEPENDS ${OUT}/copy.txt)
     assert_eq!(build(&ctx, &src, &b3, "Ninja", strata), ["MISS", "SAVED"]);
     assert_eq!(std::fs::read_to_string(b3.join("gen/copy.txt")).unwrap(), "second\n");
 }
+
+/// Issue 9 item 3 in the CMake module: `ENVIRONMENT_TOOL_CONTENT` passes
+/// `--environment-tool-content`, and `STRATA_TOOL_CONTENT ON` adds the project's compilers
+/// to it; the action still HITs from a second build tree.
+#[test]
+fn engine_cmake_module_passes_tool_content_identity() {
+    require_tool("cmake", "apt-get install cmake");
+    require_tool("ninja", "apt-get install ninja-build");
+    require_tool("cc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let src = ctx.path("src");
+    write_file(&src.join("in.txt"), "first\n");
+    write_file(
+        &src.join("CMakeLists.txt"),
+        r#"cmake_minimum_required(VERSION 3.16)
+project(tool_content C)
+set(STRATA_TOOL_CONTENT ON)
+include(strata)
+set(OUT "${CMAKE_BINARY_DIR}/tc")
+file(MAKE_DIRECTORY "${OUT}")
+strata_cache_command(CMD DOMAIN third_party UNIT tc OUTPUT_DIR "${OUT}"
+  PREPARED_INPUT in.txt ENVIRONMENT_PROFILE bare ENVIRONMENT_TOOL_CONTENT cat
+  ARTIFACT_INCLUDE "copy.txt"
+  COMMAND cp "${CMAKE_SOURCE_DIR}/in.txt" copy.txt)
+add_custom_command(OUTPUT ${OUT}/copy.txt COMMAND ${CMD} WORKING_DIRECTORY ${OUT} VERBATIM)
+add_custom_target(tc ALL DEPENDS ${OUT}/copy.txt)
+"#,
+    );
+    let (strata, argv_dir) = recording_strata(&ctx);
+    let b1 = ctx.path("b1");
+    assert_eq!(build(&ctx, &src, &b1, "Ninja", &strata), ["MISS", "SAVED"]);
+    let argv = nul_strings(&argv_dir.join("tc.argv"));
+    let cache = std::fs::read_to_string(b1.join("CMakeCache.txt")).unwrap();
+    let compiler = cache
+        .lines()
+        .find_map(|l| l.strip_prefix("CMAKE_C_COMPILER:").and_then(|l| l.split_once('=')))
+        .map(|(_, v)| v.to_owned())
+        .unwrap();
+    let content: Vec<&String> =
+        argv.iter().filter(|a| a.starts_with("--environment-tool-content=")).collect();
+    assert_eq!(
+        content,
+        [
+            &"--environment-tool-content=cat".to_owned(),
+            &format!("--environment-tool-content={compiler}")
+        ],
+        "{argv:?}"
+    );
+    let b2 = ctx.path("b2");
+    assert_eq!(build(&ctx, &src, &b2, "Ninja", &strata), ["HIT"]);
+}

@@ -19,6 +19,7 @@ mod locks;
 mod memo;
 mod prune;
 mod review;
+mod tool_content;
 mod updated;
 mod wrappers;
 
