@@ -310,6 +310,19 @@ fn read_sidecar(
     Ok((sidecar, sidecar_digest))
 }
 
+/// For a lookup with trusted keys: reads the candidate's sidecar into a temp file outside the
+/// cache's parent and checks its producer ([`check_producer`]). Without trusted keys there
+/// is nothing to check.
+fn lookup_producer(request: &RestoreRequest<'_>, found: &Candidate) -> Result<(), Error> {
+    if request.trust.is_empty() {
+        return Ok(());
+    }
+    let temp = tempfile::NamedTempFile::new()
+        .map_err(|e| fs::Error::io("create a temporary file in", std::env::temp_dir(), e))?;
+    let (sidecar, _) = read_sidecar(request.store, found, temp.path())?;
+    check_producer(&request.trust, &found.key, &sidecar)
+}
+
 /// With trusted keys configured, the sidecar must carry a signature by one of them over
 /// [`Sidecar::statement`]; otherwise the candidate is [`Error::Corrupt`] (passed over), with
 /// the key id and the reason.
@@ -644,7 +657,23 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
                 report.object_size_bytes = candidate.object_size_bytes.unwrap_or(0);
             }
             if request.mode == LookupMode::LookupOnly {
-                return Ok(());
+                // With trusted keys, a match must be one restore would accept from its
+                // producer; the sidecar is read into the system temp directory, so a
+                // lookup still writes nothing beside the cache.
+                match lookup_producer(request, &candidate) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.is_corrupt() => {
+                        report.rejected.push(Rejected {
+                            key: candidate.key,
+                            level: candidate.level,
+                            reason: e.one_line(),
+                        });
+                        report.matched_key = None;
+                        report.level = MatchLevel::None;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             if let Some(parent) = cache_dir.parent() {
                 fs::create_dir_all(parent)?;

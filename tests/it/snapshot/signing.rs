@@ -135,6 +135,32 @@ fn snapshot_signing_poisoned_newer_snapshot_is_passed_over_for_the_trusted_one()
             "{reason}"
         );
         assert!(!run.stderr.contains("producers are not checked"), "{}", run.stderr);
+        // A lookup with trusted keys reports the snapshot a restore would take.
+        let lookup = scratch.path(&format!("c{i}/lookup"));
+        let look = strata(
+            &scratch,
+            &[
+                "snapshot",
+                "restore",
+                "--cache-dir",
+                &arg(&lookup),
+                "--key",
+                &k_evil,
+                "--lookup-only",
+                "--json",
+                "--trusted-key",
+                &a_pub,
+            ],
+            &store_env(&scratch),
+        );
+        look.assert_ok();
+        assert_eq!(look.json()["matched_key"], k_good.as_str(), "{}", look.stdout);
+        let mut beside: Vec<String> = std::fs::read_dir(scratch.path(&format!("c{i}")))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        beside.sort();
+        assert_eq!(beside, ["checked", "open"], "a lookup writes nothing beside the cache");
         // The same through STRATA_TRUSTED_KEYS (a list, as a repository variable holds it).
         let via_env = scratch.path(&format!("c{i}/env"));
         let list = format!("{b_pub}x\n");
