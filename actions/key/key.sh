@@ -18,6 +18,7 @@ while read -r -a words; do
     args+=(--toolchain-tool "$tool")
   done
 done <<<"${INPUT_TOOLCHAIN_TOOLS:-}"
+[ "${INPUT_TOOLCHAIN_TOOL_CONTENT:-false}" = true ] && args+=(--toolchain-tool-content)
 strata_lines paths "${INPUT_SOURCE_PATHS:-}"
 for path in "${paths[@]}"; do
   args+=(--source-path "$path")
