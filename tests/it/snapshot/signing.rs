@@ -226,7 +226,19 @@ fn snapshot_signing_changed_sidecars_and_replayed_signatures_are_rejected() {
     fill_cache(&cache, 7);
     let store = scratch.path("store");
     let k1 = key(&scratch, "one");
-    save(&scratch, &cache, &k1, &[], &[("STRATA_SIGNING_KEY", secret(&scratch, "a.key"))]);
+    let log = scratch.path("signed-events.jsonl");
+    save(
+        &scratch,
+        &cache,
+        &k1,
+        &[],
+        &[
+            ("STRATA_SIGNING_KEY", secret(&scratch, "a.key")),
+            ("STRATA_EVENT_LOG", log.display().to_string()),
+        ],
+    );
+    let material = secret(&scratch, "a.key").trim()["strata-ed25519-secret-v1:".len()..].to_owned();
+    assert!(!std::fs::read_to_string(&log).unwrap().contains(&material), "key in the event log");
     let signed = sidecar(&store, &k1);
     assert_eq!(signed["signature"]["algorithm"], "ed25519", "{signed}");
     assert_eq!(signed["signature"]["key_id"], a_pub.split(':').nth(1).unwrap());
@@ -275,7 +287,17 @@ fn snapshot_signing_changed_sidecars_and_replayed_signatures_are_rejected() {
 
     // Replay: k1's signature on the sidecar of another (unsigned) save k2.
     let k2 = key(&scratch, "two");
-    save(&scratch, &cache, &k2, &[], &[]);
+    let events = scratch.path("events.jsonl");
+    save(&scratch, &cache, &k2, &[], &[("STRATA_EVENT_LOG", events.display().to_string())]);
+    // An object swapped under k1's valid signed sidecar (k2's object, another save of the
+    // same cache): the signature holds, the object digest does not; then k1 restored again.
+    let k1_object = super::object_of(&store, &k1);
+    let saved = std::fs::read(&k1_object).unwrap();
+    std::fs::copy(super::object_of(&store, &k2), &k1_object).unwrap();
+    let (json, _) = restore(&scratch, &consumer, &k1, &[&a_pub], &[]);
+    assert_eq!(json["restored"], false, "{json}");
+    assert_eq!(tree(&consumer), before, "a swapped object changed the cache");
+    std::fs::write(&k1_object, saved).unwrap();
     let mut replayed = sidecar(&store, &k2);
     replayed["signature"] = signed["signature"].clone();
     reseal(&store, &k2, &replayed);
