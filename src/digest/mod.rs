@@ -56,7 +56,8 @@ use std::str::FromStr;
 mod content;
 
 pub use content::{
-    CONTENT_DIGEST_LEN, ContentDigest, ContentHasher, DigestAlgorithm, RAYON_THRESHOLD_BYTES,
+    CONTENT_DIGEST_LEN, ContentDigest, ContentHasher, DigestAlgorithm, LARGE_INPUT_BYTES,
+    RAYON_THRESHOLD_BYTES,
 };
 
 /// Length in bytes of a SHA-256 digest.
