@@ -310,8 +310,11 @@ mod tests {
         assert!(publish_action_like(&file).is_err());
         let owners = json!({"owners": {"a": {"id": {}, "artifact": file}}});
         assert!(publish_owners_1_to_2(owners).unwrap_err().contains("`digest`"));
-        let bare = json!({"path": "x", "size_bytes": 0, "sha256": HEX, "executable": true, "digest": 5});
-        assert!(artifact_manifest_1_to_2(json!({"files": [bare]})).unwrap_err().contains("`digest`"));
+        let bare =
+            json!({"path": "x", "size_bytes": 0, "sha256": HEX, "executable": true, "digest": 5});
+        assert!(
+            artifact_manifest_1_to_2(json!({"files": [bare]})).unwrap_err().contains("`digest`")
+        );
         let snap_file = json!({"path": "actions-v1/f", "size_bytes": 0, "executable": false, "sha256": HEX, "kind": "symlink"});
         let snap = json!({"directories": ["actions-v1"], "files": [snap_file], "symlinks": []});
         assert!(snapshot_manifest_1_to_2(snap).unwrap_err().contains("kind"));
