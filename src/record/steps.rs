@@ -104,6 +104,19 @@ fn object(value: Value, what: &str) -> Result<Map<String, Value>, String> {
     }
 }
 
+/// Adds `field`, which the source version never wrote: a source record that already has it
+/// is refused (silently overwriting it would accept a record its own version calls
+/// malformed, and drop a value the record's digest vouched for).
+fn insert_new(map: &mut Map<String, Value>, field: &str, value: Value) -> Result<(), String> {
+    if map.contains_key(field) {
+        return Err(format!(
+            "a record already has a `{field}` field, which its version never has; the record is malformed"
+        ));
+    }
+    map.insert(field.into(), value);
+    Ok(())
+}
+
 fn take_array(map: &mut Map<String, Value>, field: &str) -> Result<Vec<Value>, String> {
     match map.remove(field) {
         Some(Value::Array(items)) => Ok(items),
@@ -114,8 +127,16 @@ fn take_array(map: &mut Map<String, Value>, field: &str) -> Result<Vec<Value>, S
 /// A v1 file record (any of the three shapes) as a v2 content record: `sha256` becomes a
 /// tagged `digest`, `kind` becomes `file`.
 fn file_record(value: Value) -> Result<Value, String> {
-    let mut map = object(bare_file_record(value)?, "a file record")?;
-    map.insert("kind".into(), Value::String("file".into()));
+    let mut map = object(value, "a file record")?;
+    // Entry and publication records of v1 already say `"kind":"file"`; snapshot file
+    // records have no kind. Any other kind is not a file record.
+    match map.remove("kind") {
+        None => {}
+        Some(Value::String(kind)) if kind == "file" => {}
+        Some(other) => return Err(format!("a file record has the kind {other}, not \"file\"")),
+    }
+    let mut map = object(bare_file_record(Value::Object(map))?, "a file record")?;
+    insert_new(&mut map, "kind", Value::String("file".into()))?;
     Ok(Value::Object(map))
 }
 
@@ -130,7 +151,7 @@ fn bare_file_record(value: Value) -> Result<Value, String> {
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return Err(format!("a file record's `sha256` {hex:?} is not 64 lowercase hex"));
     }
-    map.insert("digest".into(), Value::String(format!("sha256:{hex}")));
+    insert_new(&mut map, "digest", Value::String(format!("sha256:{hex}")))?;
     Ok(Value::Object(map))
 }
 
@@ -142,7 +163,7 @@ fn entry_1_to_2(payload: Value) -> Result<Value, String> {
         let is_file = a.get("kind").and_then(Value::as_str) == Some("file");
         out.push(if is_file { file_record(a)? } else { a });
     }
-    map.insert("artifacts".into(), Value::Array(out));
+    insert_new(&mut map, "artifacts", Value::Array(out))?;
     Ok(Value::Object(map))
 }
 
@@ -160,7 +181,7 @@ fn publish_owners_1_to_2(payload: Value) -> Result<Value, String> {
         owner.insert("artifact".into(), if is_file { file_record(artifact)? } else { artifact });
         out.insert(path, Value::Object(owner));
     }
-    map.insert("owners".into(), Value::Object(out));
+    insert_new(&mut map, "owners", Value::Object(out))?;
     Ok(Value::Object(map))
 }
 
@@ -168,7 +189,7 @@ fn artifact_manifest_1_to_2(payload: Value) -> Result<Value, String> {
     let mut map = object(payload, "the payload")?;
     let files = take_array(&mut map, "files")?;
     let files = files.into_iter().map(bare_file_record).collect::<Result<Vec<_>, _>>()?;
-    map.insert("files".into(), Value::Array(files));
+    insert_new(&mut map, "files", Value::Array(files))?;
     Ok(Value::Object(map))
 }
 
@@ -185,7 +206,7 @@ fn snapshot_sidecar_2_to_3(payload: Value) -> Result<Value, String> {
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return Err(format!("`object_sha256` {hex:?} is not 64 lowercase hex"));
     }
-    map.insert("object_digest".into(), Value::String(format!("sha256:{hex}")));
+    insert_new(&mut map, "object_digest", Value::String(format!("sha256:{hex}")))?;
     Ok(Value::Object(map))
 }
 
@@ -206,12 +227,12 @@ fn snapshot_manifest_1_to_2(payload: Value) -> Result<Value, String> {
     }
     for link in take_array(&mut map, "symlinks")? {
         let mut record = object(link, "a symlink record")?;
-        record.insert("kind".into(), Value::String("symlink".into()));
+        insert_new(&mut record, "kind", Value::String("symlink".into()))?;
         let path = record.get("path").and_then(Value::as_str).unwrap_or_default().to_owned();
         entries.push((path, Value::Object(record)));
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
-    map.insert("entries".into(), Value::Array(entries.into_iter().map(|(_, r)| r).collect()));
+    insert_new(&mut map, "entries", Value::Array(entries.into_iter().map(|(_, r)| r).collect()))?;
     Ok(Value::Object(map))
 }
 
@@ -276,5 +297,40 @@ mod tests {
         ] {
             assert!(entry_1_to_2(bad.clone()).is_err(), "{bad}");
         }
+    }
+
+    /// A v1 record that already carries a field version 2 adds (`digest`, `kind`,
+    /// `object_digest`, the new lists) is malformed: refused, never overwritten (the
+    /// migration used to drop a stored `digest` and accept the record).
+    #[test]
+    fn a_field_the_step_adds_is_refused_when_already_present() {
+        let file = json!({"kind": "file", "path": "a", "size_bytes": 0, "sha256": HEX, "executable": false, "digest": format!("sha256:{HEX}")});
+        let err = entry_1_to_2(json!({"artifacts": [file.clone()]})).unwrap_err();
+        assert!(err.contains("`digest`"), "{err}");
+        assert!(publish_action_like(&file).is_err());
+        let owners = json!({"owners": {"a": {"id": {}, "artifact": file}}});
+        assert!(publish_owners_1_to_2(owners).unwrap_err().contains("`digest`"));
+        let bare =
+            json!({"path": "x", "size_bytes": 0, "sha256": HEX, "executable": true, "digest": 5});
+        assert!(
+            artifact_manifest_1_to_2(json!({"files": [bare]})).unwrap_err().contains("`digest`")
+        );
+        let snap_file = json!({"path": "actions-v1/f", "size_bytes": 0, "executable": false, "sha256": HEX, "kind": "symlink"});
+        let snap = json!({"directories": ["actions-v1"], "files": [snap_file], "symlinks": []});
+        assert!(snapshot_manifest_1_to_2(snap).unwrap_err().contains("kind"));
+        let link = json!({"path": "actions-v1/l", "target": "x", "kind": "file"});
+        let snap = json!({"directories": ["actions-v1"], "files": [], "symlinks": [link]});
+        assert!(snapshot_manifest_1_to_2(snap).unwrap_err().contains("`kind`"));
+        let snap = json!({"directories": [], "files": [], "symlinks": [], "entries": []});
+        assert!(snapshot_manifest_1_to_2(snap).unwrap_err().contains("`entries`"));
+        let sidecar = json!({"object_sha256": HEX, "object_digest": format!("blake3:{HEX}")});
+        assert!(snapshot_sidecar_2_to_3(sidecar).unwrap_err().contains("`object_digest`"));
+        // The well-formed records still migrate.
+        let ok = json!({"kind": "file", "path": "a", "size_bytes": 0, "sha256": HEX, "executable": false});
+        assert!(entry_1_to_2(json!({"artifacts": [ok]})).is_ok());
+    }
+
+    fn publish_action_like(file: &Value) -> Result<Value, String> {
+        (PUBLISH_ACTION_1_TO_2.transform)(json!({"id": {}, "artifacts": [file.clone()]}))
     }
 }
