@@ -30,8 +30,20 @@ pub(crate) struct DigestArgs {
     /// Content digest algorithm of new entries, artifact manifests, snapshots and archives:
     /// blake3 or sha256. Records already stored keep theirs (every digest names its
     /// algorithm), so both kinds can be read at any time.
-    #[arg(long, env = "STRATA_DIGEST", value_name = "ALGORITHM", default_value = "blake3")]
+    #[arg(
+        long,
+        env = "STRATA_DIGEST",
+        value_name = "ALGORITHM",
+        default_value = "blake3",
+        value_parser = parse_digest
+    )]
     pub(crate) digest: strata::digest::DigestAlgorithm,
+}
+
+fn parse_digest(text: &str) -> Result<strata::digest::DigestAlgorithm, String> {
+    text.parse().map_err(|_| {
+        "use blake3 or sha256 (given with --digest or the STRATA_DIGEST variable)".to_owned()
+    })
 }
 
 /// `--signing-key`: a producer's key, shared by `snapshot save` and `artifact push`.

@@ -11,6 +11,7 @@ mod cmake;
 mod cmake_args;
 mod concurrency;
 mod crash;
+mod digests;
 mod entries;
 mod events;
 mod explain;
