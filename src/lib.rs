@@ -27,6 +27,7 @@ pub mod content;
 pub mod digest;
 pub mod fs;
 pub mod l0;
+pub mod launcher;
 pub mod parallel;
 pub mod record;
 pub mod snapshot;

@@ -1,0 +1,442 @@
+//! Classifying a compiler command line (issue 10 items 1, 3 and 4): is it one cacheable
+//! compilation of one C or C++ source into one object file, and if so, what are its source,
+//! outputs, dependency-file flags and include directories?
+//!
+//! Conservative by design: a command is [`Classified::Cacheable`] only when every argument
+//! is understood; anything else is [`Classified::Uncacheable`] with a [`Reason`], and the
+//! launcher then runs the compiler unchanged. Understood means:
+//!
+//! * exactly one `-c`, exactly one source whose language is C or C++ (by `-x c`/`-x c++` or
+//!   by extension: `.c`, `.cc`, `.cp`, `.cxx`, `.cpp`, `.CPP`, `.c++`, `.C`);
+//! * options taking a separate value are known (`-o`, `-MF`, `-MT`, `-MQ`, `-I`, `-D`, `-U`,
+//!   `-include`, `-imacros`, `-isystem`, `-iquote`, `-idirafter`, `-iprefix`,
+//!   `-iwithprefix`, `-iwithprefixbefore`, `-isysroot`, `--sysroot`, `-x`, `-Xpreprocessor`,
+//!   `-Xassembler`, `-Xclang`, `-target`, `--target`, `-arch`, `-MJ`, `--param`, `-aux-info`),
+//!   so a value is never mistaken for the source;
+//! * nothing asks for a kind of output or input the cache cannot reproduce: preprocessing or
+//!   assembly only (`-E`, `-S`, `-M`/`-MM` without `-MD`/`-MMD`), temporaries (`-save-temps`),
+//!   profile instrumentation that writes at run time relative to the object
+//!   (`-fprofile-generate`, `-fprofile-arcs`), precompiled-header creation (a header as the
+//!   source, `-x c-header`), response files (`@file`), standard input (`-`), a CPU-dependent
+//!   target (`-march=native`, `-mcpu=native`, `-mtune=native`).
+//!
+//! Side outputs the flags ask for are listed so the launcher caches them with the object:
+//! the depfile (`-MD`/`-MMD`, at `-MF` or beside the object), `.dwo` (`-gsplit-dwarf`),
+//! `.gcno` (`-ftest-coverage`, `--coverage`) and `.su` (`-fstack-usage`).
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// The source language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    /// C.
+    C,
+    /// C++.
+    Cxx,
+}
+
+/// How the build asked for a dependency file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Depfile {
+    /// Not asked for: the launcher adds `-MD -MF <private file>` on a MISS to learn the
+    /// headers, and writes no depfile for the build.
+    NotRequested,
+    /// `-MD` or `-MMD` (`system_headers` false for `-MMD`), written at `path` (from `-MF`,
+    /// or the object's path with `.d` when `-MF` is absent).
+    Requested {
+        /// Where the compiler writes it (as given, relative to the working directory).
+        path: PathBuf,
+        /// False for `-MMD` (system headers left out).
+        system_headers: bool,
+    },
+}
+
+/// One include directory option, in command-line order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncludeDir {
+    /// The option: `-I`, `-iquote`, `-isystem` or `-idirafter`.
+    pub option: &'static str,
+    /// The directory as given.
+    pub dir: PathBuf,
+}
+
+/// A cacheable compilation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compile {
+    /// The source file as given.
+    pub source: PathBuf,
+    /// Its language.
+    pub language: Language,
+    /// The object file as given (`-o`), or the default `<source stem>.o`.
+    pub object: PathBuf,
+    /// The dependency file the build asked for.
+    pub depfile: Depfile,
+    /// Other files the flags make the compiler write beside the object.
+    pub side_outputs: Vec<PathBuf>,
+    /// Include directories, in order.
+    pub include_dirs: Vec<IncludeDir>,
+}
+
+/// Why a command is not cached (the launcher counts these, like `ccache -s`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// No `-c`: linking, or a single-step compile and link.
+    NotCompileOnly,
+    /// `-E`, `-S`, or `-M`/`-MM` without `-MD`/`-MMD`.
+    NotObjectOutput(String),
+    /// No source file.
+    NoSource,
+    /// More than one source file.
+    SeveralSources,
+    /// A source whose language is not C or C++ (assembly, Objective-C, Fortran, …).
+    UnsupportedLanguage(String),
+    /// A header as the source (precompiled-header creation).
+    PrecompiledHeader,
+    /// A flag whose effect the cache cannot reproduce, with the flag.
+    UncacheableFlag(String),
+    /// A response file (`@file`).
+    ResponseFile,
+    /// The source is standard input.
+    StandardInput,
+    /// An option that needs a value came last.
+    MissingValue(String),
+    /// An argument that is not valid UTF-8 where an option or value was expected.
+    NotText,
+}
+
+impl Reason {
+    /// A short stable name for statistics (`no_compile_only`, `several_sources`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Reason::NotCompileOnly => "not_compile_only",
+            Reason::NotObjectOutput(_) => "not_object_output",
+            Reason::NoSource => "no_source",
+            Reason::SeveralSources => "several_sources",
+            Reason::UnsupportedLanguage(_) => "unsupported_language",
+            Reason::PrecompiledHeader => "precompiled_header",
+            Reason::UncacheableFlag(_) => "uncacheable_flag",
+            Reason::ResponseFile => "response_file",
+            Reason::StandardInput => "standard_input",
+            Reason::MissingValue(_) => "missing_value",
+            Reason::NotText => "not_text",
+        }
+    }
+}
+
+/// The result of [`classify`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Classified {
+    /// One cacheable compilation.
+    Cacheable(Compile),
+    /// Run the compiler unchanged, for this reason.
+    Uncacheable(Reason),
+}
+
+/// Options whose value is the next argument (or joined, for the one-letter ones).
+const WITH_VALUE: &[&str] = &[
+    "-o",
+    "-MF",
+    "-MT",
+    "-MQ",
+    "-I",
+    "-D",
+    "-U",
+    "-include",
+    "-imacros",
+    "-isystem",
+    "-iquote",
+    "-idirafter",
+    "-iprefix",
+    "-iwithprefix",
+    "-iwithprefixbefore",
+    "-isysroot",
+    "--sysroot",
+    "-x",
+    "-Xpreprocessor",
+    "-Xassembler",
+    "-Xclang",
+    "-target",
+    "--target",
+    "-arch",
+    "-MJ",
+    "--param",
+    "-aux-info",
+];
+
+/// Include-directory options recorded in order.
+const INCLUDE_OPTIONS: &[&str] = &["-I", "-iquote", "-isystem", "-idirafter"];
+
+fn language_of(path: &Path) -> Result<Language, Reason> {
+    let ext = path.extension().and_then(OsStr::to_str).unwrap_or_default();
+    match ext {
+        "c" => Ok(Language::C),
+        "cc" | "cp" | "cxx" | "cpp" | "CPP" | "c++" | "C" => Ok(Language::Cxx),
+        "h" | "hh" | "hpp" | "hxx" | "H" | "h++" | "tcc" => Err(Reason::PrecompiledHeader),
+        other => Err(Reason::UnsupportedLanguage(format!(".{other}"))),
+    }
+}
+
+fn flag_reason(arg: &str) -> Option<Reason> {
+    let uncacheable = arg.starts_with("-save-temps")
+        || arg.starts_with("-fprofile-generate")
+        || arg == "-fprofile-arcs"
+        || arg.starts_with("-fprofile-instr-generate")
+        || arg.starts_with("-fcs-profile-generate")
+        || arg.ends_with("=native")
+            && (arg.starts_with("-march=")
+                || arg.starts_with("-mcpu=")
+                || arg.starts_with("-mtune="))
+        || arg == "-Wp,-MD"
+        || arg.starts_with("-Wp,-M")
+        || arg == "-fsyntax-only";
+    uncacheable.then(|| Reason::UncacheableFlag(arg.to_owned()))
+}
+
+/// Classifies the arguments `args` (without the compiler itself) of one compiler run.
+pub fn classify(args: &[OsString]) -> Classified {
+    let mut compile_only = false;
+    let mut sources: Vec<(PathBuf, Option<Language>)> = Vec::new();
+    let mut object: Option<PathBuf> = None;
+    let mut md: Option<bool> = None; // Some(system_headers)
+    let mut mf: Option<PathBuf> = None;
+    let mut forced: Option<Result<Language, Reason>> = None;
+    let mut includes = Vec::new();
+    let mut split_dwarf = false;
+    let mut coverage = false;
+    let mut stack_usage = false;
+    let mut i = 0;
+    while let Some(raw) = args.get(i) {
+        i += 1;
+        let Some(arg) = raw.to_str() else {
+            // A source path may hold any bytes; an option may not.
+            if raw.as_bytes().first() == Some(&b'-') {
+                return Classified::Uncacheable(Reason::NotText);
+            }
+            sources.push((PathBuf::from(raw), forced.clone().and_then(Result::ok)));
+            continue;
+        };
+        if arg.starts_with('@') {
+            return Classified::Uncacheable(Reason::ResponseFile);
+        }
+        if arg == "-" {
+            return Classified::Uncacheable(Reason::StandardInput);
+        }
+        if let Some(reason) = flag_reason(arg) {
+            return Classified::Uncacheable(reason);
+        }
+        match arg {
+            "-c" => compile_only = true,
+            "-E" | "-S" => return Classified::Uncacheable(Reason::NotObjectOutput(arg.to_owned())),
+            "-M" | "-MM" => {
+                return Classified::Uncacheable(Reason::NotObjectOutput(arg.to_owned()));
+            }
+            "-MD" => md = Some(true),
+            "-MMD" => md = Some(false),
+            "-MP" | "-MG" => {}
+            "-gsplit-dwarf" => split_dwarf = true,
+            "-ftest-coverage" | "--coverage" => coverage = true,
+            "-fstack-usage" => stack_usage = true,
+            _ => {}
+        }
+        if !arg.starts_with('-') || arg.len() == 1 {
+            let language = match &forced {
+                Some(Ok(language)) => Some(*language),
+                Some(Err(reason)) => return Classified::Uncacheable(reason.clone()),
+                None => None,
+            };
+            sources.push((PathBuf::from(arg), language));
+            continue;
+        }
+        // Options with a value: separate, or joined for the one-letter/`-M?` forms.
+        let name = WITH_VALUE
+            .iter()
+            .find(|o| arg == **o)
+            .copied()
+            .or_else(|| {
+                ["-o", "-I", "-D", "-U", "-MF", "-MT", "-MQ", "-x"]
+                    .into_iter()
+                    .find(|o| arg.starts_with(o) && arg.len() > o.len())
+            })
+            .or_else(|| {
+                ["-isystem", "-iquote", "-idirafter"]
+                    .into_iter()
+                    .find(|o| arg.starts_with(o) && arg.len() > o.len())
+            });
+        let Some(name) = name else { continue };
+        let value: OsString = if arg == name {
+            match args.get(i) {
+                Some(v) => {
+                    i += 1;
+                    v.clone()
+                }
+                None => return Classified::Uncacheable(Reason::MissingValue(arg.to_owned())),
+            }
+        } else {
+            OsString::from(arg.get(name.len()..).unwrap_or_default())
+        };
+        match name {
+            "-o" => object = Some(PathBuf::from(value)),
+            "-MF" => mf = Some(PathBuf::from(value)),
+            "-x" => {
+                forced = Some(match value.to_str() {
+                    Some("c") => Ok(Language::C),
+                    Some("c++") => Ok(Language::Cxx),
+                    Some("c-header" | "c++-header") => Err(Reason::PrecompiledHeader),
+                    Some("none") => {
+                        forced = None;
+                        continue;
+                    }
+                    other => {
+                        Err(Reason::UnsupportedLanguage(format!("-x {}", other.unwrap_or("?"))))
+                    }
+                });
+            }
+            option if INCLUDE_OPTIONS.contains(&option) => {
+                includes.push(IncludeDir {
+                    option: INCLUDE_OPTIONS.iter().find(|o| **o == option).copied().unwrap_or("-I"),
+                    dir: PathBuf::from(value),
+                });
+            }
+            _ => {}
+        }
+    }
+    if !compile_only {
+        return Classified::Uncacheable(Reason::NotCompileOnly);
+    }
+    let (source, forced_language) = match sources.len() {
+        0 => return Classified::Uncacheable(Reason::NoSource),
+        1 => sources.remove(0),
+        _ => return Classified::Uncacheable(Reason::SeveralSources),
+    };
+    let language = match forced_language {
+        Some(language) => language,
+        None => match language_of(&source) {
+            Ok(language) => language,
+            Err(reason) => return Classified::Uncacheable(reason),
+        },
+    };
+    let object = object.unwrap_or_else(|| {
+        let stem = source.file_stem().unwrap_or_default();
+        let mut name = stem.to_owned();
+        name.push(".o");
+        PathBuf::from(name)
+    });
+    let depfile = match md {
+        None => Depfile::NotRequested,
+        Some(system_headers) => Depfile::Requested {
+            path: mf.unwrap_or_else(|| object.with_extension("d")),
+            system_headers,
+        },
+    };
+    let mut side_outputs = Vec::new();
+    if split_dwarf {
+        side_outputs.push(object.with_extension("dwo"));
+    }
+    if coverage {
+        side_outputs.push(object.with_extension("gcno"));
+    }
+    if stack_usage {
+        side_outputs.push(object.with_extension("su"));
+    }
+    Classified::Cacheable(Compile {
+        source,
+        language,
+        object,
+        depfile,
+        side_outputs,
+        include_dirs: includes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &str) -> Vec<OsString> {
+        text.split_whitespace().map(OsString::from).collect()
+    }
+
+    fn cacheable(text: &str) -> Compile {
+        match classify(&args(text)) {
+            Classified::Cacheable(c) => c,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    fn reason(text: &str) -> Reason {
+        match classify(&args(text)) {
+            Classified::Uncacheable(r) => r,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn cmake_style_compiles_are_cacheable_with_their_outputs() {
+        let c = cacheable(
+            "-DNDEBUG -I/src/include -isystem /usr/include/x -O2 -g -std=c++17 -MD -MT obj/a.o -MF obj/a.o.d -o obj/a.o -c /src/a.cpp",
+        );
+        assert_eq!(c.source, PathBuf::from("/src/a.cpp"));
+        assert_eq!(c.language, Language::Cxx);
+        assert_eq!(c.object, PathBuf::from("obj/a.o"));
+        assert_eq!(
+            c.depfile,
+            Depfile::Requested { path: PathBuf::from("obj/a.o.d"), system_headers: true }
+        );
+        assert_eq!(
+            c.include_dirs,
+            [
+                IncludeDir { option: "-I", dir: PathBuf::from("/src/include") },
+                IncludeDir { option: "-isystem", dir: PathBuf::from("/usr/include/x") },
+            ]
+        );
+        // Make style: -MMD, default depfile and object names, joined values.
+        let c = cacheable("-c lib/x.c -MMD -Iinc -DX=1");
+        assert_eq!((c.object.clone(), c.language), (PathBuf::from("x.o"), Language::C));
+        assert_eq!(
+            c.depfile,
+            Depfile::Requested { path: PathBuf::from("x.d"), system_headers: false }
+        );
+        assert_eq!(c.include_dirs, [IncludeDir { option: "-I", dir: PathBuf::from("inc") }]);
+        assert_eq!(cacheable("-c a.c -o a.o").depfile, Depfile::NotRequested);
+        // Side outputs.
+        let c = cacheable("-c a.cc -o o/a.o -gsplit-dwarf --coverage -fstack-usage");
+        assert_eq!(
+            c.side_outputs,
+            [PathBuf::from("o/a.dwo"), PathBuf::from("o/a.gcno"), PathBuf::from("o/a.su")]
+        );
+        // A value that looks like a source is never taken for one.
+        let c = cacheable("-c main.c -o out.o -include pre.h -MT dep.c -D FOO");
+        assert_eq!(c.source, PathBuf::from("main.c"));
+        // -x forces the language of what follows.
+        assert_eq!(cacheable("-x c++ -c a.inl -o a.o").language, Language::Cxx);
+    }
+
+    #[test]
+    fn everything_else_is_uncacheable_with_a_reason() {
+        for (text, name) in [
+            ("a.c -o a", "not_compile_only"),
+            ("-E a.c", "not_object_output"),
+            ("-S -c a.c", "not_object_output"),
+            ("-M -c a.c", "not_object_output"),
+            ("-c", "no_source"),
+            ("-c a.c b.c", "several_sources"),
+            ("-c a.s", "unsupported_language"),
+            ("-c a.m", "unsupported_language"),
+            ("-x assembler -c a.c", "unsupported_language"),
+            ("-c a.h -o a.h.gch", "precompiled_header"),
+            ("-x c++-header -c a.hpp", "precompiled_header"),
+            ("-c a.c -save-temps", "uncacheable_flag"),
+            ("-c a.c -fprofile-generate", "uncacheable_flag"),
+            ("-c a.c -fprofile-arcs", "uncacheable_flag"),
+            ("-c a.c -march=native", "uncacheable_flag"),
+            ("-c a.c -Wp,-MD,a.d", "uncacheable_flag"),
+            ("-c @args.rsp", "response_file"),
+            ("-x c -c -", "standard_input"),
+            ("-c a.c -o", "missing_value"),
+        ] {
+            assert_eq!(reason(text).name(), name, "{text}");
+        }
+    }
+}
