@@ -4,8 +4,9 @@
 //! Work in progress. What exists: [`args`], the classification of a compiler command line
 //! into one cacheable compilation (source, object, depfile, side outputs, include
 //! directories) or a reason to run the compiler unchanged; [`depfile`], reading and writing
-//! the dependency files compilers write. The lookup, the direct-mode
+//! the dependency files compilers write; [`shadow`], the header-shadowing probes. The lookup, the direct-mode
 //! header manifest with its shadowing check, and the command-line entry point come next.
 
 pub mod args;
 pub mod depfile;
+pub mod shadow;
