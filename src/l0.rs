@@ -336,6 +336,26 @@ fn signed_statement(
 ) -> Result<Result<ArchiveStatement, String>, Error> {
     let sig_object = signature_key(object);
     let file = scratch_dir.join("artifact.sig");
+    let transport_err = |source| Error::Transport {
+        store: remote.describe(),
+        object: sig_object.clone(),
+        source: Box::new(source),
+    };
+    // The store's size claim first: a huge record is rejected before a byte of it is
+    // downloaded (what arrives is capped again below, whatever the store claimed).
+    match remote.head(&sig_object).map_err(transport_err)? {
+        None => {
+            let rejection = crate::trust::Rejection::Unsigned;
+            return Ok(Err(format!("its producer is not trusted: {rejection} (no {sig_object})")));
+        }
+        Some(meta) if meta.size_bytes > MAX_SIGNATURE_BYTES => {
+            return Ok(Err(format!(
+                "its signature record {sig_object} is larger than 64 KiB ({} bytes); not downloaded",
+                meta.size_bytes
+            )));
+        }
+        Some(_) => {}
+    }
     match remote.get_to_file(&sig_object, &file) {
         Ok(_) => {}
         Err(e) if e.is_not_found() => {

@@ -169,3 +169,33 @@ fn l0_signing_push_signs_an_archive_already_present() {
     let (code, v, _) = l0("pull", &consumer.root(), &url, &["--trusted-key", &a_pub]);
     assert_eq!((code, v["outcome"].as_str()), (0, Some("pulled")), "{v}");
 }
+
+/// A signature record larger than any real one (64 KiB) is rejected from the store's size
+/// claim, before it is downloaded: a writer of the store cannot make every trusting pull
+/// fetch gigabytes. (Before: the whole `.sig` was downloaded, then found too large.)
+#[test]
+fn l0_signing_huge_signature_record_is_rejected_without_download() {
+    let keys = tempfile::tempdir().unwrap();
+    let a_pub = generate(keys.path(), "a.key");
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let producer = Workspace::new();
+    publish(&producer);
+    let a_key = keys.path().join("a.key");
+    let (code, _, err) =
+        l0("push", &producer.root(), &url, &["--signing-key", a_key.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (_, sig) = objects(remote.path());
+    // 1 GiB, sparse: costs no disk here, but a download would write all of it.
+    let huge: u64 = 1 << 30;
+    std::fs::OpenOptions::new().write(true).open(&sig).unwrap().set_len(huge).unwrap();
+    let consumer = Workspace::new();
+    let (code, v, _) = l0("pull", &consumer.root(), &url, &["--trusted-key", &a_pub]);
+    assert_eq!((code, v["outcome"].as_str()), (3, Some("rejected")), "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("larger than 64 KiB")
+            && reason.contains(&format!("{huge} bytes; not downloaded")),
+        "{reason}"
+    );
+}
