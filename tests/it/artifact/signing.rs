@@ -195,7 +195,7 @@ fn l0_signing_huge_signature_record_is_rejected_without_download() {
     let reason = v["reason"].as_str().unwrap();
     assert!(
         reason.contains("larger than 64 KiB")
-            && reason.contains(&format!("{huge} bytes; not downloaded")),
+            && reason.contains(&format!("({huge} bytes); not downloaded")),
         "{reason}"
     );
 }
