@@ -45,11 +45,18 @@ fn objects(remote: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     (archive, sig)
 }
 
-#[test]
-fn l0_signed_push_is_pulled_only_with_a_trusted_key_and_unchanged_bytes() {
+/// A store with one artifact pushed by a producer signing with key `a` (the push prints no
+/// key material): the temp dirs (kept alive), the store URL and `a`'s public key.
+struct SignedStore {
+    keys: tempfile::TempDir,
+    remote: tempfile::TempDir,
+    url: String,
+    a_pub: String,
+}
+
+fn signed_store() -> SignedStore {
     let keys = tempfile::tempdir().unwrap();
     let a_pub = generate(keys.path(), "a.key");
-    let b_pub = generate(keys.path(), "b.key");
     let remote = tempfile::tempdir().unwrap();
     let url = format!("file://{}", remote.path().display());
     let producer = Workspace::new();
@@ -58,12 +65,22 @@ fn l0_signed_push_is_pulled_only_with_a_trusted_key_and_unchanged_bytes() {
     let (code, v, err) =
         l0("push", &producer.root(), &url, &["--signing-key", a_key.to_str().unwrap()]);
     assert_eq!((code, v["signed"].as_bool()), (0, Some(true)), "{v} {err}");
+    let secret = std::fs::read_to_string(&a_key).unwrap();
+    let material = secret.trim().strip_prefix("strata-ed25519-secret-v1:").unwrap();
+    assert!(!err.contains(material) && !v.to_string().contains(material), "the key was printed");
+    SignedStore { keys, remote, url, a_pub }
+}
+
+#[test]
+fn l0_signed_push_is_pulled_only_with_a_trusted_key_and_unchanged_bytes() {
+    let SignedStore { keys, remote, url, a_pub } = signed_store();
+    let b_pub = generate(keys.path(), "b.key");
+    let a_key = keys.path().join("a.key");
     let (archive, sig) = objects(remote.path());
     assert!(sig.exists(), "{}", sig.display());
     let secret = std::fs::read_to_string(&a_key).unwrap();
     let material = secret.trim().strip_prefix("strata-ed25519-secret-v1:").unwrap();
     assert!(!std::fs::read_to_string(&sig).unwrap().contains(material));
-    assert!(!err.contains(material));
 
     let pull = |trusted: &[&str]| {
         let consumer = Workspace::new();
@@ -175,16 +192,7 @@ fn l0_signing_push_signs_an_archive_already_present() {
 /// fetch gigabytes. (Before: the whole `.sig` was downloaded, then found too large.)
 #[test]
 fn l0_signing_huge_signature_record_is_rejected_without_download() {
-    let keys = tempfile::tempdir().unwrap();
-    let a_pub = generate(keys.path(), "a.key");
-    let remote = tempfile::tempdir().unwrap();
-    let url = format!("file://{}", remote.path().display());
-    let producer = Workspace::new();
-    publish(&producer);
-    let a_key = keys.path().join("a.key");
-    let (code, _, err) =
-        l0("push", &producer.root(), &url, &["--signing-key", a_key.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
+    let SignedStore { keys: _keys, remote, url, a_pub } = signed_store();
     let (_, sig) = objects(remote.path());
     // 1 GiB, sparse: costs no disk here, but a download would write all of it.
     let huge: u64 = 1 << 30;
