@@ -54,13 +54,20 @@ struct SignedStore {
     a_pub: String,
 }
 
-fn signed_store() -> SignedStore {
+/// A key pair `a`, an empty `file://` store and a producer workspace holding one published
+/// artifact: (keys dir, `a`'s public key, store dir, store URL, producer).
+fn key_store_and_producer() -> (tempfile::TempDir, String, tempfile::TempDir, String, Workspace) {
     let keys = tempfile::tempdir().unwrap();
     let a_pub = generate(keys.path(), "a.key");
     let remote = tempfile::tempdir().unwrap();
     let url = format!("file://{}", remote.path().display());
     let producer = Workspace::new();
     publish(&producer);
+    (keys, a_pub, remote, url, producer)
+}
+
+fn signed_store() -> SignedStore {
+    let (keys, a_pub, remote, url, producer) = key_store_and_producer();
     let a_key = keys.path().join("a.key");
     let (code, v, err) =
         l0("push", &producer.root(), &url, &["--signing-key", a_key.to_str().unwrap()]);
@@ -167,12 +174,7 @@ fn l0_signed_push_is_pulled_only_with_a_trusted_key_and_unchanged_bytes() {
 /// unsigned push, or one that stopped between the two uploads): it adds the signature.
 #[test]
 fn l0_signing_push_signs_an_archive_already_present() {
-    let keys = tempfile::tempdir().unwrap();
-    let a_pub = generate(keys.path(), "a.key");
-    let remote = tempfile::tempdir().unwrap();
-    let url = format!("file://{}", remote.path().display());
-    let producer = Workspace::new();
-    publish(&producer);
+    let (keys, a_pub, _remote, url, producer) = key_store_and_producer();
     assert_eq!(l0("push", &producer.root(), &url, &[]).1["outcome"], "uploaded");
     let a_key = keys.path().join("a.key");
     let (code, v, err) =
