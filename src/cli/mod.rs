@@ -187,6 +187,13 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 
 /// Parses arguments and runs the command; returns the process exit code.
 pub fn main() -> i32 {
+    let mut argv = std::env::args_os().skip(1);
+    if let Some(first) = argv.next()
+        && is_compiler(&first)
+    {
+        let args: Vec<std::ffi::OsString> = argv.collect();
+        return strata::launcher::main(&first, &args);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -211,6 +218,18 @@ pub fn main() -> i32 {
             f.code
         }
     }
+}
+
+/// True if `first`, strata's first argument, names a compiler rather than a subcommand
+/// or option: `strata gcc -c a.c` runs the launcher (issue 10); subcommand names and
+/// `help` win.
+fn is_compiler(first: &std::ffi::OsStr) -> bool {
+    use clap::CommandFactory;
+    let Some(text) = first.to_str() else { return true };
+    if text.starts_with('-') || text == "help" {
+        return false;
+    }
+    !Cli::command().get_subcommands().any(|c| c.get_name() == text)
 }
 
 /// Maps a library action error to its exit code.

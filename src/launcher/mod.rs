@@ -1,17 +1,769 @@
 //! The compiler launcher (issue 10): `strata <compiler> ARGS...` as
-//! `CMAKE_<LANG>_COMPILER_LAUNCHER`, caching each C/C++ compilation in the L1 cache.
+//! `CMAKE_<LANG>_COMPILER_LAUNCHER` (or `CC="strata gcc"`), caching each C/C++ compilation
+//! in the L1 cache, in its own domain (`actions-v1/compile/`, see [`entry`]).
 //!
-//! Work in progress; nothing calls it yet. What exists:
+//! One run:
+//! 1. [`args::classify`] the command line; anything but one compilation of one C/C++ source
+//!    into one object runs the compiler unchanged (`exec`) and counts the reason;
+//! 2. the key: toolchain identity (the real compiler behind any wrapper, its `--version`,
+//!    and with `STRATA_TOOL_CONTENT` its bytes; memoised by stamp), the compiler name as
+//!    given (clang picks its language mode from it), the arguments with paths under the
+//!    base directories made relative ([`location`]), the source's digest, and the
+//!    environment variables that change a compilation (`CPATH`, `C_INCLUDE_PATH`,
+//!    `CPLUS_INCLUDE_PATH`, `GCC_EXEC_PREFIX`, `COMPILER_PATH`, `SOURCE_DATE_EPOCH`,
+//!    `LANG`, `LC_ALL`, `LC_MESSAGES`, `LC_CTYPE`);
+//! 3. direct lookup: the first candidate of the key whose headers, shadow probes and pins
+//!    hold ([`entry::check`]) is a HIT: its outputs are copied out verified, the depfile
+//!    rewritten for this directory, the messages replayed; the preprocessor never runs;
+//! 4. otherwise a MISS: the compiler runs with the arguments unchanged (plus `-MD -MF
+//!    <private file>` when the build asked for no depfile), and if it succeeds, its
+//!    headers (from the dependency output), outputs and messages become a new candidate.
+//!    A failed compile is never cached; a source or header using `__DATE__`, `__TIME__`
+//!    or `__TIMESTAMP__` is not cached unless `SOURCE_DATE_EPOCH` fixes them.
 //!
-//! * [`args`]: the classification of a compiler command line into one cacheable
-//!   compilation (source, object, depfile, side outputs, include directories) or a reason
-//!   to run the compiler unchanged;
-//! * [`depfile`]: reading and writing the dependency files compilers write;
-//! * [`shadow`]: the header-shadowing probes a direct-mode lookup checks.
-//!
-//! Next: the key (toolchain identity, relocated arguments, source digest), the entry with
-//! its header manifest, lookup and save, and the `strata <compiler> …` entry point.
+//! A cache problem never fails a build: the launcher warns and runs the compiler.
 
 pub mod args;
+pub mod counters;
 pub mod depfile;
+pub mod entry;
+pub mod location;
 pub mod shadow;
+
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::SystemTime;
+
+use memchr::memmem;
+
+use crate::content::VerifyMemo;
+use crate::content::layout::CacheRoot;
+use crate::digest::{ContentDigest, DigestAlgorithm};
+use crate::fs::{self, LockWait, Placement};
+
+use args::{Classified, Compile, Depfile, Language};
+use entry::{Candidate, CompileManifest, EntryPlace, Header, Output};
+use location::Location;
+
+/// Environment variables that change what a compilation produces (part of the key).
+pub const KEY_ENVIRONMENT: &[&str] = &[
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "GCC_EXEC_PREFIX",
+    "COMPILER_PATH",
+    "SOURCE_DATE_EPOCH",
+    "LANG",
+    "LC_ALL",
+    "LC_MESSAGES",
+    "LC_CTYPE",
+];
+
+/// Environment variables that make the compiler write files the launcher does not know.
+const UNCACHEABLE_ENVIRONMENT: &[&str] = &["DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"];
+
+/// The macros whose expansion depends on the time of the compilation.
+const TIME_MACROS: &[&str] = &["__DATE__", "__TIME__", "__TIMESTAMP__"];
+
+/// Launcher settings, from the environment ([`Config::from_env`]).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The L1 cache root.
+    pub cache_root: PathBuf,
+    /// Base directories (`STRATA_BASE_DIRS`, separated by `:`).
+    pub base_dirs: Vec<PathBuf>,
+    /// Digest algorithm of new candidates (`STRATA_DIGEST`).
+    pub digest: DigestAlgorithm,
+    /// Identify the compiler by content too (`STRATA_TOOL_CONTENT` = `1`, `true`, `on`).
+    pub tool_content: bool,
+    /// Run the compiler without the cache (`STRATA_DISABLE` = `1`, `true`, `on`).
+    pub disabled: bool,
+}
+
+impl Config {
+    /// Reads `STRATA_CACHE_ROOT` (default `$XDG_CACHE_HOME/strata/cache`, else
+    /// `~/.cache/strata/cache`), `STRATA_BASE_DIRS`, `STRATA_DIGEST`, `STRATA_TOOL_CONTENT`
+    /// and `STRATA_DISABLE`.
+    ///
+    /// # Errors
+    /// A message naming the variable when a value cannot be used or no cache root can be
+    /// found.
+    pub fn from_env() -> Result<Self, String> {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let flag = |name: &str| {
+            var(name).is_some_and(|v| matches!(v.to_str(), Some("1" | "true" | "on" | "yes")))
+        };
+        let cache_root = match var("STRATA_CACHE_ROOT") {
+            Some(root) => fs::expand_tilde(Path::new(&root)),
+            None => default_cache_root().ok_or(
+                "no cache root: set STRATA_CACHE_ROOT (or HOME, for ~/.cache/strata/cache)",
+            )?,
+        };
+        let base_dirs = var("STRATA_BASE_DIRS")
+            .map(|v| std::env::split_paths(&v).filter(|p| p.is_absolute()).collect())
+            .unwrap_or_default();
+        let digest = match var("STRATA_DIGEST") {
+            Some(v) => v
+                .to_str()
+                .and_then(|t| t.parse().ok())
+                .ok_or("STRATA_DIGEST must be blake3 or sha256")?,
+            None => DigestAlgorithm::Blake3,
+        };
+        Ok(Config {
+            cache_root,
+            base_dirs,
+            digest,
+            tool_content: flag("STRATA_TOOL_CONTENT"),
+            disabled: flag("STRATA_DISABLE"),
+        })
+    }
+}
+
+/// `$XDG_CACHE_HOME/strata/cache` (if absolute), else `$HOME/.cache/strata/cache`.
+pub fn default_cache_root() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let base = var("XDG_CACHE_HOME")
+        .filter(|p| p.is_absolute())
+        .or_else(|| Some(var("HOME")?.join(".cache")))?;
+    Some(base.join("strata").join("cache"))
+}
+
+/// What one launcher run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Served from the cache.
+    Hit,
+    /// Compiled and saved.
+    Miss,
+    /// Compiled, not saved, for this reason (a counter name).
+    NotCached(String),
+}
+
+/// Runs `compiler` with `args` through the cache and returns the exit code to end with.
+/// Messages go to standard error prefixed `strata:`; the compiler's own output passes
+/// through (or is replayed on a HIT).
+pub fn main(compiler: &OsStr, args: &[OsString]) -> i32 {
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            warn(&format!("{e}; running the compiler without the cache"));
+            return exec(compiler, args);
+        }
+    };
+    if config.disabled {
+        return exec(compiler, args);
+    }
+    let cache = match CacheRoot::new(&config.cache_root) {
+        Ok(c) => c,
+        Err(e) => {
+            warn(&format!("cache root: {e}; running the compiler without the cache"));
+            return exec(compiler, args);
+        }
+    };
+    let compile = match args::classify(args) {
+        Classified::Cacheable(c) => c,
+        Classified::Uncacheable(reason) => {
+            counters::bump(&cache, &format!("uncacheable:{}", reason.name()));
+            return exec(compiler, args);
+        }
+    };
+    if let Some(name) = UNCACHEABLE_ENVIRONMENT.iter().find(|n| std::env::var_os(n).is_some()) {
+        counters::bump(&cache, &format!("uncacheable:environment_{}", name.to_lowercase()));
+        return exec(compiler, args);
+    }
+    let Some(tool) = compiler.to_str().and_then(|c| crate::toolchain::resolve_tool(c, None)) else {
+        counters::bump(&cache, "uncacheable:compiler_not_found");
+        return exec(compiler, args);
+    };
+    if std::env::current_exe().ok().and_then(|p| fs::canonicalize(&p).ok()).as_ref() == Some(&tool)
+    {
+        warn(&format!(
+            "the compiler {} is strata itself; give the real compiler after `strata`",
+            compiler.to_string_lossy()
+        ));
+        return 1;
+    }
+    let run =
+        Run { config: &config, cache: &cache, compiler, tool: &tool, args, compile: &compile };
+    match run.go() {
+        Ok((code, outcome)) => {
+            counters::bump(
+                &cache,
+                match &outcome {
+                    Outcome::Hit => "hit",
+                    Outcome::Miss => "miss",
+                    Outcome::NotCached(reason) => reason,
+                },
+            );
+            code
+        }
+        Err(Failed::BeforeCompile(e)) => {
+            warn(&format!("{e}; running the compiler without the cache"));
+            counters::bump(&cache, "error");
+            exec(compiler, args)
+        }
+    }
+}
+
+/// A launcher failure before the compiler ran (after it ran, problems only skip the save).
+#[derive(Debug)]
+enum Failed {
+    BeforeCompile(String),
+}
+
+struct Run<'a> {
+    config: &'a Config,
+    cache: &'a CacheRoot,
+    compiler: &'a OsStr,
+    tool: &'a Path,
+    args: &'a [OsString],
+    compile: &'a Compile,
+}
+
+impl Run<'_> {
+    fn go(&self) -> Result<(i32, Outcome), Failed> {
+        let before = |e: String| Failed::BeforeCompile(e);
+        let cwd = std::env::current_dir()
+            .map_err(|e| before(format!("cannot read the working directory: {e}")))?;
+        let here = Location::new(&cwd, &self.config.base_dirs);
+        let source_path = cwd.join(&self.compile.source);
+        let (source_digest, source_bytes, _) =
+            entry::read_header(&source_path, DigestAlgorithm::Blake3)
+                .map_err(|e| before(e.to_string()))?;
+        let key = self.key(&here, &source_digest).map_err(before)?;
+        let place = EntryPlace::new(self.cache, &key);
+        let began = SystemTime::now();
+        let mut memo = VerifyMemo::load(&place.memo, &place.rel);
+        match entry::load(&place, &key) {
+            Ok(Some(manifest)) => {
+                for candidate in &manifest.candidates {
+                    match entry::check(candidate, &here, &mut memo, began) {
+                        Ok(()) => match self.restore(&place, candidate, &here, &mut memo, began) {
+                            Ok(()) => {
+                                save_memo(&memo, &place);
+                                return Ok((0, Outcome::Hit));
+                            }
+                            Err(e) => {
+                                warn(&format!(
+                                    "cached result of {} unusable ({e}); compiling",
+                                    place.rel
+                                ));
+                                break;
+                            }
+                        },
+                        Err(why) => {
+                            tracing::debug!("{}: candidate passed over: {why:?}", place.rel)
+                        }
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => warn(&format!("compile entry {} unusable ({e}); compiling", place.rel)),
+        }
+        save_memo(&memo, &place);
+        Ok(self.miss(&here, &place, &key, &source_bytes))
+    }
+
+    /// The key (64 hex): see the module docs.
+    fn key(&self, here: &Location, source: &ContentDigest) -> Result<String, String> {
+        let memo_dir = self.cache.memo_dir();
+        let version = crate::toolchain::tool_version(self.tool, Some(&memo_dir))
+            .map_err(|e| e.to_string())?;
+        let mut h = blake3::Hasher::new();
+        let mut field = |name: &str, bytes: &[u8]| {
+            h.update(name.as_bytes());
+            h.update(&[0]);
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        field("strata.compile_key", b"1");
+        field("compiler_version", version.as_bytes());
+        if self.config.tool_content {
+            let content = crate::toolchain::tool_content(self.tool, Some(&memo_dir))
+                .map_err(|e| e.to_string())?;
+            field("compiler_content", content.as_bytes());
+        }
+        let name = Path::new(self.compiler).file_name().unwrap_or(self.compiler);
+        field("compiler_name", name.as_bytes());
+        field(
+            "language",
+            match self.compile.language {
+                Language::C => b"c",
+                Language::Cxx => b"c++",
+            },
+        );
+        for arg in self.args {
+            field("arg", here.relocate_arg(arg).as_bytes());
+        }
+        field("source", source.to_string().as_bytes());
+        for name in KEY_ENVIRONMENT {
+            if let Some(value) = std::env::var_os(name) {
+                field(name, value.as_bytes());
+            }
+        }
+        Ok(h.finalize().to_hex().to_string())
+    }
+
+    /// The files a compilation writes, with their roles, as paths here.
+    fn outputs(&self, cwd: &Path) -> Vec<(String, PathBuf)> {
+        let mut out = vec![("object".to_owned(), cwd.join(&self.compile.object))];
+        if let Depfile::Requested { path, .. } = &self.compile.depfile {
+            out.push(("depfile".to_owned(), cwd.join(path)));
+        }
+        for side in &self.compile.side_outputs {
+            let role = side.extension().map(|e| e.to_string_lossy().into_owned());
+            out.push((role.unwrap_or_else(|| "side".into()), cwd.join(side)));
+        }
+        out
+    }
+
+    fn restore(
+        &self,
+        place: &EntryPlace,
+        candidate: &Candidate,
+        here: &Location,
+        memo: &mut VerifyMemo,
+        began: SystemTime,
+    ) -> Result<(), String> {
+        let outputs = self.outputs(&here.cwd);
+        let roles: Vec<&str> = outputs.iter().map(|(r, _)| r.as_str()).collect();
+        let recorded: Vec<&str> = candidate.outputs.iter().map(|o| o.role.as_str()).collect();
+        if roles != recorded {
+            return Err(format!("it holds outputs {recorded:?}, the command writes {roles:?}"));
+        }
+        let origin = Origin::of(candidate, here);
+        // Messages first: read and verified before anything is written.
+        let stdout = candidate.stdout.as_ref().map(|o| read_verified(place, o)).transpose()?;
+        let stderr = candidate.stderr.as_ref().map(|o| read_verified(place, o)).transpose()?;
+        for (output, (_, dest)) in candidate.outputs.iter().zip(&outputs) {
+            if output.role == "depfile" && origin.moves() {
+                let bytes = read_verified(place, output)?;
+                let rewritten = origin.depfile(&bytes)?;
+                entry::write_replacing(dest, &rewritten).map_err(|e| e.to_string())?;
+                continue;
+            }
+            let name = entry::object_memo_name(&output.digest);
+            let placed = fs::place_file_checked(
+                &place.object(&output.digest),
+                dest,
+                Placement { expected: output.digest, mode: 0o644, sync: false },
+                &|stamp| memo.vouches(&name, stamp, &output.digest),
+            )
+            .map_err(|e| e.to_string())?;
+            if placed.hashed {
+                memo.remember(&name, placed.stamp, output.digest, began);
+            }
+        }
+        if let Some(bytes) = stdout {
+            let _ = std::io::stdout().write_all(&origin.text(&bytes));
+        }
+        if let Some(bytes) = stderr {
+            let _ = std::io::stderr().write_all(&origin.text(&bytes));
+        }
+        Ok(())
+    }
+
+    /// Compiles, and saves the result when it can be cached. Returns the exit code.
+    fn miss(
+        &self,
+        here: &Location,
+        place: &EntryPlace,
+        key: &str,
+        source_bytes: &[u8],
+    ) -> (i32, Outcome) {
+        let private_dep = match &self.compile.depfile {
+            Depfile::NotRequested => tempfile::Builder::new()
+                .prefix("strata-dep-")
+                .suffix(".d")
+                .tempfile()
+                .ok()
+                .map(tempfile::NamedTempFile::into_temp_path),
+            Depfile::Requested { .. } => None,
+        };
+        let mut cmd = self.command();
+        cmd.args(self.args);
+        if let Some(dep) = &private_dep {
+            cmd.arg("-MD").arg("-MF").arg(dep);
+        }
+        let output = match cmd.stdin(Stdio::inherit()).output() {
+            Ok(o) => o,
+            Err(e) => {
+                warn(&format!("cannot run {}: {e}", self.tool.display()));
+                return (1, Outcome::NotCached("error".into()));
+            }
+        };
+        let _ = std::io::stdout().write_all(&output.stdout);
+        let _ = std::io::stderr().write_all(&output.stderr);
+        let code = exit_code(output.status);
+        if code != 0 {
+            return (code, Outcome::NotCached("compile_failed".into()));
+        }
+        let saved = self.save(here, place, key, source_bytes, private_dep.as_deref(), &output);
+        match saved {
+            Ok(outcome) => (0, outcome),
+            Err(e) => {
+                warn(&format!("compiled, but not cached: {e}"));
+                (0, Outcome::NotCached("save_failed".into()))
+            }
+        }
+    }
+
+    /// The compiler command: the resolved program, with `argv[0]` as given.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(self.tool);
+        cmd.arg0(self.compiler);
+        cmd
+    }
+
+    fn save(
+        &self,
+        here: &Location,
+        place: &EntryPlace,
+        key: &str,
+        source_bytes: &[u8],
+        private_dep: Option<&Path>,
+        output: &std::process::Output,
+    ) -> Result<Outcome, String> {
+        let cwd = &here.cwd;
+        let algorithm = self.config.digest;
+        let deps_text = match (&self.compile.depfile, private_dep) {
+            (_, Some(private)) => fs::read(private).map_err(|e| e.to_string())?,
+            (Depfile::Requested { system_headers: true, path }, None) => {
+                fs::read(&cwd.join(path)).map_err(|e| e.to_string())?
+            }
+            (Depfile::Requested { system_headers: false, .. }, None) => self.all_dependencies()?,
+            (Depfile::NotRequested, None) => return Err("no dependency file".into()),
+        };
+        let rules = depfile::parse(&deps_text)?;
+        let source_abs = location::normalize(&cwd.join(&self.compile.source));
+        let mut seen = std::collections::BTreeSet::new();
+        let mut headers = Vec::new();
+        let mut absent = Vec::new();
+        let mut time_macros = has_time_macro(source_bytes);
+        let search = shadow::search_order(&self.compile.include_dirs, cwd);
+        let mut header_paths = Vec::new();
+        for dep in rules.iter().flat_map(|r| &r.dependencies) {
+            let abs = location::normalize(&cwd.join(dep));
+            if abs == source_abs || !seen.insert(dep.clone()) {
+                continue;
+            }
+            let (digest, bytes, _) =
+                entry::read_header(&cwd.join(dep), algorithm).map_err(|e| e.to_string())?;
+            time_macros |= has_time_macro(&bytes);
+            headers.push(Header { path: entry::encode_path(&here.relocate_path(dep)), digest });
+            for probe in shadow::probes(&abs, &search) {
+                let probe = entry::encode_path(&here.relocate_path(&probe));
+                if !absent.contains(&probe) {
+                    absent.push(probe);
+                }
+            }
+            header_paths.push(abs);
+        }
+        if time_macros && std::env::var_os("SOURCE_DATE_EPOCH").is_none() {
+            return Ok(Outcome::NotCached("uncacheable:time_macros".into()));
+        }
+        // Outputs into the entry's objects, hashed as they are copied.
+        if let Some(dir) = place.lock.parent() {
+            fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        fs::create_dir_all(&self.cache.actions_dir()).map_err(|e| e.to_string())?;
+        fs::create_dir_all_within(&self.cache.actions_dir(), Path::new(&place.rel), 0o755)
+            .map_err(|e| e.to_string())?;
+        let _lock = fs::lock_exclusive(
+            &place.lock,
+            LockWait::Timeout(std::time::Duration::from_secs(30)),
+            &mut |_| {},
+        )
+        .map_err(|e| e.to_string())?;
+        fs::create_dir_all(&place.dir.join("objects")).map_err(|e| e.to_string())?;
+        let mut outputs = Vec::new();
+        let mut embedded: Vec<Vec<u8>> = Vec::new();
+        for (role, path) in self.outputs(cwd) {
+            let tmp = crate::content::temp::TempName::new(
+                crate::content::temp::Purpose::Staging,
+                "object",
+            )
+            .path_in(&place.dir.join("objects"));
+            let (digest, size) = fs::copy_new_file(&path, &tmp, 0o644, false, algorithm)
+                .map_err(|e| format!("output {}: {e}", path.display()))?;
+            if role != "depfile" {
+                let bytes = fs::read(&tmp).map_err(|e| e.to_string())?;
+                embedded.extend(pins_in(&bytes, here, self.args, &header_paths));
+            }
+            fs::rename(&tmp, &place.object(&digest)).map_err(|e| e.to_string())?;
+            outputs.push(Output { role, digest, size_bytes: size });
+        }
+        let message = |bytes: &[u8]| -> Result<Option<Output>, String> {
+            if bytes.is_empty() {
+                return Ok(None);
+            }
+            let digest = ContentDigest::of_bytes(algorithm, bytes);
+            entry::store_bytes(place, &digest, bytes).map_err(|e| e.to_string())?;
+            Ok(Some(Output { role: "message".into(), digest, size_bytes: bytes.len() as u64 }))
+        };
+        let stdout = message(&output.stdout)?;
+        let stderr = message(&output.stderr)?;
+        embedded.sort();
+        embedded.dedup();
+        let pins: Vec<String> =
+            embedded.iter().map(|p| entry::encode_path(Path::new(OsStr::from_bytes(p)))).collect();
+        if !pins.is_empty() && self.args.iter().any(|a| a.as_bytes().starts_with(b"-g")) {
+            warn_debug_paths_once(self.cache, cwd);
+        }
+        let candidate = Candidate {
+            headers,
+            absent,
+            pins,
+            origin_cwd: entry::encode_path(cwd),
+            origin_base_dirs: here.base_dirs.iter().map(|b| entry::encode_path(b)).collect(),
+            outputs,
+            stdout,
+            stderr,
+            created_at: now_rfc3339(),
+        };
+        let mut manifest = match entry::load(place, key) {
+            Ok(Some(m)) => m,
+            _ => CompileManifest { key: key.to_owned(), candidates: Vec::new() },
+        };
+        manifest.candidates.retain(|c| {
+            !(c.headers == candidate.headers
+                && c.absent == candidate.absent
+                && c.pins == candidate.pins)
+        });
+        manifest.candidates.insert(0, candidate);
+        manifest.candidates.truncate(entry::MAX_CANDIDATES);
+        entry::store(place, &manifest).map_err(|e| e.to_string())?;
+        remove_unreferenced(place, &manifest);
+        let _ = fs::touch(&self.cache.updated_marker());
+        Ok(Outcome::Miss)
+    }
+
+    /// Every dependency, system headers included, for a build that asked for `-MMD`: a
+    /// dependency-only run of the preprocessor.
+    fn all_dependencies(&self) -> Result<Vec<u8>, String> {
+        let tmp = tempfile::Builder::new()
+            .prefix("strata-dep-")
+            .suffix(".d")
+            .tempfile()
+            .map_err(|e| e.to_string())?
+            .into_temp_path();
+        let mut cmd = self.command();
+        let mut skip = false;
+        for arg in self.args {
+            if std::mem::take(&mut skip) {
+                continue;
+            }
+            match arg.to_str() {
+                Some("-MF" | "-MT" | "-MQ" | "-o") => skip = true,
+                Some("-MD" | "-MMD" | "-MP" | "-c") => {}
+                Some(a) if ["-MF", "-MT", "-MQ", "-o"].iter().any(|o| a.starts_with(o)) => {}
+                _ => {
+                    cmd.arg(arg);
+                }
+            }
+        }
+        cmd.arg("-M").arg("-MF").arg(&tmp).stdout(Stdio::null()).stderr(Stdio::null());
+        match cmd.status() {
+            Ok(s) if s.success() => fs::read(&tmp).map_err(|e| e.to_string()),
+            Ok(s) => Err(format!("the dependency run of the compiler failed ({s})")),
+            Err(e) => Err(format!("cannot run the compiler for dependencies: {e}")),
+        }
+    }
+}
+
+/// How a candidate's recorded paths map to this location.
+struct Origin {
+    /// (origin absolute prefix, here) pairs, longest origin first.
+    moves: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Origin {
+    fn of(candidate: &Candidate, here: &Location) -> Self {
+        let origin_cwd = entry::decode_path(&candidate.origin_cwd);
+        let mut moves: Vec<(PathBuf, PathBuf)> = candidate
+            .origin_base_dirs
+            .iter()
+            .map(|b| entry::decode_path(b))
+            .map(|b| {
+                let to = here.translate(&origin_cwd, &b);
+                (b, to)
+            })
+            .filter(|(from, to)| from != to)
+            .collect();
+        moves.sort_by_key(|(from, _)| std::cmp::Reverse(from.as_os_str().len()));
+        Origin { moves }
+    }
+
+    fn moves(&self) -> bool {
+        !self.moves.is_empty()
+    }
+
+    fn path(&self, path: &Path) -> PathBuf {
+        for (from, to) in &self.moves {
+            if let Ok(rest) = path.strip_prefix(from) {
+                return if rest.as_os_str().is_empty() { to.clone() } else { to.join(rest) };
+            }
+        }
+        path.to_path_buf()
+    }
+
+    fn depfile(&self, bytes: &[u8]) -> Result<Vec<u8>, String> {
+        let mut rules = depfile::parse(bytes)?;
+        for rule in &mut rules {
+            for p in rule.targets.iter_mut().chain(rule.dependencies.iter_mut()) {
+                *p = self.path(p);
+            }
+        }
+        Ok(depfile::render(&rules))
+    }
+
+    fn text(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        for (from, to) in &self.moves {
+            let from = from.as_os_str().as_bytes();
+            let to = to.as_os_str().as_bytes();
+            let finder = memmem::Finder::new(from);
+            let mut next = Vec::with_capacity(out.len());
+            let mut last = 0;
+            for at in finder.find_iter(&out) {
+                next.extend_from_slice(&out[last..at]);
+                next.extend_from_slice(to);
+                last = at + from.len();
+            }
+            next.extend_from_slice(&out[last..]);
+            out = next;
+        }
+        out
+    }
+}
+
+/// Reads an object of `place` and checks its digest.
+fn read_verified(place: &EntryPlace, output: &Output) -> Result<Vec<u8>, String> {
+    let path = place.object(&output.digest);
+    let bytes = fs::read(&path).map_err(|e| e.to_string())?;
+    let actual = ContentDigest::of_bytes(output.digest.algorithm(), &bytes);
+    if actual != output.digest {
+        return Err(format!("{} does not have digest {}", path.display(), output.digest));
+    }
+    Ok(bytes)
+}
+
+/// The absolute paths of this location that `bytes` (an output) embeds: the working
+/// directory, and the absolute paths under a base directory among the arguments and the
+/// headers. If a base directory occurs anywhere else, the working directory too, so the
+/// result is reused only here.
+fn pins_in(bytes: &[u8], here: &Location, args: &[OsString], headers: &[PathBuf]) -> Vec<Vec<u8>> {
+    let cwd = here.cwd.as_os_str().as_bytes().to_vec();
+    let mut found = Vec::new();
+    if memmem::find(bytes, &cwd).is_some() {
+        found.push(cwd.clone());
+    }
+    let bases: Vec<&[u8]> =
+        here.base_dirs.iter().map(|b| b.as_os_str().as_bytes()).filter(|b| *b != b"/").collect();
+    let base_at: std::collections::BTreeSet<usize> =
+        bases.iter().flat_map(|b| memmem::find_iter(bytes, b)).collect();
+    if base_at.is_empty() {
+        return found;
+    }
+    let mut specific: Vec<Vec<u8>> = vec![cwd.clone()];
+    for arg in args {
+        let a = arg.as_bytes();
+        if let Some(at) = a.iter().position(|&b| b == b'/') {
+            let path = &a[at..];
+            if bases.iter().any(|b| path.starts_with(b)) {
+                specific.push(path.to_vec());
+            }
+        }
+    }
+    specific.extend(headers.iter().map(|h| h.as_os_str().as_bytes().to_vec()));
+    let mut covered = std::collections::BTreeSet::new();
+    for s in specific {
+        let at: Vec<usize> = memmem::find_iter(bytes, &s).collect();
+        if !at.is_empty() {
+            covered.extend(at);
+            if !found.contains(&s) {
+                found.push(s);
+            }
+        }
+    }
+    if base_at.difference(&covered).next().is_some() && !found.contains(&cwd) {
+        found.push(cwd);
+    }
+    found
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn has_time_macro(bytes: &[u8]) -> bool {
+    TIME_MACROS.iter().any(|m| memmem::find(bytes, m.as_bytes()).is_some())
+}
+
+/// Removes objects no candidate references (under the entry lock).
+fn remove_unreferenced(place: &EntryPlace, manifest: &CompileManifest) {
+    let keep: std::collections::BTreeSet<String> = manifest
+        .candidates
+        .iter()
+        .flat_map(|c| c.outputs.iter().chain(&c.stdout).chain(&c.stderr))
+        .map(|o| o.digest.to_hex())
+        .collect();
+    let Ok(entries) = std::fs::read_dir(place.dir.join("objects")) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !keep.contains(name.to_string_lossy().as_ref()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+fn save_memo(memo: &VerifyMemo, place: &EntryPlace) {
+    if memo.is_changed()
+        && let Err(e) = memo.save(&place.memo, 0o644)
+    {
+        tracing::debug!("verification memo not saved: {e}");
+    }
+}
+
+/// Warns once per working directory that debug information pins objects to it.
+fn warn_debug_paths_once(cache: &CacheRoot, cwd: &Path) {
+    let h = crate::digest::Sha256Digest::of_bytes(cwd.as_os_str().as_bytes());
+    let marker = cache.local_dir().join("launcher-warned").join(h.to_hex());
+    if fs::symlink_metadata_opt(&marker).ok().flatten().is_some() {
+        return;
+    }
+    let _ = fs::create_dir_all(marker.parent().unwrap_or(cache.path()));
+    let _ = entry::write_replacing(&marker, b"");
+    warn(&format!(
+        "objects compiled in {} embed its absolute path (debug information): they are cached, \
+         but only reused in this directory. Add -ffile-prefix-map=<base dir>=. to the \
+         compile flags to share them across checkouts (docs/launcher.md).",
+        cwd.display()
+    ));
+}
+
+/// Replaces this process with the compiler (the uncacheable path). Returns only on error.
+fn exec(compiler: &OsStr, args: &[OsString]) -> i32 {
+    let e = Command::new(compiler).args(args).exec();
+    let _ = writeln!(
+        std::io::stderr(),
+        "strata: error: cannot run the compiler {:?}: {e} (it is not a strata subcommand \
+         either; see `strata --help`)",
+        compiler.to_string_lossy()
+    );
+    127
+}
+
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1)
+}
+
+fn warn(message: &str) {
+    let _ = writeln!(std::io::stderr(), "strata: warning: {message}");
+}

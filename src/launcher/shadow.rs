@@ -15,6 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use super::args::IncludeDir;
+use super::location::normalize;
 
 /// The include directories in search order (see the module docs), made absolute against
 /// `cwd` and lexically normalised.
@@ -26,21 +27,6 @@ pub fn search_order(include_dirs: &[IncludeDir], cwd: &Path) -> Vec<PathBuf> {
             if !out.contains(&abs) {
                 out.push(abs);
             }
-        }
-    }
-    out
-}
-
-/// Lexical normalisation: `.` removed, `..` pops (never above the root).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
         }
     }
     out

@@ -1,0 +1,109 @@
+//! Launcher counters (issue 10 item 6): hits, misses and the reasons compilations were not
+//! cached, like `ccache -s`. Machine-local: they live under `.local/launcher-stats/` of the
+//! cache root and are never packed into a snapshot.
+//!
+//! Concurrent launchers spread over [`SHARDS`] files chosen by process id; each update
+//! takes the shard's `flock`, reads the JSON object of counters, adds one and rewrites it
+//! in place. A damaged shard (a crash mid-write) reads as empty: counters are a report,
+//! never an input to caching.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{FlockOperation, flock};
+
+use crate::content::layout::CacheRoot;
+
+/// Number of shard files.
+pub const SHARDS: u32 = 16;
+
+/// Counter names: `hit`, `miss`, `compile_failed`, `save_failed`, or
+/// `uncacheable:<reason>`.
+pub type Counters = BTreeMap<String, u64>;
+
+/// `.local/launcher-stats`.
+pub fn dir(cache: &CacheRoot) -> PathBuf {
+    cache.local_dir().join("launcher-stats")
+}
+
+/// Adds one to `name` (failures are logged at debug level and ignored).
+pub fn bump(cache: &CacheRoot, name: &str) {
+    if let Err(e) = try_bump(&dir(cache), name) {
+        tracing::debug!("launcher counters not updated: {e}");
+    }
+}
+
+fn try_bump(dir: &Path, name: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!("{}.json", std::process::id() % SHARDS));
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)?;
+    flock(&file, FlockOperation::LockExclusive).map_err(std::io::Error::from)?;
+    let mut text = String::new();
+    let mut counters: Counters = match file.read_to_string(&mut text) {
+        Ok(_) => serde_json::from_str(&text).unwrap_or_default(),
+        Err(_) => Counters::new(),
+    };
+    *counters.entry(name.to_owned()).or_default() += 1;
+    let bytes = serde_json::to_vec(&counters).map_err(std::io::Error::other)?;
+    file.seek(SeekFrom::Start(0))?;
+    file.set_len(0)?;
+    file.write_all(&bytes)?;
+    Ok(())
+}
+
+/// The sum of every shard under `cache` (missing or damaged shards count as empty).
+pub fn read(cache: &CacheRoot) -> Counters {
+    let mut total = Counters::new();
+    let Ok(entries) = std::fs::read_dir(dir(cache)) else { return total };
+    for entry in entries.flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+        let Ok(counters) = serde_json::from_str::<Counters>(&text) else { continue };
+        for (name, n) in counters {
+            *total.entry(name).or_default() += n;
+        }
+    }
+    total
+}
+
+/// Removes every shard (`strata stats --zero`).
+///
+/// # Errors
+/// I/O errors other than not-found.
+pub fn zero(cache: &CacheRoot) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir(cache)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_bumps_are_all_counted() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = CacheRoot::new(d.path()).unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..25 {
+                        bump(&cache, "hit");
+                    }
+                });
+            }
+        });
+        bump(&cache, "uncacheable:not_compile_only");
+        let counters = read(&cache);
+        assert_eq!(counters.get("hit"), Some(&100));
+        assert_eq!(counters.get("uncacheable:not_compile_only"), Some(&1));
+        zero(&cache).unwrap();
+        assert!(read(&cache).is_empty());
+    }
+}
