@@ -32,6 +32,22 @@ pub fn open(path: &Path) -> Result<File> {
     File::open(path).map_err(|e| Error::io("open", path, e))
 }
 
+/// Opens `path` for reading and writing, creating it (mode 0644 before umask) if missing;
+/// existing contents are kept.
+///
+/// # Errors
+/// [`Error::Io`] with op "open for update".
+pub fn open_update(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(path)
+        .map_err(|e| Error::io("open for update", path, e))
+}
+
 /// Creates a new file (fails if it exists) with `mode` (before umask).
 ///
 /// # Errors

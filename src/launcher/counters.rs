@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FlockOperation, flock};
 
 use crate::content::layout::CacheRoot;
+use crate::fs;
 
 /// Number of shard files.
 pub const SHARDS: u32 = 16;
@@ -35,14 +36,9 @@ pub fn bump(cache: &CacheRoot, name: &str) {
 }
 
 fn try_bump(dir: &Path, name: &str) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    fs::create_dir_all(dir).map_err(std::io::Error::other)?;
     let path = dir.join(format!("{}.json", std::process::id() % SHARDS));
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)?;
+    let mut file = fs::open_update(&path).map_err(std::io::Error::other)?;
     flock(&file, FlockOperation::LockExclusive).map_err(std::io::Error::from)?;
     let mut text = String::new();
     let mut counters: Counters = match file.read_to_string(&mut text) {
@@ -60,9 +56,9 @@ fn try_bump(dir: &Path, name: &str) -> std::io::Result<()> {
 /// The sum of every shard under `cache` (missing or damaged shards count as empty).
 pub fn read(cache: &CacheRoot) -> Counters {
     let mut total = Counters::new();
-    let Ok(entries) = std::fs::read_dir(dir(cache)) else { return total };
-    for entry in entries.flatten() {
-        let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+    let Ok(entries) = fs::read_dir(&dir(cache)) else { return total };
+    for path in entries {
+        let Ok(text) = fs::read_to_string(&path) else { continue };
         let Ok(counters) = serde_json::from_str::<Counters>(&text) else { continue };
         for (name, n) in counters {
             *total.entry(name).or_default() += n;
@@ -74,15 +70,16 @@ pub fn read(cache: &CacheRoot) -> Counters {
 /// Removes every shard (`strata stats --zero`).
 ///
 /// # Errors
-/// I/O errors other than not-found.
-pub fn zero(cache: &CacheRoot) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(dir(cache)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+/// I/O errors other than not-found, naming the directory.
+pub fn zero(cache: &CacheRoot) -> Result<(), fs::Error> {
+    match fs::remove_tree(&dir(cache)) {
+        Err(e) if !e.is_not_found() => Err(e),
         _ => Ok(()),
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

@@ -238,7 +238,7 @@ pub fn read_header(
     algorithm: crate::digest::DigestAlgorithm,
 ) -> Result<(ContentDigest, Vec<u8>, FileStamp), fs::Error> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path).map_err(|e| fs::Error::io("open", path, e))?;
+    let mut file = fs::open(path)?;
     let before = file.metadata().map_err(|e| fs::Error::io("stat", path, e))?;
     let mut bytes = Vec::with_capacity(before.len() as usize);
     file.read_to_end(&mut bytes).map_err(|e| fs::Error::io("read", path, e))?;
@@ -316,6 +316,7 @@ pub fn encode_path(path: &Path) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::digest::DigestAlgorithm;

@@ -714,11 +714,11 @@ fn remove_unreferenced(place: &EntryPlace, manifest: &CompileManifest) {
         .flat_map(|c| c.outputs.iter().chain(&c.stdout).chain(&c.stderr))
         .map(|o| o.digest.to_hex())
         .collect();
-    let Ok(entries) = std::fs::read_dir(place.dir.join("objects")) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !keep.contains(name.to_string_lossy().as_ref()) {
-            let _ = std::fs::remove_file(entry.path());
+    let Ok(entries) = fs::read_dir(&place.dir.join("objects")) else { return };
+    for path in entries {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if !keep.contains(&name) {
+            let _ = fs::remove_file(&path);
         }
     }
 }
