@@ -27,12 +27,16 @@ pub(crate) enum ActionCommand {
     },
     /// Remove old operator-text versions and crash leftovers. Run after a successful build.
     Prune {
-        /// Cache root [env: STRATA_CACHE_ROOT].
+        /// Cache root [env: STRATA_CACHE_ROOT; default: $XDG_CACHE_HOME/strata/cache].
         #[arg(long, value_name = "DIR")]
         cache_root: Option<PathBuf>,
         /// Operator-text versions kept per SoC/operator; 0 or less keeps all.
         #[arg(long, default_value_t = strata::action::prune::DEFAULT_MAX_OPERATOR_VERSIONS, allow_negative_numbers = true)]
         max_operator_versions: i64,
+        /// Evict the least recently used compile entries (the launcher's) until they fit in
+        /// SIZE (bytes, or with K/M/G/T: 500M, 5G) [env: STRATA_COMPILE_MAX_SIZE].
+        #[arg(long, value_name = "SIZE", value_parser = strata::launcher::report::parse_size)]
+        compile_max_size: Option<u64>,
         /// List what would be removed without removing it.
         #[arg(long)]
         dry_run: bool,
@@ -238,8 +242,32 @@ pub(crate) fn run(cmd: ActionCommand) -> Result<i32, Failure> {
     match cmd {
         ActionCommand::Run(args) => run_action(args),
         ActionCommand::Explain { args, json } => explain(args, json),
-        ActionCommand::Prune { cache_root: root, max_operator_versions, dry_run, json } => {
-            prune(cache_root(root)?, max_operator_versions, dry_run, json)
+        ActionCommand::Prune {
+            cache_root: root,
+            max_operator_versions,
+            compile_max_size,
+            dry_run,
+            json,
+        } => {
+            let compile_max_size = match compile_max_size {
+                Some(size) => Some(size),
+                None => std::env::var("STRATA_COMPILE_MAX_SIZE")
+                    .ok()
+                    .filter(|v| !v.is_empty())
+                    .map(|v| strata::launcher::report::parse_size(&v))
+                    .transpose()
+                    .map_err(|e| Failure {
+                        code: super::EXIT_USAGE,
+                        error: anyhow::anyhow!("STRATA_COMPILE_MAX_SIZE: {e}"),
+                    })?,
+            };
+            prune(
+                cache_root_or_default(root)?,
+                max_operator_versions,
+                compile_max_size,
+                dry_run,
+                json,
+            )
         }
     }
 }
@@ -329,8 +357,25 @@ fn explain(args: RunArgs, json: bool) -> Result<i32, Failure> {
     Ok(0)
 }
 
-fn prune(cache_root: PathBuf, max: i64, dry_run: bool, json: bool) -> Result<i32, Failure> {
-    let report = strata::action::prune::prune(&cache_root, max, dry_run);
+fn prune(
+    cache_root: PathBuf,
+    max: i64,
+    compile_max_size: Option<u64>,
+    dry_run: bool,
+    json: bool,
+) -> Result<i32, Failure> {
+    let mut report = strata::action::prune::prune(&cache_root, max, dry_run);
+    if let Ok(cache) = strata::content::layout::CacheRoot::new(&cache_root) {
+        let compile = strata::launcher::report::prune(&cache, compile_max_size, dry_run);
+        if !dry_run && !compile.removed.is_empty() {
+            let _ = strata::fs::touch(&cache.updated_marker());
+        }
+        report.removed.extend(compile.removed.into_iter().map(|r| {
+            strata::action::prune::Removal { path: r.path, kind: r.kind, bytes: r.bytes }
+        }));
+        report.skipped_busy.extend(compile.skipped_busy);
+        report.warnings.extend(compile.warnings);
+    }
     if json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(0);
@@ -350,15 +395,55 @@ fn prune(cache_root: PathBuf, max: i64, dry_run: bool, json: bool) -> Result<i32
     Ok(0)
 }
 
-pub(crate) fn stats(root: Option<PathBuf>, json: bool) -> Result<i32, Failure> {
-    let s = strata::action::stats::stats(&cache_root(root)?);
+/// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else the launcher's default
+/// (`$XDG_CACHE_HOME/strata/cache`, `~/.cache/strata/cache`).
+fn cache_root_or_default(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    cache_root(flag).or_else(|e| strata::launcher::default_cache_root().ok_or(e))
+}
+
+/// The JSON of `strata stats`: the L1 figures and the compile domain's.
+#[derive(serde::Serialize)]
+struct StatsJson {
+    #[serde(flatten)]
+    l1: strata::action::stats::CacheStats,
+    compile: strata::launcher::report::CompileStats,
+}
+
+pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32, Failure> {
+    let root = cache_root_or_default(root)?;
+    let s = strata::action::stats::stats(&root);
+    let cache = strata::content::layout::CacheRoot::new(&root)?;
+    if zero {
+        strata::launcher::counters::zero(&cache)?;
+        outln!("strata: launcher counters zeroed in {}", cache.path().display())?;
+        return Ok(0);
+    }
+    let compile = strata::launcher::report::stats(&cache);
     if json {
-        outln!("{}", serde_json::to_string_pretty(&s)?)?;
+        outln!("{}", serde_json::to_string_pretty(&StatsJson { l1: s, compile })?)?;
         return Ok(0);
     }
     outln!("cache root: {}", s.cache_root.display())?;
     for (name, d) in [("third_party", &s.third_party), ("custom_operator", &s.custom_operator)] {
         outln!("{name}: {} entries, {} artifact bytes", d.entries, d.artifact_bytes)?;
+    }
+    outln!(
+        "compile: {} entries, {} candidates, {} object bytes",
+        compile.entries,
+        compile.candidates,
+        compile.object_bytes
+    )?;
+    let count = |name: &str| compile.counters.get(name).copied().unwrap_or(0);
+    let (hits, misses) = (count("hit"), count("miss"));
+    let rate = if hits + misses == 0 { 0.0 } else { 100.0 * hits as f64 / (hits + misses) as f64 };
+    outln!("launcher: {hits} hits, {misses} misses ({rate:.1} % hit rate)")?;
+    for (name, n) in &compile.counters {
+        if name != "hit" && name != "miss" {
+            let name = name
+                .strip_prefix("uncacheable:")
+                .map_or(name.clone(), |r| format!("not cached: {r}"));
+            outln!("  {name}: {n}")?;
+        }
     }
     outln!("operator namespaces: {}", s.operator_namespaces)?;
     outln!("leftovers (removed by prune): {}", s.leftovers)?;

@@ -149,14 +149,18 @@ enum Command {
     /// L1 action cache: run, explain, prune.
     #[command(subcommand)]
     Action(Box<action::ActionCommand>),
-    /// What an L1 cache root holds: entries, bytes, namespaces, leftovers.
+    /// What an L1 cache root holds: entries, bytes, namespaces, leftovers; launcher hits,
+    /// misses and why compilations were not cached.
     Stats {
-        /// Cache root [env: STRATA_CACHE_ROOT].
+        /// Cache root [env: STRATA_CACHE_ROOT; default: $XDG_CACHE_HOME/strata/cache].
         #[arg(long, value_name = "DIR")]
         cache_root: Option<std::path::PathBuf>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Reset the launcher counters (hits, misses, reasons) and print nothing else.
+        #[arg(long)]
+        zero: bool,
     },
     /// L0 artifact store: lookup, get-or-build, materialize, promote, verify, gc, push,
     /// pull, scan-includes.
@@ -203,7 +207,7 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Action(cmd) => action::run(*cmd),
-        Command::Stats { cache_root, json } => action::stats(cache_root, json),
+        Command::Stats { cache_root, json, zero } => action::stats(cache_root, json, zero),
         Command::Artifact(cmd) => artifact::run(*cmd),
         Command::Snapshot(cmd) => snapshot::run(*cmd),
         Command::Key(cmd) => key::run(cmd),

@@ -28,6 +28,7 @@ pub mod counters;
 pub mod depfile;
 pub mod entry;
 pub mod location;
+pub mod report;
 pub mod shadow;
 
 use std::ffi::{OsStr, OsString};
@@ -82,12 +83,14 @@ pub struct Config {
     pub tool_content: bool,
     /// Run the compiler without the cache (`STRATA_DISABLE` = `1`, `true`, `on`).
     pub disabled: bool,
+    /// Print one line per compilation saying what happened and why (`STRATA_EXPLAIN`).
+    pub explain: bool,
 }
 
 impl Config {
     /// Reads `STRATA_CACHE_ROOT` (default `$XDG_CACHE_HOME/strata/cache`, else
     /// `~/.cache/strata/cache`), `STRATA_BASE_DIRS`, `STRATA_DIGEST`, `STRATA_TOOL_CONTENT`
-    /// and `STRATA_DISABLE`.
+    /// `STRATA_DISABLE` and `STRATA_EXPLAIN`.
     ///
     /// # Errors
     /// A message naming the variable when a value cannot be used or no cache root can be
@@ -119,6 +122,7 @@ impl Config {
             digest,
             tool_content: flag("STRATA_TOOL_CONTENT"),
             disabled: flag("STRATA_DISABLE"),
+            explain: flag("STRATA_EXPLAIN"),
         })
     }
 }
@@ -187,19 +191,37 @@ pub fn main(compiler: &OsStr, args: &[OsString]) -> i32 {
         ));
         return 1;
     }
-    let run =
-        Run { config: &config, cache: &cache, compiler, tool: &tool, args, compile: &compile };
+    let run = Run {
+        config: &config,
+        cache: &cache,
+        compiler,
+        tool: &tool,
+        args,
+        compile: &compile,
+        notes: std::cell::RefCell::new(Vec::new()),
+    };
+    let source = compile.source.display();
     match run.go() {
         Ok((code, outcome)) => {
-            counters::bump(
-                &cache,
-                match &outcome {
-                    Outcome::Hit => "hit",
-                    Outcome::Miss => "miss",
-                    Outcome::NotCached(reason) => reason,
-                },
-            );
+            let name = match &outcome {
+                Outcome::Hit => "hit",
+                Outcome::Miss => "miss",
+                Outcome::NotCached(reason) => reason,
+            };
+            counters::bump(&cache, name);
+            if config.explain {
+                let notes = run.notes.borrow().join("; ");
+                let sep = if notes.is_empty() { "" } else { ": " };
+                let _ = writeln!(std::io::stderr(), "strata: {name} {source}{sep}{notes}");
+            }
             code
+        }
+        Err(Failed::Quietly(reason)) => {
+            counters::bump(&cache, reason);
+            if config.explain {
+                let _ = writeln!(std::io::stderr(), "strata: {reason} {source}");
+            }
+            exec(compiler, args)
         }
         Err(Failed::BeforeCompile(e)) => {
             warn(&format!("{e}; running the compiler without the cache"));
@@ -212,7 +234,10 @@ pub fn main(compiler: &OsStr, args: &[OsString]) -> i32 {
 /// A launcher failure before the compiler ran (after it ran, problems only skip the save).
 #[derive(Debug)]
 enum Failed {
+    /// Something the user should hear about.
     BeforeCompile(String),
+    /// Not the cache's business (the compiler reports it): count it under this name.
+    Quietly(&'static str),
 }
 
 struct Run<'a> {
@@ -222,9 +247,17 @@ struct Run<'a> {
     tool: &'a Path,
     args: &'a [OsString],
     compile: &'a Compile,
+    /// Why candidates were passed over, for `STRATA_EXPLAIN`.
+    notes: std::cell::RefCell<Vec<String>>,
 }
 
 impl Run<'_> {
+    fn note(&self, text: String) {
+        if self.config.explain {
+            self.notes.borrow_mut().push(text);
+        }
+    }
+
     fn go(&self) -> Result<(i32, Outcome), Failed> {
         let before = |e: String| Failed::BeforeCompile(e);
         let cwd = std::env::current_dir()
@@ -233,7 +266,7 @@ impl Run<'_> {
         let source_path = cwd.join(&self.compile.source);
         let (source_digest, source_bytes, _) =
             entry::read_header(&source_path, DigestAlgorithm::Blake3)
-                .map_err(|e| before(e.to_string()))?;
+                .map_err(|_| Failed::Quietly("uncacheable:source_unreadable"))?;
         let key = self.key(&here, &source_digest).map_err(before)?;
         let place = EntryPlace::new(self.cache, &key);
         let began = SystemTime::now();
@@ -244,6 +277,8 @@ impl Run<'_> {
                     match entry::check(candidate, &here, &mut memo, began) {
                         Ok(()) => match self.restore(&place, candidate, &here, &mut memo, began) {
                             Ok(()) => {
+                                // Recency for `prune --compile-max-size`.
+                                let _ = fs::touch(&place.manifest());
                                 save_memo(&memo, &place);
                                 return Ok((0, Outcome::Hit));
                             }
@@ -255,13 +290,18 @@ impl Run<'_> {
                                 break;
                             }
                         },
-                        Err(why) => {
-                            tracing::debug!("{}: candidate passed over: {why:?}", place.rel)
-                        }
+                        Err(why) => self.note(match why {
+                            entry::Mismatch::Pinned(p) => format!("output embeds {p}"),
+                            entry::Mismatch::Shadowed(p) => {
+                                format!("new header {} shadows one read", p.display())
+                            }
+                            entry::Mismatch::Header(p) => format!("header {} changed", p.display()),
+                        }),
                     }
                 }
+                self.note(format!("key {key}"));
             }
-            Ok(None) => {}
+            Ok(None) => self.note(format!("no entry for key {key}")),
             Err(e) => warn(&format!("compile entry {} unusable ({e}); compiling", place.rel)),
         }
         save_memo(&memo, &place);
