@@ -34,6 +34,19 @@
 #   STRATA_TOOL_CONTENT  ON: the project's compilers are also identified by content
 #                      (ENVIRONMENT_TOOL_CONTENT: the digest of the driver and its back ends,
 #                      strata's --environment-tool-content), not only by --version (default OFF)
+#   STRATA_LAUNCHER    ON: include() calls strata_enable_launcher() (default OFF), so
+#                      `cmake -DSTRATA_LAUNCHER=ON` turns the launcher on without editing
+#                      CMakeLists.txt
+#
+#   strata_enable_launcher([LANGUAGES <lang>...] [BASE_DIRS <dir>...])
+#
+# compiles every target created after it (in this directory and below) through strata's
+# compiler launcher: CMAKE_<LANG>_COMPILER_LAUNCHER becomes
+# `strata compile --cache-root ${STRATA_CACHE_DIR} --base-dir <dir>... --` for LANGUAGES
+# (default C CXX). BASE_DIRS (default ${CMAKE_SOURCE_DIR} and ${CMAKE_BINARY_DIR}) are the
+# directories whose absolute paths are made relative in keys, so a checkout or build tree at
+# another path hits. With STRATA_TOOL_CONTENT ON the compilers are identified by content too.
+# Call it after project() and before the targets (docs/launcher.md).
 #
 # Relative OUTPUT_DIR, PUBLISH_DIR and PUBLISH_STATE_DIR are taken relative to
 # ${CMAKE_CURRENT_BINARY_DIR}; relative OPERATOR_SOURCE, REPO_ROOT, PREPARED_INPUT,
@@ -280,3 +293,38 @@ function(strata_cache_command out_var)
   list(APPEND _cmd -- ${S_COMMAND})
   set(${out_var} "${_cmd}" PARENT_SCOPE)
 endfunction()
+
+# strata_enable_launcher([LANGUAGES <lang>...] [BASE_DIRS <dir>...]): see the top of this file.
+macro(strata_enable_launcher)
+  cmake_parse_arguments(_strata_l "" "" "LANGUAGES;BASE_DIRS" ${ARGN})
+  if(_strata_l_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "strata_enable_launcher: unknown arguments ${_strata_l_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT STRATA_EXECUTABLE OR STRATA_EXECUTABLE MATCHES "-NOTFOUND$")
+    message(FATAL_ERROR "strata_enable_launcher: no strata executable; set -DSTRATA_EXECUTABLE=<path> or put strata on PATH")
+  endif()
+  if(NOT _strata_l_LANGUAGES)
+    set(_strata_l_LANGUAGES C CXX)
+  endif()
+  if(NOT _strata_l_BASE_DIRS)
+    set(_strata_l_BASE_DIRS "${CMAKE_SOURCE_DIR}" "${CMAKE_BINARY_DIR}")
+  endif()
+  set(_strata_l_cmd "${STRATA_EXECUTABLE}" compile "--cache-root=${STRATA_CACHE_DIR}")
+  foreach(_strata_l_dir IN LISTS _strata_l_BASE_DIRS)
+    get_filename_component(_strata_l_dir "${_strata_l_dir}" ABSOLUTE)
+    list(APPEND _strata_l_cmd "--base-dir=${_strata_l_dir}")
+  endforeach()
+  if(STRATA_TOOL_CONTENT)
+    list(APPEND _strata_l_cmd --tool-content)
+  endif()
+  list(APPEND _strata_l_cmd --)
+  foreach(_strata_l_lang IN LISTS _strata_l_LANGUAGES)
+    set(CMAKE_${_strata_l_lang}_COMPILER_LAUNCHER "${_strata_l_cmd}")
+  endforeach()
+  message(STATUS "strata: compiler launcher on for ${_strata_l_LANGUAGES} (cache ${STRATA_CACHE_DIR})")
+endmacro()
+
+option(STRATA_LAUNCHER "Compile C and C++ through the strata compiler launcher" OFF)
+if(STRATA_LAUNCHER)
+  strata_enable_launcher()
+endif()

@@ -172,6 +172,31 @@ enum Command {
     /// Producer signing keys: generate.
     #[command(subcommand)]
     Key(key::KeyCommand),
+    /// Compile through the L1 cache (the compiler launcher): `strata compile [OPTIONS] [--]
+    /// <compiler> ARGS...`. `strata <compiler> ARGS...` is the same with the settings from
+    /// the environment; CMake's `strata_enable_launcher()` writes this form.
+    Compile {
+        /// Cache root [env: STRATA_CACHE_ROOT; default: $XDG_CACHE_HOME/strata/cache].
+        #[arg(long, value_name = "DIR")]
+        cache_root: Option<std::path::PathBuf>,
+        /// A base directory: absolute paths below it are made relative to the working
+        /// directory in keys, so a checkout at another path hits (repeatable; replaces
+        /// STRATA_BASE_DIRS, which separates directories with `:`).
+        #[arg(long, value_name = "DIR")]
+        base_dir: Vec<std::path::PathBuf>,
+        /// Identify the compiler by content too (its driver's and back ends' bytes), not
+        /// only by `--version` [env: STRATA_TOOL_CONTENT=1].
+        #[arg(long)]
+        tool_content: bool,
+        /// The compiler and its arguments, passed on exactly.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            required = true,
+            value_name = "COMPILER"
+        )]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 /// A failure with the exit code it maps to.
@@ -198,6 +223,13 @@ pub fn main() -> i32 {
         let args: Vec<std::ffi::OsString> = argv.collect();
         return strata::launcher::main(&first, &args);
     }
+    // `strata compile` runs once per compilation: parse its few options without building
+    // the whole clap tree; anything unusual (help, a typo) goes to clap below.
+    if let Some((overrides, command)) = fast_compile_args(std::env::args_os().skip(1))
+        && let Some((compiler, args)) = command.split_first()
+    {
+        return strata::launcher::main_with(compiler, args, &overrides);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -211,6 +243,18 @@ pub fn main() -> i32 {
         Command::Artifact(cmd) => artifact::run(*cmd),
         Command::Snapshot(cmd) => snapshot::run(*cmd),
         Command::Key(cmd) => key::run(cmd),
+        Command::Compile { cache_root, base_dir, tool_content, mut command } => {
+            if command.first().is_some_and(|c| c == "--") {
+                command.remove(0);
+            }
+            let Some(compiler) = command.first().cloned() else {
+                errln!("strata: error: `strata compile` needs the compiler and its arguments");
+                return EXIT_USAGE;
+            };
+            let overrides =
+                strata::launcher::Overrides { cache_root, base_dirs: base_dir, tool_content };
+            return strata::launcher::main_with(&compiler, &command[1..], &overrides);
+        }
     };
     match result {
         Ok(code) => code,
@@ -222,6 +266,49 @@ pub fn main() -> i32 {
             f.code
         }
     }
+}
+
+/// `compile [--cache-root DIR] [--base-dir DIR]... [--] COMPILER ARGS...` with nothing
+/// else before the compiler, as `strata_enable_launcher()` writes it; `None` otherwise.
+fn fast_compile_args(
+    mut argv: impl Iterator<Item = std::ffi::OsString>,
+) -> Option<(strata::launcher::Overrides, Vec<std::ffi::OsString>)> {
+    if argv.next()? != "compile" {
+        return None;
+    }
+    let mut overrides = strata::launcher::Overrides::default();
+    let mut argv = argv.peekable();
+    while let Some(arg) = argv.peek() {
+        let text = arg.to_str()?;
+        if text == "--" {
+            argv.next();
+            break;
+        }
+        if !text.starts_with('-') {
+            break;
+        }
+        if text == "--tool-content" {
+            argv.next();
+            overrides.tool_content = true;
+            continue;
+        }
+        let (name, joined) = match text.split_once('=') {
+            Some((n, v)) => (n.to_owned(), Some(std::path::PathBuf::from(v))),
+            None => (text.to_owned(), None),
+        };
+        argv.next();
+        let value = match joined {
+            Some(v) => v,
+            None => std::path::PathBuf::from(argv.next()?),
+        };
+        match name.as_str() {
+            "--cache-root" => overrides.cache_root = Some(value),
+            "--base-dir" => overrides.base_dirs.push(value),
+            _ => return None,
+        }
+    }
+    let command: Vec<_> = argv.collect();
+    (!command.is_empty()).then_some((overrides, command))
 }
 
 /// True if `first`, strata's first argument, names a compiler rather than a subcommand

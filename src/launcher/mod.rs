@@ -96,19 +96,35 @@ impl Config {
     /// A message naming the variable when a value cannot be used or no cache root can be
     /// found.
     pub fn from_env() -> Result<Self, String> {
+        Self::from_env_with(&Overrides::default())
+    }
+
+    /// [`Config::from_env`] with `overrides` taking precedence.
+    ///
+    /// # Errors
+    /// As [`Config::from_env`].
+    pub fn from_env_with(overrides: &Overrides) -> Result<Self, String> {
         let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         let flag = |name: &str| {
             var(name).is_some_and(|v| matches!(v.to_str(), Some("1" | "true" | "on" | "yes")))
         };
-        let cache_root = match var("STRATA_CACHE_ROOT") {
-            Some(root) => fs::expand_tilde(Path::new(&root)),
+        let cache_root = match overrides
+            .cache_root
+            .clone()
+            .or_else(|| var("STRATA_CACHE_ROOT").map(PathBuf::from))
+        {
+            Some(root) => fs::expand_tilde(&root),
             None => default_cache_root().ok_or(
                 "no cache root: set STRATA_CACHE_ROOT (or HOME, for ~/.cache/strata/cache)",
             )?,
         };
-        let base_dirs = var("STRATA_BASE_DIRS")
-            .map(|v| std::env::split_paths(&v).filter(|p| p.is_absolute()).collect())
-            .unwrap_or_default();
+        let base_dirs = if overrides.base_dirs.is_empty() {
+            var("STRATA_BASE_DIRS")
+                .map(|v| std::env::split_paths(&v).filter(|p| p.is_absolute()).collect())
+                .unwrap_or_default()
+        } else {
+            overrides.base_dirs.iter().map(|d| fs::expand_tilde(d)).collect()
+        };
         let digest = match var("STRATA_DIGEST") {
             Some(v) => v
                 .to_str()
@@ -120,7 +136,7 @@ impl Config {
             cache_root,
             base_dirs,
             digest,
-            tool_content: flag("STRATA_TOOL_CONTENT"),
+            tool_content: overrides.tool_content || flag("STRATA_TOOL_CONTENT"),
             disabled: flag("STRATA_DISABLE"),
             explain: flag("STRATA_EXPLAIN"),
         })
@@ -151,7 +167,24 @@ pub enum Outcome {
 /// Messages go to standard error prefixed `strata:`; the compiler's own output passes
 /// through (or is replayed on a HIT).
 pub fn main(compiler: &OsStr, args: &[OsString]) -> i32 {
-    let config = match Config::from_env() {
+    main_with(compiler, args, &Overrides::default())
+}
+
+/// Settings given on the command line (`strata compile --cache-root DIR --base-dir DIR …`),
+/// which take precedence over the environment.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// The L1 cache root.
+    pub cache_root: Option<PathBuf>,
+    /// Base directories (replacing `STRATA_BASE_DIRS` when any is given).
+    pub base_dirs: Vec<PathBuf>,
+    /// Identify the compiler by content too (as `STRATA_TOOL_CONTENT`).
+    pub tool_content: bool,
+}
+
+/// [`main`] with `overrides` applied to the environment's settings.
+pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> i32 {
+    let config = match Config::from_env_with(overrides) {
         Ok(c) => c,
         Err(e) => {
             warn(&format!("{e}; running the compiler without the cache"));
