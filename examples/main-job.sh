@@ -23,6 +23,9 @@
 #               (strata artifact get-or-build + push); a fresh runner pulls it (an L0 HIT)
 #               and skips the whole build.
 #    Each phase also runs the programs linked against the cached or pulled outputs.
+#    The project's ordinary targets (the programs and a second, plain CMake build of the zstd
+#    library) compile through strata's compiler launcher into the same cache; the table
+#    shows its hits and misses next to the actions', and the same checks apply to them.
 #
 # Environment: STRATA_WORK (default examples/work) is the scratch directory; it is wiped.
 # XDG_CACHE_HOME is pointed into it, so the default snapshot store
@@ -71,17 +74,25 @@ phase() { # name src build [cache]
       >"$work/configure-$name.log" 2>&1; then
     tail -n 30 "$work/configure-$name.log" >&2; exit 1
   fi
-  STRATA_EVENT_LOG="$events" cmake --build "$build" -j 2 2>&1 | grep -E '^strata: (MISS|BYPASS|WARNING)' || true
+  "$strata" stats --cache-root "$cache" --zero >/dev/null
+  STRATA_EVENT_LOG="$events" cmake --build "$build" -j 2 2>&1 | grep -E '^strata: (MISS|BYPASS|WARNING|warning)' || true
   [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "build failed in phase $name" >&2; exit 1; }
   end=$(date +%s%N)
   "$build/zstd_roundtrip"
+  "$build/zstd_roundtrip_plain"
   "$build/gtest_smoke" --gtest_brief=1 | tail -n 1
+  local stats compiles chits cmisses
+  stats=$("$strata" stats --cache-root "$cache" --json)
+  chits=$(printf '%s\n' "$stats" | sed -n 's/^ *"hit": \([0-9]*\).*/\1/p'); chits=${chits:-0}
+  cmisses=$(printf '%s\n' "$stats" | sed -n 's/^ *"miss": \([0-9]*\).*/\1/p'); cmisses=${cmisses:-0}
+  compiles=$((chits + cmisses))
   local hits misses actions
   hits=$(grep -c '"status":"HIT"' "$events" || true)
   misses=$(grep -c '"status":"MISS"' "$events" || true)
   actions=$((hits + misses))
-  rows+=("$(printf '%-8s %8d %6d %7d %10.1f' "$name" "$actions" "$hits" "$misses" "$(awk -v s="$start" -v e="$end" 'BEGIN { print (e - s) / 1e9 }')")")
+  rows+=("$(printf '%-8s %8d %6d %7d %9d %6d %7d %10.1f' "$name" "$actions" "$hits" "$misses" "$compiles" "$chits" "$cmisses" "$(awk -v s="$start" -v e="$end" 'BEGIN { print (e - s) / 1e9 }')")")
   eval "${name}_hits=$hits ${name}_misses=$misses ${name}_actions=$actions"
+  eval "${name}_chits=$chits ${name}_cmisses=$cmisses ${name}_compiles=$compiles"
 }
 
 phase cold "$work/a/src" "$work/a/build"
@@ -143,13 +154,14 @@ if "$strata" artifact pull "${key_d[@]}" --dest "$work/d/dist"; then
   end=$(date +%s%N)
   "$work/d/dist/bin/zstd_roundtrip"
   "$work/d/dist/bin/gtest_smoke" --gtest_brief=1 | tail -n 1
-  rows+=("$(printf '%-8s %8s %6s %7s %10.1f   (L0 HIT: build skipped)' l0 0 0 0 "$(awk -v s="$start" -v e="$end" 'BEGIN { print (e - s) / 1e9 }')")")
+  rows+=("$(printf '%-8s %8s %6s %7s %9s %6s %7s %10.1f   (L0 HIT: build skipped)' l0 0 0 0 0 0 0 "$(awk -v s="$start" -v e="$end" 'BEGIN { print (e - s) / 1e9 }')")")
 else
   l0_hit=0
 fi
 
 say "summary (cache: $cache)"
-printf '%-8s %8s %6s %7s %10s\n' phase actions hits misses seconds
+printf '%-8s %8s %6s %7s %9s %6s %7s %10s\n' phase actions hits misses compiles hits misses seconds
+printf '%-8s %8s %6s %7s %9s %6s %7s\n' '' '(action' 'run)' '' '(launch' 'er)' ''
 printf '%s\n' "${rows[@]}"
 
 fail=0
@@ -157,6 +169,12 @@ fail=0
 [ "$restored_hits" -eq "$restored_actions" ] && [ "$restored_actions" -gt 0 ] || { echo "restored phase: expected 100% HIT from the snapshot" >&2; fail=1; }
 [ "$warm_hits" -eq "$warm_actions" ] && [ "$warm_actions" -gt 0 ] || { echo "warm phase: expected 100% HIT" >&2; fail=1; }
 [ "$header_misses" -eq "$dependents" ] || { echo "header phase: expected $dependents MISS (the sources including the header), got $header_misses" >&2; fail=1; }
+[ "$cold_cmisses" -eq "$cold_compiles" ] && [ "$cold_compiles" -gt 0 ] || { echo "cold phase: expected every launcher compile to MISS" >&2; fail=1; }
+for p in restored warm; do
+  eval "ph=\$${p}_chits pc=\$${p}_compiles"
+  [ "$ph" -eq "$pc" ] && [ "$pc" -eq "$cold_compiles" ] || { echo "$p phase: expected 100% launcher HIT ($cold_compiles compiles), got $ph of $pc" >&2; fail=1; }
+done
+[ "$header_cmisses" -eq "$dependents" ] || { echo "header phase: expected $dependents launcher MISS, got $header_cmisses" >&2; fail=1; }
 [ "$l0_hit" -eq 1 ] || { echo "l0 phase: expected an L0 HIT on a fresh runner" >&2; fail=1; }
-[ "$fail" -eq 0 ] && echo "main job OK: the restored snapshot and relocation gave 100% HIT; one header change missed exactly its $dependents dependent actions; an L0 HIT skipped the whole build"
+[ "$fail" -eq 0 ] && echo "main job OK: the restored snapshot and relocation gave 100% HIT (actions and launcher compiles); one header change missed exactly its $dependents dependent actions and compiles; an L0 HIT skipped the whole build"
 exit "$fail"
