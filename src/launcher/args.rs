@@ -317,6 +317,9 @@ pub fn classify(args: &[OsString]) -> Classified {
             Err(reason) => return Classified::Uncacheable(reason),
         },
     };
+    if object.as_deref() == Some(Path::new("/dev/null")) {
+        return Classified::Uncacheable(Reason::NotObjectOutput("-o /dev/null".into()));
+    }
     let object = object.unwrap_or_else(|| {
         let stem = source.file_stem().unwrap_or_default();
         let mut name = stem.to_owned();
@@ -435,6 +438,7 @@ mod tests {
             ("-c @args.rsp", "response_file"),
             ("-x c -c -", "standard_input"),
             ("-c a.c -o", "missing_value"),
+            ("-c a.c -o /dev/null", "not_object_output"),
         ] {
             assert_eq!(reason(text).name(), name, "{text}");
         }
