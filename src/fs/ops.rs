@@ -294,6 +294,20 @@ pub fn touch(path: &Path) -> Result<()> {
 /// # Errors
 /// [`Error::Io`] / [`Error::Rename`] naming the temp file or the destination.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    replace_with(path, bytes, mode, true)
+}
+
+/// [`write_atomic`] without the fsync: readers still see a whole old or a whole new file,
+/// but after a power cut the new one may be empty or damaged. For files whose content is
+/// checked against a digest before use (the launcher's compile entries).
+///
+/// # Errors
+/// As [`write_atomic`].
+pub fn write_atomic_nosync(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    replace_with(path, bytes, mode, false)
+}
+
+fn replace_with(path: &Path, bytes: &[u8], mode: u32, sync: bool) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".strata-")
@@ -302,7 +316,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .tempfile_in(dir)
         .map_err(|e| Error::io("create temporary file in", dir, e))?;
     tmp.write_all(bytes).map_err(|e| Error::io("write", tmp.path(), e))?;
-    tmp.as_file().sync_all().map_err(|e| Error::io("fsync", tmp.path(), e))?;
+    if sync {
+        tmp.as_file().sync_all().map_err(|e| Error::io("fsync", tmp.path(), e))?;
+    }
     tmp.persist(path).map_err(|e| Error::Rename {
         from: e.file.path().into(),
         to: path.into(),

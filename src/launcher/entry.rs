@@ -187,31 +187,7 @@ pub fn store(place: &EntryPlace, manifest: &CompileManifest) -> Result<(), fs::E
     let path = place.manifest();
     let envelope = Envelope::seal(&COMPILE_ENTRY_SCHEMA, Vec::new(), manifest)
         .map_err(|e| fs::Error::io("encode", &path, std::io::Error::other(e.to_string())))?;
-    write_replacing(&path, &envelope.to_bytes())
-}
-
-/// Writes `bytes` at `path` (permission bits 0644) through a temp file and rename, without
-/// fsync.
-///
-/// # Errors
-/// I/O errors naming the path.
-pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), fs::Error> {
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".strata-")
-        .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(0o644))
-        .tempfile_in(dir)
-        .map_err(|e| fs::Error::io("create temporary file in", dir, e))?;
-    tmp.write_all(bytes).map_err(|e| fs::Error::io("write", tmp.path(), e))?;
-    tmp.persist(path).map_err(|e| fs::Error::Rename {
-        from: e.file.path().into(),
-        to: path.into(),
-        source: e.error,
-    })?;
-    Ok(())
+    fs::write_atomic_nosync(&path, &envelope.to_bytes(), 0o644)
 }
 
 /// Stores `bytes` as the object of their digest under `place` (`objects/` created).
@@ -225,7 +201,7 @@ pub fn store_bytes(
 ) -> Result<(), fs::Error> {
     let path = place.object(digest);
     fs::create_dir_all(path.parent().unwrap_or(&place.dir))?;
-    write_replacing(&path, bytes)
+    fs::write_atomic_nosync(&path, bytes, 0o644)
 }
 
 /// Reads a header (following symlinks, as the compiler does) and returns its digest and

@@ -416,7 +416,7 @@ impl Run<'_> {
             if output.role == "depfile" && origin.moves() {
                 let bytes = read_verified(place, output)?;
                 let rewritten = origin.depfile(&bytes)?;
-                entry::write_replacing(dest, &rewritten).map_err(|e| e.to_string())?;
+                fs::write_atomic_nosync(dest, &rewritten, 0o644).map_err(|e| e.to_string())?;
                 continue;
             }
             let name = entry::object_memo_name(&output.digest);
@@ -812,7 +812,7 @@ fn warn_debug_paths_once(cache: &CacheRoot, cwd: &Path) {
         return;
     }
     let _ = fs::create_dir_all(marker.parent().unwrap_or(cache.path()));
-    let _ = entry::write_replacing(&marker, b"");
+    let _ = fs::write_atomic_nosync(&marker, b"", 0o644);
     warn(&format!(
         "objects compiled in {} embed its absolute path (debug information): they are cached, \
          but only reused in this directory. Add -ffile-prefix-map=<base dir>=. to the \
