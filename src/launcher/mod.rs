@@ -518,7 +518,6 @@ impl Run<'_> {
         let mut absent = Vec::new();
         let mut time_macros = has_time_macro(source_bytes);
         let search = shadow::search_order(&self.compile.include_dirs, cwd);
-        let mut header_paths = Vec::new();
         for dep in rules.iter().flat_map(|r| &r.dependencies) {
             let abs = location::normalize(&cwd.join(dep));
             if abs == source_abs || !seen.insert(dep.clone()) {
@@ -534,7 +533,6 @@ impl Run<'_> {
                     absent.push(probe);
                 }
             }
-            header_paths.push(abs);
         }
         if time_macros && std::env::var_os("SOURCE_DATE_EPOCH").is_none() {
             return Ok(Outcome::NotCached("uncacheable:time_macros".into()));
@@ -565,7 +563,7 @@ impl Run<'_> {
                 .map_err(|e| format!("output {}: {e}", path.display()))?;
             if role != "depfile" {
                 let bytes = fs::read(&tmp).map_err(|e| e.to_string())?;
-                embedded.extend(pins_in(&bytes, here, self.args, &header_paths));
+                embedded.extend(pins_in(&bytes, here));
             }
             fs::rename(&tmp, &place.object(&digest)).map_err(|e| e.to_string())?;
             outputs.push(Output { role, digest, size_bytes: size });
@@ -725,46 +723,36 @@ fn read_verified(place: &EntryPlace, output: &Output) -> Result<Vec<u8>, String>
     Ok(bytes)
 }
 
-/// The absolute paths of this location that `bytes` (an output) embeds: the working
-/// directory, and the absolute paths under a base directory among the arguments and the
-/// headers. If a base directory occurs anywhere else, the working directory too, so the
-/// result is reused only here.
-fn pins_in(bytes: &[u8], here: &Location, args: &[OsString], headers: &[PathBuf]) -> Vec<Vec<u8>> {
-    let cwd = here.cwd.as_os_str().as_bytes().to_vec();
+/// The absolute paths of this location that `bytes` (an output) embeds: wherever the
+/// working directory or a base directory (other than `/`) occurs, the whole path string
+/// that starts there (up to a NUL, a control byte, a quote or white space; at most 4 KiB).
+/// A lookup elsewhere must map each one to itself ([`entry::check`]), so a result naming
+/// this checkout is reused only where the same paths hold.
+fn pins_in(bytes: &[u8], here: &Location) -> Vec<Vec<u8>> {
+    let mut roots: Vec<&[u8]> = vec![here.cwd.as_os_str().as_bytes()];
+    roots.extend(here.base_dirs.iter().map(|b| b.as_os_str().as_bytes()));
+    roots.retain(|r| *r != b"/" && !r.is_empty());
+    let mut starts: Vec<usize> = roots.iter().flat_map(|r| memmem::find_iter(bytes, r)).collect();
+    starts.sort_unstable();
     let mut found = Vec::new();
-    if memmem::find(bytes, &cwd).is_some() {
-        found.push(cwd.clone());
-    }
-    let bases: Vec<&[u8]> =
-        here.base_dirs.iter().map(|b| b.as_os_str().as_bytes()).filter(|b| *b != b"/").collect();
-    let base_at: std::collections::BTreeSet<usize> =
-        bases.iter().flat_map(|b| memmem::find_iter(bytes, b)).collect();
-    if base_at.is_empty() {
-        return found;
-    }
-    let mut specific: Vec<Vec<u8>> = vec![cwd.clone()];
-    for arg in args {
-        let a = arg.as_bytes();
-        if let Some(at) = a.iter().position(|&b| b == b'/') {
-            let path = &a[at..];
-            if bases.iter().any(|b| path.starts_with(b)) {
-                specific.push(path.to_vec());
-            }
+    let mut covered_to = 0;
+    for start in starts {
+        if start < covered_to {
+            continue;
         }
-    }
-    specific.extend(headers.iter().map(|h| h.as_os_str().as_bytes().to_vec()));
-    let mut covered = std::collections::BTreeSet::new();
-    for s in specific {
-        let at: Vec<usize> = memmem::find_iter(bytes, &s).collect();
-        if !at.is_empty() {
-            covered.extend(at);
-            if !found.contains(&s) {
-                found.push(s);
-            }
+        let rest = bytes.get(start..).unwrap_or_default();
+        let len = rest
+            .iter()
+            .take(4096)
+            .position(|&b| b < 0x20 || b == 0x7f || matches!(b, b'"' | b'\'' | b' '))
+            .unwrap_or(rest.len().min(4096));
+        let path = rest.get(..len).unwrap_or_default();
+        covered_to = start + len;
+        // Trailing separators name the same directory.
+        let path = path.strip_suffix(b"/").unwrap_or(path);
+        if !found.iter().any(|f: &Vec<u8>| f == path) {
+            found.push(path.to_vec());
         }
-    }
-    if base_at.difference(&covered).next().is_some() && !found.contains(&cwd) {
-        found.push(cwd);
     }
     found
 }
@@ -839,4 +827,24 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
 
 fn warn(message: &str) {
     let _ = writeln!(std::io::stderr(), "strata: warning: {message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_are_the_whole_embedded_paths_under_the_location() {
+        let here = Location::new(
+            Path::new("/w/a/build"),
+            &[PathBuf::from("/w/a/src"), PathBuf::from("/")],
+        );
+        let object = b"\x00/w/a/src/x.c\x00junk/w/a/build\x00\"/w/a/src/gtc/y.cc\" /usr/include/z.h\x00/w/a/src/x.c\x00";
+        let pins = pins_in(object, &here);
+        assert_eq!(
+            pins,
+            vec![b"/w/a/src/x.c".to_vec(), b"/w/a/build".to_vec(), b"/w/a/src/gtc/y.cc".to_vec()]
+        );
+        assert!(pins_in(b"\x00nothing here /usr/lib\x00", &here).is_empty());
+    }
 }
