@@ -456,7 +456,15 @@ impl Run<'_> {
             time_macros |= has_time_macro(&bytes);
             headers.push(Header { path: entry::encode_path(&here.relocate_path(dep)), digest });
             for probe in shadow::probes(&abs, &search) {
-                let probe = entry::encode_path(&here.relocate_path(&probe));
+                // A probe in a directory given relative follows the working directory
+                // (like the header paths the compiler reports there); any other is
+                // relocated like an argument.
+                let recorded = if probe.relative {
+                    location::relative(cwd, &probe.path)
+                } else {
+                    here.relocate_path(&probe.path)
+                };
+                let probe = entry::encode_path(&recorded);
                 if !absent.contains(&probe) {
                     absent.push(probe);
                 }

@@ -98,6 +98,31 @@ fn launcher_a_new_header_that_shadows_the_one_read_is_a_miss() {
     l.expect(&dir, &argv, "miss");
 }
 
+/// The same, in a copy of the project at another path with relative paths and no base
+/// directories (the key has no absolute path, so the copy shares the entry): the shadow
+/// probes must be checked in the copy, not where the entry was saved.
+#[test]
+fn launcher_shadow_probes_apply_where_the_build_runs_not_where_it_was_saved() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let a = ctx.path("a/proj");
+    let argv = shadow_project(&a);
+    let l = Launcher::new(&ctx.cache);
+    l.expect(&a, &argv, "miss");
+    let b = ctx.path("b/proj");
+    std::fs::create_dir_all(b.parent().unwrap()).unwrap();
+    copy_tree(&a, &b);
+    std::fs::remove_file(b.join("s.o")).unwrap();
+    l.expect(&b, &argv, "hit");
+    // In the copy only, a header now shadows inc2/same.h.
+    write_file(&b.join("inc1/same.h"), "#define WHICH 1\n");
+    let new = plain_object(&b, &argv, "s.o");
+    l.expect(&b, &argv, "miss");
+    assert_same_bytes("s.o in the copy", &read(&b.join("s.o")), &new);
+    // The original is untouched: still its own HIT.
+    l.expect(&a, &argv, "hit");
+}
+
 /// ccache's direct mode in the same scenario returns the old object (the documented false
 /// hit strata avoids). Only where ccache is installed.
 #[test]
