@@ -231,7 +231,7 @@ impl Run<'_> {
             .map_err(|e| before(format!("cannot read the working directory: {e}")))?;
         let here = Location::new(&cwd, &self.config.base_dirs);
         let source_path = cwd.join(&self.compile.source);
-        let (source_digest, source_bytes, _) =
+        let (source_digest, source_bytes, source_stamp) =
             entry::read_header(&source_path, DigestAlgorithm::Blake3)
                 .map_err(|e| before(e.to_string()))?;
         let key = self.key(&here, &source_digest).map_err(before)?;
@@ -265,7 +265,8 @@ impl Run<'_> {
             Err(e) => warn(&format!("compile entry {} unusable ({e}); compiling", place.rel)),
         }
         save_memo(&memo, &place);
-        Ok(self.miss(&here, &place, &key, &source_bytes))
+        let source = Source { bytes: &source_bytes, stamp: source_stamp };
+        Ok(self.miss(&here, &place, &key, &source))
     }
 
     /// The key (64 hex): see the module docs.
@@ -373,7 +374,7 @@ impl Run<'_> {
         here: &Location,
         place: &EntryPlace,
         key: &str,
-        source_bytes: &[u8],
+        source: &Source<'_>,
     ) -> (i32, Outcome) {
         let private_dep = match &self.compile.depfile {
             Depfile::NotRequested => tempfile::Builder::new()
@@ -384,6 +385,7 @@ impl Run<'_> {
                 .map(tempfile::NamedTempFile::into_temp_path),
             Depfile::Requested { .. } => None,
         };
+        let started = change_marker(&here.cwd.join(&self.compile.object));
         let mut cmd = self.command();
         cmd.args(self.args);
         if let Some(dep) = &private_dep {
@@ -402,7 +404,7 @@ impl Run<'_> {
         if code != 0 {
             return (code, Outcome::NotCached("compile_failed".into()));
         }
-        let saved = self.save(here, place, key, source_bytes, private_dep.as_deref(), &output);
+        let saved = self.save(here, place, key, source, started, private_dep.as_deref(), &output);
         match saved {
             Ok(outcome) => (0, outcome),
             Err(e) => {
@@ -424,7 +426,8 @@ impl Run<'_> {
         here: &Location,
         place: &EntryPlace,
         key: &str,
-        source_bytes: &[u8],
+        source: &Source<'_>,
+        started: i128,
         private_dep: Option<&Path>,
         output: &std::process::Output,
     ) -> Result<Outcome, String> {
@@ -443,7 +446,16 @@ impl Run<'_> {
         let mut seen = std::collections::BTreeSet::new();
         let mut headers = Vec::new();
         let mut absent = Vec::new();
-        let mut time_macros = has_time_macro(source_bytes);
+        // The source must be what the key hashed: unchanged since, and not written in the
+        // clock tick the compiler started in.
+        let source_now = fs::metadata(&cwd.join(&self.compile.source))
+            .map(|m| fs::FileStamp::of(&m))
+            .map_err(|e| e.to_string())?;
+        if source_now != source.stamp || source_now.ctime_ns >= started {
+            tracing::debug!("{}: changed while the compiler ran", self.compile.source.display());
+            return Ok(Outcome::NotCached("input_changed".into()));
+        }
+        let mut time_macros = has_time_macro(source.bytes);
         let search = shadow::search_order(&self.compile.include_dirs, cwd);
         let mut header_paths = Vec::new();
         for dep in rules.iter().flat_map(|r| &r.dependencies) {
@@ -451,8 +463,14 @@ impl Run<'_> {
             if abs == source_abs || !seen.insert(dep.clone()) {
                 continue;
             }
-            let (digest, bytes, _) =
+            let (digest, bytes, stamp) =
                 entry::read_header(&cwd.join(dep), algorithm).map_err(|e| e.to_string())?;
+            // Changed after the compiler started: the compiler may have read the old text,
+            // and this digest would vouch for an object built from it.
+            if stamp.ctime_ns >= started {
+                tracing::debug!("{}: changed while the compiler ran", dep.display());
+                return Ok(Outcome::NotCached("input_changed".into()));
+            }
             time_macros |= has_time_macro(&bytes);
             headers.push(Header { path: entry::encode_path(&here.relocate_path(dep)), digest });
             for probe in shadow::probes(&abs, &search) {
@@ -581,6 +599,31 @@ impl Run<'_> {
             Err(e) => Err(format!("cannot run the compiler for dependencies: {e}")),
         }
     }
+}
+
+/// The source as the key saw it.
+struct Source<'a> {
+    bytes: &'a [u8],
+    stamp: fs::FileStamp,
+}
+
+/// The file system's clock when the compiler starts, in nanoseconds since the Unix epoch:
+/// the change time of a new, unnamed file beside `object` (the file system of the build
+/// tree; else in the temporary directory). A source or header whose change time is not
+/// older was written while the compiler ran (or in the same clock tick just before):
+/// its result is not cached. File times come from the kernel's coarse clock, so this is
+/// compared, not `SystemTime::now()`, which may run up to a tick ahead of them; where
+/// no file can be created, `now` less 20 ms (longer than a tick at 100 Hz) stands in.
+fn change_marker(object: &Path) -> i128 {
+    let dir = object.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let marker = tempfile::tempfile_in(dir).or_else(|_| tempfile::tempfile());
+    if let Ok(meta) = marker.and_then(|f| f.metadata()) {
+        return fs::FileStamp::of(&meta).ctime_ns;
+    }
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    now - 20_000_000
 }
 
 /// How a candidate's recorded paths map to this location.

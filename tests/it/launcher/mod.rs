@@ -15,6 +15,7 @@ mod concurrency;
 mod corruption;
 mod debug;
 mod headers;
+mod integrity;
 mod relocation;
 mod snapshot;
 mod uncacheable;
