@@ -443,6 +443,15 @@ impl Run<'_> {
         };
         let rules = depfile::parse(&deps_text)?;
         let source_abs = location::normalize(&cwd.join(&self.compile.source));
+        // A dependency file that does not list the source is not this compilation's (an
+        // empty one, `-MF /dev/null`, a wrapper that rewrote it): its headers are unknown.
+        let describes = rules.iter().any(|r| {
+            r.dependencies.iter().any(|d| location::normalize(&cwd.join(d)) == source_abs)
+        });
+        if !describes {
+            tracing::debug!("the dependency file does not list {}", self.compile.source.display());
+            return Ok(Outcome::NotCached("uncacheable:incomplete_depfile".into()));
+        }
         let mut seen = std::collections::BTreeSet::new();
         let mut headers = Vec::new();
         let mut absent = Vec::new();

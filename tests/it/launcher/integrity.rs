@@ -1,6 +1,8 @@
 //! The launcher never caches what it cannot vouch for: a source or header changed while
-//! the compiler ran (the object may be of the old or the new text): the compiler's result
-//! is kept, nothing is stored, and the next run compiles again.
+//! the compiler ran (the object may be of the old or the new text), a dependency file that
+//! does not describe the compilation, and outputs that are not regular files
+//! (`-o /dev/null`, `-MF` through a symlink to `/dev/null`): the compiler's result is
+//! kept, nothing is stored, and the next run compiles again.
 
 use std::path::Path;
 
@@ -61,4 +63,24 @@ fn launcher_a_source_changed_while_the_compiler_ran_is_not_cached() {
     l.expect(&dir, &argv, "miss");
     assert_same_bytes("u.o of return 1", &read(&dir.join("u.o")), &want);
     l.expect(&dir, &argv, "hit");
+}
+
+#[test]
+fn launcher_a_depfile_that_does_not_describe_the_compile_is_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("h.h"), "#define V 1\n");
+    write_file(&dir.join("u.c"), "#include \"h.h\"\nint u(void) { return V; }\n");
+    let cc = ctx.path("bin/empty-depfile");
+    // The dependency file comes out empty (a compiler or wrapper that lost it).
+    write_script(&cc, "gcc \"$@\" || exit $?\ncase \" $* \" in *' -c '*) : > u.d;; esac");
+    let argv = [cc.to_str().unwrap(), "-O2", "-MD", "-MF", "u.d", "-c", "u.c", "-o", "u.o"];
+    let l = Launcher::new(&ctx.cache);
+    l.expect(&dir, &argv, "uncacheable:incomplete_depfile");
+    write_file(&dir.join("h.h"), "#define V 2\n");
+    let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
+    l.expect(&dir, &argv, "uncacheable:incomplete_depfile");
+    assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
+    assert!(l.entries().is_empty());
 }
