@@ -171,6 +171,12 @@ pub fn main(compiler: &OsStr, args: &[OsString]) -> i32 {
             return exec(compiler, args);
         }
     };
+    if output_paths(&compile).iter().any(|p| !is_regular_or_absent(p)) {
+        // `-o /dev/null`, a depfile through a symlink: a HIT would replace the device or
+        // the link with a file, and the saved copy could not be read back anyway.
+        counters::bump(&cache, "uncacheable:output_not_regular_file");
+        return exec(compiler, args);
+    }
     if let Some(name) = UNCACHEABLE_ENVIRONMENT.iter().find(|n| std::env::var_os(n).is_some()) {
         counters::bump(&cache, &format!("uncacheable:environment_{}", name.to_lowercase()));
         return exec(compiler, args);
@@ -607,6 +613,25 @@ impl Run<'_> {
             Ok(s) => Err(format!("the dependency run of the compiler failed ({s})")),
             Err(e) => Err(format!("cannot run the compiler for dependencies: {e}")),
         }
+    }
+}
+
+/// The files `compile` writes, as given (relative to the working directory).
+fn output_paths(compile: &Compile) -> Vec<&Path> {
+    let mut out = vec![compile.object.as_path()];
+    if let Depfile::Requested { path, .. } = &compile.depfile {
+        out.push(path);
+    }
+    out.extend(compile.side_outputs.iter().map(PathBuf::as_path));
+    out
+}
+
+/// True if nothing is at `path` (`lstat`) or a regular file is.
+fn is_regular_or_absent(path: &Path) -> bool {
+    match fs::symlink_metadata_opt(path) {
+        Ok(None) => true,
+        Ok(Some(meta)) => meta.is_file(),
+        Err(_) => false,
     }
 }
 

@@ -84,3 +84,34 @@ fn launcher_a_depfile_that_does_not_describe_the_compile_is_not_cached() {
     assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
     assert!(l.entries().is_empty());
 }
+
+#[test]
+fn launcher_outputs_that_are_not_regular_files_are_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("h.h"), "#define V 1\n");
+    write_file(&dir.join("u.c"), "#include \"h.h\"\nint u(void) { return V; }\n");
+    // The depfile goes to /dev/null through a symlink (so a wrong restore could only
+    // replace the link, never /dev/null itself).
+    std::os::unix::fs::symlink("/dev/null", dir.join("null.d")).unwrap();
+    let argv = ["gcc", "-O2", "-MD", "-MF", "null.d", "-c", "u.c", "-o", "u.o"];
+    let l = Launcher::new(&ctx.cache);
+    for v in ["1", "2"] {
+        write_file(&dir.join("h.h"), format!("#define V {v}\n"));
+        let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
+        let r = l.expect(&dir, &argv, "uncacheable:output_not_regular_file");
+        assert_eq!(r.stderr, "", "silently uncacheable");
+        assert_same_bytes(&format!("u.o with V {v}"), &read(&dir.join("u.o")), &want);
+        assert!(std::fs::symlink_metadata(dir.join("null.d")).unwrap().file_type().is_symlink());
+    }
+    // The object itself through a symlink to /dev/null.
+    std::os::unix::fs::symlink("/dev/null", dir.join("null.o")).unwrap();
+    let to_null = ["gcc", "-O2", "-c", "u.c", "-o", "null.o"];
+    for _ in 0..2 {
+        let r = l.expect(&dir, &to_null, "uncacheable:output_not_regular_file");
+        assert_eq!(r.stderr, "");
+    }
+    assert!(std::fs::symlink_metadata(dir.join("null.o")).unwrap().file_type().is_symlink());
+    assert!(l.entries().is_empty());
+}
