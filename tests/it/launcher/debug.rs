@@ -69,3 +69,38 @@ fn launcher_debug_info_pins_to_the_directory_and_warns_once_per_directory() {
     assert_eq!(warnings(&m.stderr), 0, "{}", m.stderr);
     at_b.expect(&b, &mapped(&ctx.path("b"), "one"), "hit");
 }
+
+/// The build enters its directory through a symlink (a shell's `cd` keeps `PWD` as the
+/// logical path, and GCC embeds that one): the object is pinned to the path it holds, so
+/// a copy of the project elsewhere (same relative command, same key) does not get an
+/// object whose debug information names the first directory.
+#[test]
+fn launcher_a_working_directory_reached_through_a_symlink_pins_the_path_gcc_embeds() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let real = ctx.path("real/proj");
+    write_file(&real.join("g.c"), "int g(void) { return 1; }\n");
+    std::os::unix::fs::symlink(ctx.path("real"), ctx.path("link")).unwrap();
+    let logical = ctx.path("link/proj");
+    let b = ctx.path("b/proj");
+    std::fs::create_dir_all(b.parent().unwrap()).unwrap();
+    copy_tree(&real, &b);
+    let argv = ["gcc", "-g", "-O1", "-c", "g.c", "-o", "g.o"];
+    let l = Launcher::new(&ctx.cache);
+    let first = l.clone().env("PWD", &logical).expect(&logical, &argv, "miss");
+    assert_eq!(first.stderr.matches(WARNING).count(), 1, "{}", first.stderr);
+    assert!(
+        memchr::memmem::find(&read(&real.join("g.o")), logical.to_str().unwrap().as_bytes())
+            .is_some()
+    );
+    let want = {
+        plain(&b, &argv, &[]).expect_code(0);
+        let bytes = read(&b.join("g.o"));
+        std::fs::remove_file(b.join("g.o")).unwrap();
+        bytes
+    };
+    l.expect(&b, &argv, "miss");
+    assert_same_bytes("g.o in the copy", &read(&b.join("g.o")), &want);
+    // Back through the symlink: its own result.
+    l.clone().env("PWD", &logical).expect(&logical, &argv, "hit");
+}

@@ -41,6 +41,8 @@ const SCRUBBED_ENV: &[&str] = &[
     "STRATA_DISABLE",
     "STRATA_LOG",
     "STRATA_EVENT_LOG",
+    // A test names the working directory by `current_dir`; a shell's `PWD` only where set.
+    "PWD",
     "SOURCE_DATE_EPOCH",
     "DEPENDENCIES_OUTPUT",
     "SUNPRO_DEPENDENCIES",
