@@ -153,3 +153,44 @@ fn launcher_mmd_writes_the_depfile_asked_for_and_still_tracks_system_headers() {
     l.expect(&dir, &md, "hit");
     assert_eq!(read(&dir.join("obj/m2.d")), want_d);
 }
+
+/// `-fprofile-use` reads the profile (`<object>.gcda`), which the dependency file does not
+/// list: a new profile must give a new object, so such compiles are not cached.
+#[test]
+fn launcher_profile_use_is_not_cached_because_the_profile_is_not_tracked() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(
+        &dir.join("p.c"),
+        "int work(int n) { int s = 0; for (int i = 0; i < n; i++) { if (i % 3 == 0) s += i * 7; else s ^= i; } return s; }\n\
+         int cold(int n) { int s = 1; for (int i = 0; i < n; i++) s = s * 3 + i; return s; }\n\
+         int main(int argc, char **argv) { (void)argv; return (argc > 1 ? work(100000) : cold(100000)) & 1; }\n",
+    );
+    // Instrumented build (uncacheable itself), then a profile of one workload.
+    let l = Launcher::new(&ctx.cache);
+    l.expect(
+        &dir,
+        &["gcc", "-O2", "-fprofile-generate", "-c", "p.c", "-o", "gen.o"],
+        "uncacheable:uncacheable_flag",
+    );
+    plain(&dir, &["gcc", "-fprofile-generate", "gen.o", "-o", "prog"], &[]).expect_code(0);
+    let profile = |args: &[&str]| {
+        let _ = std::fs::remove_file(dir.join("gen.gcda"));
+        let mut cmd = std::process::Command::new(dir.join("prog"));
+        cmd.args(args).current_dir(&dir);
+        super::run_bounded(cmd, super::RUN_TIMEOUT);
+        std::fs::rename(dir.join("gen.gcda"), dir.join("p.gcda")).unwrap();
+    };
+    let argv = ["gcc", "-O2", "-fprofile-use", "-c", "p.c", "-o", "p.o"];
+    let mut objects = Vec::new();
+    for workload in [&[][..], &["hot"][..]] {
+        profile(workload);
+        let want = plain_object(&dir, &argv, "p.o");
+        l.expect(&dir, &argv, "uncacheable:untracked_input");
+        assert_same_bytes("p.o for this profile", &read(&dir.join("p.o")), &want);
+        objects.push(want);
+    }
+    assert_ne!(objects[0], objects[1], "the profiles give different objects");
+    assert!(l.entries().is_empty());
+}
