@@ -32,7 +32,7 @@ pub mod shadow;
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -233,7 +233,7 @@ struct Run<'a> {
 impl Run<'_> {
     fn go(&self) -> Result<(i32, Outcome), Failed> {
         let before = |e: String| Failed::BeforeCompile(e);
-        let cwd = working_directory()
+        let cwd = std::env::current_dir()
             .map_err(|e| before(format!("cannot read the working directory: {e}")))?;
         let here = Location::new(&cwd, &self.config.base_dirs);
         let source_path = cwd.join(&self.compile.source);
@@ -523,6 +523,7 @@ impl Run<'_> {
         fs::create_dir_all(&place.dir.join("objects")).map_err(|e| e.to_string())?;
         let mut outputs = Vec::new();
         let mut embedded: Vec<Vec<u8>> = Vec::new();
+        let logical_cwd = logical_working_directory(cwd);
         for (role, path) in self.outputs(cwd) {
             let tmp = crate::content::temp::TempName::new(
                 crate::content::temp::Purpose::Staging,
@@ -534,12 +535,12 @@ impl Run<'_> {
             if role != "depfile" {
                 let bytes = fs::read(&tmp).map_err(|e| e.to_string())?;
                 embedded.extend(pins_in(&bytes, here, self.args, &header_paths));
-                // The directory by its other name, if the compiler used that one.
-                if let Ok(physical) = std::env::current_dir()
-                    && physical != here.cwd
-                    && memmem::find(&bytes, physical.as_os_str().as_bytes()).is_some()
+                // The directory by the name the shell gave it, if the compiler embedded
+                // that one (GCC does, for -g).
+                if let Some(logical) = &logical_cwd
+                    && memmem::find(&bytes, logical.as_os_str().as_bytes()).is_some()
                 {
-                    embedded.push(physical.into_os_string().into_vec());
+                    embedded.push(logical.as_os_str().as_bytes().to_vec());
                 }
             }
             fs::rename(&tmp, &place.object(&digest)).map_err(|e| e.to_string())?;
@@ -623,28 +624,18 @@ impl Run<'_> {
     }
 }
 
-/// The working directory as the build names it: `$PWD` when it is an absolute path to
-/// the same directory as `getcwd` (a path through a symlink, as a shell's `cd` keeps it),
-/// else `getcwd`. GCC names the directory the same way in what it embeds (`-g`'s
-/// compilation directory), so pins and relocation see the path the object holds.
-fn working_directory() -> std::io::Result<PathBuf> {
-    let physical = std::env::current_dir()?;
-    let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| {
-        use std::os::unix::fs::MetadataExt;
-        a.dev() == b.dev() && a.ino() == b.ino()
-    };
-    if let Some(pwd) = std::env::var_os("PWD").map(PathBuf::from)
-        && pwd.is_absolute()
-        && !pwd
-            .components()
-            .any(|c| matches!(c, std::path::Component::CurDir | std::path::Component::ParentDir))
-        && pwd != physical
-        && let (Ok(a), Ok(b)) = (fs::metadata(&pwd), fs::metadata(&physical))
-        && same(&a, &b)
-    {
-        return Ok(pwd);
+/// `$PWD`, when it is another name of the working directory `physical` (a path through
+/// a symlink, as a shell's `cd` keeps it): GCC embeds that name (`-g`'s compilation
+/// directory), so it is pinned like the working directory. Paths are still resolved
+/// against the physical directory, as the kernel resolves `..` in relative paths.
+fn logical_working_directory(physical: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let pwd = PathBuf::from(std::env::var_os("PWD")?);
+    if !pwd.is_absolute() || pwd == physical {
+        return None;
     }
-    Ok(physical)
+    let (a, b) = (fs::metadata(&pwd).ok()?, fs::metadata(physical).ok()?);
+    (a.dev() == b.dev() && a.ino() == b.ino()).then_some(pwd)
 }
 
 /// The files `compile` writes, as given (relative to the working directory).

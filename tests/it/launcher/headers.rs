@@ -179,3 +179,29 @@ fn stat(text: &str, name: &str) -> u64 {
         .and_then(|(_, v)| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no {name} in ccache stats:\n{text}"))
 }
+
+/// The build directory is a symlink and the shell's `PWD` names it through the link: a
+/// relative `..` path goes where the kernel takes it (the link's target's parent), and the
+/// lookup must check the header the compiler read there, not a lexical look-alike.
+#[test]
+fn launcher_relative_headers_resolve_as_the_kernel_does_in_a_symlinked_build_dir() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let scratch = ctx.path("scratch");
+    std::fs::create_dir_all(scratch.join("b1")).unwrap();
+    write_file(&scratch.join("include/x.h"), "#define X 1\n");
+    write_file(&scratch.join("src/a.c"), "#include \"x.h\"\nint a(void) { return X; }\n");
+    // The look-alike where a lexical `proj/build/..` would lead.
+    write_file(&ctx.path("proj/include/x.h"), "#define X 1\n");
+    write_file(&ctx.path("proj/src/a.c"), "#include \"x.h\"\nint a(void) { return X; }\n");
+    std::os::unix::fs::symlink(scratch.join("b1"), ctx.path("proj/build")).unwrap();
+    let build = ctx.path("proj/build");
+    let argv = ["gcc", "-O2", "-I../include", "-c", "../src/a.c", "-o", "a.o"];
+    let l = Launcher::new(&ctx.cache).env("PWD", &build);
+    l.expect(&build, &argv, "miss");
+    l.expect(&build, &argv, "hit");
+    write_file(&scratch.join("include/x.h"), "#define X 2\n");
+    let want = plain_object(&build, &argv, "a.o");
+    l.expect(&build, &argv, "miss");
+    assert_same_bytes("a.o with the header gcc read", &read(&build.join("a.o")), &want);
+}
