@@ -536,11 +536,12 @@ impl Run<'_> {
                 let bytes = fs::read(&tmp).map_err(|e| e.to_string())?;
                 embedded.extend(pins_in(&bytes, here, self.args, &header_paths));
                 // The directory by the name the shell gave it, if the compiler embedded
-                // that one (GCC does, for -g).
+                // that one (GCC does, for -g): pinned as the working directory itself
+                // (a pin of the alias would be moved lexically, which means nothing).
                 if let Some(logical) = &logical_cwd
                     && memmem::find(&bytes, logical.as_os_str().as_bytes()).is_some()
                 {
-                    embedded.push(logical.as_os_str().as_bytes().to_vec());
+                    embedded.push(cwd.as_os_str().as_bytes().to_vec());
                 }
             }
             fs::rename(&tmp, &place.object(&digest)).map_err(|e| e.to_string())?;
