@@ -124,12 +124,41 @@ fn launcher_clang_hit_and_miss() {
     let warm = l.expect(&dir, &argv, "hit");
     assert_same_bytes("clang++ HIT", &read(&dir.join("a.o")), &want);
     assert_eq!(warm.stderr, plain_run.stderr);
-    // The header changes: a MISS; `clang` (C driver) on the same C++ source is another key.
+    // The header changes: a MISS.
     write_file(&dir.join("answer.h"), "#define ANSWER 43\n");
     l.expect(&dir, &argv, "miss");
-    let c_argv = ["clang", "-x", "c++", "-O2", "-c", "a.cpp", "-o", "b.o"];
-    l.expect(&dir, &c_argv, "miss");
-    l.expect(&dir, &c_argv, "hit");
+    // argv[0] picks the driver mode: clang++ compiles a .c file as C++ (mangled name),
+    // clang as C. Same arguments otherwise, so each must be its own key.
+    write_file(&dir.join("m.c"), "int twice(int x) { return 2 * x; }\n");
+    for (driver, symbol) in [("clang++", "_Z5twicei"), ("clang", "twice")] {
+        let argv = [driver, "-O2", "-Wno-deprecated", "-c", "m.c", "-o", "m.o"];
+        let want = plain_object(&dir, &argv, "m.o");
+        assert!(memchr::memmem::find(&want, format!("\0{symbol}\0").as_bytes()).is_some());
+        l.expect(&dir, &argv, "miss");
+        l.expect(&dir, &argv, "hit");
+        assert_same_bytes(&format!("m.o by {driver}"), &read(&dir.join("m.o")), &want);
+    }
+    // A relocated checkout (CMake-style absolute paths, -MD): a HIT with a depfile that
+    // names the new place.
+    let (base_a, base_b) = (ctx.path("a"), ctx.path("b/c"));
+    let a = super::relocation::checkout(&base_a);
+    std::fs::create_dir_all(&base_b).unwrap();
+    super::copy_tree(&a, &base_b.join("proj"));
+    let b = base_b.join("proj");
+    let clang = |proj: &std::path::Path| {
+        let mut argv = super::relocation::cmake_style(proj, "x", &[]);
+        argv[0] = "clang".into();
+        argv
+    };
+    Launcher::new(&ctx.cache).base_dirs(&[&base_a]).expect(&a.join("build"), &clang(&a), "miss");
+    plain(&b.join("build"), &clang(&b), &[]).expect_code(0);
+    let want = read(&b.join("build/x.o"));
+    let want_d = super::depfile_rules(&b.join("build/x.o.d"));
+    std::fs::remove_file(b.join("build/x.o")).unwrap();
+    std::fs::remove_file(b.join("build/x.o.d")).unwrap();
+    Launcher::new(&ctx.cache).base_dirs(&[&base_b]).expect(&b.join("build"), &clang(&b), "hit");
+    assert_same_bytes("clang x.o at B", &read(&b.join("build/x.o")), &want);
+    assert_eq!(super::depfile_rules(&b.join("build/x.o.d")), want_d);
 }
 
 /// The side outputs the flags ask for (`.dwo`, `.su`, `.gcno`) come back on a HIT with the
