@@ -243,6 +243,16 @@ impl Run<'_> {
         let key = self.key(&here, &source_digest).map_err(before)?;
         let place = EntryPlace::new(self.cache, &key);
         let began = SystemTime::now();
+        let source = Source { bytes: &source_bytes, stamp: source_stamp };
+        // An output directory that does not exist: the compiler reports it, as it would
+        // without the launcher (a HIT could not place the files there).
+        let placeable = self.outputs(&here.cwd).iter().all(|(_, path)| {
+            let parent = path.parent().unwrap_or(Path::new("/"));
+            fs::metadata(parent).is_ok_and(|m| m.is_dir())
+        });
+        if !placeable {
+            return Ok(self.miss(&here, &place, &key, &source));
+        }
         let mut memo = VerifyMemo::load(&place.memo, &place.rel);
         match entry::load(&place, &key) {
             Ok(Some(manifest)) => {
@@ -271,7 +281,6 @@ impl Run<'_> {
             Err(e) => warn(&format!("compile entry {} unusable ({e}); compiling", place.rel)),
         }
         save_memo(&memo, &place);
-        let source = Source { bytes: &source_bytes, stamp: source_stamp };
         Ok(self.miss(&here, &place, &key, &source))
     }
 

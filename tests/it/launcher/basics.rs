@@ -205,3 +205,25 @@ fn launcher_side_outputs_are_restored_with_the_object() {
         assert_same_bytes(o, &read(&dir.join(o)), want);
     }
 }
+
+/// The output directory does not exist: the compiler's own error and exit code, nothing
+/// from the cache, even when an entry for the command exists (from a copy of the project
+/// where the directory does exist).
+#[test]
+fn launcher_a_missing_output_directory_fails_like_the_compiler() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let a = ctx.path("a/proj");
+    write_file(&a.join("x.c"), "int x(void) { return 1; }\n");
+    std::fs::create_dir_all(a.join("obj")).unwrap();
+    let argv = ["gcc", "-O2", "-MD", "-c", "x.c", "-o", "obj/x.o"];
+    let l = Launcher::new(&ctx.cache);
+    l.expect(&a, &argv, "miss");
+    let b = ctx.path("b/proj");
+    write_file(&b.join("x.c"), "int x(void) { return 1; }\n");
+    let want = plain(&b, &argv, &[]);
+    assert_ne!(want.code, 0);
+    let (r, outcome) = l.compile(&b, &argv);
+    assert_eq!((r.code, outcome.as_str()), (want.code, "compile_failed"));
+    assert_eq!(r.stderr, want.stderr, "the compiler's error only");
+}
