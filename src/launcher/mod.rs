@@ -673,23 +673,42 @@ struct Source<'a> {
     stamp: fs::FileStamp,
 }
 
-/// The file system's clock when the compiler starts, in nanoseconds since the Unix epoch:
-/// the change time of a new, unnamed file beside `object` (the file system of the build
-/// tree; else in the temporary directory). A source or header whose change time is not
-/// older was written while the compiler ran (or in the same clock tick just before):
-/// its result is not cached. File times come from the kernel's coarse clock, so this is
-/// compared, not `SystemTime::now()`, which may run up to a tick ahead of them; where
-/// no file can be created, `now` less 20 ms (longer than a tick at 100 Hz) stands in.
+/// The file system's clock when the compiler starts, in nanoseconds since the Unix epoch,
+/// for telling whether a source or header changed while the compiler ran (its change time
+/// is then not older: its result is not cached).
+///
+/// File times come from the kernel's coarse clock, so this reads that clock, not
+/// `SystemTime::now()` (which runs up to a tick ahead of it): the change time of a new,
+/// unnamed file beside `object` (the build tree's file system; else the temporary
+/// directory). It takes a second reading until the clock has moved on from the first
+/// (at most one tick, a few milliseconds; at once where times are fine-grained), so that a
+/// file written before the launcher started, even in the same tick, reads as older, while
+/// anything written after the compiler started does not. Where the clock does not move
+/// within 50 ms (a file system with one- or two-second times) the first reading is used,
+/// which only leaves more results uncached; where no file can be created, `now` less 20 ms
+/// (longer than a tick at 100 Hz) stands in.
 fn change_marker(object: &Path) -> i128 {
     let dir = object.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let marker = tempfile::tempfile_in(dir).or_else(|_| tempfile::tempfile());
-    if let Ok(meta) = marker.and_then(|f| f.metadata()) {
-        return fs::FileStamp::of(&meta).ctime_ns;
+    let read = || -> std::io::Result<i128> {
+        let file = tempfile::tempfile_in(dir).or_else(|_| tempfile::tempfile())?;
+        Ok(fs::FileStamp::of(&file.metadata()?).ctime_ns)
+    };
+    let Ok(first) = read() else {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        return now - 20_000_000;
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+    loop {
+        match read() {
+            Ok(next) if next > first => return next,
+            Ok(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_micros(250));
+            }
+            _ => return first,
+        }
     }
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128);
-    now - 20_000_000
 }
 
 /// How a candidate's recorded paths map to this location.
