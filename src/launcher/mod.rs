@@ -236,6 +236,8 @@ impl Run<'_> {
         let cwd = std::env::current_dir()
             .map_err(|e| before(format!("cannot read the working directory: {e}")))?;
         let here = Location::new(&cwd, &self.config.base_dirs);
+        // The first reading of the file system clock, before anything is hashed.
+        let clock = FsClock::start(&cwd.join(&self.compile.object));
         let source_path = cwd.join(&self.compile.source);
         let (source_digest, source_bytes, source_stamp) =
             entry::read_header(&source_path, DigestAlgorithm::Blake3)
@@ -243,7 +245,7 @@ impl Run<'_> {
         let key = self.key(&here, &source_digest).map_err(before)?;
         let place = EntryPlace::new(self.cache, &key);
         let began = SystemTime::now();
-        let source = Source { bytes: &source_bytes, stamp: source_stamp };
+        let source = Source { bytes: &source_bytes, stamp: source_stamp, clock };
         // An output directory that does not exist: the compiler reports it, as it would
         // without the launcher (a HIT could not place the files there).
         let placeable = self.outputs(&here.cwd).iter().all(|(_, path)| {
@@ -400,7 +402,7 @@ impl Run<'_> {
                 .map(tempfile::NamedTempFile::into_temp_path),
             Depfile::Requested { .. } => None,
         };
-        let started = change_marker(&here.cwd.join(&self.compile.object));
+        let started = source.clock.marker();
         let mut cmd = self.command();
         cmd.args(self.args);
         if let Some(dep) = &private_dep {
@@ -671,42 +673,59 @@ fn is_regular_or_absent(path: &Path) -> bool {
 struct Source<'a> {
     bytes: &'a [u8],
     stamp: fs::FileStamp,
+    /// Read before the source was.
+    clock: FsClock,
 }
 
-/// The file system's clock when the compiler starts, in nanoseconds since the Unix epoch,
-/// for telling whether a source or header changed while the compiler ran (its change time
-/// is then not older: its result is not cached).
+/// The file system's clock, for telling whether a source or header changed while the
+/// compiler ran: its change time is then not older than [`FsClock::marker`], taken just
+/// before the compiler starts, and its result is not cached.
 ///
 /// File times come from the kernel's coarse clock, so this reads that clock, not
 /// `SystemTime::now()` (which runs up to a tick ahead of it): the change time of a new,
-/// unnamed file beside `object` (the build tree's file system; else the temporary
-/// directory). It takes a second reading until the clock has moved on from the first
-/// (at most one tick, a few milliseconds; at once where times are fine-grained), so that a
-/// file written before the launcher started, even in the same tick, reads as older, while
-/// anything written after the compiler started does not. Where the clock does not move
-/// within 50 ms (a file system with one- or two-second times) the first reading is used,
-/// which only leaves more results uncached; where no file can be created, `now` less 20 ms
-/// (longer than a tick at 100 Hz) stands in.
-fn change_marker(object: &Path) -> i128 {
-    let dir = object.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let read = || -> std::io::Result<i128> {
-        let file = tempfile::tempfile_in(dir).or_else(|_| tempfile::tempfile())?;
+/// unnamed file beside the object (the build tree's file system; else the temporary
+/// directory). The marker is a reading that has moved on from the first one, taken when
+/// the launcher started (usually the launcher's own work takes that long; else it waits,
+/// at most one tick, a few milliseconds), so a file written before the launcher started,
+/// even in the same tick, reads as older, while anything written after the compiler
+/// started does not. Where the clock does not move within 50 ms (a file system with one-
+/// or two-second times) the first reading is used, which only leaves more results
+/// uncached; where no file can be created, `now` less 20 ms (longer than a tick at
+/// 100 Hz) stands in.
+struct FsClock {
+    dir: PathBuf,
+    first: Option<i128>,
+}
+
+impl FsClock {
+    fn start(object: &Path) -> Self {
+        let dir = object.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut clock = FsClock { dir: dir.to_path_buf(), first: None };
+        clock.first = clock.read().ok();
+        clock
+    }
+
+    fn read(&self) -> std::io::Result<i128> {
+        let file = tempfile::tempfile_in(&self.dir).or_else(|_| tempfile::tempfile())?;
         Ok(fs::FileStamp::of(&file.metadata()?).ctime_ns)
-    };
-    let Ok(first) = read() else {
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i128);
-        return now - 20_000_000;
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
-    loop {
-        match read() {
-            Ok(next) if next > first => return next,
-            Ok(_) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_micros(250));
+    }
+
+    fn marker(&self) -> i128 {
+        let Some(first) = self.first else {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i128);
+            return now - 20_000_000;
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        loop {
+            match self.read() {
+                Ok(next) if next > first => return next,
+                Ok(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_micros(250));
+                }
+                _ => return first,
             }
-            _ => return first,
         }
     }
 }
