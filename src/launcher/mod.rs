@@ -421,7 +421,8 @@ impl Run<'_> {
         if code != 0 {
             return (code, Outcome::NotCached("compile_failed".into()));
         }
-        let saved = self.save(here, place, key, source, started, private_dep.as_deref(), &output);
+        let run = Compiled { output: &output, private_dep: private_dep.as_deref(), started };
+        let saved = self.save(here, place, key, source, &run);
         match saved {
             Ok(outcome) => (0, outcome),
             Err(e) => {
@@ -444,10 +445,9 @@ impl Run<'_> {
         place: &EntryPlace,
         key: &str,
         source: &Source<'_>,
-        started: i128,
-        private_dep: Option<&Path>,
-        output: &std::process::Output,
+        run: &Compiled<'_>,
     ) -> Result<Outcome, String> {
+        let Compiled { output, private_dep, started } = *run;
         let cwd = &here.cwd;
         let algorithm = self.config.digest;
         let deps_text = match (&self.compile.depfile, private_dep) {
@@ -667,6 +667,16 @@ fn is_regular_or_absent(path: &Path) -> bool {
         Ok(Some(meta)) => meta.is_file(),
         Err(_) => false,
     }
+}
+
+/// What one compiler run left to save.
+#[derive(Clone, Copy)]
+struct Compiled<'a> {
+    output: &'a std::process::Output,
+    /// The dependency file the launcher asked for, if the build asked for none.
+    private_dep: Option<&'a Path>,
+    /// [`FsClock::marker`] before the compiler started.
+    started: i128,
 }
 
 /// The source as the key saw it.

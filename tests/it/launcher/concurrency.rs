@@ -74,10 +74,10 @@ fn launcher_sixteen_concurrent_processes_share_one_cache() {
     assert!(misses >= TUS as u64, "every TU compiled at least once: {c:?}");
     assert_eq!(assert_entries_sound(&ctx.cache), TUS);
     // A later run hits every TU.
-    for i in 0..TUS {
+    for (i, want) in want.iter().enumerate() {
         let dir = ctx.path("w/after/p");
         std::fs::create_dir_all(&dir).unwrap();
         l.expect(&dir, &argv(i), "hit");
-        assert_same_bytes("after the rounds", &read(&dir.join(format!("t{i}.o"))), &want[i]);
+        assert_same_bytes("after the rounds", &read(&dir.join(format!("t{i}.o"))), want);
     }
 }
