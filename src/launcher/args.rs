@@ -18,7 +18,10 @@
 //!   profile instrumentation that writes at run time relative to the object
 //!   (`-fprofile-generate`, `-fprofile-arcs`), precompiled-header creation (a header as the
 //!   source, `-x c-header`), response files (`@file`), standard input (`-`), a CPU-dependent
-//!   target (`-march=native`, `-mcpu=native`, `-mtune=native`).
+//!   target (`-march=native`, `-mcpu=native`, `-mtune=native`), or an input the dependency
+//!   output does not list (`-fprofile-use`, `-fauto-profile`, clang's profile and
+//!   sanitizer lists, `-specs=`, `-fplugin=`, `-B`, C++ and clang modules): a change to it
+//!   would go unnoticed.
 //!
 //! Side outputs the flags ask for are listed so the launcher caches them with the object:
 //! the depfile (`-MD`/`-MMD`, at `-MF` or beside the object), `.dwo` (`-gsplit-dwarf`),
@@ -96,6 +99,10 @@ pub enum Reason {
     PrecompiledHeader,
     /// A flag whose effect the cache cannot reproduce, with the flag.
     UncacheableFlag(String),
+    /// A flag that makes the compiler read a file the dependency output does not list
+    /// (profile data, sanitizer lists, spec files, plugins, compiler components from
+    /// `-B`, clang modules), with the flag: a change to that file would not be noticed.
+    UntrackedInput(String),
     /// A response file (`@file`).
     ResponseFile,
     /// The source is standard input.
@@ -117,6 +124,7 @@ impl Reason {
             Reason::UnsupportedLanguage(_) => "unsupported_language",
             Reason::PrecompiledHeader => "precompiled_header",
             Reason::UncacheableFlag(_) => "uncacheable_flag",
+            Reason::UntrackedInput(_) => "untracked_input",
             Reason::ResponseFile => "response_file",
             Reason::StandardInput => "standard_input",
             Reason::MissingValue(_) => "missing_value",
@@ -178,7 +186,36 @@ fn language_of(path: &Path) -> Result<Language, Reason> {
     }
 }
 
+/// Prefixes of flags that make the compiler read a file the dependency output does not
+/// list ([`Reason::UntrackedInput`]).
+const UNTRACKED_INPUT_FLAGS: &[&str] = &[
+    "-fprofile-use",
+    "-fauto-profile",
+    "-fprofile-sample-use",
+    "-fprofile-instr-use",
+    "-fprofile-remapping-file",
+    "-fprofile-list",
+    "-fsanitize-blacklist",
+    "-fsanitize-ignorelist",
+    "-fsanitize-coverage-allowlist",
+    "-fsanitize-coverage-blocklist",
+    "-fsanitize-coverage-whitelist",
+    "-fsanitize-coverage-blacklist",
+    "-fxray-attr-list",
+    "-fxray-always-instrument",
+    "-fxray-never-instrument",
+    "-specs",
+    "--specs",
+    "-fplugin",
+    "-fmodule",
+    "-fprebuilt-module-path",
+    "-B",
+];
+
 fn flag_reason(arg: &str) -> Option<Reason> {
+    if UNTRACKED_INPUT_FLAGS.iter().any(|f| arg.starts_with(f)) {
+        return Some(Reason::UntrackedInput(arg.to_owned()));
+    }
     let uncacheable = arg.starts_with("-save-temps")
         || arg.starts_with("-fprofile-generate")
         || arg == "-fprofile-arcs"
@@ -433,6 +470,16 @@ mod tests {
             ("-c a.c -save-temps", "uncacheable_flag"),
             ("-c a.c -fprofile-generate", "uncacheable_flag"),
             ("-c a.c -fprofile-arcs", "uncacheable_flag"),
+            ("-c a.c -fprofile-use", "untracked_input"),
+            ("-c a.c -fprofile-use=prof/", "untracked_input"),
+            ("-c a.c -fauto-profile=a.afdo", "untracked_input"),
+            ("-c a.c -fprofile-instr-use=a.profdata", "untracked_input"),
+            ("-c a.c -fsanitize=address -fsanitize-ignorelist=ign.txt", "untracked_input"),
+            ("-c a.c -specs=my.specs", "untracked_input"),
+            ("-c a.c -B /opt/other-cc1/", "untracked_input"),
+            ("-c a.c -B/opt/other-cc1/", "untracked_input"),
+            ("-c a.c -fplugin=./plugin.so", "untracked_input"),
+            ("-c a.cpp -fmodules", "untracked_input"),
             ("-c a.c -march=native", "uncacheable_flag"),
             ("-c a.c -Wp,-MD,a.d", "uncacheable_flag"),
             ("-c @args.rsp", "response_file"),

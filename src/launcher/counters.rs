@@ -19,8 +19,11 @@ use crate::fs;
 /// Number of shard files.
 pub const SHARDS: u32 = 16;
 
-/// Counter names: `hit`, `miss`, `compile_failed`, `save_failed`, or
-/// `uncacheable:<reason>`.
+/// Counter names: `hit`, `miss`, `compile_failed`, `save_failed`, `error` (the launcher
+/// could not look up and ran the compiler without the cache), `input_changed` (a source
+/// or header changed while the compiler ran: not saved), or `uncacheable:<reason>` (a
+/// [`super::args::Reason`] name, `compiler_not_found`, `environment_<variable>`,
+/// `output_not_regular_file`, `time_macros`, `incomplete_depfile`).
 pub type Counters = BTreeMap<String, u64>;
 
 /// `.local/launcher-stats`.

@@ -86,7 +86,9 @@ pub struct Output {
 pub struct Candidate {
     /// Headers read, in the order the compiler listed them.
     pub headers: Vec<Header>,
-    /// Paths (relocated, name-encoded) that must not exist.
+    /// Paths (name-encoded) that must not exist: relative to the working directory when
+    /// the include directory was given relative or lies under a base directory, else
+    /// absolute.
     pub absent: Vec<String>,
     /// Absolute paths (name-encoded) the outputs embed; each must resolve to itself.
     pub pins: Vec<String>,

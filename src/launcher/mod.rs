@@ -208,6 +208,12 @@ pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> 
             return exec(compiler, args);
         }
     };
+    if output_paths(&compile).iter().any(|p| !is_regular_or_absent(p)) {
+        // `-o /dev/null`, a depfile through a symlink: a HIT would replace the device or
+        // the link with a file, and the saved copy could not be read back anyway.
+        counters::bump(&cache, "uncacheable:output_not_regular_file");
+        return exec(compiler, args);
+    }
     if let Some(name) = UNCACHEABLE_ENVIRONMENT.iter().find(|n| std::env::var_os(n).is_some()) {
         counters::bump(&cache, &format!("uncacheable:environment_{}", name.to_lowercase()));
         return exec(compiler, args);
@@ -296,13 +302,25 @@ impl Run<'_> {
         let cwd = std::env::current_dir()
             .map_err(|e| before(format!("cannot read the working directory: {e}")))?;
         let here = Location::new(&cwd, &self.config.base_dirs);
+        // The first reading of the file system clock, before anything is hashed.
+        let clock = FsClock::start(&cwd.join(&self.compile.object));
         let source_path = cwd.join(&self.compile.source);
-        let (source_digest, source_bytes, _) =
+        let (source_digest, source_bytes, source_stamp) =
             entry::read_header(&source_path, DigestAlgorithm::Blake3)
                 .map_err(|_| Failed::Quietly("uncacheable:source_unreadable"))?;
         let key = self.key(&here, &source_digest).map_err(before)?;
         let place = EntryPlace::new(self.cache, &key);
         let began = SystemTime::now();
+        let source = Source { bytes: &source_bytes, stamp: source_stamp, clock };
+        // An output directory that does not exist: the compiler reports it, as it would
+        // without the launcher (a HIT could not place the files there).
+        let placeable = self.outputs(&here.cwd).iter().all(|(_, path)| {
+            let parent = path.parent().unwrap_or(Path::new("/"));
+            fs::metadata(parent).is_ok_and(|m| m.is_dir())
+        });
+        if !placeable {
+            return Ok(self.miss(&here, &place, &key, &source));
+        }
         let mut memo = VerifyMemo::load(&place.memo, &place.rel);
         match entry::load(&place, &key) {
             Ok(Some(manifest)) => {
@@ -338,7 +356,7 @@ impl Run<'_> {
             Err(e) => warn(&format!("compile entry {} unusable ({e}); compiling", place.rel)),
         }
         save_memo(&memo, &place);
-        Ok(self.miss(&here, &place, &key, &source_bytes))
+        Ok(self.miss(&here, &place, &key, &source))
     }
 
     /// The key (64 hex): see the module docs.
@@ -446,7 +464,7 @@ impl Run<'_> {
         here: &Location,
         place: &EntryPlace,
         key: &str,
-        source_bytes: &[u8],
+        source: &Source<'_>,
     ) -> (i32, Outcome) {
         let private_dep = match &self.compile.depfile {
             Depfile::NotRequested => tempfile::Builder::new()
@@ -457,6 +475,7 @@ impl Run<'_> {
                 .map(tempfile::NamedTempFile::into_temp_path),
             Depfile::Requested { .. } => None,
         };
+        let started = source.clock.marker();
         let mut cmd = self.command();
         cmd.args(self.args);
         if let Some(dep) = &private_dep {
@@ -475,7 +494,8 @@ impl Run<'_> {
         if code != 0 {
             return (code, Outcome::NotCached("compile_failed".into()));
         }
-        let saved = self.save(here, place, key, source_bytes, private_dep.as_deref(), &output);
+        let run = Compiled { output: &output, private_dep: private_dep.as_deref(), started };
+        let saved = self.save(here, place, key, source, &run);
         match saved {
             Ok(outcome) => (0, outcome),
             Err(e) => {
@@ -497,10 +517,10 @@ impl Run<'_> {
         here: &Location,
         place: &EntryPlace,
         key: &str,
-        source_bytes: &[u8],
-        private_dep: Option<&Path>,
-        output: &std::process::Output,
+        source: &Source<'_>,
+        run: &Compiled<'_>,
     ) -> Result<Outcome, String> {
+        let Compiled { output, private_dep, started } = *run;
         let cwd = &here.cwd;
         let algorithm = self.config.digest;
         let deps_text = match (&self.compile.depfile, private_dep) {
@@ -513,22 +533,54 @@ impl Run<'_> {
         };
         let rules = depfile::parse(&deps_text)?;
         let source_abs = location::normalize(&cwd.join(&self.compile.source));
+        // A dependency file that does not list the source is not this compilation's (an
+        // empty one, `-MF /dev/null`, a wrapper that rewrote it): its headers are unknown.
+        let describes = rules.iter().any(|r| {
+            r.dependencies.iter().any(|d| location::normalize(&cwd.join(d)) == source_abs)
+        });
+        if !describes {
+            tracing::debug!("the dependency file does not list {}", self.compile.source.display());
+            return Ok(Outcome::NotCached("uncacheable:incomplete_depfile".into()));
+        }
         let mut seen = std::collections::BTreeSet::new();
         let mut headers = Vec::new();
         let mut absent = Vec::new();
-        let mut time_macros = has_time_macro(source_bytes);
+        // The source must be what the key hashed: unchanged since, and not written in the
+        // clock tick the compiler started in.
+        let source_now = fs::metadata(&cwd.join(&self.compile.source))
+            .map(|m| fs::FileStamp::of(&m))
+            .map_err(|e| e.to_string())?;
+        if source_now != source.stamp || source_now.ctime_ns >= started {
+            tracing::debug!("{}: changed while the compiler ran", self.compile.source.display());
+            return Ok(Outcome::NotCached("input_changed".into()));
+        }
+        let mut time_macros = has_time_macro(source.bytes);
         let search = shadow::search_order(&self.compile.include_dirs, cwd);
         for dep in rules.iter().flat_map(|r| &r.dependencies) {
             let abs = location::normalize(&cwd.join(dep));
             if abs == source_abs || !seen.insert(dep.clone()) {
                 continue;
             }
-            let (digest, bytes, _) =
+            let (digest, bytes, stamp) =
                 entry::read_header(&cwd.join(dep), algorithm).map_err(|e| e.to_string())?;
+            // Changed after the compiler started: the compiler may have read the old text,
+            // and this digest would vouch for an object built from it.
+            if stamp.ctime_ns >= started {
+                tracing::debug!("{}: changed while the compiler ran", dep.display());
+                return Ok(Outcome::NotCached("input_changed".into()));
+            }
             time_macros |= has_time_macro(&bytes);
             headers.push(Header { path: entry::encode_path(&here.relocate_path(dep)), digest });
             for probe in shadow::probes(&abs, &search) {
-                let probe = entry::encode_path(&here.relocate_path(&probe));
+                // A probe in a directory given relative follows the working directory
+                // (like the header paths the compiler reports there); any other is
+                // relocated like an argument.
+                let recorded = if probe.relative {
+                    location::relative(cwd, &probe.path)
+                } else {
+                    here.relocate_path(&probe.path)
+                };
+                let probe = entry::encode_path(&recorded);
                 if !absent.contains(&probe) {
                     absent.push(probe);
                 }
@@ -553,6 +605,7 @@ impl Run<'_> {
         fs::create_dir_all(&place.dir.join("objects")).map_err(|e| e.to_string())?;
         let mut outputs = Vec::new();
         let mut embedded: Vec<Vec<u8>> = Vec::new();
+        let logical_cwd = logical_working_directory(cwd);
         for (role, path) in self.outputs(cwd) {
             let tmp = crate::content::temp::TempName::new(
                 crate::content::temp::Purpose::Staging,
@@ -564,6 +617,14 @@ impl Run<'_> {
             if role != "depfile" {
                 let bytes = fs::read(&tmp).map_err(|e| e.to_string())?;
                 embedded.extend(pins_in(&bytes, here));
+                // The directory by the name the shell gave it, if the compiler embedded
+                // that one (GCC does, for -g): pinned as the working directory itself
+                // (a pin of the alias would be moved lexically, which means nothing).
+                if let Some(logical) = &logical_cwd
+                    && memmem::find(&bytes, logical.as_os_str().as_bytes()).is_some()
+                {
+                    embedded.push(cwd.as_os_str().as_bytes().to_vec());
+                }
             }
             fs::rename(&tmp, &place.object(&digest)).map_err(|e| e.to_string())?;
             outputs.push(Output { role, digest, size_bytes: size });
@@ -642,6 +703,110 @@ impl Run<'_> {
             Ok(s) if s.success() => fs::read(&tmp).map_err(|e| e.to_string()),
             Ok(s) => Err(format!("the dependency run of the compiler failed ({s})")),
             Err(e) => Err(format!("cannot run the compiler for dependencies: {e}")),
+        }
+    }
+}
+
+/// `$PWD`, when it is another name of the working directory `physical` (a path through
+/// a symlink, as a shell's `cd` keeps it): GCC embeds that name (`-g`'s compilation
+/// directory), so it is pinned like the working directory. Paths are still resolved
+/// against the physical directory, as the kernel resolves `..` in relative paths.
+fn logical_working_directory(physical: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let pwd = PathBuf::from(std::env::var_os("PWD")?);
+    if !pwd.is_absolute() || pwd == physical {
+        return None;
+    }
+    let (a, b) = (fs::metadata(&pwd).ok()?, fs::metadata(physical).ok()?);
+    (a.dev() == b.dev() && a.ino() == b.ino()).then_some(pwd)
+}
+
+/// The files `compile` writes, as given (relative to the working directory).
+fn output_paths(compile: &Compile) -> Vec<&Path> {
+    let mut out = vec![compile.object.as_path()];
+    if let Depfile::Requested { path, .. } = &compile.depfile {
+        out.push(path);
+    }
+    out.extend(compile.side_outputs.iter().map(PathBuf::as_path));
+    out
+}
+
+/// True if nothing is at `path` (`lstat`) or a regular file is.
+fn is_regular_or_absent(path: &Path) -> bool {
+    match fs::symlink_metadata_opt(path) {
+        Ok(None) => true,
+        Ok(Some(meta)) => meta.is_file(),
+        Err(_) => false,
+    }
+}
+
+/// What one compiler run left to save.
+#[derive(Clone, Copy)]
+struct Compiled<'a> {
+    output: &'a std::process::Output,
+    /// The dependency file the launcher asked for, if the build asked for none.
+    private_dep: Option<&'a Path>,
+    /// [`FsClock::marker`] before the compiler started.
+    started: i128,
+}
+
+/// The source as the key saw it.
+struct Source<'a> {
+    bytes: &'a [u8],
+    stamp: fs::FileStamp,
+    /// Read before the source was.
+    clock: FsClock,
+}
+
+/// The file system's clock, for telling whether a source or header changed while the
+/// compiler ran: its change time is then not older than [`FsClock::marker`], taken just
+/// before the compiler starts, and its result is not cached.
+///
+/// File times come from the kernel's coarse clock, so this reads that clock, not
+/// `SystemTime::now()` (which runs up to a tick ahead of it): the change time of a new,
+/// unnamed file beside the object (the build tree's file system; else the temporary
+/// directory). The marker is a reading that has moved on from the first one, taken when
+/// the launcher started (usually the launcher's own work takes that long; else it waits,
+/// at most one tick, a few milliseconds), so a file written before the launcher started,
+/// even in the same tick, reads as older, while anything written after the compiler
+/// started does not. Where the clock does not move within 50 ms (a file system with one-
+/// or two-second times) the first reading is used, which only leaves more results
+/// uncached; where no file can be created, `now` less 20 ms (longer than a tick at
+/// 100 Hz) stands in.
+struct FsClock {
+    dir: PathBuf,
+    first: Option<i128>,
+}
+
+impl FsClock {
+    fn start(object: &Path) -> Self {
+        let dir = object.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut clock = FsClock { dir: dir.to_path_buf(), first: None };
+        clock.first = clock.read().ok();
+        clock
+    }
+
+    fn read(&self) -> std::io::Result<i128> {
+        let file = tempfile::tempfile_in(&self.dir).or_else(|_| tempfile::tempfile())?;
+        Ok(fs::FileStamp::of(&file.metadata()?).ctime_ns)
+    }
+
+    fn marker(&self) -> i128 {
+        let Some(first) = self.first else {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i128);
+            return now - 20_000_000;
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        loop {
+            match self.read() {
+                Ok(next) if next > first => return next,
+                Ok(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_micros(250));
+                }
+                _ => return first,
+            }
         }
     }
 }

@@ -17,15 +17,36 @@ use std::path::{Path, PathBuf};
 use super::args::IncludeDir;
 use super::location::normalize;
 
+/// One directory of the search path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchDir {
+    /// The directory, absolute and lexically normalised.
+    pub path: PathBuf,
+    /// True if the command line gave it as a relative path: it then follows the working
+    /// directory, and so must every probe in it (a copy of the project elsewhere that
+    /// shares the entry — same arguments — searches its own copy of the directory).
+    pub relative: bool,
+}
+
+/// A path that must not exist (see [`probes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// Absolute, lexically normalised.
+    pub path: PathBuf,
+    /// True if it lies in a directory given as a relative path ([`SearchDir::relative`]):
+    /// record it relative to the working directory.
+    pub relative: bool,
+}
+
 /// The include directories in search order (see the module docs), made absolute against
-/// `cwd` and lexically normalised.
-pub fn search_order(include_dirs: &[IncludeDir], cwd: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+/// `cwd` and lexically normalised; a directory listed twice keeps its first place.
+pub fn search_order(include_dirs: &[IncludeDir], cwd: &Path) -> Vec<SearchDir> {
+    let mut out: Vec<SearchDir> = Vec::new();
     for option in ["-iquote", "-I", "-isystem", "-idirafter"] {
         for d in include_dirs.iter().filter(|d| d.option == option) {
-            let abs = normalize(&cwd.join(&d.dir));
-            if !out.contains(&abs) {
-                out.push(abs);
+            let path = normalize(&cwd.join(&d.dir));
+            if !out.iter().any(|s| s.path == path) {
+                out.push(SearchDir { path, relative: d.dir.is_relative() });
             }
         }
     }
@@ -35,13 +56,18 @@ pub fn search_order(include_dirs: &[IncludeDir], cwd: &Path) -> Vec<PathBuf> {
 /// The paths that must not exist for `header` (absolute) to still be the file the
 /// compiler finds: its relative name joined to every directory before the first one it
 /// lies under. Empty when it lies under none of `search`.
-pub fn probes(header: &Path, search: &[PathBuf]) -> Vec<PathBuf> {
+pub fn probes(header: &Path, search: &[SearchDir]) -> Vec<Probe> {
     let header = normalize(header);
     for (k, dir) in search.iter().enumerate() {
-        if let Ok(rel) = header.strip_prefix(dir)
+        if let Ok(rel) = header.strip_prefix(&dir.path)
             && !rel.as_os_str().is_empty()
         {
-            return search.get(..k).unwrap_or_default().iter().map(|d| d.join(rel)).collect();
+            return search
+                .get(..k)
+                .unwrap_or_default()
+                .iter()
+                .map(|d| Probe { path: d.path.join(rel), relative: d.relative })
+                .collect();
         }
     }
     Vec::new()
@@ -75,16 +101,29 @@ mod tests {
         ];
         let search = search_order(&dirs, &cwd);
         let r = root.path();
+        let paths: Vec<&PathBuf> = search.iter().map(|s| &s.path).collect();
         assert_eq!(
-            search,
-            [r.join("quote"), r.join("inc1"), r.join("inc2"), PathBuf::from("/opt/sys")]
+            paths,
+            [&r.join("quote"), &r.join("inc1"), &r.join("inc2"), &PathBuf::from("/opt/sys")]
+        );
+        assert_eq!(
+            search.iter().map(|s| s.relative).collect::<Vec<_>>(),
+            [true, true, true, false]
         );
         let header = r.join("inc2/foo/bar.h");
-        assert_eq!(probes(&header, &search), [r.join("quote/foo/bar.h"), r.join("inc1/foo/bar.h")]);
+        let probe = |p: PathBuf| Probe { path: p, relative: true };
+        assert_eq!(
+            probes(&header, &search),
+            [probe(r.join("quote/foo/bar.h")), probe(r.join("inc1/foo/bar.h"))]
+        );
+        assert_eq!(
+            probes(Path::new("/opt/sys/later.h"), &search).last(),
+            Some(&probe(r.join("inc2/later.h")))
+        );
         assert!(probes(&r.join("quote/q.h"), &search).is_empty(), "found in the first directory");
         assert!(probes(Path::new("/usr/include/stdio.h"), &search).is_empty());
         // Nothing there yet: no shadow. A header created in inc1 shadows it: a MISS.
-        let p = probes(&header, &search);
+        let p: Vec<PathBuf> = probes(&header, &search).into_iter().map(|p| p.path).collect();
         assert_eq!(first_shadow(&p), None);
         std::fs::create_dir_all(r.join("inc1/foo")).unwrap();
         std::fs::write(r.join("inc1/foo/bar.h"), "// new\n").unwrap();

@@ -8,6 +8,7 @@ mod artifact;
 mod closed_output;
 mod engine;
 mod fixtures;
+mod launcher;
 mod names;
 mod snapshot;
 mod transport;

@@ -1,0 +1,210 @@
+//! Real builds through the launcher: CMake with the Ninja and the Unix Makefiles
+//! generators (`CMAKE_<LANG>_COMPILER_LAUNCHER`, parallel `-j`), and a plain Makefile with
+//! `CC="strata gcc"`. A cold build misses every TU, another build directory of the same
+//! sources hits every TU, the objects are byte-identical to a build without the launcher,
+//! and a rebuild with nothing changed runs no compile at all (the depfiles are right).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use super::{
+    Launcher, RunResult, STRATA, TestContext, copy_tree, counts, require_tool, run_bounded, s,
+    write_file,
+};
+
+const BUILD_TIMEOUT: Duration = Duration::from_secs(180);
+
+const CMAKELISTS: &str = r#"cmake_minimum_required(VERSION 3.16)
+project(launched C CXX)
+add_library(util STATIC lib/u1.c lib/u2.c lib/u3.c)
+target_include_directories(util PUBLIC include)
+add_executable(app app/main.cpp app/greet.cpp)
+target_link_libraries(app util)
+"#;
+
+/// The number of compilations of [`project`].
+const TUS: u64 = 5;
+
+fn project(src: &Path) {
+    write_file(&src.join("CMakeLists.txt"), CMAKELISTS);
+    write_file(
+        &src.join("include/util.h"),
+        "#ifdef __cplusplus\nextern \"C\" {\n#endif\nint u1(void);\nint u2(void);\nint u3(void);\n#ifdef __cplusplus\n}\n#endif\n",
+    );
+    for (n, v) in [("1", 1), ("2", 20), ("3", 300)] {
+        write_file(
+            &src.join(format!("lib/u{n}.c")),
+            format!(
+                "#include <string.h>\n#include \"util.h\"\nint u{n}(void) {{ return (int)strlen(\"{n}\") * {v}; }}\n"
+            ),
+        );
+    }
+    write_file(&src.join("app/greet.hpp"), "#include <string>\nstd::string greet(int n);\n");
+    write_file(
+        &src.join("app/greet.cpp"),
+        "#include \"greet.hpp\"\nstd::string greet(int n) { return \"sum \" + std::to_string(n); }\n",
+    );
+    write_file(
+        &src.join("app/main.cpp"),
+        "#include <iostream>\n#include \"greet.hpp\"\n#include \"util.h\"\nint main() { std::cout << greet(u1() + u2() + u3()) << std::endl; }\n",
+    );
+}
+
+/// Runs `program args` in `cwd` with the launcher's environment (bounded).
+fn tool(l: &Launcher, cwd: &Path, program: &str, args: &[String]) -> RunResult {
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(cwd);
+    l.apply(&mut cmd);
+    let r = run_bounded(cmd, BUILD_TIMEOUT);
+    assert_eq!(r.code, 0, "{program} {args:?}\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    r
+}
+
+/// Configures `src` into `build` (Release) with `generator`, through the launcher or not.
+fn configure(l: &Launcher, src: &Path, build: &Path, generator: &str, launcher: bool) {
+    let mut args = vec![
+        "-S".to_owned(),
+        s(src),
+        "-B".into(),
+        s(build),
+        "-G".into(),
+        generator.into(),
+        "-DCMAKE_BUILD_TYPE=Release".into(),
+    ];
+    if launcher {
+        args.push(format!("-DCMAKE_C_COMPILER_LAUNCHER={STRATA}"));
+        args.push(format!("-DCMAKE_CXX_COMPILER_LAUNCHER={STRATA}"));
+    }
+    tool(l, src, "cmake", &args);
+}
+
+/// Builds `build` with `-j 4` and returns what the counters gained.
+fn build(l: &Launcher, build: &Path) -> BTreeMap<String, u64> {
+    let before = l.counters();
+    let r = tool(l, build, "cmake", &["--build".into(), ".".into(), "-j".into(), "4".into()]);
+    assert!(!r.stderr.contains("strata: warning"), "{}", r.stderr);
+    delta(&before, &l.counters())
+}
+
+fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, d)| *d != 0)
+        .collect()
+}
+
+/// Every object file under `dir` (relative path → bytes).
+fn objects(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    crate::engine::tree_files(dir)
+        .into_iter()
+        .filter(|(rel, _)| {
+            rel.ends_with(".o")
+                && !rel.contains("CMakeFiles/CMakeScratch")
+                && !rel.contains("CompilerId")
+        })
+        .collect()
+}
+
+fn cmake_generator(generator: &str) {
+    require_tool("cmake", "apt-get install cmake");
+    require_tool("g++", "apt-get install g++");
+    let ctx = TestContext::new();
+    let src = ctx.path("src");
+    project(&src);
+    let l = Launcher::new(&ctx.cache).base_dirs(&[&ctx.root]);
+
+    // A plain build (no launcher) gives the reference objects.
+    configure(&l, &src, &ctx.path("plain"), generator, false);
+    assert_eq!(build(&l, &ctx.path("plain")), counts(&[]));
+    let want = objects(&ctx.path("plain"));
+    assert_eq!(want.len() as u64, TUS, "{:?}", want.keys().collect::<Vec<_>>());
+
+    configure(&l, &src, &ctx.path("b1"), generator, true);
+    assert_eq!(build(&l, &ctx.path("b1")), counts(&[("miss", TUS)]), "cold: every TU misses");
+    assert_eq!(objects(&ctx.path("b1")), want, "objects of the cold build");
+    configure(&l, &src, &ctx.path("b2"), generator, true);
+    assert_eq!(build(&l, &ctx.path("b2")), counts(&[("hit", TUS)]), "another build dir: all hit");
+    assert_eq!(objects(&ctx.path("b2")), want, "objects of the warm build");
+    let run = run_bounded(Command::new(ctx.path("b2/app")), Duration::from_secs(10));
+    assert_eq!((run.code, run.stdout.as_str()), (0, "sum 321\n"));
+    // Nothing changed: the build tool runs no compile (depfiles and times are right).
+    assert_eq!(build(&l, &ctx.path("b2")), counts(&[]), "a no-op rebuild compiles nothing");
+    // One header used by the C++ TUs only changes: exactly those rebuild, and miss.
+    write_file(
+        &src.join("app/greet.hpp"),
+        "#include <string>\n// changed\nstd::string greet(int n);\n",
+    );
+    assert_eq!(build(&l, &ctx.path("b2")), counts(&[("miss", 2)]));
+    // The other build dir then hits them.
+    assert_eq!(build(&l, &ctx.path("b1")), counts(&[("hit", 2)]));
+}
+
+#[test]
+fn launcher_cmake_ninja_cold_misses_another_build_dir_hits() {
+    require_tool("ninja", "apt-get install ninja-build");
+    cmake_generator("Ninja");
+}
+
+#[test]
+fn launcher_cmake_unix_makefiles_cold_misses_another_build_dir_hits() {
+    require_tool("make", "apt-get install make");
+    cmake_generator("Unix Makefiles");
+}
+
+const MAKEFILE: &str = r#"OBJS := obj/one.o obj/two.o obj/three.o
+all: libthings.a
+libthings.a: $(OBJS)
+	ar rcs $@ $^
+obj/%.o: src/%.c | obj
+	$(CC) $(CFLAGS) -Iinclude -MMD -MP -c $< -o $@
+obj:
+	mkdir -p obj
+clean:
+	rm -rf obj libthings.a
+-include $(OBJS:.o=.d)
+"#;
+
+#[test]
+fn launcher_plain_makefile_with_cc_set_to_strata_gcc() {
+    require_tool("make", "apt-get install make");
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let a = ctx.path("a/proj");
+    write_file(&a.join("Makefile"), MAKEFILE);
+    write_file(&a.join("include/things.h"), "#define BASE 7\n");
+    for (i, n) in ["one", "two", "three"].iter().enumerate() {
+        write_file(
+            &a.join(format!("src/{n}.c")),
+            format!("#include \"things.h\"\nint {n}(void) {{ return BASE + {i}; }}\n"),
+        );
+    }
+    let l = Launcher::new(&ctx.cache);
+    let make = |dir: &Path, cc: &str| {
+        let before = l.counters();
+        tool(&l, dir, "make", &["-j4".into(), format!("CC={cc}"), "CFLAGS=-O2".into()]);
+        delta(&before, &l.counters())
+    };
+    let via = format!("{STRATA} gcc");
+    assert_eq!(make(&a, "gcc"), counts(&[]));
+    let want = objects(&a);
+    assert_eq!(want.len(), 3);
+    tool(&l, &a, "make", &["clean".into()]);
+    assert_eq!(make(&a, &via), counts(&[("miss", 3)]));
+    assert_eq!(objects(&a), want);
+    assert_eq!(make(&a, &via), counts(&[]), "up to date: make compiles nothing");
+    tool(&l, &a, "make", &["clean".into()]);
+    assert_eq!(make(&a, &via), counts(&[("hit", 3)]));
+    assert_eq!(objects(&a), want);
+    // The dependency files the hits wrote make make track the header.
+    write_file(&a.join("include/things.h"), "#define BASE 8\n");
+    assert_eq!(make(&a, &via), counts(&[("miss", 3)]));
+    // A copy elsewhere (relative paths: no base dirs needed) hits.
+    let b = ctx.path("b/deeper/proj");
+    std::fs::create_dir_all(b.parent().unwrap()).unwrap();
+    copy_tree(&a, &b);
+    tool(&l, &b, "make", &["clean".into()]);
+    assert_eq!(make(&b, &via), counts(&[("hit", 3)]));
+}

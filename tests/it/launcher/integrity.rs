@@ -1,0 +1,117 @@
+//! The launcher never caches what it cannot vouch for: a source or header changed while
+//! the compiler ran (the object may be of the old or the new text), a dependency file that
+//! does not describe the compilation, and outputs that are not regular files
+//! (`-o /dev/null`, `-MF` through a symlink to `/dev/null`): the compiler's result is
+//! kept, nothing is stored, and the next run compiles again.
+
+use std::path::Path;
+
+use super::{
+    Launcher, TestContext, assert_same_bytes, plain_object, read, require_tool, write_file,
+};
+use crate::engine::write_script;
+
+/// A compiler wrapper that runs `before` and `after` around gcc when it compiles (`-c`),
+/// each only once (a flag file per hook).
+fn racing_compiler(path: &Path, before: &str, after: &str) {
+    write_script(
+        path,
+        &format!(
+            "case \" $* \" in *' -c '*) ;; *) exec gcc \"$@\";; esac\n\
+             if [ ! -e \"$0.before-done\" ]; then : > \"$0.before-done\"; {before}; fi\n\
+             gcc \"$@\" || exit $?\n\
+             if [ ! -e \"$0.after-done\" ]; then : > \"$0.after-done\"; {after}; fi\n"
+        ),
+    );
+}
+
+#[test]
+fn launcher_a_header_changed_while_the_compiler_ran_is_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("h.h"), "#define V 1\n");
+    write_file(&dir.join("u.c"), "#include \"h.h\"\nint u(void) { return V; }\n");
+    let cc = ctx.path("bin/edit-after-read");
+    // An editor saves h.h after the compiler has read it.
+    racing_compiler(&cc, ":", "printf '#define V 2\\n' > h.h");
+    let argv = [cc.to_str().unwrap(), "-O2", "-c", "u.c", "-o", "u.o"];
+    let l = Launcher::new(&ctx.cache);
+    l.expect(&dir, &argv, "input_changed");
+    // h.h now says 2: the object of V 1 must not come back.
+    let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
+    l.expect(&dir, &argv, "miss");
+    assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
+    l.expect(&dir, &argv, "hit");
+}
+
+#[test]
+fn launcher_a_source_changed_while_the_compiler_ran_is_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("u.c"), "int u(void) { return 1; }\n");
+    let cc = ctx.path("bin/edit-before-read");
+    // The source changes after the launcher hashed it, before the compiler reads it.
+    racing_compiler(&cc, "printf 'int u(void) { return 2; }\\n' > u.c", ":");
+    let argv = [cc.to_str().unwrap(), "-O2", "-c", "u.c", "-o", "u.o"];
+    let l = Launcher::new(&ctx.cache);
+    l.expect(&dir, &argv, "input_changed");
+    // Back to the text the launcher hashed: its object, not the one of `return 2`.
+    write_file(&dir.join("u.c"), "int u(void) { return 1; }\n");
+    let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
+    l.expect(&dir, &argv, "miss");
+    assert_same_bytes("u.o of return 1", &read(&dir.join("u.o")), &want);
+    l.expect(&dir, &argv, "hit");
+}
+
+#[test]
+fn launcher_a_depfile_that_does_not_describe_the_compile_is_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("h.h"), "#define V 1\n");
+    write_file(&dir.join("u.c"), "#include \"h.h\"\nint u(void) { return V; }\n");
+    let cc = ctx.path("bin/empty-depfile");
+    // The dependency file comes out empty (a compiler or wrapper that lost it).
+    write_script(&cc, "gcc \"$@\" || exit $?\ncase \" $* \" in *' -c '*) : > u.d;; esac");
+    let argv = [cc.to_str().unwrap(), "-O2", "-MD", "-MF", "u.d", "-c", "u.c", "-o", "u.o"];
+    let l = Launcher::new(&ctx.cache);
+    l.expect(&dir, &argv, "uncacheable:incomplete_depfile");
+    write_file(&dir.join("h.h"), "#define V 2\n");
+    let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
+    l.expect(&dir, &argv, "uncacheable:incomplete_depfile");
+    assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
+    assert!(l.entries().is_empty());
+}
+
+#[test]
+fn launcher_outputs_that_are_not_regular_files_are_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("h.h"), "#define V 1\n");
+    write_file(&dir.join("u.c"), "#include \"h.h\"\nint u(void) { return V; }\n");
+    // The depfile goes to /dev/null through a symlink (so a wrong restore could only
+    // replace the link, never /dev/null itself).
+    std::os::unix::fs::symlink("/dev/null", dir.join("null.d")).unwrap();
+    let argv = ["gcc", "-O2", "-MD", "-MF", "null.d", "-c", "u.c", "-o", "u.o"];
+    let l = Launcher::new(&ctx.cache);
+    for v in ["1", "2"] {
+        write_file(&dir.join("h.h"), format!("#define V {v}\n"));
+        let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
+        let r = l.expect(&dir, &argv, "uncacheable:output_not_regular_file");
+        assert_eq!(r.stderr, "", "silently uncacheable");
+        assert_same_bytes(&format!("u.o with V {v}"), &read(&dir.join("u.o")), &want);
+        assert!(std::fs::symlink_metadata(dir.join("null.d")).unwrap().file_type().is_symlink());
+    }
+    // The object itself through a symlink to /dev/null.
+    std::os::unix::fs::symlink("/dev/null", dir.join("null.o")).unwrap();
+    let to_null = ["gcc", "-O2", "-c", "u.c", "-o", "null.o"];
+    for _ in 0..2 {
+        let r = l.expect(&dir, &to_null, "uncacheable:output_not_regular_file");
+        assert_eq!(r.stderr, "");
+    }
+    assert!(std::fs::symlink_metadata(dir.join("null.o")).unwrap().file_type().is_symlink());
+    assert!(l.entries().is_empty());
+}
