@@ -26,7 +26,7 @@ say() { printf '\n== %s\n' "$*"; }
 # with both generators; time (GNU time, a wrapper the engine tests run the compiler
 # behind); git: source hashes and checkouts; python3 + python3-venv: the lint
 # tools and the action runner.
-prereqs_debian ca-certificates git cmake ninja-build g++ make googletest time python3 python3-venv
+prereqs_debian ca-certificates git cmake ninja-build g++ make googletest time python3 python3-venv clang ccache
 prereqs_rust
 prereqs_tools_venv
 

@@ -967,9 +967,10 @@ fn warn_debug_paths_once(cache: &CacheRoot, cwd: &Path) {
     let _ = fs::create_dir_all(marker.parent().unwrap_or(cache.path()));
     let _ = fs::write_atomic_nosync(&marker, b"", 0o644);
     warn(&format!(
-        "objects compiled in {} embed its absolute path (debug information): they are cached, \
-         but only reused in this directory. Add -ffile-prefix-map=<base dir>=. to the \
-         compile flags to share them across checkouts (docs/launcher.md).",
+        "objects compiled in {} embed absolute paths of this checkout (debug information, \
+         __FILE__): they are cached, but only reused where those paths are the same. Add \
+         -ffile-prefix-map=<base dir>=. to the compile flags to share them across checkouts \
+         (docs/launcher.md).",
         cwd.display()
     ));
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use super::{
-    Launcher, RUN_TIMEOUT, TestContext, assert_same_bytes, copy_tree, have, plain_object, read,
+    Launcher, RUN_TIMEOUT, TestContext, assert_same_bytes, copy_tree, plain_object, read,
     require_tool, run_bounded, scrub, write_file,
 };
 
@@ -124,13 +124,10 @@ fn launcher_shadow_probes_apply_where_the_build_runs_not_where_it_was_saved() {
 }
 
 /// ccache's direct mode in the same scenario returns the old object (the documented false
-/// hit strata avoids). Only where ccache is installed.
+/// hit strata avoids).
 #[test]
 fn launcher_ccache_direct_mode_hits_falsely_where_strata_misses() {
-    if !have("ccache") {
-        eprintln!("ccache is not installed: the ccache half of the shadowing test is skipped");
-        return;
-    }
+    require_tool("ccache", "apt-get install ccache (scripts/test.sh installs it)");
     require_tool("gcc", "apt-get install gcc");
     let ctx = TestContext::new();
     let dir = ctx.path("proj");

@@ -303,14 +303,6 @@ pub fn assert_entries_sound(cache: &Path) -> usize {
     all.len()
 }
 
-/// True if `tool` is on PATH.
-pub fn have(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p)
-            .any(|d| std::fs::metadata(d.join(tool)).is_ok_and(|m| m.is_file()))
-    })
-}
-
 /// A 64-hex-free, path-free rendering of a depfile for comparisons: its rules parsed.
 pub fn depfile_rules(path: &Path) -> Vec<strata::launcher::depfile::Rule> {
     strata::launcher::depfile::parse(&read(path)).unwrap()
