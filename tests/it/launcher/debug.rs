@@ -5,7 +5,7 @@ use super::{
     Launcher, TestContext, assert_same_bytes, copy_tree, plain, read, require_tool, write_file,
 };
 
-const WARNING: &str = "embed its absolute path (debug information)";
+const WARNING: &str = "embed absolute paths of this checkout (debug information, __FILE__)";
 
 #[test]
 fn launcher_debug_info_pins_to_the_directory_and_warns_once_per_directory() {
