@@ -233,16 +233,19 @@ fn flag_reason(arg: &str) -> Option<Reason> {
 
 /// Classifies the arguments `args` (without the compiler itself) of one compiler run.
 pub fn classify(args: &[OsString]) -> Classified {
-    let mut compile_only = false;
-    let mut sources: Vec<(PathBuf, Option<Language>)> = Vec::new();
-    let mut object: Option<PathBuf> = None;
-    let mut md: Option<bool> = None; // Some(system_headers)
-    let mut mf: Option<PathBuf> = None;
-    let mut forced: Option<Result<Language, Reason>> = None;
-    let mut includes = Vec::new();
-    let mut split_dwarf = false;
-    let mut coverage = false;
-    let mut stack_usage = false;
+    let mut scan = Scan::default();
+    let Scan {
+        compile_only,
+        sources,
+        object,
+        md,
+        mf,
+        forced,
+        includes,
+        split_dwarf,
+        coverage,
+        stack_usage,
+    } = &mut scan;
     let mut i = 0;
     while let Some(raw) = args.get(i) {
         i += 1;
@@ -264,21 +267,21 @@ pub fn classify(args: &[OsString]) -> Classified {
             return Classified::Uncacheable(reason);
         }
         match arg {
-            "-c" => compile_only = true,
+            "-c" => *compile_only = true,
             "-E" | "-S" => return Classified::Uncacheable(Reason::NotObjectOutput(arg.to_owned())),
             "-M" | "-MM" => {
                 return Classified::Uncacheable(Reason::NotObjectOutput(arg.to_owned()));
             }
-            "-MD" => md = Some(true),
-            "-MMD" => md = Some(false),
+            "-MD" => *md = Some(true),
+            "-MMD" => *md = Some(false),
             "-MP" | "-MG" => {}
-            "-gsplit-dwarf" => split_dwarf = true,
-            "-ftest-coverage" | "--coverage" => coverage = true,
-            "-fstack-usage" => stack_usage = true,
+            "-gsplit-dwarf" => *split_dwarf = true,
+            "-ftest-coverage" | "--coverage" => *coverage = true,
+            "-fstack-usage" => *stack_usage = true,
             _ => {}
         }
         if !arg.starts_with('-') || arg.len() == 1 {
-            let language = match &forced {
+            let language = match &*forced {
                 Some(Ok(language)) => Some(*language),
                 Some(Err(reason)) => return Classified::Uncacheable(reason.clone()),
                 None => None,
@@ -314,15 +317,15 @@ pub fn classify(args: &[OsString]) -> Classified {
             OsString::from(arg.get(name.len()..).unwrap_or_default())
         };
         match name {
-            "-o" => object = Some(PathBuf::from(value)),
-            "-MF" => mf = Some(PathBuf::from(value)),
+            "-o" => *object = Some(PathBuf::from(value)),
+            "-MF" => *mf = Some(PathBuf::from(value)),
             "-x" => {
-                forced = Some(match value.to_str() {
+                *forced = Some(match value.to_str() {
                     Some("c") => Ok(Language::C),
                     Some("c++") => Ok(Language::Cxx),
                     Some("c-header" | "c++-header") => Err(Reason::PrecompiledHeader),
                     Some("none") => {
-                        forced = None;
+                        *forced = None;
                         continue;
                     }
                     other => {
@@ -339,55 +342,90 @@ pub fn classify(args: &[OsString]) -> Classified {
             _ => {}
         }
     }
-    if !compile_only {
-        return Classified::Uncacheable(Reason::NotCompileOnly);
+    scan.finish()
+}
+
+/// What [`classify`] collected from the arguments.
+#[derive(Default)]
+struct Scan {
+    compile_only: bool,
+    sources: Vec<(PathBuf, Option<Language>)>,
+    object: Option<PathBuf>,
+    /// `Some(system_headers)` for `-MD` (true) / `-MMD` (false).
+    md: Option<bool>,
+    mf: Option<PathBuf>,
+    forced: Option<Result<Language, Reason>>,
+    includes: Vec<IncludeDir>,
+    split_dwarf: bool,
+    coverage: bool,
+    stack_usage: bool,
+}
+
+impl Scan {
+    /// The classification once every argument is read.
+    fn finish(self) -> Classified {
+        let Scan {
+            compile_only,
+            mut sources,
+            object,
+            md,
+            mf,
+            forced: _,
+            includes,
+            split_dwarf,
+            coverage,
+            stack_usage,
+        } = self;
+        if !compile_only {
+            return Classified::Uncacheable(Reason::NotCompileOnly);
+        }
+        let (source, forced_language) = match sources.len() {
+            0 => return Classified::Uncacheable(Reason::NoSource),
+            1 => sources.remove(0),
+            _ => return Classified::Uncacheable(Reason::SeveralSources),
+        };
+        let language = match forced_language {
+            Some(language) => language,
+            None => match language_of(&source) {
+                Ok(language) => language,
+                Err(reason) => return Classified::Uncacheable(reason),
+            },
+        };
+        if object.as_deref() == Some(Path::new("/dev/null")) {
+            return Classified::Uncacheable(Reason::NotObjectOutput("-o /dev/null".into()));
+        }
+        let object = object.unwrap_or_else(|| {
+            let stem = source.file_stem().unwrap_or_default();
+            let mut name = stem.to_owned();
+            name.push(".o");
+            PathBuf::from(name)
+        });
+        let depfile = match md {
+            None => Depfile::NotRequested,
+            Some(system_headers) => Depfile::Requested {
+                path: mf.unwrap_or_else(|| object.with_extension("d")),
+                system_headers,
+            },
+        };
+        let mut side_outputs = Vec::new();
+        if split_dwarf {
+            side_outputs.push(object.with_extension("dwo"));
+        }
+        if coverage {
+            side_outputs.push(object.with_extension("gcno"));
+        }
+        if stack_usage {
+            side_outputs.push(object.with_extension("su"));
+        }
+        Classified::Cacheable(Compile {
+            source,
+            language,
+            object,
+            depfile,
+            side_outputs,
+            include_dirs: includes,
+        })
     }
-    let (source, forced_language) = match sources.len() {
-        0 => return Classified::Uncacheable(Reason::NoSource),
-        1 => sources.remove(0),
-        _ => return Classified::Uncacheable(Reason::SeveralSources),
-    };
-    let language = match forced_language {
-        Some(language) => language,
-        None => match language_of(&source) {
-            Ok(language) => language,
-            Err(reason) => return Classified::Uncacheable(reason),
-        },
-    };
-    if object.as_deref() == Some(Path::new("/dev/null")) {
-        return Classified::Uncacheable(Reason::NotObjectOutput("-o /dev/null".into()));
-    }
-    let object = object.unwrap_or_else(|| {
-        let stem = source.file_stem().unwrap_or_default();
-        let mut name = stem.to_owned();
-        name.push(".o");
-        PathBuf::from(name)
-    });
-    let depfile = match md {
-        None => Depfile::NotRequested,
-        Some(system_headers) => Depfile::Requested {
-            path: mf.unwrap_or_else(|| object.with_extension("d")),
-            system_headers,
-        },
-    };
-    let mut side_outputs = Vec::new();
-    if split_dwarf {
-        side_outputs.push(object.with_extension("dwo"));
-    }
-    if coverage {
-        side_outputs.push(object.with_extension("gcno"));
-    }
-    if stack_usage {
-        side_outputs.push(object.with_extension("su"));
-    }
-    Classified::Cacheable(Compile {
-        source,
-        language,
-        object,
-        depfile,
-        side_outputs,
-        include_dirs: includes,
-    })
 }
 
 #[cfg(test)]

@@ -520,76 +520,11 @@ impl Run<'_> {
         source: &Source<'_>,
         run: &Compiled<'_>,
     ) -> Result<Outcome, String> {
-        let Compiled { output, private_dep, started } = *run;
-        let cwd = &here.cwd;
-        let algorithm = self.config.digest;
-        let deps_text = match (&self.compile.depfile, private_dep) {
-            (_, Some(private)) => fs::read(private).map_err(|e| e.to_string())?,
-            (Depfile::Requested { system_headers: true, path }, None) => {
-                fs::read(&cwd.join(path)).map_err(|e| e.to_string())?
-            }
-            (Depfile::Requested { system_headers: false, .. }, None) => self.all_dependencies()?,
-            (Depfile::NotRequested, None) => return Err("no dependency file".into()),
+        let (headers, absent) = match self.dependencies(here, source, run)? {
+            Ok(found) => found,
+            Err(not_cached) => return Ok(not_cached),
         };
-        let rules = depfile::parse(&deps_text)?;
-        let source_abs = location::normalize(&cwd.join(&self.compile.source));
-        // A dependency file that does not list the source is not this compilation's (an
-        // empty one, `-MF /dev/null`, a wrapper that rewrote it): its headers are unknown.
-        let describes = rules.iter().any(|r| {
-            r.dependencies.iter().any(|d| location::normalize(&cwd.join(d)) == source_abs)
-        });
-        if !describes {
-            tracing::debug!("the dependency file does not list {}", self.compile.source.display());
-            return Ok(Outcome::NotCached("uncacheable:incomplete_depfile".into()));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        let mut headers = Vec::new();
-        let mut absent = Vec::new();
-        // The source must be what the key hashed: unchanged since, and not written in the
-        // clock tick the compiler started in.
-        let source_now = fs::metadata(&cwd.join(&self.compile.source))
-            .map(|m| fs::FileStamp::of(&m))
-            .map_err(|e| e.to_string())?;
-        if source_now != source.stamp || source_now.ctime_ns >= started {
-            tracing::debug!("{}: changed while the compiler ran", self.compile.source.display());
-            return Ok(Outcome::NotCached("input_changed".into()));
-        }
-        let mut time_macros = has_time_macro(source.bytes);
-        let search = shadow::search_order(&self.compile.include_dirs, cwd);
-        for dep in rules.iter().flat_map(|r| &r.dependencies) {
-            let abs = location::normalize(&cwd.join(dep));
-            if abs == source_abs || !seen.insert(dep.clone()) {
-                continue;
-            }
-            let (digest, bytes, stamp) =
-                entry::read_header(&cwd.join(dep), algorithm).map_err(|e| e.to_string())?;
-            // Changed after the compiler started: the compiler may have read the old text,
-            // and this digest would vouch for an object built from it.
-            if stamp.ctime_ns >= started {
-                tracing::debug!("{}: changed while the compiler ran", dep.display());
-                return Ok(Outcome::NotCached("input_changed".into()));
-            }
-            time_macros |= has_time_macro(&bytes);
-            headers.push(Header { path: entry::encode_path(&here.relocate_path(dep)), digest });
-            for probe in shadow::probes(&abs, &search) {
-                // A probe in a directory given relative follows the working directory
-                // (like the header paths the compiler reports there); any other is
-                // relocated like an argument.
-                let recorded = if probe.relative {
-                    location::relative(cwd, &probe.path)
-                } else {
-                    here.relocate_path(&probe.path)
-                };
-                let probe = entry::encode_path(&recorded);
-                if !absent.contains(&probe) {
-                    absent.push(probe);
-                }
-            }
-        }
-        if time_macros && std::env::var_os("SOURCE_DATE_EPOCH").is_none() {
-            return Ok(Outcome::NotCached("uncacheable:time_macros".into()));
-        }
-        // Outputs into the entry's objects, hashed as they are copied.
+        let cwd = &here.cwd;
         if let Some(dir) = place.lock.parent() {
             fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         }
@@ -602,47 +537,17 @@ impl Run<'_> {
             &mut |_| {},
         )
         .map_err(|e| e.to_string())?;
-        fs::create_dir_all(&place.dir.join("objects")).map_err(|e| e.to_string())?;
-        let mut outputs = Vec::new();
-        let mut embedded: Vec<Vec<u8>> = Vec::new();
-        let logical_cwd = logical_working_directory(cwd);
-        for (role, path) in self.outputs(cwd) {
-            let tmp = crate::content::temp::TempName::new(
-                crate::content::temp::Purpose::Staging,
-                "object",
-            )
-            .path_in(&place.dir.join("objects"));
-            let (digest, size) = fs::copy_new_file(&path, &tmp, 0o644, false, algorithm)
-                .map_err(|e| format!("output {}: {e}", path.display()))?;
-            if role != "depfile" {
-                let bytes = fs::read(&tmp).map_err(|e| e.to_string())?;
-                embedded.extend(pins_in(&bytes, here));
-                // The directory by the name the shell gave it, if the compiler embedded
-                // that one (GCC does, for -g): pinned as the working directory itself
-                // (a pin of the alias would be moved lexically, which means nothing).
-                if let Some(logical) = &logical_cwd
-                    && memmem::find(&bytes, logical.as_os_str().as_bytes()).is_some()
-                {
-                    embedded.push(cwd.as_os_str().as_bytes().to_vec());
-                }
-            }
-            fs::rename(&tmp, &place.object(&digest)).map_err(|e| e.to_string())?;
-            outputs.push(Output { role, digest, size_bytes: size });
-        }
+        let (outputs, pins) = self.store_outputs(here, place)?;
         let message = |bytes: &[u8]| -> Result<Option<Output>, String> {
             if bytes.is_empty() {
                 return Ok(None);
             }
-            let digest = ContentDigest::of_bytes(algorithm, bytes);
+            let digest = ContentDigest::of_bytes(self.config.digest, bytes);
             entry::store_bytes(place, &digest, bytes).map_err(|e| e.to_string())?;
             Ok(Some(Output { role: "message".into(), digest, size_bytes: bytes.len() as u64 }))
         };
-        let stdout = message(&output.stdout)?;
-        let stderr = message(&output.stderr)?;
-        embedded.sort();
-        embedded.dedup();
-        let pins: Vec<String> =
-            embedded.iter().map(|p| entry::encode_path(Path::new(OsStr::from_bytes(p)))).collect();
+        let stdout = message(&run.output.stdout)?;
+        let stderr = message(&run.output.stderr)?;
         if !pins.is_empty() && self.args.iter().any(|a| a.as_bytes().starts_with(b"-g")) {
             warn_debug_paths_once(self.cache, cwd);
         }
@@ -672,6 +577,129 @@ impl Run<'_> {
         remove_unreferenced(place, &manifest);
         let _ = fs::touch(&self.cache.updated_marker());
         Ok(Outcome::Miss)
+    }
+
+    /// The headers the compile read (with digests) and the shadow probes, from its
+    /// dependency output; `Ok(Err(outcome))` when the result must not be cached (the
+    /// dependency output is not this compile's, an input changed while the compiler ran, a
+    /// time macro is used).
+    fn dependencies(
+        &self,
+        here: &Location,
+        source: &Source<'_>,
+        run: &Compiled<'_>,
+    ) -> Result<Result<Dependencies, Outcome>, String> {
+        let not_cached = |name: &str| Ok(Err(Outcome::NotCached(name.into())));
+        let cwd = &here.cwd;
+        let deps_text = match (&self.compile.depfile, run.private_dep) {
+            (_, Some(private)) => fs::read(private).map_err(|e| e.to_string())?,
+            (Depfile::Requested { system_headers: true, path }, None) => {
+                fs::read(&cwd.join(path)).map_err(|e| e.to_string())?
+            }
+            (Depfile::Requested { system_headers: false, .. }, None) => self.all_dependencies()?,
+            (Depfile::NotRequested, None) => return Err("no dependency file".into()),
+        };
+        let rules = depfile::parse(&deps_text)?;
+        let source_abs = location::normalize(&cwd.join(&self.compile.source));
+        // A dependency file that does not list the source is not this compilation's (an
+        // empty one, `-MF /dev/null`, a wrapper that rewrote it): its headers are unknown.
+        let describes = rules.iter().any(|r| {
+            r.dependencies.iter().any(|d| location::normalize(&cwd.join(d)) == source_abs)
+        });
+        if !describes {
+            tracing::debug!("the dependency file does not list {}", self.compile.source.display());
+            return not_cached("uncacheable:incomplete_depfile");
+        }
+        // The source must be what the key hashed: unchanged since, and not written in the
+        // clock tick the compiler started in.
+        let source_now = fs::metadata(&cwd.join(&self.compile.source))
+            .map(|m| fs::FileStamp::of(&m))
+            .map_err(|e| e.to_string())?;
+        if source_now != source.stamp || source_now.ctime_ns >= run.started {
+            tracing::debug!("{}: changed while the compiler ran", self.compile.source.display());
+            return not_cached("input_changed");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut headers = Vec::new();
+        let mut absent = Vec::new();
+        let mut time_macros = has_time_macro(source.bytes);
+        let search = shadow::search_order(&self.compile.include_dirs, cwd);
+        for dep in rules.iter().flat_map(|r| &r.dependencies) {
+            let abs = location::normalize(&cwd.join(dep));
+            if abs == source_abs || !seen.insert(dep.clone()) {
+                continue;
+            }
+            let (digest, bytes, stamp) = entry::read_header(&cwd.join(dep), self.config.digest)
+                .map_err(|e| e.to_string())?;
+            // Changed after the compiler started: the compiler may have read the old text,
+            // and this digest would vouch for an object built from it.
+            if stamp.ctime_ns >= run.started {
+                tracing::debug!("{}: changed while the compiler ran", dep.display());
+                return not_cached("input_changed");
+            }
+            time_macros |= has_time_macro(&bytes);
+            headers.push(Header { path: entry::encode_path(&here.relocate_path(dep)), digest });
+            for probe in shadow::probes(&abs, &search) {
+                // A probe in a directory given relative follows the working directory
+                // (like the header paths the compiler reports there); any other is
+                // relocated like an argument.
+                let recorded = if probe.relative {
+                    location::relative(cwd, &probe.path)
+                } else {
+                    here.relocate_path(&probe.path)
+                };
+                let probe = entry::encode_path(&recorded);
+                if !absent.contains(&probe) {
+                    absent.push(probe);
+                }
+            }
+        }
+        if time_macros && std::env::var_os("SOURCE_DATE_EPOCH").is_none() {
+            return not_cached("uncacheable:time_macros");
+        }
+        Ok(Ok((headers, absent)))
+    }
+
+    /// Copies the outputs into the entry's `objects/` (under the entry lock), hashing them
+    /// as they are copied; returns their records and the pins (name-encoded) they embed.
+    fn store_outputs(
+        &self,
+        here: &Location,
+        place: &EntryPlace,
+    ) -> Result<(Vec<Output>, Vec<String>), String> {
+        let cwd = &here.cwd;
+        fs::create_dir_all(&place.dir.join("objects")).map_err(|e| e.to_string())?;
+        let mut outputs = Vec::new();
+        let mut embedded: Vec<Vec<u8>> = Vec::new();
+        let logical_cwd = logical_working_directory(cwd);
+        for (role, path) in self.outputs(cwd) {
+            let tmp = crate::content::temp::TempName::new(
+                crate::content::temp::Purpose::Staging,
+                "object",
+            )
+            .path_in(&place.dir.join("objects"));
+            let (digest, size) = fs::copy_new_file(&path, &tmp, 0o644, false, self.config.digest)
+                .map_err(|e| format!("output {}: {e}", path.display()))?;
+            if role != "depfile" {
+                let bytes = fs::read(&tmp).map_err(|e| e.to_string())?;
+                embedded.extend(pins_in(&bytes, here));
+                // The directory by the name the shell gave it, if the compiler embedded
+                // that one (GCC does, for -g): pinned as the working directory itself
+                // (a pin of the alias would be moved lexically, which means nothing).
+                if let Some(logical) = &logical_cwd
+                    && memmem::find(&bytes, logical.as_os_str().as_bytes()).is_some()
+                {
+                    embedded.push(cwd.as_os_str().as_bytes().to_vec());
+                }
+            }
+            fs::rename(&tmp, &place.object(&digest)).map_err(|e| e.to_string())?;
+            outputs.push(Output { role, digest, size_bytes: size });
+        }
+        embedded.sort();
+        embedded.dedup();
+        let pins =
+            embedded.iter().map(|p| entry::encode_path(Path::new(OsStr::from_bytes(p)))).collect();
+        Ok((outputs, pins))
     }
 
     /// Every dependency, system headers included, for a build that asked for `-MMD`: a
@@ -810,6 +838,10 @@ impl FsClock {
         }
     }
 }
+
+/// The headers a compile read and the shadow probes (name-encoded paths that must not
+/// exist), from [`Run::dependencies`].
+type Dependencies = (Vec<Header>, Vec<String>);
 
 /// How a candidate's recorded paths map to this location.
 struct Origin {
