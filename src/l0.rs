@@ -1,5 +1,5 @@
 //! L0 transfer: one ready artifact to and from an object store (docs/artifact-store.md
-//! "L0 push and pull").
+//! "L0 objects, push and pull").
 //!
 //! This thin orchestration layer sits above both [`crate::artifact`] (which never touches
 //! the network) and [`crate::transport`] (which knows nothing about caches), so neither
