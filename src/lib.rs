@@ -1,11 +1,11 @@
 //! strata: a layered, content-verified build cache for CI.
 //!
 //! * L1, the action cache ([`action`]): each build action's outputs, keyed by what is
-//!   compiled, how, and by which toolchain (seed 003).
+//!   compiled, how, and by which toolchain (docs/engine.md).
 //! * L0, the artifact store ([`artifact`]): immutable, verified final outputs with stage
-//!   promotion (seed 000).
+//!   promotion (docs/artifact-store.md).
 //! * Records ([`record`]): the canonical, verified envelope every persisted JSON document
-//!   uses (seed 004).
+//!   uses (docs/records.md).
 //! * Snapshots ([`snapshot`]) and transport ([`transport`]) move whole L1 caches between
 //!   machines through object stores.
 //!
@@ -13,8 +13,8 @@
 //!   them: the L1 layout names, temp/leftover names, staging directories, `--version`.
 //!
 //! Module dependencies point one way: `digest` → `fs` → `record` → `content`/`toolchain`
-//! → `artifact` → `action` → `snapshot`/`transport` → `ci` → `cli` (DESIGN.md §2). The library never prints; the
-//! binary (`src/main.rs`, `src/cli/`) does.
+//! → `artifact` → `action` → `snapshot`/`transport` → `ci` → `cli`: a module never uses one
+//! to its right. The library never prints; the binary (`src/main.rs`, `src/cli/`) does.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

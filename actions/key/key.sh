@@ -13,11 +13,18 @@ args=(snapshot key --github-output --cache-dir "$INPUT_CACHE_DIR" --source-root 
 [ -n "${INPUT_CANN_METADATA:-}" ] && args+=(--cann-metadata "$INPUT_CANN_METADATA")
 [ -n "${INPUT_SOURCE_HASH:-}" ] && args+=(--source-hash "$INPUT_SOURCE_HASH")
 [ -n "${INPUT_PREFIX:-}" ] && args+=(--prefix "$INPUT_PREFIX")
+tools=()
 while read -r -a words; do
   for tool in "${words[@]}"; do
     args+=(--toolchain-tool "$tool")
+    tools+=("$tool")
   done
 done <<<"${INPUT_TOOLCHAIN_TOOLS:-}"
+# The build compares its real compilers with these (cmake/strata.cmake warns when one is not
+# among them: the snapshot key would then name another toolchain than the one that builds).
+if [ ${#tools[@]} -gt 0 ]; then
+  strata_env STRATA_TOOLCHAIN_TOOLS "${tools[*]}"
+fi
 [ "${INPUT_TOOLCHAIN_TOOL_CONTENT:-false}" = true ] && args+=(--toolchain-tool-content)
 strata_lines paths "${INPUT_SOURCE_PATHS:-}"
 for path in "${paths[@]}"; do

@@ -25,17 +25,30 @@ fi
 key=(--root "${INPUT_ROOT:-${RUNNER_TEMP:-/tmp}/strata-l0}" --stage ready
   --source "$(printf '%s\n' "$tracked" | sha)"
   --specialization "$(printf '%s' "${INPUT_SPECIALIZATION:-}" | sha)")
-tools=0
+# The toolchain is part of the key, and nothing guesses it: with neither toolchain-tools nor
+# toolchain-image there is no L0 key (a default such as `cc c++` would key a build that
+# compiles with g++-13 or clang by the system compiler, and could pull another toolchain's
+# outputs).
+toolchain=0
 for tool in ${INPUT_TOOLCHAIN_TOOLS:-}; do
   name=$(printf '%s' "${tool##*/}" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9_.-' '_' | cut -c1-59)
   if ! version=$("$tool" --version 2>&1); then
     fail skipped "cannot run '$tool --version'; no L0 key"
   fi
   key+=(--env "tool-$name=$(printf '%s' "$version" | sha)")
-  tools=$((tools + 1))
+  toolchain=$((toolchain + 1))
 done
-# The environment component needs at least one entry.
-[ "$tools" -gt 0 ] || key+=(--env "tools=$(printf 'none' | sha)")
+image="${INPUT_TOOLCHAIN_IMAGE:-}"
+if [ -n "$image" ]; then
+  case "$image" in
+    *@sha256:*) ;;
+    *) echo "::warning title=strata L0::toolchain-image '$image' names no @sha256: digest; a tag can be republished with other compilers under the same L0 key" ;;
+  esac
+  key+=(--env "image=$(printf '%s' "$image" | sha)")
+  toolchain=$((toolchain + 1))
+fi
+[ "$toolchain" -gt 0 ] ||
+  fail skipped "no toolchain identity: set the toolchain-tools input to the compilers the build runs (e.g. 'gcc-13 g++-13 cmake'), or toolchain-image for a container build; there is no default"
 strata_lines required "${INPUT_REQUIRE:-}"
 [ ${#required[@]} -gt 0 ] || fail skipped "the require input lists no paths"
 for path in "${required[@]}"; do key+=(--require "$path"); done

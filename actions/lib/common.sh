@@ -85,6 +85,15 @@ strata_output() {
   return 0
 }
 
+# Appends `name=value` to $GITHUB_ENV (single-line values only), so later steps of the job
+# see the variable; a missing or unwritable file is a warning on stderr, never a failed step.
+strata_env() {
+  if [ -z "${GITHUB_ENV:-}" ] || ! printf '%s=%s\n' "$1" "$2" 2>/dev/null >>"$GITHUB_ENV"; then
+    echo "::warning title=strata GitHub environment::cannot export $1 through GITHUB_ENV (${GITHUB_ENV:-not set}); later steps will not see it" >&2
+  fi
+  return 0
+}
+
 # Reads a multi-line input into the array named $1 (blank lines and surrounding spaces
 # dropped).
 strata_lines() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Artifact store HIT verification vs openssl and b3sum, and the per-handle verification memo
-# (docs/performance.md "## Artifact store"). Targets (issue 8): strata >= 3x openssl and
+# (docs/performance.md "## Artifact store"). Targets: strata >= 3x openssl and
 # >= 0.8x b3sum over the same files.
 #
 #   bash scripts/bench/artifact-verify.sh [ROUNDS] [TOTAL_MIB] [FILES]

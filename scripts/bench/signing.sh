@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What producer signatures cost (issue 9: under 5 ms per save or restore): `strata snapshot
+# What producer signatures cost (target: under 5 ms per save or restore): `strata snapshot
 # save` and `restore` of a small cache to a file:// store, signed (--signing-key) and
 # trusted (--trusted-key) against unsigned, measured alternately with hyperfine.
 #
@@ -29,7 +29,7 @@ save_cmd() { # a fresh key each run (a save never overwrites)
 }
 touch "$work/cache/.updated"
 "$strata" snapshot save --cache-dir "$work/cache" --key fixed --signing-key "$work/producer.key" 2>&1 | grep -q SAVED \
-  || { echo "the reference save failed" >&2; exit 1; }
+  || { echo "the signed save of key 'fixed' failed" >&2; exit 1; }
 hyperfine -N --warmup 3 --runs "$runs" --export-json "$work/save.json" \
   --prepare "touch '$work/cache/.updated'" \
   "bash -c \"$(save_cmd '')\"" "bash -c \"$(save_cmd "--signing-key '$work/producer.key'")\"" >/dev/null

@@ -1,4 +1,4 @@
-//! Finding and describing what a build produced (spec/engine.md §3.4).
+//! Finding and describing what a build produced.
 //!
 //! Selection ([`Selection`]):
 //! * with `--artifact-include` patterns: every file and symlink under the output root whose
@@ -12,10 +12,10 @@
 //!
 //! Symlink closure: a selected symlink whose text resolves *lexically* inside the output
 //! root pulls in its target — a file, a symlink (followed along the chain) or a directory
-//! (all files and symlinks under it; the reference rejected directory targets, §11 W10).
+//! (all files and symlinks under it).
 //! A target inside the root that does not exist is [`Error::ArtifactLinkDangling`]. A link
 //! pointing outside the root is kept as a link and nothing else (its location, not its
-//! resolution, is what must be inside the root, §11 W2).
+//! resolution, is what must be inside the root).
 //!
 //! FIFOs, sockets and devices are never artifacts.
 

@@ -1,5 +1,4 @@
-//! Entries: manifest, validation, restore and save (seed 003 "条目与产物生命周期";
-//! docs/format.md "Action entry").
+//! Entries: manifest, validation, restore and save (docs/format.md, "`manifest.json`").
 //!
 //! Read order (a HIT):
 //! 1. `manifest.json` must be a regular file of at most 16 MiB that loads as a

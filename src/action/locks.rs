@@ -36,8 +36,8 @@ impl Timeouts {
     /// non-negative number of seconds (decimals allowed) or `inf`; `0` means one attempt.
     ///
     /// # Errors
-    /// [`Error::InvalidEnvironment`] for anything else (the reference silently used the
-    /// default for typos such as `60s`, §11 W28).
+    /// [`Error::InvalidEnvironment`] for anything else, such as `60s` (a typo never silently
+    /// becomes the default).
     pub fn from_env() -> Result<Self, Error> {
         let d = Self::default();
         Ok(Self {

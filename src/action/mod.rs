@@ -1,4 +1,4 @@
-//! L1: the persistent action cache (seed 003).
+//! L1: the persistent action cache.
 //!
 //! One *entry* per build action, stored under its [`ActionKey`]: the action's output files
 //! (*artifacts*) and a manifest record listing each one's relative POSIX path, size and
@@ -22,9 +22,9 @@
 //! # Invariants
 //! * No false HIT: a HIT needs a verified manifest for the exact key and every artifact
 //!   byte matching its SHA-256; anything else is a MISS with a warning, then a rebuild and
-//!   a safe replacement (DESIGN.md invariant 1).
+//!   a safe replacement.
 //! * Cache trouble never fails a build, except a publication ownership conflict, which
-//!   would corrupt shared output (invariant 2).
+//!   would corrupt shared output.
 
 pub mod artifacts;
 pub mod child;
@@ -51,8 +51,8 @@ pub use identity::{ActionKey, Identity, IdentityInputs, Profile};
 pub use layout::{CacheRoot, Domain, EntryLocation};
 pub use run::{Outcome, RunOptions, RunReport, run};
 
-/// One `--set-env NAME=VALUE` override, validated when parsed (the reference checked it
-/// only right before building, so a malformed value HIT fine and failed on a MISS, §11 W8).
+/// One `--set-env NAME=VALUE` override, validated when parsed (not right before building,
+/// where a malformed value would pass on a HIT and fail only on a MISS).
 /// The value is bytes, like any environment value (a path whose names are not UTF-8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetEnv {

@@ -1,5 +1,5 @@
-//! One preparation of an action request for everything that computes its key (issue 7
-//! item 5): `strata action run`, `strata action explain`, and any later caller.
+//! One preparation of an action request for everything that computes its key:
+//! `strata action run`, `strata action explain`, and any later caller.
 //!
 //! [`prepare`] checks the request, resolves the places strata itself writes (the cache
 //! root, the output directory, and for custom operators the publish and publish-state

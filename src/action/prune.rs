@@ -1,5 +1,4 @@
-//! `strata action prune`: bounded operator history and crash leftovers (seed 003, the
-//! `BUILD_CACHE_MAX_OPERATOR_VERSIONS` paragraph; spec/engine.md §6).
+//! `strata action prune`: bounded operator history and crash leftovers.
 //!
 //! * For every `custom_operator/<soc>/<operator>/`, keep the newest N operator-text
 //!   namespaces (default 2) with every action inside them, and remove the rest. Recency is
@@ -22,7 +21,9 @@
 //! half-deleted namespace that could look valid. Lock files are never deleted. Published
 //! outputs (outside the cache) are never touched. Third-party entries are not pruned.
 //!
-//! Run it only after a successful complete build (seed 003); it never fails: problems are
+//! Run it only after a successful complete build: HITs and saves refresh a namespace's
+//! recency, so only then is every namespace the build uses among the newest (after a failed
+//! build, one it still needs may not have been refreshed). It never fails: problems are
 //! reported as warnings and the exit code stays 0. Removing anything touches `.updated`,
 //! so the next trusted snapshot save uploads the compacted cache.
 

@@ -1,5 +1,5 @@
 //! Custom-operator publication: from an action's private stage into the shared
-//! `--publish-dir`, with per-path ownership (seed 003 "并发模型"; spec/engine.md §5).
+//! `--publish-dir`, with per-path ownership.
 //!
 //! State (in `--publish-state-dir`, part of the disposable build tree):
 //! ```text
@@ -9,13 +9,13 @@
 //! actions/<sha256(action id)>.json            strata.publish_action: what the action published
 //! ```
 //! The action id is the canonical JSON array `["<unit>","<soc>","<operator>","<action>"]`
-//! (unambiguous, unlike the reference's `unit/action`, §11 W22).
+//! (unambiguous: a `unit/action` string could name two different pairs).
 //!
 //! Under the publish lock, publication first *plans* and only then *changes* anything
-//! (all-or-nothing with respect to conflicts, §11 W11):
+//! (all-or-nothing with respect to conflicts):
 //! 1. load the owners index; if it is missing or corrupt, rebuild it from the per-action
-//!    files (never wipe the publish directory: the reference's bootstrap deleted other
-//!    actions' outputs, §11 W12); a corrupt per-action file is a hard error;
+//!    files (never wipe the publish directory, which holds other actions' outputs); a
+//!    corrupt per-action file is a hard error;
 //! 2. every path this action publishes must be unowned or owned by it, else
 //!    [`Error::OwnershipConflict`] naming both actions and the path;
 //! 3. every path it published last time and no longer produces must still hold exactly

@@ -1,4 +1,4 @@
-//! `strata action run`: one cache-aware build action (seed 003 "构建流程"; spec/engine.md §4).
+//! `strata action run`: one cache-aware build action.
 //!
 //! 1. Validate the request (command present; custom operators need `--soc`, `--operator`,
 //!    `--action`, `--operator-source`, `--publish-dir`, `--publish-state-dir`) and prepare
@@ -6,9 +6,8 @@
 //!    preparation `explain` shares.
 //! 2. Compute the identity (a missing or unreadable declared input fails here, exit 1).
 //! 3. Take the *action lock*: per action for custom operators (in the publish state
-//!    directory), per output directory for third-party builds (in the cache root; the
-//!    reference had none and let two builds write one directory, §11 W15). Timeout → exit
-//!    75.
+//!    directory), per output directory for third-party builds (in the cache root, so two
+//!    builds never write one directory at once). Timeout → exit 75.
 //! 4. Take the *entry lock*. Anything wrong with it (timeout, unwritable cache) →
 //!    **BYPASS**: build without reading or writing the cache.
 //! 5. Look the entry up. Valid → **HIT**: restore (custom operators: into the wiped

@@ -1,4 +1,4 @@
-//! `strata stats`: what an L1 cache root holds (DESIGN.md §5).
+//! `strata stats`: what an L1 cache root holds.
 //!
 //! Counts entries and artifact bytes per domain, operator-text namespaces, dot-named
 //! leftovers of interrupted saves, and reports whether `.updated` is set. It only reads.

@@ -1,5 +1,5 @@
-//! Archives: one published artifact as a single file for L0 transfer (issue 4 item 11;
-//! docs/artifact-store.md "L0 objects").
+//! Archives: one published artifact as a single file for L0 transfer
+//! (docs/artifact-store.md "L0 objects").
 //!
 //! # Format
 //! A stream of the content layer's codec ([`crate::content::codec`]): zstd (level 3), tar,

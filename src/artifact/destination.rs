@@ -8,8 +8,8 @@
 //!   missing rest is appended lexically. The result must be outside the cache root (and
 //!   must not contain it), and must be a new path or an empty directory. Callers check
 //!   every destination before they build, download or create anything, so a refused
-//!   destination leaves no trace (DESIGN.md invariant 6: nothing is ever created under
-//!   the root outside the publish protocol).
+//!   destination leaves no trace (and nothing is ever created under the root outside the
+//!   publish protocol: read-only means read-only).
 //! * **A destination never holds unverified bytes.** Filling a destination re-checks it,
 //!   copies into a private staging directory (`0700`), and moves the content into place
 //!   only after every file was copied and checked:

@@ -1,5 +1,4 @@
-//! In-process single-flight: overlapping identical requests share one operation (seed 000,
-//! "适配器契约", paragraph on 同一进程中…共用一个正在执行的操作).
+//! In-process single-flight: overlapping identical requests share one operation.
 //!
 //! A process-wide table maps a request (canonical root, private root, mode, key digest,
 //! spec digest) to the operation in flight. The first caller (the leader) runs it; later

@@ -1,5 +1,6 @@
-//! Offline cleanup and whole-store verification (seed 000, "此层没有在线垃圾回收…清理必须在
-//! 全部消费者停止后离线执行"; docs/operations.md "Artifact store operations").
+//! Offline cleanup and whole-store verification: the store has no online garbage
+//! collection; cleanup runs offline, after every consumer of the store has stopped
+//! (docs/operations.md "Artifact store operations").
 //!
 //! [`verify_all`] checks every slot against its own manifest (whose key and spec must
 //! match the slot's path). [`gc`] removes, under `<root>/artifacts-v1`:

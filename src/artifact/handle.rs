@@ -1,5 +1,5 @@
 //! [`ArtifactHandle`]: a verified published slot, and materialization out of the store
-//! (seed 000, "只读使用与阶段升级"; docs/artifact-store.md "Handles").
+//! (docs/artifact-store.md "Handles").
 //!
 //! # Verification memo and its trust boundary
 //!
@@ -19,7 +19,7 @@
 //! * on a network or FUSE filesystem, serve timestamps that do not follow the content.
 //!
 //! A writer with those powers can also replace code and manifest together, which no digest
-//! check detects (seed 000: writers of the root must be trusted). The first verification of
+//! check detects: writers of the root must be trusted. The first verification of
 //! every handle always hashes every byte. Materialization hashes every byte it copies and
 //! compares it with the manifest, memo or not, so copied bytes are always the verified ones.
 

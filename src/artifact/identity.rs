@@ -1,5 +1,5 @@
 //! Artifact identity: environment (toolchain) identity, [`ArtifactKey`] and [`ArtifactSpec`]
-//! (seed 000, "适配器契约"; docs/artifact-store.md "Identity").
+//! (docs/artifact-store.md "Identity").
 //!
 //! # Digest rule
 //!
@@ -13,13 +13,13 @@
 //! | key | `"strata.artifact_key"`, 1 | [`KeyRecord`]: environment components and schema, source, specialization |
 //! | spec | `"strata.artifact_spec"`, 1 | [`SpecRecord`]: stage, kind, sorted required files |
 //!
-//! This keeps the reference's semantics (spec/artifact-store.md §1.1, Appendix A) without its
-//! byte format: the tag separates the three kinds of digest; every value is typed by its
-//! field (a string is never an integer, a list is never a map); a component, the source
-//! digest, the specialization digest or the record version changes the key digest; the
-//! order of required files does not change the spec digest. The reference's typed
-//! `["pypto.identity",1,[...]]` encoding is *not* reproduced, so digests are not
-//! interchangeable with Python stores (strata reads none of them).
+//! This keeps the semantics of pypto's artifact cache (`pypto.jit.artifact_cache`, which strata's
+//! store generalises) without its byte format: the tag separates the three kinds of digest; every
+//! value is typed by its field (a string is never an integer, a list is never a map); a component,
+//! the source digest, the specialization digest or the record version changes the key digest; the
+//! order of required files does not change the spec digest. pypto's typed
+//! `["pypto.identity",1,[...]]` encoding is *not* reproduced, so digests are not interchangeable
+//! with Python stores (strata reads none of them).
 //!
 //! Keys and specs are also stored as canonical records inside the artifact manifest
 //! ([`super::manifest`]), so a slot names its full identity, not only its digests.

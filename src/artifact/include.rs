@@ -1,5 +1,5 @@
-//! The conservative include scanner for extern packaging (seed 000, "路径、诊断与 extern
-//! 输入"; spec/artifact-store.md §8.3–§8.4; docs/artifact-store.md "scan-includes").
+//! The conservative include scanner for extern packaging (docs/artifact-store.md
+//! "scan-includes").
 //!
 //! [`scan`] lists the closure of *local* includes of some C/C++ sources: every file reached
 //! through `#include "…"` (searched in the including file's directory, then the `-I`

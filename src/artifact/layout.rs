@@ -1,5 +1,5 @@
-//! Where the artifact store keeps things: a typed path chain (STYLE rule 11;
-//! docs/artifact-store.md "On-disk layout").
+//! Where the artifact store keeps things: a typed path chain, one type per level, whose
+//! top directory carries the layout version (docs/artifact-store.md "On-disk layout").
 //!
 //! ```text
 //! <root>/                                  canonical absolute path (resolved at open)

@@ -1,5 +1,5 @@
-//! The artifact manifest: the completion marker of a slot, written last (seed 000, "布局与
-//! 校验"; docs/artifact-store.md "Manifest").
+//! The artifact manifest: the completion marker of a slot, written last
+//! (docs/artifact-store.md "Manifest").
 //!
 //! A `strata.artifact_manifest` v1 record ([`crate::record`]) whose payload is
 //! [`ManifestPayload`]: the full key and spec records, their digests, the environment digest,
@@ -8,8 +8,8 @@
 //! not listed. At most [`MAX_MANIFEST_BYTES`] are written or read.
 //!
 //! Comparison is strict: the stored bytes must be the canonical encoding (the record loader
-//! rejects anything else), so a re-formatted marker is INVALID, unlike the reference, which
-//! compared re-encodings (spec/artifact-store.md §3.4, §10.2 item 7).
+//! rejects anything else), so a re-formatted marker is INVALID (comparing re-encodings
+//! would accept edits the parser normalises away).
 
 use std::fmt;
 

@@ -1,5 +1,5 @@
-//! L0: the immutable, content-verified artifact store with stage promotion (seed 000;
-//! DESIGN.md §1–§3; user reference in `docs/artifact-store.md`).
+//! L0: the immutable, content-verified artifact store with stage promotion (user reference
+//! in `docs/artifact-store.md`).
 //!
 //! An *artifact* is the final output of a whole build, stored under its [`ArtifactKey`]
 //! (environment identity, source digest, specialisation digest) in a *slot* selected by its
@@ -28,10 +28,10 @@
 //! # Invariants
 //! * No false HIT: a HIT needs the manifest to load strictly, to name exactly the requested
 //!   key and spec and the slot's own path, and every file of the real tree to be listed with
-//!   its size, owner-exec bit and SHA-256 (DESIGN.md invariant 1).
-//! * Nothing published is modified, repaired or replaced online (invariant 3).
-//! * Read-only stores create, lock and modify nothing under the root (invariant 6).
-//! * Cache trouble never fails a build: it makes the result PRIVATE (invariant 2).
+//!   its size, owner-exec bit and SHA-256.
+//! * Nothing published is modified, repaired or replaced online.
+//! * Read-only stores create, lock and modify nothing under the root.
+//! * Cache trouble never fails a build: it makes the result PRIVATE.
 //!
 //! # Limitations
 //! * Writers must be trusted: a digest detects damage, not a writer replacing files and

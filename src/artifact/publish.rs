@@ -1,5 +1,5 @@
-//! Publication: the write order of a slot (seed 000, "发布与恢复" steps 3–5;
-//! docs/artifact-store.md "Write order"), run by [`super::ArtifactStore`] under the key lock.
+//! Publication: the write order of a slot (docs/artifact-store.md "Write order"), run by
+//! [`super::ArtifactStore`] under the key lock.
 //!
 //! 1. create `<bucket>/<env>/<key>/<spec>` (0700, never through a symlink) and fsync every
 //!    directory of that chain in its parent;

@@ -1,5 +1,5 @@
-//! [`ArtifactStore`]: lookup, `get_or_build`, publication and promotion (seed 000, "发布与
-//! 恢复", "只读使用与阶段升级"; docs/artifact-store.md "Protocol").
+//! [`ArtifactStore`]: lookup, `get_or_build`, publication and promotion
+//! (docs/artifact-store.md "Protocol").
 //!
 //! # get_or_build
 //! 1. Coalesce identical in-process requests ([`super::flight`]).
@@ -22,7 +22,7 @@
 //!
 //! # Write order of a publication (under the key lock)
 //! 1. create `<bucket>/<env>/<key>/<spec>` (0700, never through a symlink) and fsync every
-//!    directory of that chain in its parent (the reference skipped these, §10.2 item 4);
+//!    directory of that chain in its parent (so a crash cannot lose a new ancestor);
 //! 2. create the staging directory `.<stage>.tmp-<16 hex>` (0700) beside the slot;
 //! 3. copy every file (new files, never hard links; 0600, or 0700 with owner-exec; the
 //!    bytes hashed while copied and compared with the private inventory);
@@ -34,16 +34,15 @@
 //! 7. fsync the spec directory.
 //!
 //! If the rename finds the slot occupied, the slot is looked up again: a valid one makes the
-//! result a HIT (the reference returned PRIVATE, §10.2 item 5). If the final fsync fails
-//! after the rename, the result is PUBLISHED with a warning, because the slot exists (the
-//! reference reported PRIVATE, §10.2 item 6). A failed publication removes its staging
+//! result a HIT, not PRIVATE. If the final fsync fails after the rename, the result is
+//! PUBLISHED with a warning, because the slot exists. A failed publication removes its staging
 //! directory; a crash leaves it for `gc`.
 //!
 //! # Locks
 //! One lock per key: `<root>/locks/<key digest>.lock`, shared by every spec and stage of the
 //! key, held from the second lookup to the end of publication. A builder that asks the same
 //! store for another spec of the key *it is building* gets [`Error::RecursiveLock`] at once
-//! instead of deadlocking (§10.2 item 3); other threads and processes wait.
+//! instead of deadlocking; other threads and processes wait.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -492,7 +491,7 @@ impl ArtifactStore {
             return Ok(ArtifactBuild::hit(handle));
         }
         if second.status() != LookupStatus::Miss {
-            // Still under the lock: private builds of one key are serialized (seed 000).
+            // Still under the lock: private builds of one key are serialized.
             let (reason, failure) = private_reason(&second, "");
             let built = self.build_private(spec, builder)?;
             drop(lock);

@@ -1,5 +1,5 @@
 //! Validation of published slots and private build trees by enumerating the real tree
-//! (seed 000, "布局与校验"; docs/artifact-store.md "Read order").
+//! (docs/artifact-store.md "Read order").
 //!
 //! Read order of a slot (every step only reads):
 //! 1. chain check: every component from the canonical root down to the slot is `lstat`ed

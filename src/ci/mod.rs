@@ -1,5 +1,5 @@
-//! GitHub Actions I/O (DESIGN.md §2, §6): step outputs and environment files, the step
-//! summary, workflow commands (`::warning::`, `::notice::`, `::add-mask::`, groups) and
+//! GitHub Actions I/O, for the composite actions in `actions/`: step outputs and environment files,
+//! the step summary, workflow commands (`::warning::`, `::notice::`, `::add-mask::`, groups) and
 //! the HIT/MISS counts of a strata event log.
 //!
 //! Only the command line calls this module; library code never does (it returns reports

@@ -64,7 +64,8 @@ enum ProfileArg {
     Bare,
 }
 
-/// The flags of `strata action run` (the reference engine's flags, same names and meaning).
+/// The flags of `strata action run`: those of vllm-ascend's `csrc/scripts/build_cache.py run`,
+/// with the same names and meaning, plus strata's own.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]

@@ -1,4 +1,5 @@
-//! `strata key generate`: a producer's Ed25519 signing key (issue 9 item 1).
+//! `strata key generate`: a producer's Ed25519 signing key (docs/snapshots.md "Security and
+//! trust model").
 
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //!
 //! Format: `strata: <LEVEL> <message> <field>=<value> ...`. WARN and ERROR are always
 //! printed; `STRATA_LOG=info` (or `debug`, `trace`) adds lower levels. The library never
-//! puts a secret in an event (DESIGN.md invariant 5), so nothing here filters.
+//! puts a secret in an event (secrets never leave memory), so nothing here filters.
 
 use std::fmt::Write as _;
 use std::io::Write as _;

@@ -312,7 +312,7 @@ fn fast_compile_args(
 }
 
 /// True if `first`, strata's first argument, names a compiler rather than a subcommand
-/// or option: `strata gcc -c a.c` runs the launcher (issue 10); subcommand names and
+/// or option: `strata gcc -c a.c` runs the launcher (docs/launcher.md); subcommand names and
 /// `help` win.
 fn is_compiler(first: &std::ffi::OsStr) -> bool {
     use clap::CommandFactory;

@@ -1,4 +1,4 @@
-//! Every line strata prints goes through here (issue 7 item 9): a closed stdout or stderr
+//! Every line strata prints goes through here: a closed stdout or stderr
 //! is not a crash.
 //!
 //! Rust ignores `SIGPIPE`, so writing to a pipe whose reader has gone (`strata snapshot key

@@ -360,7 +360,7 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
         run: RunContext { run_id: env("GITHUB_RUN_ID"), attempt: env("GITHUB_RUN_ATTEMPT") },
     };
 
-    // Exports come first, even for an unsupported key (reference §1.8 step 2).
+    // Exports come first, even for an unsupported key, so later steps always find them.
     let abs_cache = match args.cache_dir.filter(|p| !p.as_os_str().is_empty()) {
         Some(dir) => Some(
             strata::action::CacheRoot::new(&dir)
@@ -489,8 +489,8 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         .map(str::to_owned)
         .collect();
 
-    // The absolute directory is exported whatever happens next (§7.1: the spelling never
-    // enters the object name; later steps build into the absolute path).
+    // The absolute directory is exported whatever happens next (the spelling never enters
+    // the object name; later steps build into the absolute path).
     let abs_dir = strata::action::CacheRoot::new(&literal_dir)
         .map_err(|e| usage("--cache-dir", e))?
         .path()

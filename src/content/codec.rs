@@ -1,5 +1,6 @@
 //! The one verified tar + zstd (or gzip) codec: how every tree strata moves as one stream
-//! is written and read back (issue 8 item 1; docs/format.md "Archives").
+//! is written and read back (docs/snapshots.md "Format", docs/artifact-store.md "L0 objects,
+//! push and pull").
 //!
 //! Snapshots (`crate::snapshot`: entries in walk order, the manifest **last**) and L0
 //! archives (`crate::artifact::archive`: the manifest **first**, then the files in manifest

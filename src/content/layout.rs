@@ -32,7 +32,7 @@
 //! Names that become path components (`--unit`, `--soc`, `--operator`, `--action`) are
 //! encoded injectively ([`encode_component`]): ASCII letters, digits, `_`, `-` and
 //! non-leading `.` stay; every other byte becomes `%XX`. So `a/b` and `a_b` never share a
-//! directory (the reference's sanitiser collided, §11 W22), and no name can be `.`, `..`
+//! directory (a lossy sanitiser would merge them), and no name can be `.`, `..`
 //! or start with a dot (dot-names are reserved for strata's own files).
 //!
 //! Bumping the layout version means renaming [`ACTIONS_DIR`] and bumping

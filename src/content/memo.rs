@@ -1,6 +1,7 @@
 //! Verification memos: which files of a tree were fully hashed, and the stamps they had
 //! then, so a later read of the same unchanged files need not hash them again
-//! (DESIGN.md invariant 1; docs/format.md "Verification memo").
+//! (docs/format.md "Verification memo"). It never weakens the rule that a HIT needs every
+//! byte to match: a memo only stands for a full check of files whose stamps are unchanged.
 //!
 //! A memo maps a file's relative path to the [`FileStamp`] (device, inode, size, mtime,
 //! ctime, mode) it had when its bytes were last hashed and found equal to a recorded digest,
@@ -13,7 +14,7 @@
 //! temp file + rename, never modified in place. A memo that is missing, unreadable, corrupt
 //! or names another subject loads as empty (everything is verified in full); one that
 //! cannot be written costs only a full verification next time. Read-only modes may read a
-//! memo but never write one (invariant 6).
+//! memo but never write one (read-only means read-only).
 //!
 //! # Racy stamps
 //! Timestamps have a granularity (a kernel tick on ext4/xfs, 1 s or 2 s on some

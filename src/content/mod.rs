@@ -1,5 +1,5 @@
 //! The content layer: trees of files described by records, verified against them, placed
-//! and archived (issue 8 item 1; DESIGN.md §2 "content layer").
+//! and archived.
 //!
 //! Action entries, artifact slots, snapshots and L0 archives all store trees. This module
 //! holds what they share, so that the rules that keep strata from ever handing back a

@@ -1,5 +1,5 @@
-//! The one file record: what a tree manifest says about one path (issue 8 item 1;
-//! docs/format.md "Content records").
+//! The one file record: what a tree manifest says about one path (docs/format.md "Content
+//! records").
 //!
 //! Entries, artifact manifests and snapshot manifests all describe trees with this type. In
 //! JSON a record is an object tagged by `kind`:

@@ -1,5 +1,4 @@
-//! A tree manifest and the comparison of a real tree with it, before any hashing (issue 8
-//! item 1).
+//! A tree manifest and the comparison of a real tree with it, before any hashing.
 //!
 //! A manifest is a list of [`Record`]s sorted by path (code-point order of the recorded
 //! text), each path once. [`check_records`] enforces that and the [`Rules`] of the manifest

@@ -1,5 +1,5 @@
 //! Hashing the files of a tree that [`super::tree::compare`] found equal to its manifest,
-//! and placing verified copies of them elsewhere (issue 8 item 1).
+//! and placing verified copies of them elsewhere.
 //!
 //! * [`check_files`] hashes each found file in place (in parallel, opened with
 //!   `O_NOFOLLOW`, with the stamp checked before and after: [`fs::hash_file_stable`]) and

@@ -14,18 +14,18 @@
 //! whitespace, no missing, doubled or unknown tag, no other length.
 //!
 //! [`DigestAlgorithm::Blake3`] (the `blake3` crate, multi-threaded through rayon for large
-//! inputs, see [`RAYON_THRESHOLD_BYTES`]) is the algorithm for file content once the content
-//! formats switch to it (issue 8); [`DigestAlgorithm::Sha256`] stays wherever a format or an
-//! outside specification requires it (snapshot key digests, the source hash, SigV4, the
-//! record envelope's `content_digest`) and for users who must stay on SHA-256. Until the
-//! formats switch, entries, manifests, snapshots and L0 archives still write [`Sha256Digest`]
-//! as bare hex (docs/format.md).
+//! inputs, see [`RAYON_THRESHOLD_BYTES`]) is the default algorithm for file content: entries,
+//! artifact manifests, snapshots and L0 archives write `blake3:` content records
+//! (docs/format.md "Content records"); [`DigestAlgorithm::Sha256`] stays wherever a format or
+//! an outside specification requires it (snapshot key digests, the source hash, SigV4, the
+//! record envelope's `content_digest`) and for users who must stay on SHA-256
+//! (`--digest sha256`).
 //!
-//! **Legacy rule.** Records written by the current release hold digests as bare 64-hex with
-//! no tag; those are always SHA-256. Only [`ContentDigest::parse_legacy`] (and its serde
-//! form [`ContentDigest::deserialize_legacy`]) accepts them; `FromStr` and `Deserialize`
-//! reject untagged text ([`Error::Untagged`]) and Display always writes the tag, so a new
-//! record can never be written untagged.
+//! **Legacy rule.** Records written by releases before the content layer hold digests as bare
+//! 64-hex with no tag; those are always SHA-256. Only [`ContentDigest::parse_legacy`] (and its
+//! serde form [`ContentDigest::deserialize_legacy`]) accepts them; `FromStr` and `Deserialize`
+//! reject untagged text ([`Error::Untagged`]) and Display always writes the tag, so a new record
+//! can never be written untagged.
 //!
 //! [`ContentHasher`] is the streaming form for either algorithm (with a byte counter and
 //! [`io::Write`]); [`ContentDigest::of_bytes`] and [`ContentDigest::of_reader`] are the
@@ -39,12 +39,12 @@
 //! algorithm tag (`sha256:<hex>`) use [`Sha256Digest::to_prefixed`] /
 //! [`Sha256Digest::parse_prefixed`]. [`Hasher`] is its streaming form.
 //!
-//! SHA-256 uses `ring` (already linked for TLS), which picks SHA-NI, AVX2 or SSSE3 code at
-//! run time, so no `unsafe` is needed here. Measured over 256 MiB in memory on one core of a
-//! Xeon with SHA-NI (release build): `ring` 1.22–1.27 GB/s, `sha2` 1.27 GB/s; without
-//! SHA-NI, `sha2` falls back to its portable code (0.26 GB/s here, ≈ 0.12 GB/s on the
-//! runner of issue 8) while `ring` keeps vector code (≈ 0.15–0.23 GB/s there). `ring` is
-//! therefore the faster choice on both kinds of machine, and the only SHA-256 in strata.
+//! SHA-256 uses `ring` (already linked for TLS), which picks SHA-NI, AVX2 or SSSE3 code at run
+//! time, so no `unsafe` is needed here. Measured over 256 MiB in memory on one core of a Xeon with
+//! SHA-NI (release build): `ring` 1.22–1.27 GB/s, `sha2` 1.27 GB/s; without SHA-NI, `sha2` falls
+//! back to its portable code (0.26 GB/s here, ≈ 0.12 GB/s on the 2-core CI runner the content layer
+//! was measured on) while `ring` keeps vector code (≈ 0.15–0.23 GB/s there). `ring` is therefore
+//! the faster choice on both kinds of machine, and the only SHA-256 in strata.
 //!
 //! Hashing *files* lives in [`crate::fs`] (only that module touches the filesystem); this
 //! module hashes bytes and readers.
@@ -170,7 +170,7 @@ impl Sha256Digest {
         to_hex32(&self.0)
     }
 
-    /// `sha256:<64 hex>`, the tagged form used in records (DESIGN.md §4).
+    /// `sha256:<64 hex>`, the tagged form used in records (`docs/records.md`).
     pub fn to_prefixed(&self) -> String {
         format!("sha256:{}", self.to_hex())
     }

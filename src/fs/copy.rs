@@ -3,7 +3,7 @@
 //! Placement writes a temp file in the destination directory, verifies the bytes written
 //! against the expected SHA-256 *before* the rename, and only then renames over the
 //! destination. So a destination path either keeps its old content or gets verified bytes:
-//! never a partial or wrong file (DESIGN.md invariant 1).
+//! never a partial or wrong file.
 //!
 //! [`place_file_checked`] is the one-pass form a HIT uses: it reads the source once,
 //! hashing while copying, or — when the caller vouches for the source's [`FileStamp`] (a

@@ -25,7 +25,8 @@
 //!
 //! # Limitations
 //! * `flock` is node-local: two machines sharing a network filesystem do not exclude each
-//!   other. Caches must live on node-local disks (seed 003, "并发模型").
+//!   other. Caches must live on node-local disks (one cache directory per machine;
+//!   snapshots move caches between machines).
 //! * Names are bytes: a name that is not valid UTF-8 is recorded with `\xHH` escapes
 //!   ([`name`]), never rejected or skipped. Only NUL and `/` cannot appear in a name.
 

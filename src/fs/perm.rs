@@ -2,13 +2,13 @@
 //!
 //! Stored data never keeps the permission bits it was built with: only the owner-exec bit
 //! survives, and the rest comes from a [`Sharing`] policy. setuid, setgid and sticky bits
-//! are always dropped (DESIGN.md invariant 4).
+//! are always dropped (restores never create them).
 
 /// Who may read what strata stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sharing {
     /// Owner only: directories 0700, files 0600 (0700 with owner-exec). The artifact
-    /// store's default (seed 000).
+    /// store's default.
     Private,
     /// World-readable, owner-writable: directories 0755, files 0644 (0755 with
     /// owner-exec). The L1 action cache's default, so a warmed cache can be shared

@@ -1,6 +1,7 @@
 //! No-replace publication of staged directories, and fsync helpers.
 //!
-//! Write order for a published directory (DESIGN.md invariant 3):
+//! Write order for a published directory (readers never see partial state, and nothing
+//! published is modified in place):
 //! 1. build the tree in a [`StagingDir`] beside the destination (same filesystem);
 //! 2. [`fsync_tree`]: every file, then every directory bottom-up;
 //! 3. [`rename_noreplace`] the staging directory onto the destination;

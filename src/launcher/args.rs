@@ -1,4 +1,4 @@
-//! Classifying a compiler command line (issue 10 items 1, 3 and 4): is it one cacheable
+//! Classifying a compiler command line: is it one cacheable
 //! compilation of one C or C++ source into one object file, and if so, what are its source,
 //! outputs, dependency-file flags and include directories?
 //!

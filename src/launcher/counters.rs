@@ -1,4 +1,4 @@
-//! Launcher counters (issue 10 item 6): hits, misses and the reasons compilations were not
+//! Launcher counters: hits, misses and the reasons compilations were not
 //! cached, like `ccache -s`. Machine-local: they live under `.local/launcher-stats/` of the
 //! cache root and are never packed into a snapshot.
 //!

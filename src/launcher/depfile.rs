@@ -1,5 +1,4 @@
-//! Reading and rewriting the Make-format dependency files compilers write with `-MD`/`-MMD`
-//! (issue 10 items 2 and 3).
+//! Reading and rewriting the Make-format dependency files compilers write with `-MD`/`-MMD`.
 //!
 //! Format (GCC and clang): `target [target…]: dependency dependency … \` with
 //! backslash-newline continuations; in a name, `\ ` is a space, `\#` a `#`, `$$` a `$`, and

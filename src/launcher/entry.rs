@@ -1,4 +1,4 @@
-//! Compile entries (issue 10 items 2, 3 and 6): what one cached compilation keeps in the L1
+//! Compile entries: what one cached compilation keeps in the L1
 //! cache, and how a lookup decides that a candidate still applies.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Relocation (issue 10 items 2 and 5): where a compilation happens, and how its paths are
+//! Relocation: where a compilation happens, and how its paths are
 //! written so that a checkout or build directory at another absolute path finds the same
 //! key.
 //!

@@ -1,4 +1,4 @@
-//! The compiler launcher (issue 10): `strata <compiler> ARGS...` as
+//! The compiler launcher (docs/launcher.md): `strata <compiler> ARGS...` as
 //! `CMAKE_<LANG>_COMPILER_LAUNCHER` (or `CC="strata gcc"`), caching each C/C++ compilation
 //! in the L1 cache, in its own domain (`actions-v1/compile/`, see [`entry`]).
 //!

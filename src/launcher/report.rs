@@ -1,4 +1,4 @@
-//! What the compile domain holds and how it is kept bounded (issue 10 item 6): the
+//! What the compile domain holds and how it is kept bounded: the
 //! launcher's part of `strata stats` and `strata action prune`.
 //!
 //! * [`stats`]: entries, candidates and stored bytes under `actions-v1/compile/`, and the

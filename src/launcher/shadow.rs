@@ -1,4 +1,4 @@
-//! The header-shadowing check of direct mode (issue 10 item 2, "beyond ccache"): a header
+//! The header-shadowing check of direct mode (where strata goes beyond ccache): a header
 //! the compiler found in include directory *k* would be shadowed by a file of the same
 //! relative name created later in an *earlier* directory of the search path. ccache's direct
 //! mode does not notice (its manual lists it as a known false hit); strata records, for

@@ -1,5 +1,5 @@
 //! Canonical JSON: the one byte encoding of a JSON value that records are stored and hashed
-//! in (DESIGN.md §4, "Canonical bytes"; `docs/records.md`, "Canonical JSON").
+//! in (`docs/records.md`, "Canonical JSON").
 //!
 //! Rules, all enforced here:
 //! * compact: no whitespace outside strings;

@@ -1,6 +1,5 @@
-//! The record envelope: six keys around a payload, sealed with a digest (seed 004, "通用
-//! Envelope"; DESIGN.md §4; the stored form and digest rule are in the [module
-//! docs](super)). Reading and verifying stored records is in `verify.rs`.
+//! The record envelope: six keys around a payload, sealed with a digest (the stored form and digest
+//! rule are in the [module docs](super)). Reading and verifying stored records is in `verify.rs`.
 //!
 //! Invariants of an [`Envelope`] returned by [`Envelope::seal`] or [`super::load`]:
 //! * `feature_set` is sorted by code point and has no duplicates;

@@ -1,5 +1,5 @@
-//! Schema migrations: a registry of version steps and the verified, migrated load (seed 004,
-//! "Schema 演进"; DESIGN.md §4).
+//! Schema migrations: a registry of version steps and the verified, migrated load
+//! (`docs/records.md`, "Migrations").
 //!
 //! Rules the registry enforces at [`MigrationRegistry::register`]:
 //! * a step goes from a version to a strictly higher one (`to > from`). Versions only grow

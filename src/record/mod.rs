@@ -1,5 +1,5 @@
-//! Records: the canonical, verified envelope every persisted JSON document uses (seed 004,
-//! "通用 Envelope" and "Schema 演进"; DESIGN.md §4; user reference in `docs/records.md`).
+//! Records: the canonical, verified envelope every persisted JSON document uses (user
+//! reference in `docs/records.md`).
 //!
 //! This module works on bytes and [`serde_json::Value`]s only. It never touches the
 //! filesystem or the network; callers read and write the bytes through [`crate::fs`] or a
@@ -33,16 +33,15 @@
 //!   `\t`, and `\u00xx` (lowercase hex) for the other characters below U+0020. Everything else,
 //!   including U+007F, U+2028 and U+2029, is written raw.
 //!
-//! # Digest rule (deliberate deviation from DESIGN.md §4)
+//! # Digest rule: the header is bound too, not only the payload
 //!
-//! DESIGN.md §4 says `content_digest` covers the payload's canonical bytes. Here it is the
-//! SHA-256 of the canonical bytes of the envelope object **without** its `content_digest`
-//! key, i.e. it binds `feature_set`, `payload`, `producer_version`, `schema_name` and
-//! `schema_version`. A payload-only digest would leave the header unprotected: a flipped byte
-//! in `producer_version` or a feature name would load as a different, unnoticed record. With
-//! the header bound, and with the final check that the input bytes equal their canonical
-//! re-encoding ([`Error::NonCanonical`]), every single-byte change of a stored record is
-//! rejected; the tests flip every byte of sample records with every XOR mask.
+//! `content_digest` is the SHA-256 of the canonical bytes of the envelope object **without** its
+//! `content_digest` key, i.e. it binds `feature_set`, `payload`, `producer_version`, `schema_name`
+//! and `schema_version`. A payload-only digest would leave the header unprotected: a flipped byte
+//! in `producer_version` or a feature name would load as a different, unnoticed record. With the
+//! header bound, and with the final check that the input bytes equal their canonical re-encoding
+//! ([`Error::NonCanonical`]), every single-byte change of a stored record is rejected; the tests
+//! flip every byte of sample records with every XOR mask.
 //!
 //! # Verification order
 //!

@@ -1,5 +1,5 @@
-//! The strict JSON parser records are read with (seed 004, "Schema 演进": duplicate-safe raw
-//! parsing; DESIGN.md §4, "Parsing is strict").
+//! The strict JSON parser records are read with: duplicate keys and anything else that
+//! could read two ways are rejected (`docs/records.md`, "Reading a record").
 //!
 //! `serde_json::from_slice::<Value>` silently keeps the last of two equal keys and turns
 //! `1.0` into a float, so two different byte strings could be read as one record, or a

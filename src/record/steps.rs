@@ -1,4 +1,4 @@
-//! The production migration steps (issue 8 item 3): the schemas whose content digests became
+//! The production migration steps: the schemas whose content digests became
 //! algorithm-tagged (and the snapshot sidecar, whose object digest did).
 //!
 //! Version 1 of the entry, artifact-manifest and snapshot-manifest schemas recorded each
@@ -11,7 +11,7 @@
 //! stored byte stays verifiable. Everything else in the payload is carried unchanged.
 //!
 //! The steps are pure JSON transformations, so this module depends on nothing above
-//! `record` (DESIGN.md §2). The lineage of a migrated record is
+//! `record` (module dependencies point one way). The lineage of a migrated record is
 //! [`super::Migrated::source_digest`] (the digest of the stored record, which never
 //! changes: stored records are never rewritten) plus the ordered step ids.
 

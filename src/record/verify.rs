@@ -1,6 +1,5 @@
 //! Reading stored records: strict parse, envelope shape, schema, features, digest and
-//! canonical form, in that order (seed 004, "通用 Envelope"; DESIGN.md §4, "Parsing is
-//! strict"; the order is listed in the [module docs](super)).
+//! canonical form, in that order (the order is listed in the [module docs](super)).
 //!
 //! [`load`] returns only envelopes that passed every check. The single-byte-flip tests at
 //! the bottom are the reason for the digest rule (the header is bound) and for the final

@@ -1,6 +1,6 @@
 //! The commit protocol of a save: an object of its own, a sidecar that binds it, and the
-//! truth about what happened when the store's answers are lost (issue 7 items 6 and 7;
-//! `docs/snapshots.md` "Save", `docs/transport.md` "No overwrite, and its race").
+//! truth about what happened when the store's answers are lost (`docs/snapshots.md` "Save",
+//! `docs/transport.md` "No overwrite, and its race").
 //!
 //! # Names
 //! A save uploads its snapshot object under a name no other save uses,

@@ -1,5 +1,5 @@
-//! The compatibility descriptor: which machines may share a snapshot (seed 003 "Schema 与快照
-//! 兼容性"; reference behaviour in `spec/snapshots.md` §1.2–1.4).
+//! The compatibility descriptor: which machines may share a snapshot (docs/snapshots.md
+//! "The compatibility descriptor").
 //!
 //! The descriptor is a JSON object
 //! `{"architecture": <canonical arch>, "soc_version": <canonical SoC>, "toolchain": {...}}`,
@@ -15,15 +15,15 @@
 //! `platform` is `{"system", "machine", "libc": [name, version], "os_release_sha256"}` (the
 //! last key only if the os-release file exists): the host's `uname` system and machine,
 //! `getconf GNU_LIBC_VERSION` split in two (`["", ""]` when unavailable), and the SHA-256
-//! of `/etc/os-release`. The `container-image` and `runtime-container` shapes are the
-//! reference's, so the reference's test vector gives the same digest (for ASCII values;
-//! strata writes non-ASCII characters as UTF-8, the reference as `\u` escapes).
+//! of `/etc/os-release`. The `container-image` and `runtime-container` shapes are those
+//! vllm-ascend's CI key script hashes, so its example gives the same digest (for ASCII
+//! values; strata writes non-ASCII characters as UTF-8, that script as `\u` escapes).
 //!
 //! Canonicalisation: the architecture is lower-cased and mapped (`x64`/`x86_64`/`amd64` →
 //! `x64`, `arm64`/`aarch64` → `arm64`), anything else is unsupported. The SoC is trimmed,
-//! lower-cased and looked up in [`SocTable`] (the reference's aliases plus any file given
-//! with `--soc-aliases`); an unknown SoC is kept lower-cased **with a warning** (the
-//! reference passed it through silently, §7.13). No SoC given is the value `none`.
+//! lower-cased and looked up in [`SocTable`] (vllm-ascend's aliases plus any file given
+//! with `--soc-aliases`); an unknown SoC is kept lower-cased **with a warning** (silently,
+//! a typo would open a new namespace). No SoC given is the value `none`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,7 +37,7 @@ use crate::record;
 use crate::toolchain::{resolve_tool, tool_content, tool_version};
 
 /// The default CANN metadata file for a canonical architecture (`x64` → `x86_64-linux`,
-/// `arm64` → `aarch64-linux`), as the reference reads it.
+/// `arm64` → `aarch64-linux`), where a CANN toolkit installs it.
 pub fn default_cann_metadata(architecture: &str) -> PathBuf {
     let machine = if architecture == "arm64" { "aarch64" } else { "x86_64" };
     PathBuf::from(format!(
@@ -70,7 +70,7 @@ pub struct SocTable {
     aliases: BTreeMap<String, String>,
 }
 
-/// The reference's aliases (§1.3): each canonical SoC with its accepted spellings.
+/// vllm-ascend's SoC aliases: each canonical SoC with its accepted spellings.
 const BUILTIN_SOCS: &[(&str, &[&str])] = &[
     ("ascend910b1", &["a2", "910b", "ascend910b1"]),
     ("ascend910_9391", &["a3", "a3-560t", "ascend910_9391"]),

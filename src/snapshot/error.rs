@@ -1,7 +1,7 @@
 //! [`Error`]: what can go wrong computing keys, packing, unpacking, restoring and saving.
 //!
 //! Callers classify with predicates ([`Error::is_usage`], [`Error::is_corrupt`],
-//! [`Error::is_transport`]), never by message text (STYLE rule 15). No variant holds a
+//! [`Error::is_transport`]), never by message text. No variant holds a
 //! credential: transport errors are already secret-free.
 
 use std::io;

@@ -1,4 +1,4 @@
-//! Snapshot keys (seed 003 "Schema 与快照兼容性"; reference §1, fixes §7.4, §7.13–16).
+//! Snapshot keys (docs/snapshots.md "Key anatomy").
 //!
 //! ```text
 //! compat prefix       = <prefix>-schema<N>-<compat digest>-
@@ -18,7 +18,7 @@
 //!   The full 64-hex values are in `--json` output. A given `--source-hash` is used
 //!   verbatim and must not contain `-` ([`super::source`]).
 //! * The suffix starts with the UTC time, so among keys of one same-source prefix the
-//!   lexicographically largest is the newest, deterministically (§7.4); the run id
+//!   lexicographically largest is the newest, deterministically; the run id
 //!   (`GITHUB_RUN_ID`, else `local`; only letters and digits kept), the attempt
 //!   (`GITHUB_RUN_ATTEMPT`, else `0`), the pid and 4 random bytes make it unique.
 //!

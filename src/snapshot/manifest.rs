@@ -1,4 +1,4 @@
-//! The snapshot's records (DESIGN.md §4; `docs/snapshots.md` "Format"):
+//! The snapshot's records (`docs/snapshots.md` "Format"; envelopes as in `docs/records.md`):
 //!
 //! * [`SnapshotManifest`] (`strata.snapshot_manifest` v2): the last entry of the tar
 //!   stream, named [`MANIFEST_ENTRY`]. `entries`: every directory, regular file (relative
@@ -104,8 +104,8 @@ impl SnapshotManifest {
 }
 
 /// Loads a manifest record of version 2, or of version 1 through the production migration
-/// (DESIGN.md §4). Returns the manifest and the digest of the record **as stored**
-/// (`sha256:<hex>`: what a sidecar binds, and the lineage of a migrated record), after
+/// (`docs/records.md`, "Migrations"). Returns the manifest and the digest of the record **as
+/// stored** (`sha256:<hex>`: what a sidecar binds, and the lineage of a migrated record), after
 /// checking [`MANIFEST_RULES`].
 ///
 /// # Errors
@@ -152,7 +152,7 @@ pub struct Sidecar {
     /// As in the manifest.
     pub parents: Vec<String>,
     /// The producer's signature of everything above ([`Sidecar::statement`]), when the
-    /// save was given a signing key (issue 9). Absent in unsigned sidecars and in those of
+    /// save was given a signing key. Absent in unsigned sidecars and in those of
     /// earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<crate::trust::Signature>,
@@ -201,10 +201,10 @@ pub fn is_object_name_of(key: &str, name: &str) -> bool {
     })
 }
 
-/// Loads a sidecar record of any version: 3, or 2 and 1 of earlier releases through the
-/// production migrations (DESIGN.md §4). Versions 2 and 3 must name their object, of their
-/// own key; version 1 must not (its object is the key). Returns the digest of the record
-/// as stored (`sha256:<hex>`) and the sidecar.
+/// Loads a sidecar record of any version: 3, or 2 and 1 of earlier releases through the production
+/// migrations (`docs/records.md`, "Migrations"). Versions 2 and 3 must name their object, of their
+/// own key; version 1 must not (its object is the key). Returns the digest of the record as stored
+/// (`sha256:<hex>`) and the sidecar.
 ///
 /// # Errors
 /// [`Error::Record`] for a record that does not verify or migrate;

@@ -1,6 +1,5 @@
-//! Snapshots: moving a whole L1 cache between machines through an object store (seed 003
-//! "Schema 与快照兼容性", "准备、恢复和保存操作", "持久化传输与信任"; DESIGN.md §1, §2;
-//! user guide in `docs/snapshots.md`).
+//! Snapshots: moving a whole L1 cache between machines through an object store (user guide
+//! in `docs/snapshots.md`).
 //!
 //! * [`key`]: the snapshot key `<prefix>-schema<N>-<compat digest>-<source hash>-<suffix>`
 //!   and its two prefixes; [`compat`] builds the compatibility descriptor (architecture,
@@ -26,7 +25,9 @@
 //! one key interleave, a visible sidecar commits an object of the same save.
 //!
 //! # Invariants
-//! * Restores stay inside their target (DESIGN.md invariant 4): see [`unpack`].
+//! * Restores stay inside their target (no absolute paths, no `..`, no writing through
+//!   symlinks, no hard links or devices, special mode bits dropped, sizes bounded): see
+//!   [`unpack`].
 //! * A cache directory is never half restored: it is either untouched or replaced as a
 //!   whole by a verified tree ([`mod@restore`]); a directory that is not strata's own (the
 //!   workspace, `$HOME`, anything holding other files) is refused, untouched.

@@ -1,5 +1,5 @@
-//! Packing: `<cache root>/actions-v1/` → one compressed tar stream in a file (seed 003
-//! "持久化传输与信任"; `docs/snapshots.md` "Format").
+//! Packing: `<cache root>/actions-v1/` → one compressed tar stream in a file
+//! (`docs/snapshots.md` "Format").
 //!
 //! Stream layout:
 //! ```text

@@ -1,14 +1,14 @@
 //! Restore: find the best snapshot for a key, verify it, and replace the cache directory
-//! with it atomically (seed 003 "准备、恢复和保存操作"; reference §2, fixes §7.1, §7.4–7,
-//! §7.16).
+//! with it atomically (docs/snapshots.md "Restore").
 //!
 //! Lookup order, first match wins; only keys whose sidecar `<key>.json` exists count:
-//! 1. the exact key (HEAD of the sidecar: never a prefix match, §7.5);
+//! 1. the exact key (HEAD of the sidecar: never a prefix match, which would let a newer key
+//!    that merely starts with it win);
 //! 2. the newest snapshot under the key's same-source prefix, then under its compatibility
 //!    prefix (both derived from the key when it has strata's shape);
 //! 3. the newest snapshot under each `--restore-key` prefix, in order.
 //!
-//! Listings follow every page (§7.4). "Newest" is the largest suffix time
+//! Listings follow every page. "Newest" is the largest suffix time
 //! (`yyyymmddThhmmssZ`, the first field of strata's suffix), ties broken by the whole key
 //! (byte order, larger wins); keys without that field use the sidecar's `Last-Modified`
 //! formatted the same way, then its sub-second part at the store's resolution (S3

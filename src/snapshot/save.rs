@@ -1,5 +1,5 @@
 //! Save: publish the cache as a new snapshot, only when it gained something and only by a
-//! trusted writer (seed 003 "准备、恢复和保存操作", "持久化传输与信任"; reference §3).
+//! trusted writer (docs/snapshots.md "Save").
 //!
 //! Gates, in order; each skip names its [`SkipReason`] and nothing is uploaded:
 //! 1. a primary key was given (`NoKey`);

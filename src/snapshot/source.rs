@@ -1,4 +1,4 @@
-//! The tracked-source hash: which sources a snapshot was built from (reference §1.5).
+//! The tracked-source hash: which sources a snapshot was built from.
 //!
 //! In the source root, strata runs
 //! `git -c safe.directory=<root> ls-files -s -- <pathspecs>` and takes the SHA-256 (64
@@ -8,9 +8,9 @@
 //! commit id. A caller that builds from an edited work tree passes its own hash with
 //! `--source-hash`.
 //!
-//! Unlike the reference helper (which fell back to the literal `adhoc`), an empty listing,
-//! a missing `git` or a tree that is not a repository makes the key unsupported, with the
-//! reason: one strict rule instead of two (§7.15).
+//! An empty listing, a missing `git` or a tree that is not a repository makes the key
+//! unsupported, with the reason: one strict rule, never a made-up hash such as `adhoc`
+//! that unrelated trees would share.
 //!
 //! A given `--source-hash` is used verbatim. It must be 1 to 128 characters from
 //! `[A-Za-z0-9._]`: no `-`, so that a same-source prefix can never match a longer
@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn reference_vector_and_index_semantics() {
-        // The reference's vector: the manifest bytes hash as documented.
+        // The example of vllm-ascend's key script: the listing bytes hash as documented.
         assert_eq!(
             Sha256Digest::of_bytes(b"100644 blob 0\tcsrc/kernel.cpp\n").to_hex(),
             "48a069db4fa18c98b8092dd8c774dc5a90e77e4a20946654d780f32434764cea"

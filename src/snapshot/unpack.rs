@@ -1,5 +1,5 @@
-//! Unpacking a snapshot into an empty staging directory, under DESIGN.md invariant 4:
-//! restores stay inside their target.
+//! Unpacking a snapshot into an empty staging directory, under one rule: restores stay
+//! inside their target.
 //!
 //! The stream is read by the content layer's codec ([`crate::content::codec::extract`]),
 //! which holds the rules below for snapshots and L0 archives alike; this module adds what

@@ -1,4 +1,4 @@
-//! Tool identity by content (issue 9 item 3), like ccache's `compiler_check=content`: a
+//! Tool identity by content, like ccache's `compiler_check=content`: a
 //! digest of the tool's executable and, for a GCC-style compiler driver, of the back ends
 //! it runs, so that two toolchains printing the same `--version` (a rebuilt or patched
 //! compiler, a fake one) never share a key.

@@ -6,7 +6,7 @@
 //!   ccache masquerade directory), its `--version` identity and the stamp memo that lets a
 //!   HIT skip the spawn; [`looks_like_compiler`] for the driver names.
 //!
-//! * [`content`]: identity by content (the driver's and its back ends' bytes, issue 9),
+//! * [`content`]: identity by content (the driver's and its back ends' bytes),
 //!   for toolchains whose `--version` cannot be trusted to tell them apart.
 
 pub mod content;

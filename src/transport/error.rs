@@ -1,9 +1,8 @@
 //! [`Error`]: everything that can go wrong moving objects, with predicates for callers.
 //!
-//! Callers classify with [`Error::is_not_found`], [`Error::is_retryable`],
-//! [`Error::is_auth`] and [`Error::is_timeout`], never by matching message text (STYLE
-//! rule 15). Errors from the network record how many retries were made and how long the
-//! operation took ([`Error::retries`], [`Error::elapsed`]).
+//! Callers classify with [`Error::is_not_found`], [`Error::is_retryable`], [`Error::is_auth`] and
+//! [`Error::is_timeout`], never by matching message text. Errors from the network record how many
+//! retries were made and how long the operation took ([`Error::retries`], [`Error::elapsed`]).
 //!
 //! No variant holds a credential, a signature, a signed URL or a request header.
 

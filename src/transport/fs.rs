@@ -4,7 +4,7 @@
 //! upload. A put copies into a temp file `.strata-<random>.tmp` in the destination
 //! directory, fsyncs it, publishes it with `renameat2(RENAME_NOREPLACE)` and fsyncs the
 //! directory, so readers never see a partial object and nothing is ever overwritten
-//! (DESIGN.md invariant 3). Listings skip those temp files.
+//! (immutable publication). Listings skip those temp files.
 //!
 //! # Limitations
 //! * A crash between creating a temp file and publishing it leaves the temp file behind;

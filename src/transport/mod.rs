@@ -1,4 +1,4 @@
-//! Object stores: moving whole files under [`ObjectKey`]s (DESIGN.md §2, issue 3 item 5).
+//! Object stores: moving whole files under [`ObjectKey`]s.
 //!
 //! Transport knows nothing about caches, actions or snapshots: it puts a local file under a
 //! key, gets a key into a local file, answers HEAD and LIST, and deletes. Two backends:
@@ -11,7 +11,7 @@
 //!   tuning reference.
 //!
 //! # Invariants
-//! * **Never overwrite** (DESIGN.md invariant 3): [`ObjectStore::put_file_if_absent`]
+//! * **Never overwrite**: [`ObjectStore::put_file_if_absent`]
 //!   publishes with `renameat2(RENAME_NOREPLACE)` on a directory store, and with a HEAD
 //!   check plus a conditional write (`If-None-Match: *`) on S3. A server that ignores the
 //!   condition (or checks it apart from the write) leaves a small race between the check
@@ -19,7 +19,7 @@
 //! * **The truth about retried writes**: a conditional write that was retried after a lost
 //!   answer and then refused compares the stored object with the bytes it sent and reports
 //!   `Created` when they are its own (`s3::put`).
-//! * **Secrets never leave memory** (invariant 5): credentials live in [`Secret`], whose
+//! * **Secrets never leave memory**: credentials live in [`Secret`], whose
 //!   `Debug` and `Display` print `***`; no error, log line or [`ObjectStore::describe`]
 //!   output contains one, nor a signature or an `Authorization` header.
 //! * Downloads write the destination file; the caller verifies its content (the store only

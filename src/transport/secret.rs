@@ -1,4 +1,5 @@
-//! [`Secret`]: a string that never prints (DESIGN.md invariant 5).
+//! [`Secret`]: a string that never prints: credentials are never printed, logged, or put in
+//! events, error messages or records.
 
 use std::fmt;
 

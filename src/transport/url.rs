@@ -1,6 +1,6 @@
 //! [`StoreUrl`]: parsing `file://` and `s3://` store URLs.
 //!
-//! Forms (DESIGN.md §5):
+//! Forms (docs/transport.md):
 //! * `file:///abs/dir` or a bare absolute path `/abs/dir`: a directory store;
 //! * `s3://bucket[/prefix][?endpoint=URL&region=NAME&addressing=path|virtual|auto]`: an
 //!   S3-compatible store. The prefix is `/`-separated, without leading or trailing `/`; every

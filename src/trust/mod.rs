@@ -1,4 +1,5 @@
-//! Producer signatures: who wrote a snapshot or an L0 archive (issue 9 items 1 and 2).
+//! Producer signatures: who wrote a snapshot or an L0 archive (docs/snapshots.md "Security
+//! and trust model").
 //!
 //! Content digests prove that bytes are the ones a producer described; a signature proves
 //! which producer described them. A producer holds an Ed25519 secret key

@@ -1,17 +1,15 @@
-//! `compiler_environment_hash`: which toolchain compiles it (seed 003 "配方与编译器环境";
-//! spec/engine.md §2.5).
+//! `compiler_environment_hash`: which toolchain compiles it.
 //!
 //! Records:
 //! * `profile`, `system` (uname sysname, e.g. `Linux`), `machine` (uname machine, e.g.
 //!   `x86_64`);
 //! * `tool:<name>` → version text ([`crate::toolchain`]) for the profile's default tools *and*
-//!   every `--environment-tool` (the reference dropped the defaults as soon as one tool was
-//!   given, §11 W18). `<name>` is the basename of the tool as given (`c++`, `g++-12`), not
-//!   of the resolved file, so an alternatives symlink does not change identity. Tools are
-//!   deduplicated by canonical path. An explicit tool that cannot be found or whose
-//!   `--version` fails is an error; a missing *default* tool records `absent` (a stable
-//!   value, never silently dropped); a default tool whose `--version` fails records
-//!   `unavailable`.
+//!   every `--environment-tool` (giving one tool never drops the defaults). `<name>` is the
+//!   basename of the tool as given (`c++`, `g++-12`), not of the resolved file, so an alternatives
+//!   symlink does not change identity. Tools are deduplicated by canonical path. An explicit tool
+//!   that cannot be found or whose `--version` fails is an error; a missing *default* tool records
+//!   `absent` (a stable value, never silently dropped); a default tool whose `--version` fails
+//!   records `unavailable`.
 //! * `metadata:<basename>` → SHA-256 hex of each `--environment-file` (must be a regular
 //!   file) and, for the `ascendc` profile, of each CANN metadata candidate that exists
 //!   (an unreadable candidate records `unreadable`);

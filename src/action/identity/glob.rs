@@ -1,4 +1,4 @@
-//! Glob patterns for `--exclude` and `--artifact-include` (spec/engine.md §2.8).
+//! Glob patterns for `--exclude` and `--artifact-include`.
 //!
 //! Patterns match a whole relative POSIX path. `*` matches any run of characters
 //! *including* `/` (shell `fnmatch` semantics, not gitignore), `?` one character, `[...]`
@@ -11,8 +11,8 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use crate::action::Error;
 use crate::fs::RelPath;
 
-/// Default excludes for directory walks of prepared inputs. Unlike the reference engine
-/// (spec/engine.md §11 W7), `.git` and `__pycache__` are excluded at any depth, so a nested
+/// Default excludes for directory walks of prepared inputs. `.git` and `__pycache__` are
+/// excluded at any depth (not only at the top of the walk), so a nested
 /// repository or a submodule's `.git` file never enters identity.
 pub const DEFAULT_EXCLUDES: &[&str] = &[
     ".git",
@@ -135,7 +135,7 @@ mod tests {
     fn bad_pattern_is_an_error() {
         let err = Patterns::new(&["[unclosed"]).err().unwrap();
         assert!(matches!(err, Error::InvalidGlob { .. }));
-        // Issue 7 item 11: the pattern is named once, not again by the parser's own text.
+        // The pattern is named once, not again by the parser's own text.
         assert_eq!(
             err.to_string(),
             "invalid glob pattern \"[unclosed\": unclosed character class; missing ']'"

@@ -1,4 +1,4 @@
-//! Action identity (seed 003 "缓存标识"; spec/engine.md §2).
+//! Action identity: the key of one build action.
 //!
 //! ```text
 //! action key = canonical_hash({ ("compiler_environment_hash", E),
@@ -15,8 +15,9 @@
 //! Every component is a multiset of `(name, value)` records hashed by [`Records::hash`].
 //! The records themselves are stored beside each entry so `strata action explain` can name
 //! what changed. Relocating a checkout keeps every key as long as the moved roots are
-//! passed as `--normalize-path` ([`normalize`]); any semantic change changes a key
-//! (DESIGN.md invariant 7).
+//! passed as `--normalize-path` ([`normalize`]); any semantic change changes a key. Both
+//! directions of every normalisation rule are tested: relocation stays a HIT, a semantic
+//! change becomes a MISS.
 
 pub mod environment;
 pub mod glob;

@@ -1,5 +1,4 @@
-//! Path normalisation of text: physical roots become `<PATH_i>` placeholders (seed 003,
-//! "预处理输入契约"; spec/engine.md §2.7).
+//! Path normalisation of text: physical roots become `<PATH_i>` placeholders.
 //!
 //! A root is replaced only where it stands as a whole path prefix:
 //!
@@ -12,7 +11,7 @@
 //!   whitespace or one of `\ / " ' = , : ; ) ] }`.
 //!
 //! "Whitespace" is the Unicode `White_Space` property on *both* sides, and `;` counts on
-//! *both* sides (the reference engine was asymmetric there: spec/engine.md §11 W3). So
+//! *both* sides (the same rule before and after the root). So
 //! `x;/root/a`, `-I/root/inc`, `"/root/f.h"` and `--opt=/root/gen` are normalised, while
 //! `/rootx`, `/root-backup/x` and `/other/root/a` are not.
 //!

@@ -1,18 +1,18 @@
-//! `operator_text_hash`: the per-revision namespace of a custom operator's sources (seed 003
-//! "缓存标识"; spec/engine.md §2.6). It is a directory level in the entry path, not part
-//! of the action key: a changed operator text with identical prepared inputs gives a new
-//! namespace and therefore a MISS, and prune keeps the newest N namespaces.
+//! `operator_text_hash`: the per-revision namespace of a custom operator's sources. It is a
+//! directory level in the entry path, not part of the action key: a changed operator text with
+//! identical prepared inputs gives a new namespace and therefore a MISS, and prune keeps the newest
+//! N namespaces.
 //!
 //! Candidates: with `--repo-root` containing the source, the files git tracks under it
 //! (`git -c safe.directory=* -C <repo_root> ls-files -z -- <source>`, so a container's
 //! "dubious ownership" check does not silently switch to a different file set). When git
 //! is unavailable, fails, or tracks nothing there (an untracked operator directory), the
-//! source directory is walked instead (default excludes apply); the reference hashed an
-//! untracked directory to the empty namespace shared by every untracked operator (§11 W6).
+//! source directory is walked instead (default excludes apply), so two untracked operators
+//! never share the namespace of an empty listing.
 //!
 //! Records: `(<path relative to the source>, sha256 of the raw bytes)` for files — text and
 //! binary alike — and `(<path>, "symlink:" + text)` for symlinks, keyed by the link's own
-//! path (the reference keyed it by its target's, §11 W5). A missing source directory is
+//! path (not by its target's). A missing source directory is
 //! [`Error::OperatorSourceMissing`]. Paths and link texts are recorded in the name encoding
 //! ([`crate::fs::name`]): a file whose name is not UTF-8 counts like any other.
 

@@ -1,4 +1,4 @@
-//! `prepared_input_hash`: what is compiled (seed 003 "预处理输入契约"; spec/engine.md §2.3).
+//! `prepared_input_hash`: what is compiled.
 //!
 //! For input number `i` (label `input[i]`), in order:
 //!
@@ -16,7 +16,7 @@
 //!    [`crate::fs::Error::SymlinkCycle`]. FIFOs, sockets and devices record
 //!    `(input[i]/<rel>, "special:<kind>")`. Empty directories record nothing.
 //!
-//! Symlink text is normalised like any other text (unlike the reference, §11 W4), so an
+//! Symlink text is normalised like any other text, so an
 //! absolute in-tree link survives relocation; its resolved content is hashed separately,
 //! so normalising the text never hides a change.
 //!

@@ -1,16 +1,16 @@
-//! `recipe_hash`: how it is compiled (seed 003 "配方与编译器环境"; spec/engine.md §2.4).
+//! `recipe_hash`: how it is compiled.
 //!
 //! Records:
 //! * `recipe_file[j]` → file hash of the j-th `--recipe-file` under the same text rule as
 //!   prepared inputs ([`super::prepared::semantic_file_hash`]); the file's name and path do
-//!   not enter the hash. Recipe files and prepared files are classified the same way (the
-//!   reference used two rules, §11 W23).
+//!   not enter the hash. Recipe files and prepared files are classified the same way (one
+//!   "looks like text" rule).
 //! * `recipe_value[j]` → the normalised j-th `--recipe-value`.
 //! * `original_command` → the compact JSON array of the normalised command tokens; when a
 //!   token is not UTF-8, `original_command_bytes` instead, every token in the name encoding
 //!   ([`crate::fs::name`]).
 //! * `set_env[j]` → SHA-256 hex of the exact `NAME=VALUE` bytes (not normalised: an
-//!   override may point at inputs nothing else covers, seed 003).
+//!   override may point at inputs nothing else covers).
 //! * `working_directory` → the normalised absolute `--working-directory`, only when given.
 //!   Paths are recorded in the name encoding ([`crate::fs::name`]), so two directories
 //!   whose names differ only in bytes that are not UTF-8 never share a record.

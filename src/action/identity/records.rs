@@ -1,4 +1,4 @@
-//! Identity records and their canonical hash (spec/engine.md §2.1).
+//! Identity records and their canonical hash.
 //!
 //! An identity component is a multiset of `(name, value)` string pairs. Its hash is
 //! SHA-256 over the pairs sorted by name then value (byte-wise, which is code-point order),

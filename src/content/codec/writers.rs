@@ -14,7 +14,7 @@
 //! Disk use follows the data: a file grows only by bytes that have arrived from the
 //! archive. Nothing is reserved or pre-sized from the size an entry's header declares (a
 //! 236-byte archive may claim a 1 TiB file; `fallocate` on that claim filled the disk
-//! before the archive was found truncated, issue 7 item 3).
+//! before the archive was found truncated).
 
 use std::fs::File;
 use std::io::{self, Read, Write};

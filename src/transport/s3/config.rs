@@ -1,6 +1,6 @@
 //! [`S3Config`]: endpoint, region, addressing and credentials of an S3 store.
 //!
-//! Resolution (DESIGN.md §5), first match wins:
+//! Resolution (docs/transport.md), first match wins:
 //! * endpoint: `endpoint=` in the URL, `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, else
 //!   `https://s3.<region>.amazonaws.com`;
 //! * region: `region=`, `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`;

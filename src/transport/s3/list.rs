@@ -1,6 +1,6 @@
-//! LIST: ListObjectsV2 under the store prefix, following every page (the reference read
-//! one page of at most 1,000 objects; spec §7 item 4), on stores whose pagination is not
-//! what AWS documents too.
+//! LIST: ListObjectsV2 under the store prefix, following every page (a prefix may hold
+//! more than the 1,000 objects of one page), on stores whose pagination is not what AWS
+//! documents too.
 //!
 //! Keys come back relative to the store prefix. A listed name that is not a valid
 //! [`ObjectKey`] (written by another tool) is skipped with a warning, never an error.

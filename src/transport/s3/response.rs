@@ -1,7 +1,7 @@
 //! Turning S3 responses into results: status mapping, the XML error body, and small XML
 //! helpers shared by the other submodules.
 //!
-//! Mapping (issue 3 item 5):
+//! Mapping:
 //! * 403/401 → [`Error::AccessDenied`] ("check the credentials / signature / clock skew");
 //! * 404 `NoSuchBucket` → [`Error::NoSuchBucket`]; other 404 → [`Error::NotFound`];
 //! * 301, `PermanentRedirect`, `AuthorizationHeaderMalformed` or

@@ -2,7 +2,7 @@
 //! a [`SignedRequest`] only through [`UnsignedRequest::sign`] or, for anonymous reads,
 //! [`UnsignedRequest::anonymous`].
 //!
-//! Rules (issue 3 item 5):
+//! Rules:
 //! * the signature goes in the `Authorization` header (no presigned URLs);
 //! * the payload hash is sent as `x-amz-content-sha256`: the hex SHA-256 of small bodies,
 //!   or `UNSIGNED-PAYLOAD` for part uploads; never `aws-chunked` bodies and never the

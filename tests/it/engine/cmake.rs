@@ -275,3 +275,60 @@ fn engine_cmake_module_missing_required_keywords_fail_the_configure() {
         r.stderr
     );
 }
+
+/// `actions/key` exports the tools its snapshot key was computed from as
+/// STRATA_TOOLCHAIN_TOOLS. A project that compiles with another compiler (a wrapper script
+/// standing in for `g++-13` or clang) while the key names `cc c++` gets a configure warning
+/// that names the compiler to add; a compiler named in the list (by path, or by name on
+/// PATH through its symlinks) and a build without the variable get none. The warning never
+/// fails the configure step.
+#[test]
+fn engine_cmake_module_warns_when_the_snapshot_key_names_other_compilers() {
+    use std::os::unix::fs::PermissionsExt;
+    require_tool("cmake", "apt-get install cmake");
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let wrapper = ctx.write("bin/gcc-13", "#!/bin/sh\nexec gcc \"$@\"\n");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let src = ctx.path("p");
+    write_file(
+        &src.join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.16)\nproject(p C)\ninclude(strata)\n",
+    );
+    let module = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cmake");
+    let configure = |build: &str, tools: Option<&str>, compiler: &str| {
+        let mut cmd = Command::new("cmake");
+        cmd.arg("-S")
+            .arg(&src)
+            .arg("-B")
+            .arg(ctx.path(build))
+            .arg(format!("-DCMAKE_MODULE_PATH={}", module.display()))
+            .arg(format!("-DSTRATA_EXECUTABLE={STRATA}"))
+            .arg(format!("-DCMAKE_C_COMPILER={compiler}"))
+            .env("GITHUB_ACTIONS", "true")
+            .env_remove("STRATA_CACHE_ROOT")
+            .env_remove("STRATA_TOOLCHAIN_TOOLS");
+        if let Some(tools) = tools {
+            cmd.env("STRATA_TOOLCHAIN_TOOLS", tools);
+        }
+        let r = run_bounded(cmd, CMAKE_TIMEOUT);
+        r.expect_code(0);
+        r.stderr
+            .lines()
+            .filter(|l| l.starts_with("::warning title=strata toolchain-tools::"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let gcc13 = wrapper.display().to_string();
+
+    let warned = configure("b1", Some("cc c++"), &gcc13);
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    let line = &warned[0];
+    assert!(line.contains(&format!("compiles C with {gcc13} ({gcc13})")), "{line}");
+    assert!(line.contains("STRATA_TOOLCHAIN_TOOLS: 'cc c++'"), "{line}");
+    assert!(line.ends_with(&format!("add {gcc13} to toolchain-tools")), "{line}");
+
+    assert_eq!(configure("b2", Some(&format!("{gcc13}\ncmake")), &gcc13), Vec::<String>::new());
+    assert_eq!(configure("b3", Some("gcc"), "gcc"), Vec::<String>::new());
+    assert_eq!(configure("b4", None, &gcc13), Vec::<String>::new());
+}

@@ -192,6 +192,8 @@ fn actions_producer_then_consumer_through_s3() {
     assert_eq!(key.env("STRATA_CACHE_ROOT"), abs_a.display().to_string());
     let events_a = key.env("STRATA_EVENT_LOG");
     assert!(events_a.ends_with("strata-events-job.jsonl"), "{events_a}");
+    // The key's tools, for strata.cmake's check of the compilers the build really uses.
+    assert_eq!(key.env("STRATA_TOOLCHAIN_TOOLS"), "cc");
 
     let mut restore_inputs = creds.clone();
     restore_inputs["cache-dir"] = json!(".strata-l1");
@@ -442,6 +444,68 @@ fn actions_l0_push_then_pull_skips_the_build_and_misses_after_a_change() {
     miss.assert_ok();
     assert_eq!((miss.output("hit").as_str(), miss.output("status").as_str()), ("false", "miss"));
     assert!(!ws_b.join("dist2/bin/app").exists());
+}
+
+/// `actions/l0` has no default toolchain: without `toolchain-tools` or `toolchain-image` it
+/// skips with a warning naming both inputs and publishes nothing (it used to key the
+/// artifact by `cc c++`, whatever compiler the build ran, or by no toolchain at all). A
+/// container build keys by `toolchain-image`: the same image pulls the artifact, another
+/// image (other compilers) misses.
+#[test]
+fn actions_l0_needs_a_toolchain_and_keys_by_the_image() {
+    let scratch = Scratch::new();
+    let ws = scratch.path("a/work/repo");
+    let tmp = scratch.path("a/temp");
+    checkout(&ws);
+    std::fs::create_dir_all(ws.join("dist/bin")).unwrap();
+    std::fs::write(ws.join("dist/bin/app"), b"\x7fELF final program").unwrap();
+    let store_dir = scratch.path("store");
+    let store = format!("file://{}", store_dir.display());
+    let inputs = |mode: &str, dir: &str, image: &str, root: &str| {
+        json!({
+            "mode": mode, "dir": ws.join(dir).display().to_string(), "require": "bin/app\n",
+            "toolchain-image": image, "source-paths": "src", "store": store,
+            "root": tmp.join(root).display().to_string(), "strata": strata_bin(),
+        })
+    };
+    let skipped = run_action("l0", inputs("push", "dist", "", "l0"), &[], &ws, &tmp);
+    skipped.assert_ok();
+    assert_eq!(skipped.output("status"), "skipped", "{:#}", skipped.result);
+    assert!(
+        skipped.log().contains(
+            "::warning title=strata L0::no toolchain identity: set the toolchain-tools input"
+        ),
+        "{}",
+        skipped.log()
+    );
+    assert!(skipped.log().contains("toolchain-image"), "{}", skipped.log());
+    assert!(!store_dir.exists(), "nothing may be published without a toolchain");
+
+    let image = format!("registry.example/cc@sha256:{}", "a".repeat(64));
+    let push = run_action("l0", inputs("push", "dist", &image, "l0"), &[], &ws, &tmp);
+    push.assert_ok();
+    assert_eq!(push.output("status"), "pushed", "{:#}", push.result);
+    assert!(!push.log().contains("names no @sha256: digest"), "{}", push.log());
+    let pull = run_action("l0", inputs("pull", "same", &image, "l0-same"), &[], &ws, &tmp);
+    pull.assert_ok();
+    assert_eq!((pull.output("hit").as_str(), pull.output("status").as_str()), ("true", "pulled"));
+    assert_eq!(std::fs::read(ws.join("same/bin/app")).unwrap(), b"\x7fELF final program");
+    let other = format!("registry.example/cc@sha256:{}", "b".repeat(64));
+    let miss = run_action("l0", inputs("pull", "other", &other, "l0-other"), &[], &ws, &tmp);
+    miss.assert_ok();
+    assert_eq!((miss.output("hit").as_str(), miss.output("status").as_str()), ("false", "miss"));
+    assert!(!ws.join("other/bin/app").exists());
+    // A tag is mutable: it still keys the artifact, with a warning.
+    let tagged = run_action(
+        "l0",
+        inputs("pull", "tagged", "registry.example/cc:13", "l0-tag"),
+        &[],
+        &ws,
+        &tmp,
+    );
+    tagged.assert_ok();
+    assert_eq!(tagged.output("status"), "miss", "{:#}", tagged.result);
+    assert!(tagged.log().contains("names no @sha256: digest"), "{}", tagged.log());
 }
 
 /// `actions/l0` push of a `dir` that holds a versioned `.so` symlink (or lacks a required
