@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::output::{errln, outln};
+use super::progress::Reporter;
 use super::{EXIT_USAGE, Failure};
 use strata::action::events::EventLog;
 use strata::ci::{self, EventCounts, Github};
@@ -578,6 +579,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         restore_prefixes: restore_keys,
         mode,
         trust: args.trust.policy()?,
+        progress: &Reporter::from_env(),
     };
     let result = snapshot::restore(&request);
     let (report, error) = match result {
@@ -748,7 +750,9 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         Some(_) => None,
     };
     let signing_key = args.signing.load(&gh)?;
+    let reporter = Reporter::from_env();
     let request = store.as_ref().map(|store| SaveRequest {
+        progress: &reporter,
         signing_key: signing_key.as_ref(),
         store: store.as_ref(),
         cache_dir: literal_dir.clone(),
@@ -920,7 +924,8 @@ fn pack(args: PackArgs) -> Result<i32, Failure> {
         parents: Vec::new(),
     };
     let started = std::time::Instant::now();
-    let report = snapshot::pack::pack(&args.cache_dir, &args.output, &options)?;
+    let reporter = Reporter::from_env();
+    let report = snapshot::pack::pack_observed(&args.cache_dir, &args.output, &options, &reporter)?;
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         print_json(&json!({
@@ -951,7 +956,8 @@ fn pack(args: PackArgs) -> Result<i32, Failure> {
 
 fn unpack(args: UnpackArgs) -> Result<i32, Failure> {
     let started = std::time::Instant::now();
-    let report = snapshot::unpack::unpack_into_new(&args.input, &args.dest)?;
+    let reporter = Reporter::from_env();
+    let report = snapshot::unpack::unpack_into_new_observed(&args.input, &args.dest, &reporter)?;
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         print_json(&json!({

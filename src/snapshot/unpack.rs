@@ -202,6 +202,19 @@ pub fn unpack_from(
 /// # Errors
 /// As [`unpack`]; [`Error::Local`] if `dest` exists or its parent cannot be written.
 pub fn unpack_into_new(object: &Path, dest: &Path) -> Result<UnpackReport, Error> {
+    unpack_into_new_observed(object, dest, &crate::progress::Silent)
+}
+
+/// [`unpack_into_new`], reporting the phase `unpack` to `progress`: the object's bytes as
+/// they are read.
+///
+/// # Errors
+/// As [`unpack_into_new`].
+pub fn unpack_into_new_observed(
+    object: &Path,
+    dest: &Path,
+    progress: &dyn crate::progress::Progress,
+) -> Result<UnpackReport, Error> {
     let dest = fs::absolute(dest)?;
     if fs::symlink_metadata_opt(&dest)?.is_some() {
         return Err(fs::Error::AlreadyExists { path: dest }.into());
@@ -213,7 +226,13 @@ pub fn unpack_into_new(object: &Path, dest: &Path) -> Result<UnpackReport, Error
     let limits =
         UnpackLimits { max_entries: u64::MAX, max_file_bytes: u64::MAX, ..UnpackLimits::default() };
     let label = object.display().to_string();
-    let report = unpack(object, staging.path(), &limits, &label)?;
+    let mut file = fs::open(object)?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let phase = crate::progress::Phase::begin(progress, "unpack", size);
+    let mut input = crate::progress::Reader::new(&mut file, progress);
+    let report = unpack_from(&mut input, staging.path(), &limits, &label);
+    drop(phase);
+    let report = report?;
     fs::publish_dir(staging, &dest, false).map_err(|(e, _staging)| Error::Local(e))?;
     Ok(report)
 }
