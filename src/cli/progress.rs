@@ -203,7 +203,7 @@ impl Reporter {
 
     fn begin_bar(&self, label: &str, total_bytes: u64) {
         let bar = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
-        let template = "strata: {msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} \
+        let template = "strata: {msg} {binary_bytes}/{binary_total_bytes} [{wide_bar}] \
                         {binary_bytes_per_sec}, ETA {eta}";
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
