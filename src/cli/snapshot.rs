@@ -765,6 +765,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         producer: Producer::from_env_with(env),
     });
     let counts = log_path.as_deref().map(EventCounts::read).and_then(Result::ok);
+    let hit_rates = hit_rates(&literal_dir);
     let write_github = |status: &str, reason: &str, key: &str, bytes: u64, secs: f64| {
         if !common.github_output {
             return;
@@ -791,6 +792,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         if let Some(counts) = &counts {
             rows.push(("build cache results", counts.describe(), false));
         }
+        rows.push(("hit rate per domain", hit_rates.clone(), false));
         github_write(&gh, gh.append_summary(&ci::summary_table("strata snapshot save", &rows)));
     };
     let retried_before = store.as_ref().map_or(0, |s| s.retried_requests());
@@ -898,6 +900,15 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             }
             Ok(if common.strict { EXIT_CACHE_FAILURE } else { 0 })
         }
+    }
+}
+
+/// The cache directory's hits / lookups and hit rate per domain, for the step summary
+/// (`strata::content::counters::summary`).
+fn hit_rates(cache_dir: &std::path::Path) -> String {
+    match strata::content::layout::CacheRoot::new(cache_dir) {
+        Ok(cache) => strata::content::counters::summary(&strata::content::counters::read(&cache)),
+        Err(_) => "no hits or misses counted".to_owned(),
     }
 }
 
