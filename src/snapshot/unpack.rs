@@ -276,6 +276,45 @@ mod tests {
         }
     }
 
+    /// Every phase reported: label, total, bytes advanced.
+    #[derive(Default)]
+    struct Phases(std::sync::Mutex<Vec<(String, u64, u64)>>);
+
+    impl crate::progress::Progress for Phases {
+        fn begin(&self, label: &str, total_bytes: u64) {
+            self.0.lock().unwrap().push((label.to_owned(), total_bytes, 0));
+        }
+        fn advance(&self, bytes: u64) {
+            self.0.lock().unwrap().last_mut().unwrap().2 += bytes;
+        }
+        fn finish(&self) {}
+    }
+
+    #[test]
+    fn pack_and_unpack_report_progress_up_to_their_totals() {
+        let cache = tempfile::tempdir().unwrap();
+        let entry = cache.path().join("actions-v1/third_party/u/k/artifacts");
+        std::fs::create_dir_all(&entry).unwrap();
+        std::fs::write(entry.join("big"), vec![3u8; 5 << 20]).unwrap();
+        std::fs::write(entry.join("small"), b"abc").unwrap();
+        // A leftover is not packed, nor counted.
+        std::fs::write(entry.join(".big.strata-0123456789abcdef.tmp"), vec![0u8; 4096]).unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let object = work.path().join("object");
+        let phases = Phases::default();
+        let options = PackOptions::new("k");
+        let report =
+            crate::snapshot::pack::pack_observed(cache.path(), &object, &options, &phases).unwrap();
+        let file_bytes = (5 << 20) + 3;
+        assert_eq!(report.manifest.file_bytes, file_bytes);
+        assert_eq!(*phases.0.lock().unwrap(), [("pack".to_owned(), file_bytes, file_bytes)]);
+
+        let phases = Phases::default();
+        unpack_into_new_observed(&object, &work.path().join("dest"), &phases).unwrap();
+        let size = report.object_size_bytes;
+        assert_eq!(*phases.0.lock().unwrap(), [("unpack".to_owned(), size, size)]);
+    }
+
     fn round_trip(cache: &Path, compression: Compression) -> (PathBuf, tempfile::TempDir) {
         let work = tempfile::tempdir().unwrap();
         let object = work.path().join("object");
