@@ -120,8 +120,7 @@ mod tests {
             tracing::trace!("t");
             tracing::debug!(target: "strata::transport", "transport d");
         });
-        let lines = got.lock().unwrap().clone();
-        lines
+        got.lock().unwrap().clone()
     }
 
     #[test]
