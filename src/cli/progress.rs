@@ -153,11 +153,13 @@ struct Lines {
 impl Lines {
     /// Prints the current phase's line if one is due at `now`.
     fn tick(&self, now: Instant) {
-        let current = lock(&self.current);
-        let Some(current) = current.as_ref() else { return };
+        // Taken first: a due line moves the next one away even without a phase, so the
+        // ticker never spins.
         if !lock(&self.limiter).take(now) {
             return;
         }
+        let current = lock(&self.current);
+        let Some(current) = current.as_ref() else { return };
         let done = self.done.load(Ordering::Relaxed);
         let text = line(&current.label, done, current.total, now - current.started);
         errln!("{text}");
