@@ -33,8 +33,9 @@ use crate::artifact::{
 use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, Sharing, StagingDir};
+use crate::progress::{Phase, Progress};
 use crate::record::{Envelope, Schema};
-use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
+use crate::transport::{DownloadPhase, ObjectKey, ObjectStore, PutOutcome};
 use crate::trust::{Producer, Signature, SigningKey, TrustPolicy};
 
 /// An L0 failure.
@@ -240,6 +241,7 @@ pub fn push(
     key: &ArtifactKey,
     spec: &ArtifactSpec,
     trust: &Trust<'_>,
+    progress: &dyn Progress,
 ) -> Result<PushReport, Error> {
     let start = Instant::now();
     let object = object_key(key, spec);
@@ -280,8 +282,11 @@ pub fn push(
     }
     let dir = scratch(store)?;
     let file = dir.path().join("artifact.tar.zst");
-    let packed = archive::pack(&handle, &file)?;
-    let (outcome, _) = remote.put_file_if_absent(&object, &file).map_err(transport)?;
+    let packed = archive::pack(&handle, &file, progress)?;
+    let phase = Phase::begin(progress, "upload", packed.archive_bytes);
+    let put = remote.put_file_if_absent_observed(&object, &file, progress);
+    drop(phase);
+    let (outcome, _) = put.map_err(transport)?;
     let mut signed = false;
     if let Some(signing_key) = trust.signing_key.filter(|_| needs_signature) {
         let (digest, size, _) = fs::hash_file_stable(&file, DigestAlgorithm::Blake3)?;
@@ -408,6 +413,7 @@ pub fn pull(
     key: &ArtifactKey,
     spec: &ArtifactSpec,
     trust: &Trust<'_>,
+    progress: &dyn Progress,
 ) -> Result<PullReport, Error> {
     let start = Instant::now();
     let object = object_key(key, spec);
@@ -457,7 +463,10 @@ pub fn pull(
         }
     };
     let file = dir.path().join("artifact.tar.zst");
-    match remote.get_to_file(&object, &file) {
+    let phase = DownloadPhase::new(progress, "download");
+    let fetched = remote.get_to_file_observed(&object, &file, &phase);
+    drop(phase);
+    match fetched {
         Ok((meta, _)) => report.downloaded_bytes = meta.size_bytes,
         Err(e) if e.is_not_found() => {
             report.outcome = PullOutcome::NotInRemote;

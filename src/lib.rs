@@ -29,6 +29,7 @@ pub mod fs;
 pub mod l0;
 pub mod launcher;
 pub mod parallel;
+pub mod progress;
 pub mod record;
 pub mod snapshot;
 mod tar_entry;

@@ -200,10 +200,36 @@ impl Ctx<'_> {
 
 /// Runs one action (see the module docs). `notify` receives what to print, as it happens.
 ///
+/// The cache result is counted in the cache root's machine-local counters
+/// ([`crate::content::counters`], domain `third_party` or `custom_operator`), as the
+/// notice that announced it: `hit`, `miss` (whatever happens to the build after it) or
+/// `bypass`. A run that stops before the lookup (a usage error, a lock timeout) counts
+/// nothing.
+///
 /// # Errors
 /// Usage errors ([`Error::is_usage`]), missing declared inputs, publication conflicts,
 /// non-bypassable lock timeouts ([`Error::is_lock_timeout`]), a command that cannot start.
 pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunReport, Error> {
+    let mut counted = None;
+    let mut observe = |notice: Notice| {
+        match notice {
+            Notice::Hit { .. } => counted = Some("hit"),
+            Notice::Miss { .. } => counted = Some("miss"),
+            Notice::Bypass { .. } => counted = Some("bypass"),
+            _ => {}
+        }
+        notify(notice);
+    };
+    let result = run_uncounted(opts, &mut observe);
+    if let Some(name) = counted
+        && let Ok(cache) = crate::content::layout::CacheRoot::new(&opts.cache_root)
+    {
+        crate::content::counters::bump(&cache, opts.domain.as_str(), name);
+    }
+    result
+}
+
+fn run_uncounted(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunReport, Error> {
     let started = Instant::now();
     let custom = opts.domain == Domain::CustomOperator;
     // The same preparation `explain` uses: checks, resolved places, identity inputs.

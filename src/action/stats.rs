@@ -1,7 +1,9 @@
 //! `strata stats`: what an L1 cache root holds.
 //!
 //! Counts entries and artifact bytes per domain, operator-text namespaces, dot-named
-//! leftovers of interrupted saves, and reports whether `.updated` is set. It only reads.
+//! leftovers of interrupted saves, and reports whether `.updated` is set, with each
+//! domain's hits, misses and hit rate from the machine-local counters
+//! ([`crate::content::counters`]). It only reads.
 
 use std::path::{Path, PathBuf};
 
@@ -9,20 +11,27 @@ use serde::Serialize;
 
 use crate::action::Domain;
 use crate::action::layout::CacheRoot;
+use crate::content::counters::{self, HitRate};
 use crate::content::temp::{Purpose, TempName};
 use crate::fs::{self, EntryKind};
 
 /// Per-domain figures.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct DomainStats {
     /// Entries (directories holding a `manifest.json`).
     pub entries: u64,
     /// Bytes of regular files under the entries' `artifacts/`.
     pub artifact_bytes: u64,
+    /// `strata action run` hits, misses and the hit rate on this machine (JSON: `hits`,
+    /// `misses`, `hit_rate_percent`).
+    #[serde(flatten)]
+    pub rate: HitRate,
+    /// Actions built without the cache (e.g. the entry lock was unavailable).
+    pub bypasses: u64,
 }
 
 /// What a cache root holds.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct CacheStats {
     /// The resolved cache root.
     #[serde(serialize_with = "crate::fs::name::serialize_path")]
@@ -60,13 +69,17 @@ pub fn stats(cache_root: &Path) -> CacheStats {
         return out;
     }
     out.updated_marker = fs::symlink_metadata_opt(&cache.updated_marker()).ok().flatten().is_some();
+    let counted = counters::read(&cache);
     for domain in [Domain::ThirdParty, Domain::CustomOperator] {
+        let counts = counted.get(domain.as_str());
+        let mut d = DomainStats {
+            rate: HitRate::of(counts),
+            bypasses: counts.and_then(|c| c.get("bypass")).copied().unwrap_or(0),
+            ..DomainStats::default()
+        };
         let root = cache.domain_dir(domain);
-        if fs::symlink_metadata_opt(&root).ok().flatten().is_none() {
-            continue;
-        }
-        let mut d = DomainStats::default();
-        for entry in fs::walk(&root) {
+        let present = fs::symlink_metadata_opt(&root).ok().flatten().is_some();
+        for entry in fs::walk(&root).filter(|_| present) {
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
@@ -128,7 +141,10 @@ mod tests {
         // Similar names are not leftovers (the old test counted any `.tmp-`).
         std::fs::create_dir_all(d.path().join("actions-v1/third_party/u/.k3.tmp-xyz")).unwrap();
         let s = stats(d.path());
-        assert_eq!(s.third_party, DomainStats { entries: 1, artifact_bytes: 100 });
+        assert_eq!(
+            s.third_party,
+            DomainStats { entries: 1, artifact_bytes: 100, ..DomainStats::default() }
+        );
         assert_eq!(s.leftovers, 1);
         assert!(!s.updated_marker);
     }

@@ -61,9 +61,15 @@ fn invalid(path: &Path, reason: impl Into<String>) -> Error {
 /// stream) and compared with the manifest. `dest` must not exist; on error it may be left
 /// partial (the caller removes it).
 ///
+/// `progress` is told of the phase `pack`: the payload's bytes as they are read.
+///
 /// # Errors
 /// [`Error::Corrupt`] if the slot does not verify or changes while packed; [`Error::Fs`].
-pub fn pack(handle: &ArtifactHandle, dest: &Path) -> Result<PackReport, Error> {
+pub fn pack(
+    handle: &ArtifactHandle,
+    dest: &Path,
+    progress: &dyn crate::progress::Progress,
+) -> Result<PackReport, Error> {
     handle.verify()?;
     let slot = handle.dir();
     let manifest_path = slot.join(MANIFEST_NAME);
@@ -88,12 +94,13 @@ pub fn pack(handle: &ArtifactHandle, dest: &Path) -> Result<PackReport, Error> {
         object_digest: crate::content::DEFAULT_ALGORITHM,
     };
     let mut writer = ArchiveWriter::new(file, &options).map_err(io_err)?;
+    let _phase = crate::progress::Phase::begin(progress, "pack", payload.total_bytes());
     writer
         .small_file(MANIFEST_NAME.as_bytes(), Sharing::Private.file_mode(false), &manifest_bytes)
         .map_err(io_err)?;
     for record in &payload.files {
         let src = record.path.to_path(&slot);
-        let input = fs::open_nofollow(&src)?;
+        let input = crate::progress::Reader::new(fs::open_nofollow(&src)?, progress);
         let mode = Sharing::Private.file_mode(record.executable);
         let got = writer
             .file(&record.path, record.size_bytes, mode, input, record.digest.algorithm())

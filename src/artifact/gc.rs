@@ -20,6 +20,7 @@
 //! open it lets two writers of one key exist. Slots that cannot be read (STORAGE_ERROR)
 //! are kept and reported. `dry_run` reports the same actions without doing them.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::Error;
@@ -305,14 +306,40 @@ fn remove_forcefully(path: &Path) -> Result<(), fs::Error> {
     }
 }
 
-/// Offline cleanup of the store at `root` (see the module docs).
+/// The bytes of the regular files under each slot of the store (the slots gc will verify),
+/// for the progress total: one stat walk of every slot; what cannot be read counts 0.
+fn slot_bytes(root: &StoreRoot) -> Result<HashMap<PathBuf, u64>, Error> {
+    let mut sizes = HashMap::new();
+    Walker { root }.visit(&mut |found| {
+        if let Found::Slot { path, .. } = found {
+            let bytes = fs::walk(&path)
+                .map_while(Result::ok)
+                .filter(|e| e.kind == fs::EntryKind::File)
+                .map(|e| e.metadata.len())
+                .sum();
+            sizes.insert(path, bytes);
+        }
+        Ok(true)
+    })?;
+    Ok(sizes)
+}
+
+/// Offline cleanup of the store at `root` (see the module docs). `progress` is told of the
+/// phase `verify`: the bytes of every slot's files (found by a stat walk first), advanced
+/// by each slot once it is checked.
 ///
 /// # Errors
 /// [`Error::RootUnusable`] if `root` does not exist or is not a directory; [`Error::Fs`]
 /// if a directory cannot be listed. Failed removals are reported in the
 /// [`GcReport`], not as errors.
-pub fn gc(root: &StoreRoot, options: GcOptions) -> Result<GcReport, Error> {
+pub fn gc(
+    root: &StoreRoot,
+    options: GcOptions,
+    progress: &dyn crate::progress::Progress,
+) -> Result<GcReport, Error> {
     require_root(root)?;
+    let sizes = slot_bytes(root)?;
+    let phase = crate::progress::Phase::begin(progress, "verify", sizes.values().sum());
     let mut report = GcReport::default();
     let act = |report: &mut GcReport, kind: &'static str, path: PathBuf, reason: String| {
         record_removal(report, options, kind, path, reason)
@@ -338,6 +365,7 @@ pub fn gc(root: &StoreRoot, options: GcOptions) -> Result<GcReport, Error> {
             }
             Found::Slot { path, env, key, spec, stage } => {
                 let slot = check_slot(root, env, key, spec, stage, path.clone());
+                phase.advance(sizes.get(&path).copied().unwrap_or(0));
                 match slot.status {
                     "hit" => report.kept_slots += 1,
                     "storage_error" => report.unreadable.push(slot),
@@ -351,6 +379,7 @@ pub fn gc(root: &StoreRoot, options: GcOptions) -> Result<GcReport, Error> {
         }
         Ok(true)
     })?;
+    drop(phase);
     report.skipped = held;
     if !options.dry_run {
         remove_empty_dirs(root, &mut report)?;

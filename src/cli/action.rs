@@ -415,8 +415,8 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
     let s = strata::action::stats::stats(&root);
     let cache = strata::content::layout::CacheRoot::new(&root)?;
     if zero {
-        strata::launcher::counters::zero(&cache)?;
-        outln!("strata: launcher counters zeroed in {}", cache.path().display())?;
+        strata::content::counters::zero(&cache)?;
+        outln!("strata: hit and miss counters zeroed in {}", cache.path().display())?;
         return Ok(0);
     }
     let compile = strata::launcher::report::stats(&cache);
@@ -426,18 +426,18 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
     }
     outln!("cache root: {}", s.cache_root.display())?;
     for (name, d) in [("third_party", &s.third_party), ("custom_operator", &s.custom_operator)] {
-        outln!("{name}: {} entries, {} artifact bytes", d.entries, d.artifact_bytes)?;
+        let bypasses =
+            if d.bypasses > 0 { format!(", {} bypasses", d.bypasses) } else { "".into() };
+        let (entries, bytes, rate) = (d.entries, d.artifact_bytes, d.rate.describe());
+        outln!("{name}: {entries} entries, {bytes} artifact bytes; {rate}{bypasses}")?;
     }
     outln!(
-        "compile: {} entries, {} candidates, {} object bytes",
+        "compile: {} entries, {} candidates, {} object bytes; {}",
         compile.entries,
         compile.candidates,
-        compile.object_bytes
+        compile.object_bytes,
+        compile.rate.describe()
     )?;
-    let count = |name: &str| compile.counters.get(name).copied().unwrap_or(0);
-    let (hits, misses) = (count("hit"), count("miss"));
-    let rate = if hits + misses == 0 { 0.0 } else { 100.0 * hits as f64 / (hits + misses) as f64 };
-    outln!("launcher: {hits} hits, {misses} misses ({rate:.1} % hit rate)")?;
     for (name, n) in &compile.counters {
         if name != "hit" && name != "miss" {
             let name = name

@@ -706,7 +706,8 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
         ArtifactCommand::Gc { root, dry_run, out } => {
             let store =
                 ArtifactStore::open(&root, StoreOptions::default()).map_err(artifact_failure)?;
-            let report = artifact::gc(store.root(), artifact::GcOptions { dry_run })
+            let reporter = super::progress::Reporter::from_env();
+            let report = artifact::gc(store.root(), artifact::GcOptions { dry_run }, &reporter)
                 .map_err(artifact_failure)?;
             let mut text = String::new();
             for a in &report.actions {
@@ -741,7 +742,8 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
             let objects = open_remote(&remote)?;
-            match l0::push(&store, objects.as_ref(), &key, &spec, &trust) {
+            let reporter = super::progress::Reporter::from_env();
+            match l0::push(&store, objects.as_ref(), &key, &spec, &trust, &reporter) {
                 Ok(report) => {
                     let outcome = match report.outcome {
                         PushOutcome::Uploaded => "uploaded",
@@ -782,7 +784,8 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
             let objects = open_remote(&remote)?;
-            let report = match l0::pull(&store, objects.as_ref(), &key, &spec, &trust) {
+            let reporter = super::progress::Reporter::from_env();
+            let report = match l0::pull(&store, objects.as_ref(), &key, &spec, &trust, &reporter) {
                 Ok(r) => r,
                 Err(l0::Error::Artifact(e)) => return Err(artifact_failure(e)),
                 Err(e) if remote.strict => return Err(Failure::from(anyhow::Error::from(e))),

@@ -17,6 +17,7 @@ mod artifact;
 mod key;
 mod log;
 mod output;
+mod progress;
 mod snapshot;
 
 use output::{errln, outln};

@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::output::{errln, outln};
+use super::progress::Reporter;
 use super::{EXIT_USAGE, Failure};
 use strata::action::events::EventLog;
 use strata::ci::{self, EventCounts, Github};
@@ -578,6 +579,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         restore_prefixes: restore_keys,
         mode,
         trust: args.trust.policy()?,
+        progress: &Reporter::from_env(),
     };
     let result = snapshot::restore(&request);
     let (report, error) = match result {
@@ -748,7 +750,9 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         Some(_) => None,
     };
     let signing_key = args.signing.load(&gh)?;
+    let reporter = Reporter::from_env();
     let request = store.as_ref().map(|store| SaveRequest {
+        progress: &reporter,
         signing_key: signing_key.as_ref(),
         store: store.as_ref(),
         cache_dir: literal_dir.clone(),
@@ -761,6 +765,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         producer: Producer::from_env_with(env),
     });
     let counts = log_path.as_deref().map(EventCounts::read).and_then(Result::ok);
+    let hit_rates = hit_rates(&literal_dir);
     let write_github = |status: &str, reason: &str, key: &str, bytes: u64, secs: f64| {
         if !common.github_output {
             return;
@@ -787,6 +792,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
         if let Some(counts) = &counts {
             rows.push(("build cache results", counts.describe(), false));
         }
+        rows.push(("hit rate per domain", hit_rates.clone(), false));
         github_write(&gh, gh.append_summary(&ci::summary_table("strata snapshot save", &rows)));
     };
     let retried_before = store.as_ref().map_or(0, |s| s.retried_requests());
@@ -897,6 +903,15 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
     }
 }
 
+/// The cache directory's hits / lookups and hit rate per domain, for the step summary
+/// (`strata::content::counters::summary`).
+fn hit_rates(cache_dir: &std::path::Path) -> String {
+    match strata::content::layout::CacheRoot::new(cache_dir) {
+        Ok(cache) => strata::content::counters::summary(&strata::content::counters::read(&cache)),
+        Err(_) => "no hits or misses counted".to_owned(),
+    }
+}
+
 fn check_level(compression: Compression, level: Option<i32>) -> Result<i32, Failure> {
     let level = level.unwrap_or_else(|| compression.default_level());
     if !compression.levels().contains(&level) {
@@ -920,7 +935,8 @@ fn pack(args: PackArgs) -> Result<i32, Failure> {
         parents: Vec::new(),
     };
     let started = std::time::Instant::now();
-    let report = snapshot::pack::pack(&args.cache_dir, &args.output, &options)?;
+    let reporter = Reporter::from_env();
+    let report = snapshot::pack::pack_observed(&args.cache_dir, &args.output, &options, &reporter)?;
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         print_json(&json!({
@@ -951,7 +967,8 @@ fn pack(args: PackArgs) -> Result<i32, Failure> {
 
 fn unpack(args: UnpackArgs) -> Result<i32, Failure> {
     let started = std::time::Instant::now();
-    let report = snapshot::unpack::unpack_into_new(&args.input, &args.dest)?;
+    let reporter = Reporter::from_env();
+    let report = snapshot::unpack::unpack_into_new_observed(&args.input, &args.dest, &reporter)?;
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         print_json(&json!({

@@ -24,7 +24,6 @@
 //! A cache problem never fails a build: the launcher warns and runs the compiler.
 
 pub mod args;
-pub mod counters;
 pub mod depfile;
 pub mod entry;
 pub mod location;
@@ -42,6 +41,7 @@ use std::time::SystemTime;
 use memchr::memmem;
 
 use crate::content::VerifyMemo;
+use crate::content::counters::{self, COMPILE};
 use crate::content::layout::CacheRoot;
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, LockWait, Placement};
@@ -204,22 +204,26 @@ pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> 
     let compile = match args::classify(args) {
         Classified::Cacheable(c) => c,
         Classified::Uncacheable(reason) => {
-            counters::bump(&cache, &format!("uncacheable:{}", reason.name()));
+            counters::bump(&cache, COMPILE, &format!("uncacheable:{}", reason.name()));
             return exec(compiler, args);
         }
     };
     if output_paths(&compile).iter().any(|p| !is_regular_or_absent(p)) {
         // `-o /dev/null`, a depfile through a symlink: a HIT would replace the device or
         // the link with a file, and the saved copy could not be read back anyway.
-        counters::bump(&cache, "uncacheable:output_not_regular_file");
+        counters::bump(&cache, COMPILE, "uncacheable:output_not_regular_file");
         return exec(compiler, args);
     }
     if let Some(name) = UNCACHEABLE_ENVIRONMENT.iter().find(|n| std::env::var_os(n).is_some()) {
-        counters::bump(&cache, &format!("uncacheable:environment_{}", name.to_lowercase()));
+        counters::bump(
+            &cache,
+            COMPILE,
+            &format!("uncacheable:environment_{}", name.to_lowercase()),
+        );
         return exec(compiler, args);
     }
     let Some(tool) = compiler.to_str().and_then(|c| crate::toolchain::resolve_tool(c, None)) else {
-        counters::bump(&cache, "uncacheable:compiler_not_found");
+        counters::bump(&cache, COMPILE, "uncacheable:compiler_not_found");
         return exec(compiler, args);
     };
     if std::env::current_exe().ok().and_then(|p| fs::canonicalize(&p).ok()).as_ref() == Some(&tool)
@@ -247,7 +251,7 @@ pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> 
                 Outcome::Miss => "miss",
                 Outcome::NotCached(reason) => reason,
             };
-            counters::bump(&cache, name);
+            counters::bump(&cache, COMPILE, name);
             if config.explain {
                 let notes = run.notes.borrow().join("; ");
                 let sep = if notes.is_empty() { "" } else { ": " };
@@ -256,7 +260,7 @@ pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> 
             code
         }
         Err(Failed::Quietly(reason)) => {
-            counters::bump(&cache, reason);
+            counters::bump(&cache, COMPILE, reason);
             if config.explain {
                 let _ = writeln!(std::io::stderr(), "strata: {reason} {source}");
             }
@@ -264,7 +268,7 @@ pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> 
         }
         Err(Failed::BeforeCompile(e)) => {
             warn(&format!("{e}; running the compiler without the cache"));
-            counters::bump(&cache, "error");
+            counters::bump(&cache, COMPILE, "error");
             exec(compiler, args)
         }
     }

@@ -2,7 +2,7 @@
 //! launcher's part of `strata stats` and `strata action prune`.
 //!
 //! * [`stats`]: entries, candidates and stored bytes under `actions-v1/compile/`, and the
-//!   launcher counters ([`super::counters`]).
+//!   launcher counters (domain `compile` of [`crate::content::counters`]).
 //! * [`prune`]: removes crash leftovers in compile entries (temp files of an interrupted
 //!   save, `.object.tmp-<hex>` and `.strata-<random>.tmp`), entries whose manifest does not
 //!   load, and, with a size limit, the least recently used entries until the domain fits.
@@ -16,15 +16,15 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use crate::content::counters::{self, COMPILE, Counters, HitRate};
 use crate::content::layout::CacheRoot;
 use crate::content::temp::{Purpose, TempName};
 use crate::fs::{self, LockWait};
 
-use super::counters::{self, Counters};
 use super::entry::{self, COMPILE_DIR};
 
 /// The compile domain's figures.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct CompileStats {
     /// Entries (keys).
     pub entries: u64,
@@ -34,11 +34,16 @@ pub struct CompileStats {
     pub object_bytes: u64,
     /// Launcher counters: `hit`, `miss`, `compile_failed`, `uncacheable:<reason>`, …
     pub counters: Counters,
+    /// Hits, misses and the hit rate (JSON: `hits`, `misses`, `hit_rate_percent`).
+    #[serde(flatten)]
+    pub rate: HitRate,
 }
 
 /// Reads the compile domain of `cache` and the launcher counters.
 pub fn stats(cache: &CacheRoot) -> CompileStats {
-    let mut out = CompileStats { counters: counters::read(cache), ..CompileStats::default() };
+    let counters = counters::read(cache).remove(COMPILE).unwrap_or_default();
+    let rate = HitRate::of(Some(&counters));
+    let mut out = CompileStats { counters, rate, ..CompileStats::default() };
     for e in entries(cache) {
         out.entries += 1;
         out.object_bytes += e.bytes;

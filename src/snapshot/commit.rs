@@ -57,6 +57,7 @@ use super::manifest::{MAX_SIDECAR_BYTES, load_sidecar};
 use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, Sha256Digest};
 use crate::fs;
+use crate::progress::Phase;
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
 
 /// The directory of pending records, relative to the cache directory.
@@ -207,6 +208,8 @@ pub(crate) struct Upload<'a> {
     pub sidecar_key: &'a ObjectKey,
     /// The sealed sidecar's bytes, as in the pending record.
     pub sidecar: &'a [u8],
+    /// Told of the object's bytes as they are uploaded (phase `upload`).
+    pub progress: &'a dyn crate::progress::Progress,
 }
 
 /// Uploads the object and commits it with the sidecar (module docs, "Commit").
@@ -216,7 +219,7 @@ pub(crate) struct Upload<'a> {
 /// [`Error::Uncommitted`] when it failed and its object may remain (the pending record is
 /// kept and named).
 pub(crate) fn publish(upload: &Upload<'_>, pending: Pending) -> Result<Published, Error> {
-    let Upload { store, cache_dir, key, object, packed, sidecar_key, sidecar } = *upload;
+    let Upload { store, cache_dir, key, object, packed, sidecar_key, sidecar, progress } = *upload;
     let uncommitted = |what: &str, pending: PathBuf, source: Error| Error::Uncommitted {
         key: key.to_owned(),
         what: what.to_owned(),
@@ -224,7 +227,11 @@ pub(crate) fn publish(upload: &Upload<'_>, pending: Pending) -> Result<Published
         pending,
         source: Box::new(source),
     };
-    let retries = match store.put_file_if_absent(object, packed) {
+    let size = fs::metadata(packed).map(|m| m.len()).unwrap_or(0);
+    let phase = Phase::begin(progress, "upload", size);
+    let put = store.put_file_if_absent_observed(object, packed, progress);
+    drop(phase);
+    let retries = match put {
         Ok((PutOutcome::Created, stats)) => stats.retries,
         Ok((PutOutcome::AlreadyExists, _)) => {
             // The name is this save's alone: someone else's bytes are there. Leave them.

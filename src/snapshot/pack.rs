@@ -46,6 +46,7 @@ use crate::content::temp::is_leftover;
 use crate::content::{FileRecord, Record};
 use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 use crate::fs::{self, EntryKind, RelPath};
+use crate::progress::{Phase, Progress, Silent};
 
 /// How to pack.
 #[derive(Debug, Clone)]
@@ -128,9 +129,10 @@ fn send_file_data(
     file: &mut File,
     path: &Path,
     size: u64,
-    algorithm: DigestAlgorithm,
+    reading: &Reading<'_>,
     sender: &SyncSender<Result<Item, Error>>,
 ) -> Result<bool, Error> {
+    let algorithm = reading.algorithm;
     let mut hasher = ContentHasher::new(algorithm);
     let mut remaining = size;
     while remaining > 0 {
@@ -146,6 +148,7 @@ fn send_file_data(
         })?;
         hasher.update(&chunk);
         remaining -= want as u64;
+        reading.progress.advance(want as u64);
         if sender.send(Ok(Item::Chunk(chunk))).is_err() {
             return Ok(false);
         }
@@ -153,11 +156,29 @@ fn send_file_data(
     Ok(sender.send(Ok(Item::FileDone(hasher.finish()))).is_ok())
 }
 
+/// What the reader thread needs besides the tree.
+struct Reading<'a> {
+    algorithm: DigestAlgorithm,
+    progress: &'a dyn Progress,
+}
+
+/// The bytes of the regular files [`read_tree`] will read under `carried` (leftovers
+/// skipped), for the progress total; a walk error counts what was seen so far (the pack's
+/// own walk reports it).
+fn file_bytes_to_read(carried: &Path) -> u64 {
+    fs::walk(carried)
+        .map_while(Result::ok)
+        .filter(|e| e.kind == EntryKind::File)
+        .filter(|e| !e.rel.as_str().split('/').any(is_leftover))
+        .map(|e| e.metadata.len())
+        .sum()
+}
+
 /// The reader thread: walks `carried`, skipping leftovers, and sends every item.
 fn read_tree(
     carried: &Path,
     root_rel: &RelPath,
-    algorithm: DigestAlgorithm,
+    reading: &Reading<'_>,
     sender: &SyncSender<Result<Item, Error>>,
 ) -> Result<(), Error> {
     let mut skipping: Option<String> = None;
@@ -200,7 +221,7 @@ fn read_tree(
                 ));
                 let start = Item::File { rel, path: entry.path.clone(), size, executable };
                 if sender.send(Ok(start)).is_err()
-                    || !send_file_data(&mut file, &entry.path, size, algorithm, sender)?
+                    || !send_file_data(&mut file, &entry.path, size, reading, sender)?
                 {
                     return Ok(());
                 }
@@ -285,6 +306,20 @@ fn write_items(
 /// [`Error::Pack`] for read or compression failures, [`Error::Local`] for walk failures,
 /// [`Error::Record`] if the manifest cannot be sealed.
 pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<PackReport, Error> {
+    pack_observed(cache_root, out, options, &Silent)
+}
+
+/// [`pack`], reporting the phase `pack` to `progress`: its total is the bytes of the files
+/// to pack (one stat walk of the tree before the pack), advanced as they are read.
+///
+/// # Errors
+/// As [`pack`].
+pub fn pack_observed(
+    cache_root: &Path,
+    out: &Path,
+    options: &PackOptions,
+    progress: &dyn Progress,
+) -> Result<PackReport, Error> {
     let carried = cache_root.join(CARRIED_DIR);
     if let Some(meta) = fs::symlink_metadata_opt(&carried)?
         && !meta.is_dir()
@@ -305,21 +340,22 @@ pub fn pack(cache_root: &Path, out: &Path, options: &PackOptions) -> Result<Pack
     collected.entries.push(Record::Directory { path: root_rel.clone() });
 
     if fs::symlink_metadata_opt(&carried)?.is_some_and(|m| m.is_dir()) {
+        let phase = Phase::begin(progress, "pack", file_bytes_to_read(&carried));
         let (sender, receiver) = sync_channel(QUEUE_ITEMS);
-        let reader = {
-            let carried = carried.clone();
-            let root_rel = root_rel.clone();
-            let algorithm = options.digest;
-            std::thread::spawn(move || {
-                if let Err(e) = read_tree(&carried, &root_rel, algorithm, &sender) {
+        let reading = Reading { algorithm: options.digest, progress };
+        let (written, joined) = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                if let Err(e) = read_tree(&carried, &root_rel, &reading, &sender) {
                     let _ = sender.send(Err(e));
                 }
-            })
-        };
-        let written = write_items(&receiver, &mut writer, &mut collected);
-        // Dropping the receiver stops a reader that is still sending.
-        drop(receiver);
-        let joined = reader.join();
+                drop(sender);
+            });
+            let written = write_items(&receiver, &mut writer, &mut collected);
+            // Dropping the receiver stops a reader that is still sending.
+            drop(receiver);
+            (written, reader.join())
+        });
+        drop(phase);
         written?;
         if joined.is_err() {
             let e = io::Error::other("the snapshot reader thread panicked");

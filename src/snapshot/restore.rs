@@ -72,6 +72,7 @@ use crate::content::layout::{self, CacheRoot};
 use crate::content::temp::{self, Purpose, is_leftover};
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, StagingDir};
+use crate::progress::{Phase, Progress};
 use crate::transport::{ObjectKey, ObjectStore};
 use crate::trust::TrustPolicy;
 
@@ -129,6 +130,9 @@ pub struct RestoreRequest<'a> {
     /// not checked (and the report says so once); otherwise a candidate whose sidecar is
     /// not signed by one of these keys is passed over like a corrupt one.
     pub trust: crate::trust::TrustPolicy,
+    /// Told of the phase `restore` of each candidate downloaded: the object's bytes as
+    /// they are unpacked ([`crate::progress`]).
+    pub progress: &'a dyn Progress,
 }
 
 /// What a restore did. A miss is `level: None` with `restored: false`.
@@ -455,11 +459,14 @@ struct Streamed {
 /// [`Error::Transport`] if the download failed (whatever `consume` said).
 fn download_and_unpack(
     store: &dyn ObjectStore,
-    object: &ObjectKey,
+    object: (&ObjectKey, u64),
     download: &Path,
     algorithm: DigestAlgorithm,
+    progress: &dyn Progress,
     consume: impl FnOnce(&mut dyn std::io::Read) -> Result<UnpackReport, Error>,
 ) -> Result<Streamed, Error> {
+    let (object, size_bytes) = object;
+    let phase = Phase::begin(progress, "restore", size_bytes);
     let arrivals = Arrivals::new();
     let (fetched, unpacked, drained, reader) = std::thread::scope(|scope| {
         let fetching = scope.spawn(|| {
@@ -471,7 +478,7 @@ fn download_and_unpack(
             fetched.map(|_| started.elapsed().as_secs_f64())
         });
         let mut reader = ArrivingReader::new(&arrivals, download, algorithm);
-        let unpacked = consume(&mut reader);
+        let unpacked = consume(&mut crate::progress::Reader::new(&mut reader, progress));
         let drained = reader.drain();
         let fetched = match fetching.join() {
             Ok(fetched) => fetched,
@@ -479,6 +486,7 @@ fn download_and_unpack(
         };
         (fetched, unpacked, drained, reader)
     });
+    drop(phase);
     let download_seconds = fetched.map_err(|e| Error::transport("download", object.as_str(), e))?;
     if let Err(e) = drained {
         return Err(fs::Error::io("read", download, e).into());
@@ -532,9 +540,14 @@ fn restore_candidate(
     };
     let download = temp::temp_file_beside(cache_dir, Purpose::Download)?;
     let algorithm = sidecar.object_digest.algorithm();
-    let streamed = download_and_unpack(request.store, &object, &download, algorithm, |input| {
-        unpack_from(input, staging.path(), &limits, &found.key)
-    });
+    let streamed = download_and_unpack(
+        request.store,
+        (&object, sidecar.object_size_bytes),
+        &download,
+        algorithm,
+        request.progress,
+        |input| unpack_from(input, staging.path(), &limits, &found.key),
+    );
     // Nothing reads the download again; deleting it now also spares the sync below its
     // dirty pages.
     drop(download);

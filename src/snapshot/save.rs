@@ -37,7 +37,7 @@ use super::commit;
 use super::key::check_key_text;
 use super::leftovers::{self, STALE_AFTER};
 use super::manifest::{Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, seal};
-use super::pack::{PackOptions, pack};
+use super::pack::{PackOptions, pack_observed};
 use super::restore::{object_key, origin_parent, resolve_cache_dir};
 use super::{CARRIED_DIR, Compression, Error};
 use crate::content::temp::{self, Purpose};
@@ -149,6 +149,11 @@ pub struct SaveRequest<'a> {
     /// The producer's signing key (`--signing-key`, `STRATA_SIGNING_KEY`): the sidecar is
     /// signed with it ([`Sidecar::statement`]). `None` saves an unsigned snapshot.
     pub signing_key: Option<&'a crate::trust::SigningKey>,
+    /// Told of the phases `pack` and `upload` ([`crate::progress`]); [`Silent`] shows
+    /// nothing.
+    ///
+    /// [`Silent`]: crate::progress::Silent
+    pub progress: &'a dyn crate::progress::Progress,
 }
 
 /// The outcome of a save.
@@ -320,7 +325,7 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         parents: parents.clone(),
     };
     let pack_started = Instant::now();
-    let packed = pack(&cache_dir, &temp, &options)?;
+    let packed = pack_observed(&cache_dir, &temp, &options, request.progress)?;
     let pack_seconds = pack_started.elapsed().as_secs_f64();
 
     let manifest = &packed.manifest;
@@ -366,6 +371,7 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         packed: &temp,
         sidecar_key: &sidecar_key,
         sidecar: &sidecar_bytes,
+        progress: request.progress,
     };
     let published = commit::publish(&upload, pending);
     drop(temp);

@@ -202,6 +202,19 @@ pub fn unpack_from(
 /// # Errors
 /// As [`unpack`]; [`Error::Local`] if `dest` exists or its parent cannot be written.
 pub fn unpack_into_new(object: &Path, dest: &Path) -> Result<UnpackReport, Error> {
+    unpack_into_new_observed(object, dest, &crate::progress::Silent)
+}
+
+/// [`unpack_into_new`], reporting the phase `unpack` to `progress`: the object's bytes as
+/// they are read.
+///
+/// # Errors
+/// As [`unpack_into_new`].
+pub fn unpack_into_new_observed(
+    object: &Path,
+    dest: &Path,
+    progress: &dyn crate::progress::Progress,
+) -> Result<UnpackReport, Error> {
     let dest = fs::absolute(dest)?;
     if fs::symlink_metadata_opt(&dest)?.is_some() {
         return Err(fs::Error::AlreadyExists { path: dest }.into());
@@ -213,7 +226,13 @@ pub fn unpack_into_new(object: &Path, dest: &Path) -> Result<UnpackReport, Error
     let limits =
         UnpackLimits { max_entries: u64::MAX, max_file_bytes: u64::MAX, ..UnpackLimits::default() };
     let label = object.display().to_string();
-    let report = unpack(object, staging.path(), &limits, &label)?;
+    let mut file = fs::open(object)?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let phase = crate::progress::Phase::begin(progress, "unpack", size);
+    let mut input = crate::progress::Reader::new(&mut file, progress);
+    let report = unpack_from(&mut input, staging.path(), &limits, &label);
+    drop(phase);
+    let report = report?;
     fs::publish_dir(staging, &dest, false).map_err(|(e, _staging)| Error::Local(e))?;
     Ok(report)
 }
@@ -255,6 +274,45 @@ mod tests {
             compression: None,
             algorithm: Some(report.object_digest.algorithm()),
         }
+    }
+
+    /// Every phase reported: label, total, bytes advanced.
+    #[derive(Default)]
+    struct Phases(std::sync::Mutex<Vec<(String, u64, u64)>>);
+
+    impl crate::progress::Progress for Phases {
+        fn begin(&self, label: &str, total_bytes: u64) {
+            self.0.lock().unwrap().push((label.to_owned(), total_bytes, 0));
+        }
+        fn advance(&self, bytes: u64) {
+            self.0.lock().unwrap().last_mut().unwrap().2 += bytes;
+        }
+        fn finish(&self) {}
+    }
+
+    #[test]
+    fn pack_and_unpack_report_progress_up_to_their_totals() {
+        let cache = tempfile::tempdir().unwrap();
+        let entry = cache.path().join("actions-v1/third_party/u/k/artifacts");
+        std::fs::create_dir_all(&entry).unwrap();
+        std::fs::write(entry.join("big"), vec![3u8; 5 << 20]).unwrap();
+        std::fs::write(entry.join("small"), b"abc").unwrap();
+        // A leftover is not packed, nor counted.
+        std::fs::write(entry.join(".big.strata-0123456789abcdef.tmp"), vec![0u8; 4096]).unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let object = work.path().join("object");
+        let phases = Phases::default();
+        let options = PackOptions::new("k");
+        let report =
+            crate::snapshot::pack::pack_observed(cache.path(), &object, &options, &phases).unwrap();
+        let file_bytes = (5 << 20) + 3;
+        assert_eq!(report.manifest.file_bytes, file_bytes);
+        assert_eq!(*phases.0.lock().unwrap(), [("pack".to_owned(), file_bytes, file_bytes)]);
+
+        let phases = Phases::default();
+        unpack_into_new_observed(&object, &work.path().join("dest"), &phases).unwrap();
+        let size = report.object_size_bytes;
+        assert_eq!(*phases.0.lock().unwrap(), [("unpack".to_owned(), size, size)]);
     }
 
     fn round_trip(cache: &Path, compression: Compression) -> (PathBuf, tempfile::TempDir) {

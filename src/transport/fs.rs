@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use super::{
-    DownloadProgress, Error, NoProgress, ObjectKey, ObjectMeta, ObjectStore, PutOutcome,
+    Advancing, DownloadProgress, Error, ObjectKey, ObjectMeta, ObjectStore, PutOutcome,
     TransferStats,
 };
 use crate::content::temp::{self, Purpose, TempName};
@@ -129,16 +129,18 @@ impl ObjectStore for FsStore {
             return Err(not_found());
         }
         let mut output = localfs::create_truncate(dest, 0o644)?;
+        progress.started(metadata.len());
         let bytes = copy_stream(&mut input, &src, &mut output, dest, progress)?;
         let meta = Self::meta_of(key.clone(), &metadata);
         let stats = TransferStats { bytes, seconds: started.elapsed().as_secs_f64(), retries: 0 };
         Ok((meta, stats))
     }
 
-    fn put_file_if_absent(
+    fn put_file_if_absent_observed(
         &self,
         key: &ObjectKey,
         src: &Path,
+        progress: &dyn crate::progress::Progress,
     ) -> Result<(PutOutcome, TransferStats), Error> {
         let started = Instant::now();
         let dest = self.path_of(key);
@@ -160,7 +162,7 @@ impl ObjectStore for FsStore {
         let mut input = localfs::open(src)?;
         let (mut file, temp) = temp::create_file(&dir, Purpose::Placement, "", 0o644)?;
         let temp_path = temp.to_path_buf();
-        let bytes = copy_stream(&mut input, src, &mut file, &temp_path, &NoProgress)?;
+        let bytes = copy_stream(&mut input, src, &mut file, &temp_path, &Advancing(progress))?;
         localfs::sync_file(&file, &temp_path)?;
         drop(file);
         match localfs::rename_noreplace(&temp, &dest) {

@@ -96,6 +96,13 @@ pub struct TransferStats {
 /// sees them); ranges never overlap. A part that is retried is reported only once it has
 /// completed. If the download fails, some ranges may never be reported.
 pub trait DownloadProgress: Sync {
+    /// The object was found and holds `size_bytes` bytes; called once, before any
+    /// [`DownloadProgress::written`] (never for a missing object). Does nothing unless
+    /// implemented.
+    fn started(&self, size_bytes: u64) {
+        let _ = size_bytes;
+    }
+
     /// Bytes `start..end` (offsets in the object and in the destination file) are written.
     fn written(&self, start: u64, end: u64);
 }
@@ -106,6 +113,53 @@ pub struct NoProgress;
 
 impl DownloadProgress for NoProgress {
     fn written(&self, _start: u64, _end: u64) {}
+}
+
+/// A [`DownloadProgress`] that reports one download as a phase of a
+/// [`Progress`](crate::progress::Progress): it begins the phase `label` with the object's
+/// size when the store found the object, advances it by every written range, and finishes
+/// it when dropped (if it began).
+pub struct DownloadPhase<'a> {
+    progress: &'a dyn crate::progress::Progress,
+    label: &'static str,
+    begun: std::sync::atomic::AtomicBool,
+}
+
+impl<'a> DownloadPhase<'a> {
+    /// A phase `label` of `progress`, begun when the download starts.
+    pub fn new(progress: &'a dyn crate::progress::Progress, label: &'static str) -> Self {
+        Self { progress, label, begun: std::sync::atomic::AtomicBool::new(false) }
+    }
+}
+
+impl DownloadProgress for DownloadPhase<'_> {
+    fn started(&self, size_bytes: u64) {
+        if !self.begun.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            self.progress.begin(self.label, size_bytes);
+        }
+    }
+
+    fn written(&self, start: u64, end: u64) {
+        self.progress.advance(end.saturating_sub(start));
+    }
+}
+
+impl Drop for DownloadPhase<'_> {
+    fn drop(&mut self) {
+        if *self.begun.get_mut() {
+            self.progress.finish();
+        }
+    }
+}
+
+/// A [`DownloadProgress`] that reports the length of every written range to a
+/// [`Progress`](crate::progress::Progress) (whose phase the caller begins and finishes).
+pub(crate) struct Advancing<'a>(pub &'a dyn crate::progress::Progress);
+
+impl DownloadProgress for Advancing<'_> {
+    fn written(&self, start: u64, end: u64) {
+        self.0.advance(end.saturating_sub(start));
+    }
 }
 
 /// A place that holds immutable objects under [`ObjectKey`]s.
@@ -158,6 +212,23 @@ pub trait ObjectStore: Send + Sync {
         &self,
         key: &ObjectKey,
         src: &Path,
+    ) -> Result<(PutOutcome, TransferStats), Error> {
+        self.put_file_if_absent_observed(key, src, &crate::progress::Silent)
+    }
+
+    /// [`ObjectStore::put_file_if_absent`], reporting the bytes sent to `progress` with
+    /// [`Progress::advance`](crate::progress::Progress::advance) as they are stored: each
+    /// chunk copied on a directory store, each part (or the single `PUT`) once the S3
+    /// server accepted it. Only `advance` is called: the caller begins and finishes the
+    /// phase. Nothing is reported when the object already exists.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::put_file_if_absent`].
+    fn put_file_if_absent_observed(
+        &self,
+        key: &ObjectKey,
+        src: &Path,
+        progress: &dyn crate::progress::Progress,
     ) -> Result<(PutOutcome, TransferStats), Error>;
 
     /// Every object whose key starts with `prefix` (plain string prefix, `""` for all),

@@ -159,6 +159,7 @@ pub(crate) async fn download(
     })?;
     let file = crate::fs::create_truncate(dest, 0o644)?;
     let size = meta.size_bytes;
+    progress.started(size);
     if size == 0 {
         return Ok(meta);
     }

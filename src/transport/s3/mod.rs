@@ -281,15 +281,16 @@ impl ObjectStore for S3Store {
         Ok((meta, stats(bytes, started, &retries)))
     }
 
-    fn put_file_if_absent(
+    fn put_file_if_absent_observed(
         &self,
         key: &ObjectKey,
         src: &std::path::Path,
+        progress: &dyn crate::progress::Progress,
     ) -> Result<(PutOutcome, TransferStats), Error> {
         let started = Instant::now();
         let retries = AtomicU32::new(0);
         let (outcome, bytes) =
-            self.runtime.block_on(put::upload(&self.inner, key, src, &retries))?;
+            self.runtime.block_on(put::upload(&self.inner, key, src, &retries, progress))?;
         Ok((outcome, stats(bytes, started, &retries)))
     }
 

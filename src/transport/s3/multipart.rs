@@ -32,6 +32,7 @@ use super::put::is_precondition_failed;
 use super::response::{child_text, parse_error_body, xml_escape};
 use super::sign::{FileRange, Payload};
 use super::{Call, Inner};
+use crate::progress::Progress;
 use crate::transport::{Attempts, Error, ObjectKey, PutOutcome};
 
 /// The smallest part S3 accepts (except the last), in bytes.
@@ -76,6 +77,7 @@ pub(crate) async fn upload(
     src: &Path,
     size: u64,
     retries: &AtomicU32,
+    progress: &dyn Progress,
 ) -> Result<(PutOutcome, u64), Error> {
     let mut create = Call::object(inner, Method::POST, key.as_str());
     create.query.push(("uploads", String::new()));
@@ -99,7 +101,8 @@ pub(crate) async fn upload(
             }
         })
         .await?;
-    let result = upload_parts_and_complete(inner, key, file, src, size, &upload_id, retries).await;
+    let upload = Upload { inner, key, file, src, upload_id: &upload_id, retries, progress };
+    let result = upload_parts_and_complete(&upload, size).await;
     match &result {
         Ok((PutOutcome::Created, _)) => {}
         Ok((PutOutcome::AlreadyExists, _)) | Err(_) => abort(inner, key, &upload_id).await,
@@ -107,42 +110,46 @@ pub(crate) async fn upload(
     result
 }
 
+/// One multipart upload in progress: what every part request needs.
+struct Upload<'a> {
+    inner: &'a Inner,
+    key: &'a ObjectKey,
+    file: &'a Arc<File>,
+    src: &'a Path,
+    upload_id: &'a str,
+    retries: &'a AtomicU32,
+    progress: &'a dyn Progress,
+}
+
 async fn upload_parts_and_complete(
-    inner: &Inner,
-    key: &ObjectKey,
-    file: &Arc<File>,
-    src: &Path,
+    upload: &Upload<'_>,
     size: u64,
-    upload_id: &str,
-    retries: &AtomicU32,
 ) -> Result<(PutOutcome, u64), Error> {
-    let part_size = effective_part_size(size, inner.options.part_size_bytes);
+    let part_size = effective_part_size(size, upload.inner.options.part_size_bytes);
     let count = size.div_ceil(part_size);
     let mut parts: Vec<(u64, String)> = futures::stream::iter(1..=count)
         .map(|number| {
             let offset = (number - 1) * part_size;
             let length = part_size.min(size - offset);
-            upload_part(inner, key, file, src, upload_id, number, offset, length, retries)
+            upload_part(upload, number, offset, length)
         })
-        .buffer_unordered(inner.options.parallelism.max(1))
+        .buffer_unordered(upload.inner.options.parallelism.max(1))
         .try_collect()
         .await?;
     parts.sort_by_key(|(number, _)| *number);
+    let Upload { inner, key, src, upload_id, retries, .. } = *upload;
     complete(inner, key, upload_id, &parts, src, size, retries).await
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Uploads one part; once the server accepted it, its length is reported to the upload's
+/// progress.
 async fn upload_part(
-    inner: &Inner,
-    key: &ObjectKey,
-    file: &Arc<File>,
-    src: &Path,
-    upload_id: &str,
+    upload: &Upload<'_>,
     number: u64,
     offset: u64,
     length: u64,
-    retries: &AtomicU32,
 ) -> Result<(u64, String), Error> {
+    let Upload { inner, key, file, src, upload_id, retries, progress } = *upload;
     let mut call = Call::object(inner, Method::PUT, key.as_str());
     call.query.push(("partNumber", number.to_string()));
     call.query.push(("uploadId", upload_id.to_owned()));
@@ -166,6 +173,7 @@ async fn upload_part(
             }
         })
         .await?;
+    progress.advance(length);
     Ok((number, etag))
 }
 

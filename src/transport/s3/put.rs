@@ -29,6 +29,7 @@ use reqwest::Method;
 use super::sign::Payload;
 use super::{Call, Inner, get, multipart};
 use crate::digest::Sha256Digest;
+use crate::progress::Progress;
 use crate::transport::{Error, ObjectKey, PutOutcome};
 
 /// True if `error` is a failed `If-None-Match: *` precondition (the object exists).
@@ -73,6 +74,7 @@ pub(crate) async fn own_object_stored(
 }
 
 /// Uploads `src` under `key` unless it exists; returns the outcome and the bytes sent.
+/// `progress` is advanced by each part (or the single `PUT`) the server accepted.
 ///
 /// # Errors
 /// [`Error::MissingCredentials`], local I/O errors naming `src`, network and HTTP errors.
@@ -81,6 +83,7 @@ pub(crate) async fn upload(
     key: &ObjectKey,
     src: &Path,
     retries: &AtomicU32,
+    progress: &dyn Progress,
 ) -> Result<(PutOutcome, u64), Error> {
     inner.require_credentials("upload", key.as_str())?;
     if inner.head(key, retries).await?.is_some() {
@@ -99,9 +102,14 @@ pub(crate) async fn upload(
             )
             .into());
         }
-        put_single(inner, key, body, retries).await
+        let put = put_single(inner, key, body, retries).await?;
+        if put.0 == PutOutcome::Created {
+            progress.advance(size);
+        }
+        Ok(put)
     } else {
-        multipart::upload(inner, key, &std::sync::Arc::new(file), src, size, retries).await
+        let file = std::sync::Arc::new(file);
+        multipart::upload(inner, key, &file, src, size, retries, progress).await
     }
 }
 

@@ -438,3 +438,80 @@ fn l0_long_name_claims_do_not_decide_memory() {
     let reason = json(stdout.as_bytes())["reason"].as_str().unwrap().to_owned();
     assert!(reason.contains("a pax header"), "{reason}");
 }
+
+/// Every phase a [`strata::progress::Progress`] was told of: label, total, bytes advanced.
+#[derive(Default)]
+struct Phases(std::sync::Mutex<Vec<(String, u64, u64)>>);
+
+impl strata::progress::Progress for Phases {
+    fn begin(&self, label: &str, total_bytes: u64) {
+        self.0.lock().unwrap().push((label.to_owned(), total_bytes, 0));
+    }
+    fn advance(&self, bytes: u64) {
+        self.0.lock().unwrap().last_mut().expect("advance before begin").2 += bytes;
+    }
+    fn finish(&self) {}
+}
+
+impl Phases {
+    fn take(&self) -> Vec<(String, u64, u64)> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+/// Push, pull and gc report their phases with totals that the bytes advanced reach, over
+/// S3 and a directory store (issue 11 item 3).
+#[test]
+fn r11_push_pull_and_gc_report_their_progress() {
+    use strata::l0::{self, Trust};
+    use strata::transport::{FsStore, ObjectStore, TransportOptions};
+    const MIB: u64 = 1024 * 1024;
+    let producer = Workspace::new();
+    let store = producer.store(Mode::ReadWrite);
+    let s = spec(Stage::BinaryReady, REQUIRED);
+    let build = |dir: &Path| {
+        write_outputs(dir)?;
+        std::fs::write(dir.join("lib/libx.a"), crate::transport::random_bytes(12 << 20, 11))
+    };
+    store.get_or_build(&key(), &s, build).unwrap();
+    let payload = store.lookup(&key(), &s).handle().unwrap().manifest().total_bytes();
+    assert!(payload > 12 * MIB);
+
+    let server = S3sServer::start();
+    // One PUT and one GET: s3s-fs cannot start a multipart upload of a key this long (its
+    // metadata file name, the key in base64, exceeds 255 bytes). Multipart progress is
+    // covered by the snapshot tests (`snapshot::progress`).
+    let options = TransportOptions { part_size_bytes: 32 * MIB, ..TransportOptions::default() };
+    let s3 = server.store("l0", &options);
+    let dir = tempfile::tempdir().unwrap();
+    let fs_store = FsStore::new(dir.path().join("remote"));
+    for remote in [s3.as_ref(), &fs_store as &dyn ObjectStore] {
+        let phases = Phases::default();
+        let pushed = l0::push(&store, remote, &key(), &s, &Trust::default(), &phases).unwrap();
+        let archive = pushed.archive_bytes;
+        assert!(archive > 12 * MIB, "{pushed:?}");
+        let want = [("pack".to_owned(), payload, payload), ("upload".to_owned(), archive, archive)];
+        assert_eq!(phases.take(), want, "{}", remote.describe());
+
+        let consumer = Workspace::new();
+        let target = consumer.store(Mode::ReadWrite);
+        let pulled = l0::pull(&target, remote, &key(), &s, &Trust::default(), &phases).unwrap();
+        assert_eq!(pulled.downloaded_bytes, archive);
+        assert_eq!(phases.take(), [("download".to_owned(), archive, archive)]);
+        // Nothing to download: no phase.
+        l0::pull(&target, remote, &key(), &s, &Trust::default(), &phases).unwrap();
+        assert_eq!(phases.take(), []);
+    }
+
+    let options = strata::artifact::GcOptions { dry_run: false };
+    let phases = Phases::default();
+    let report = strata::artifact::gc(store.root(), options, &phases).unwrap();
+    assert_eq!(report.kept_slots, 1);
+    let got = phases.take();
+    assert_eq!(got.len(), 1, "{got:?}");
+    let (label, total, advanced) = &got[0];
+    assert_eq!(label, "verify");
+    // The payload and the slot's manifest.
+    assert!(*total > payload && *total < payload + 64 * 1024, "{got:?}");
+    assert_eq!(advanced, total);
+}

@@ -10,6 +10,7 @@ mod artifacts;
 mod cmake;
 mod cmake_args;
 mod concurrency;
+mod counters;
 mod crash;
 mod digests;
 mod entries;

@@ -229,6 +229,8 @@ fn actions_producer_then_consumer_through_s3() {
     assert!(summary.contains("### strata snapshot save"), "{summary}");
     assert!(summary.contains("MISS 1 · SAVED 1"), "{summary}");
     assert!(summary.contains(&primary), "{summary}");
+    // Issue 11 item 5: the hit rate per domain, from the cache directory's counters.
+    assert!(summary.contains("| hit rate per domain | third_party 0/1 (0.0 %) |"), "{summary}");
 
     // Consumer on runner B, another checkout path: the same sources restore, the build
     // HITs, and the save publishes nothing.
@@ -273,6 +275,9 @@ fn actions_producer_then_consumer_through_s3() {
     );
     assert!(skipped.output("reason").contains(".updated"), "{:#}", skipped.result);
     assert!(skipped.summary().contains("HIT 1"), "{}", skipped.summary());
+    // The restore replaced the cache directory, counters included: runner B's own HIT.
+    let rate = "| hit rate per domain | third_party 1/1 (100.0 %) |";
+    assert!(skipped.summary().contains(rate), "{}", skipped.summary());
     assert!(skipped.log().contains("snapshot save skipped"), "{}", skipped.log());
     for log in [events_a, key_b.env("STRATA_EVENT_LOG")] {
         let text = std::fs::read_to_string(log).unwrap();

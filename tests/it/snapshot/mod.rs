@@ -14,6 +14,7 @@ mod faults;
 mod gating;
 mod lookup;
 mod malicious;
+mod progress;
 mod reports;
 mod roundtrip;
 mod signing;

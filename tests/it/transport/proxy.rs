@@ -23,6 +23,8 @@ pub enum Fault {
     NotFound,
     /// Wait this long, then close the connection without answering.
     Stall(Duration),
+    /// Wait this long, then forward the request as usual (a slow link).
+    Delay(Duration),
     /// Forward the request, wait for the store's whole answer, then close the connection
     /// without sending it (the request took effect; its answer was lost).
     LoseAnswer,
@@ -168,7 +170,10 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
             // The upstream closes after its answer (connection: close): read it all, drop it.
             std::io::copy(&mut server, &mut std::io::sink())?;
         }
-        None => {
+        Some(Fault::Delay(_)) | None => {
+            if let Some(Fault::Delay(duration)) = fault {
+                std::thread::sleep(duration);
+            }
             let mut server = TcpStream::connect(upstream)?;
             server.write_all(head.as_bytes())?;
             server.write_all(&body)?;
