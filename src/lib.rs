@@ -23,6 +23,7 @@
 pub mod action;
 pub mod artifact;
 pub mod ci;
+pub mod config;
 pub mod content;
 pub mod digest;
 pub mod fs;

@@ -220,19 +220,14 @@ impl RunArgs {
                 skip_dirs: Vec::new(),
             },
             timeouts,
-            event_log: self.event_log.map(t).or_else(|| {
-                std::env::var_os("STRATA_EVENT_LOG").filter(|v| !v.is_empty()).map(PathBuf::from)
-            }),
+            event_log: strata::config::event_log(self.event_log.map(t).as_deref()),
         })
     }
 }
 
 /// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else a usage error.
 fn cache_root(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
-    flag.or_else(|| {
-        std::env::var_os("STRATA_CACHE_ROOT").filter(|v| !v.is_empty()).map(PathBuf::from)
-    })
-    .ok_or_else(|| Failure {
+    strata::config::cache_root(flag.as_deref()).ok_or_else(|| Failure {
         code: super::EXIT_USAGE,
         error: anyhow::anyhow!("missing --cache-root (or set STRATA_CACHE_ROOT)"),
     })
@@ -395,10 +390,11 @@ fn prune(
     Ok(0)
 }
 
-/// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else the launcher's default
-/// (`$XDG_CACHE_HOME/strata/cache`, `~/.cache/strata/cache`).
+/// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else the default cache root
+/// (`strata::config::default_cache_root`).
 fn cache_root_or_default(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
-    cache_root(flag).or_else(|e| strata::launcher::default_cache_root().ok_or(e))
+    strata::config::cache_root_or_default(flag.as_deref())
+        .map_err(|e| Failure { code: super::EXIT_USAGE, error: e.into() })
 }
 
 /// The JSON of `strata stats`: the L1 figures and the compile domain's.

@@ -906,21 +906,8 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// The default L0 store: `file://$XDG_CACHE_HOME/strata/store` (`~/.cache` when unset).
-fn default_store_url() -> Result<String, Failure> {
-    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => fs::expand_tilde(Path::new("~/.cache")),
-    };
-    let dir = fs::absolute(&base.join("strata").join("store"))?;
-    Ok(format!("file://{}", dir.display()))
-}
-
 fn open_remote(args: &RemoteArgs) -> Result<Box<dyn strata::transport::ObjectStore>, Failure> {
-    let url = match &args.store {
-        Some(url) => url.clone(),
-        None => default_store_url()?,
-    };
+    let url = strata::config::store_url(args.store.as_deref()).map_err(usage)?;
     let options = TransportOptions::from_env().map_err(usage)?;
     open_store(&url, &options).map_err(usage)
 }

@@ -290,33 +290,18 @@ fn check_github_output(gh: &Github, requested: bool) {
     }
 }
 
-/// The default store: `file://$XDG_CACHE_HOME/strata/store`, else
-/// `file://$HOME/.cache/strata/store`.
-pub(crate) fn default_store() -> Result<String, Failure> {
-    let base = env("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .ok_or_else(|| usage("--store", "no --store, STRATA_STORE, XDG_CACHE_HOME or HOME"))?;
-    Ok(format!("file://{}", base.join("strata").join("store").display()))
-}
-
+/// `--store`, else `STRATA_STORE`, else the default store (`strata::config`).
 fn store_url(flag: Option<String>) -> Result<String, Failure> {
-    match non_empty(flag).or_else(|| env("STRATA_STORE")) {
-        Some(url) => Ok(url),
-        None => default_store(),
-    }
+    strata::config::store_url(flag.as_deref()).map_err(|e| usage_error(e.is_usage(), e))
 }
 
 fn cache_dir(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
-    flag.filter(|p| !p.as_os_str().is_empty())
-        .or_else(|| env("STRATA_CACHE_ROOT").map(PathBuf::from))
+    strata::config::cache_root(flag.as_deref())
         .ok_or_else(|| usage("--cache-dir", "required (or set STRATA_CACHE_ROOT)"))
 }
 
 fn event_log(flag: Option<PathBuf>) -> Option<PathBuf> {
-    flag.filter(|p| !p.as_os_str().is_empty())
-        .or_else(|| env("STRATA_EVENT_LOG").map(PathBuf::from))
+    strata::config::event_log(flag.as_deref())
 }
 
 fn print_json(value: &Value) -> Result<(), Failure> {
