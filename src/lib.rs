@@ -29,6 +29,7 @@ pub mod digest;
 pub mod fs;
 pub mod l0;
 pub mod launcher;
+pub mod message;
 pub mod parallel;
 pub mod record;
 pub mod snapshot;

@@ -43,6 +43,7 @@ use crate::action::{ActionKey, Error, LockKind, child, guard};
 use crate::content::Record;
 use crate::content::VerifyMemo;
 use crate::fs::{self, RelPath};
+use crate::message::one_line;
 
 /// One `strata action run` request.
 #[derive(Debug, Clone)]
@@ -359,7 +360,7 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
                     return Ok(RunReport { outcome: Outcome::Hit, key, exit_code: 0 });
                 }
                 Err(e) if entry_at_fault(&e, &loc.dir) => {
-                    ctx.warn("restore", format!("restore failed; rebuilding: {}", chain(&e)));
+                    ctx.warn("restore", format!("restore failed; rebuilding: {}", one_line(&e)));
                 }
                 Err(e) => {
                     // The entry is fine; the output directory is not (a symlink or a
@@ -371,7 +372,7 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
                         format!(
                             "cannot restore into {}; building without replacing the valid entry: {}",
                             ctx.stage_or_output.display(),
-                            chain(&e)
+                            one_line(&e)
                         ),
                     );
                 }
@@ -439,7 +440,7 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
             Ok(RunReport { outcome: Outcome::Saved, key, exit_code: 0 })
         }
         Err(e) => {
-            ctx.warn("save", format!("save failed; build result kept: {}", chain(&e)));
+            ctx.warn("save", format!("save failed; build result kept: {}", one_line(&e)));
             Ok(RunReport { outcome: Outcome::Built, key, exit_code: 0 })
         }
     }
@@ -637,7 +638,7 @@ fn collect_after(
         // Custom operators must publish what they built: the error is fatal.
         Err(e) if custom => Err(e),
         Err(e) => {
-            ctx.warn("collect", format!("cannot collect artifacts; nothing saved: {}", chain(&e)));
+            ctx.warn("collect", format!("cannot collect artifacts; nothing saved: {}", one_line(&e)));
             Ok(None)
         }
     }
@@ -661,16 +662,4 @@ fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
-}
-
-/// An error and its causes, joined with `: `.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
 }

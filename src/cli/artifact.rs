@@ -764,7 +764,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                 Err(l0::Error::Artifact(e)) => Err(artifact_failure(e)),
                 Err(e) if remote.strict => Err(Failure::from(anyhow::Error::from(e))),
                 Err(e) => {
-                    let message = chain(&e);
+                    let message = strata::message::one_line(&e);
                     errln!("strata: warning: {message} (continuing; use --strict to fail)");
                     print(
                         out.json,
@@ -787,7 +787,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                 Err(l0::Error::Artifact(e)) => return Err(artifact_failure(e)),
                 Err(e) if remote.strict => return Err(Failure::from(anyhow::Error::from(e))),
                 Err(e) => {
-                    let message = chain(&e);
+                    let message = strata::message::one_line(&e);
                     errln!("strata: warning: {message} (treated as a miss; use --strict to fail)");
                     let value = json!({"outcome": "transport_error", "reason": message});
                     print(out.json, &value, "strata: L0 MISS (transport error)")?;
@@ -894,16 +894,6 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             }
         }
     }
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    text
 }
 
 fn open_remote(args: &RemoteArgs) -> Result<Box<dyn strata::transport::ObjectStore>, Failure> {

@@ -264,12 +264,7 @@ fn notice(gh: &Github, title: &str, message: &str) {
 /// (the step's own result still stands, but later steps will not see what is missing).
 fn github_write(gh: &Github, result: Result<(), ci::Error>) {
     if let Err(e) = result {
-        let mut text = e.to_string();
-        let mut cause = std::error::Error::source(&e);
-        while let Some(inner) = cause {
-            text.push_str(&format!(": {inner}"));
-            cause = inner.source();
-        }
+        let text = strata::message::one_line(&e);
         warn(
             gh,
             "GitHub output",
