@@ -39,7 +39,7 @@ use crate::action::layout::{Domain, EntryLocation};
 use crate::action::locks::{Timeouts, lock_with_events};
 use crate::action::prepare::{entry_name, prepare};
 use crate::action::publish::{ActionId, Publisher, action_lock_path};
-use crate::action::{ActionKey, Error, LockKind, child, guard};
+use crate::action::{ActionKey, Error, LockKind, guard};
 use crate::content::Record;
 use crate::content::VerifyMemo;
 use crate::fs::{self, RelPath};
@@ -548,8 +548,8 @@ fn build(ctx: &mut Ctx<'_>) -> Result<(Build, i32), Error> {
         cmd.current_dir(dir);
     }
     let start = Instant::now();
-    let end =
-        child::run(&mut cmd).map_err(|source| Error::Spawn { program: program.into(), source })?;
+    let end = crate::process::run(&mut cmd)
+        .map_err(|source| Error::Spawn { program: program.into(), source })?;
     let elapsed = start.elapsed();
     let status = end.status;
     // A signal strata received (and forwarded) ends the run like a build killed by it:
@@ -638,7 +638,10 @@ fn collect_after(
         // Custom operators must publish what they built: the error is fatal.
         Err(e) if custom => Err(e),
         Err(e) => {
-            ctx.warn("collect", format!("cannot collect artifacts; nothing saved: {}", one_line(&e)));
+            ctx.warn(
+                "collect",
+                format!("cannot collect artifacts; nothing saved: {}", one_line(&e)),
+            );
             Ok(None)
         }
     }

@@ -15,6 +15,7 @@
 //! * `handle`: verified handles, the per-handle verification memo, materialization;
 //! * `destination`: checking destinations outside the store before anything runs, and
 //!   filling them through a staging directory (never with unverified bytes);
+//! * `command`: the build command of get-or-build and promote (signals forwarded);
 //! * `flight`: in-process single-flight;
 //! * `store`: lookup, get_or_build, promotion, read-only mode;
 //! * `publish`: the write order of a publication;
@@ -42,6 +43,7 @@
 //! * Writers with different UIDs are unsupported (slots are 0700).
 
 pub mod archive;
+mod command;
 mod destination;
 mod flight;
 mod gc;
@@ -57,6 +59,7 @@ mod verify;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use command::{BuildCommand, CommandFailed, CommandStdout, OUT_VAR};
 pub use destination::Destination;
 pub use gc::{GcAction, GcOptions, GcReport, SlotReport, gc, verify_all};
 pub use handle::{ArtifactHandle, MaterializeReport, VerifyReport};
@@ -283,5 +286,10 @@ impl Error {
             Error::Builder { source } => Some(source.as_ref()),
             _ => None,
         }
+    }
+
+    /// The failure of a [`BuildCommand`] builder, if this is one.
+    pub fn build_command_failure(&self) -> Option<&CommandFailed> {
+        self.builder_error().and_then(|b| b.downcast_ref::<CommandFailed>())
     }
 }

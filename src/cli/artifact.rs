@@ -7,7 +7,6 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command as Process;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -16,8 +15,9 @@ use serde_json::{Value, json};
 use super::Failure;
 use super::output::{errln, outln};
 use strata::artifact::{
-    self, ArtifactBuild, ArtifactKey, ArtifactSpec, ArtifactStore, BuildKind, Destination,
-    EnvironmentIdentity, Lookup, LookupStatus, Mode, Stage, StoreOptions, include,
+    self, ArtifactBuild, ArtifactKey, ArtifactSpec, ArtifactStore, BuildCommand, BuildKind,
+    CommandStdout, Destination, EnvironmentIdentity, Lookup, LookupStatus, Mode, Stage,
+    StoreOptions, include,
 };
 use strata::content::temp::{self, Purpose};
 use strata::fs::{self, LockWait};
@@ -461,48 +461,16 @@ fn lookup_text(lookup: &Lookup, key: &ArtifactKey) -> String {
     text
 }
 
-/// A build command that did not succeed.
-#[derive(Debug, thiserror::Error)]
-#[error("build command {program:?} {how}")]
-struct CommandFailed {
-    program: String,
-    how: String,
-    code: i32,
-}
-
-/// Runs the build command with `STRATA_ARTIFACT_OUT` set. With `--json`, its stdout goes
-/// to stderr so that stdout carries only strata's JSON object.
-fn run_command(command: &[OsString], out_dir: &Path, json: bool) -> Result<(), CommandFailed> {
-    let argv0 = command.first().cloned().unwrap_or_default();
-    let mut process = Process::new(&argv0);
-    let program = strata::fs::name::encode_os(&argv0);
-    process.args(command.iter().skip(1)).env("STRATA_ARTIFACT_OUT", out_dir);
-    if json {
-        process.stdout(std::io::stderr());
-    }
-    let status = process.status().map_err(|e| CommandFailed {
-        program: program.clone(),
-        how: format!("could not start: {e}"),
-        code: 127,
-    })?;
-    if status.success() {
-        return Ok(());
-    }
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => Err(CommandFailed { program, how: format!("exited with {code}"), code }),
-        (None, Some(signal)) => Err(CommandFailed {
-            program,
-            how: format!("was killed by signal {signal}"),
-            code: 128 + signal,
-        }),
-        _ => Err(CommandFailed { program, how: "failed".into(), code: 1 }),
-    }
+/// The build command of get-or-build and promote; with `--json` its stdout goes to stderr
+/// so that stdout carries only strata's JSON object.
+fn build_command(command: Vec<OsString>, json: bool) -> BuildCommand {
+    let stdout = if json { CommandStdout::Stderr } else { CommandStdout::Inherit };
+    BuildCommand::new(command, stdout)
 }
 
 fn build_failure(e: artifact::Error) -> Failure {
-    if let Some(failed) = e.builder_error().and_then(|b| b.downcast_ref::<CommandFailed>()) {
-        return Failure { code: failed.code, error: anyhow::anyhow!("{failed}") };
+    if let Some(failed) = e.build_command_failure() {
+        return Failure { code: failed.code, error: anyhow::Error::new(failed.clone()) };
     }
     artifact_failure(e)
 }
@@ -650,9 +618,9 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let output = store.destination(output.as_deref())?;
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
-            let build = store
-                .get_or_build(&key, &spec, |dir| run_command(&command, dir, out.json))
-                .map_err(build_failure)?;
+            let command = build_command(command, out.json);
+            let build =
+                store.get_or_build(&key, &spec, |dir| command.run(dir)).map_err(build_failure)?;
             let kept = finish_build(&build, output.as_ref(), keep_private, &mut private)?;
             let (value, text) = build_report(&build, &key, &spec, &kept);
             print(out.json, &value, &text)?;
@@ -691,8 +659,9 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let output = store.destination(output.as_deref())?;
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
+            let command = build_command(command, out.json);
             let (parent, build) = store
-                .promote(&key, &generated, &ready, |dir| run_command(&command, dir, out.json))
+                .promote(&key, &generated, &ready, |dir| command.run(dir))
                 .map_err(build_failure)?;
             let kept = finish_build(&build, output.as_ref(), false, &mut private)?;
             let (mut value, text) = build_report(&build, &key, &ready, &kept);
