@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
+use super::Failure;
 use super::output::{errln, outln};
-use super::{Failure, action_failure};
 use strata::action::explain::Verdict;
 use strata::action::locks::Timeouts;
 use strata::action::run::Notice;
@@ -159,9 +159,9 @@ impl RunArgs {
     fn into_options(self) -> Result<RunOptions, Failure> {
         let mut set_env = Vec::new();
         for text in &self.set_env {
-            set_env.push(SetEnv::parse(text).map_err(action_failure)?);
+            set_env.push(SetEnv::parse(text).map_err(Failure::of)?);
         }
-        let timeouts = Timeouts::from_env().map_err(action_failure)?;
+        let timeouts = Timeouts::from_env().map_err(Failure::of)?;
         let mut command = self.command;
         if command.first().is_some_and(|c| c == "--") {
             command.remove(0);
@@ -228,7 +228,7 @@ impl RunArgs {
 /// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else a usage error.
 fn cache_root(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
     strata::config::cache_root(flag.as_deref()).ok_or_else(|| Failure {
-        code: super::EXIT_USAGE,
+        code: strata::exit::USAGE,
         error: anyhow::anyhow!("missing --cache-root (or set STRATA_CACHE_ROOT)"),
     })
 }
@@ -252,7 +252,7 @@ pub(crate) fn run(cmd: ActionCommand) -> Result<i32, Failure> {
                     .map(|v| strata::launcher::report::parse_size(&v))
                     .transpose()
                     .map_err(|e| Failure {
-                        code: super::EXIT_USAGE,
+                        code: strata::exit::USAGE,
                         error: anyhow::anyhow!("STRATA_COMPILE_MAX_SIZE: {e}"),
                     })?,
             };
@@ -304,13 +304,13 @@ fn run_action(args: RunArgs) -> Result<i32, Failure> {
         };
         errln!("{line}");
     };
-    let report = strata::action::run(&opts, &mut notify).map_err(action_failure)?;
+    let report = strata::action::run(&opts, &mut notify).map_err(Failure::of)?;
     Ok(report.exit_code)
 }
 
 fn explain(args: RunArgs, json: bool) -> Result<i32, Failure> {
     let opts = args.into_options()?;
-    let ex = strata::action::explain::explain(&opts).map_err(action_failure)?;
+    let ex = strata::action::explain::explain(&opts).map_err(Failure::of)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&ex)?)?;
         return Ok(0);
@@ -394,7 +394,7 @@ fn prune(
 /// (`strata::config::default_cache_root`).
 fn cache_root_or_default(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
     strata::config::cache_root_or_default(flag.as_deref())
-        .map_err(|e| Failure { code: super::EXIT_USAGE, error: e.into() })
+        .map_err(|e| Failure { code: strata::exit::USAGE, error: e.into() })
 }
 
 /// The JSON of `strata stats`: the L1 figures and the compile domain's.

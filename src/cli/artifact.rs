@@ -20,18 +20,10 @@ use strata::artifact::{
     StoreOptions, include,
 };
 use strata::content::temp::{self, Purpose};
+use strata::exit::{self, ExitCode};
 use strata::fs::{self, LockWait};
 use strata::l0::{self, PullOutcome, PushOutcome};
 use strata::transport::{TransportOptions, open_store};
-
-/// MISS or not available.
-pub const EXIT_MISS: i32 = 3;
-/// INVALID slot(s).
-pub const EXIT_INVALID: i32 = 4;
-/// STORAGE_ERROR.
-pub const EXIT_STORAGE: i32 = 5;
-/// scan-includes: the input cannot be packaged.
-pub const EXIT_UNSUPPORTED: i32 = 6;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ArtifactCommand {
@@ -303,23 +295,6 @@ pub(crate) struct RemoteArgs {
     strict: bool,
 }
 
-fn usage(e: impl Into<anyhow::Error>) -> Failure {
-    Failure { code: super::EXIT_USAGE, error: e.into() }
-}
-
-fn artifact_failure(e: artifact::Error) -> Failure {
-    let code = if e.is_usage() {
-        super::EXIT_USAGE
-    } else if let Some(status) = e.not_available_status() {
-        // What was needed (the slot to push, the generated stage to promote) exits like
-        // its lookup: 3 MISS, 4 INVALID, 5 STORAGE_ERROR.
-        lookup_code(status)
-    } else {
-        1
-    };
-    Failure { code, error: e.into() }
-}
-
 impl IdArgs {
     fn key(&self) -> Result<ArtifactKey, Failure> {
         key_from(&self.env, &self.source, &self.specialization)
@@ -338,12 +313,12 @@ fn key_from(env: &[String], source: &str, specialization: &str) -> Result<Artifa
     let mut components = Vec::new();
     for item in env {
         let Some((name, digest)) = item.split_once('=') else {
-            return Err(usage(anyhow::anyhow!("--env {item:?} must be NAME=SHA256")));
+            return Err(Failure::usage(anyhow::anyhow!("--env {item:?} must be NAME=SHA256")));
         };
         components.push((name.to_owned(), (!digest.is_empty()).then(|| digest.to_owned())));
     }
-    let environment = EnvironmentIdentity::new(components).map_err(usage)?;
-    ArtifactKey::new(environment, source, specialization).map_err(usage)
+    let environment = EnvironmentIdentity::new(components).map_err(Failure::usage)?;
+    ArtifactKey::new(environment, source, specialization).map_err(Failure::usage)
 }
 
 fn spec_from(stage: Stage, kind: KindArg, require: &[OsString]) -> Result<ArtifactSpec, Failure> {
@@ -351,7 +326,7 @@ fn spec_from(stage: Stage, kind: KindArg, require: &[OsString]) -> Result<Artifa
         KindArg::Single => BuildKind::Single,
         KindArg::Distributed => BuildKind::Distributed,
     };
-    ArtifactSpec::new(stage, kind, recorded_paths(require)).map_err(usage)
+    ArtifactSpec::new(stage, kind, recorded_paths(require)).map_err(Failure::usage)
 }
 
 /// Relative paths given on the command line (raw bytes) in their recorded form (the name
@@ -411,7 +386,7 @@ impl StoreArgs {
                 s => LockWait::Timeout(Duration::from_secs(s)),
             },
         };
-        ArtifactStore::open(&self.root, options).map_err(artifact_failure)
+        ArtifactStore::open(&self.root, options).map_err(Failure::of)
     }
 
     /// Checks a destination (`--dest`, `--output`) before anything is built, downloaded or
@@ -419,22 +394,13 @@ impl StoreArgs {
     fn destination(&self, path: Option<&Path>) -> Result<Option<Destination>, Failure> {
         let Some(path) = path else { return Ok(None) };
         let store =
-            ArtifactStore::open(&self.root, StoreOptions::default()).map_err(artifact_failure)?;
-        store.destination(path).map(Some).map_err(artifact_failure)
+            ArtifactStore::open(&self.root, StoreOptions::default()).map_err(Failure::of)?;
+        store.destination(path).map(Some).map_err(Failure::of)
     }
 }
 
 fn print(json: bool, value: &Value, text: &str) -> Result<(), Failure> {
     if json { outln!("{value}") } else { outln!("{text}") }
-}
-
-fn lookup_code(status: LookupStatus) -> i32 {
-    match status {
-        LookupStatus::Hit => 0,
-        LookupStatus::Miss => EXIT_MISS,
-        LookupStatus::Invalid => EXIT_INVALID,
-        LookupStatus::StorageError => EXIT_STORAGE,
-    }
 }
 
 fn lookup_json(lookup: &Lookup, key: &ArtifactKey, spec: &ArtifactSpec) -> Value {
@@ -472,7 +438,7 @@ fn build_failure(e: artifact::Error) -> Failure {
     if let Some(failed) = e.build_command_failure() {
         return Failure { code: failed.code, error: anyhow::Error::new(failed.clone()) };
     }
-    artifact_failure(e)
+    Failure::of(e)
 }
 
 /// A path in JSON output (`strata::fs::name::display_text`: as it is when UTF-8, else in
@@ -550,7 +516,7 @@ fn finish_build<T>(
             (None, None) => None,
         };
         if let Some(report) = report {
-            copied = Some(report.map_err(artifact_failure)?.dest);
+            copied = Some(report.map_err(Failure::of)?.dest);
         }
     }
     let mut private_dir = build.private_dir.clone();
@@ -611,7 +577,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let store = store.open(None)?;
             let lookup = store.lookup(&key, &spec);
             print(out.json, &lookup_json(&lookup, &key, &spec), &lookup_text(&lookup, &key))?;
-            Ok(lookup_code(lookup.status()))
+            Ok(lookup.status().exit_code())
         }
         ArtifactCommand::GetOrBuild { store, id, output, keep_private, out, command } => {
             let (key, spec) = (id.key()?, id.spec()?);
@@ -629,13 +595,13 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
         ArtifactCommand::Materialize { store, id, dest, out } => {
             let (key, spec) = (id.key()?, id.spec()?);
             let store = store.open(None)?;
-            let dest = store.destination(&dest).map_err(artifact_failure)?;
+            let dest = store.destination(&dest).map_err(Failure::of)?;
             let lookup = store.lookup(&key, &spec);
             let Lookup::Hit(handle) = &lookup else {
                 print(out.json, &lookup_json(&lookup, &key, &spec), &lookup_text(&lookup, &key))?;
-                return Ok(lookup_code(lookup.status()));
+                return Ok(lookup.status().exit_code());
             };
-            let report = handle.materialize_into(&dest).map_err(artifact_failure)?;
+            let report = handle.materialize_into(&dest).map_err(Failure::of)?;
             let value = json!({
                 "status": "hit", "key": key.digest().to_string(), "spec": spec.digest().to_string(),
                 "dir": shown(&handle.dir()), "dest": shown(&report.dest), "files": report.files, "bytes": report.bytes,
@@ -655,7 +621,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let generated = spec_from(Stage::Generated, id.kind, &id.require)?;
             let ready = generated
                 .with_stage_and_more(Stage::BinaryReady, recorded_paths(&ready_require))
-                .map_err(usage)?;
+                .map_err(Failure::usage)?;
             let output = store.destination(output.as_deref())?;
             let mut private = PrivateRoot::new(store.private_root.as_deref())?;
             let store = store.open(Some(&private))?;
@@ -673,10 +639,9 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             verify(root, all, repeat, id, out.json)
         }
         ArtifactCommand::Gc { root, dry_run, out } => {
-            let store =
-                ArtifactStore::open(&root, StoreOptions::default()).map_err(artifact_failure)?;
-            let report = artifact::gc(store.root(), artifact::GcOptions { dry_run })
-                .map_err(artifact_failure)?;
+            let store = ArtifactStore::open(&root, StoreOptions::default()).map_err(Failure::of)?;
+            let report =
+                artifact::gc(store.root(), artifact::GcOptions { dry_run }).map_err(Failure::of)?;
             let mut text = String::new();
             for a in &report.actions {
                 text.push_str(&format!(
@@ -730,7 +695,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                     print(out.json, &value, &text)?;
                     Ok(0)
                 }
-                Err(l0::Error::Artifact(e)) => Err(artifact_failure(e)),
+                Err(l0::Error::Artifact(e)) => Err(Failure::of(e)),
                 Err(e) if remote.strict => Err(Failure::from(anyhow::Error::from(e))),
                 Err(e) => {
                     let message = strata::message::one_line(&e);
@@ -753,14 +718,14 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
             let objects = open_remote(&remote)?;
             let report = match l0::pull(&store, objects.as_ref(), &key, &spec, &trust) {
                 Ok(r) => r,
-                Err(l0::Error::Artifact(e)) => return Err(artifact_failure(e)),
+                Err(l0::Error::Artifact(e)) => return Err(Failure::of(e)),
                 Err(e) if remote.strict => return Err(Failure::from(anyhow::Error::from(e))),
                 Err(e) => {
                     let message = strata::message::one_line(&e);
                     errln!("strata: warning: {message} (treated as a miss; use --strict to fail)");
                     let value = json!({"outcome": "transport_error", "reason": message});
                     print(out.json, &value, "strata: L0 MISS (transport error)")?;
-                    return Ok(EXIT_MISS);
+                    return Ok(exit::MISS);
                 }
             };
             let (outcome, reason) = match &report.outcome {
@@ -791,7 +756,7 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                     Some(h) => h.materialize_into(dest),
                     None => dest.copy_tree(dir),
                 };
-                filled = Some(copied.map_err(artifact_failure)?.dest);
+                filled = Some(copied.map_err(Failure::of)?.dest);
             }
             // Report only directories that outlive this process.
             let dir = match &report.handle {
@@ -816,10 +781,10 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                 text.push_str(&format!(" dest={}", dest.display()));
             }
             print(out.json, &value, &text)?;
-            Ok(if available.is_some() { 0 } else { EXIT_MISS })
+            Ok(if available.is_some() { 0 } else { exit::MISS })
         }
         ArtifactCommand::ScanIncludes { sources, include_dirs, package, out } => {
-            match include::scan(&sources, &include_dirs).map_err(artifact_failure)? {
+            match include::scan(&sources, &include_dirs).map_err(Failure::of)? {
                 include::Verdict::Unsupported(u) => {
                     let value = json!({"verdict": "unsupported", "file": shown(&u.file), "line": u.line, "reason": u.reason});
                     let text = format!(
@@ -829,11 +794,11 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
                         u.reason
                     );
                     print(out.json, &value, &text)?;
-                    Ok(EXIT_UNSUPPORTED)
+                    Ok(exit::UNSUPPORTED)
                 }
                 include::Verdict::Closure(closure) => {
                     if let Some(dest) = &package {
-                        include::package(&closure, dest).map_err(artifact_failure)?;
+                        include::package(&closure, dest).map_err(Failure::of)?;
                     }
                     let value = json!({
                         "verdict": "complete",
@@ -866,9 +831,9 @@ fn dispatch(cmd: ArtifactCommand) -> Result<i32, Failure> {
 }
 
 fn open_remote(args: &RemoteArgs) -> Result<Box<dyn strata::transport::ObjectStore>, Failure> {
-    let url = strata::config::store_url(args.store.as_deref()).map_err(usage)?;
-    let options = TransportOptions::from_env().map_err(usage)?;
-    open_store(&url, &options).map_err(usage)
+    let url = strata::config::store_url(args.store.as_deref()).map_err(Failure::usage)?;
+    let options = TransportOptions::from_env().map_err(Failure::usage)?;
+    open_store(&url, &options).map_err(Failure::usage)
 }
 
 fn verify(
@@ -882,10 +847,10 @@ fn verify(
         &root,
         StoreOptions { mode: Mode::ReadOnly, ..StoreOptions::default() },
     )
-    .map_err(artifact_failure)?;
+    .map_err(Failure::of)?;
     if !all {
         let (Some(source), Some(specialization)) = (&id.source, &id.specialization) else {
-            return Err(usage(anyhow::anyhow!(
+            return Err(Failure::usage(anyhow::anyhow!(
                 "give --all, or the key and spec flags (--env, --source, --specialization, --require)"
             )));
         };
@@ -901,7 +866,7 @@ fn verify(
             "hashed_bytes": lookup.handle().map(|h| h.manifest().total_bytes())})];
         let mut text = lookup_text(&lookup, &key);
         let mut value = lookup_json(&lookup, &key, &spec);
-        let mut code = lookup_code(lookup.status());
+        let mut code = lookup.status().exit_code();
         if let Some(handle) = lookup.handle() {
             for pass in 1..repeat.max(1) {
                 let start = std::time::Instant::now();
@@ -938,7 +903,7 @@ fn verify(
                         value["dir"] = Value::Null;
                         value["manifest_digest"] = Value::Null;
                         value["failed_pass"] = json!(pass + 1);
-                        code = lookup_code(status);
+                        code = status.exit_code();
                         break;
                     }
                 }
@@ -948,7 +913,7 @@ fn verify(
         print(json_out, &value, &text)?;
         return Ok(code);
     }
-    let reports = artifact::verify_all(store.root()).map_err(artifact_failure)?;
+    let reports = artifact::verify_all(store.root()).map_err(Failure::of)?;
     let mut text = String::new();
     let mut code = 0;
     for r in &reports {
@@ -958,8 +923,8 @@ fn verify(
         }
         text.push('\n');
         code = code.max(match r.status {
-            "invalid" => EXIT_INVALID,
-            "storage_error" => EXIT_STORAGE,
+            "invalid" => exit::INVALID,
+            "storage_error" => exit::STORAGE_ERROR,
             _ => 0,
         });
     }

@@ -10,10 +10,11 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
+use super::Failure;
 use super::output::{errln, outln};
-use super::{EXIT_USAGE, Failure};
 use strata::action::events::EventLog;
 use strata::ci::{self, EventCounts, Github};
+use strata::exit;
 use strata::snapshot::compat::PlatformFiles;
 use strata::snapshot::key::{DEFAULT_PREFIX, RunContext, event_log_path};
 use strata::snapshot::restore::LookupMode;
@@ -28,7 +29,7 @@ use strata::transport::{
 };
 
 /// Exit code when `--fail-on-cache-miss` or `--strict` turns a cache outcome into failure.
-pub const EXIT_CACHE_FAILURE: i32 = 1;
+const EXIT_CACHE_FAILURE: i32 = exit::FAILURE;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum SnapshotCommand {
@@ -223,16 +224,11 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-/// A usage error (exit 2) saying `invalid <what>: <reason>`. For a library error whose
-/// message already says what is invalid, use [`usage_error`] instead (no doubled prefix).
+/// A usage error (exit 2) saying `invalid <what>: <reason>`. A library error whose
+/// message already says what is invalid goes through [`Failure::of`] instead (no doubled
+/// prefix).
 fn usage(what: &str, reason: impl std::fmt::Display) -> Failure {
-    Failure { code: EXIT_USAGE, error: anyhow::anyhow!("invalid {what}: {reason}") }
-}
-
-/// A library error shown as it is, with exit code 2 if `usage` (it names what is invalid
-/// itself), else 1.
-fn usage_error(usage: bool, error: impl Into<anyhow::Error>) -> Failure {
-    Failure { code: if usage { EXIT_USAGE } else { 1 }, error: error.into() }
+    Failure::usage(anyhow::anyhow!("invalid {what}: {reason}"))
 }
 
 /// Empty flag values (as GitHub passes unset inputs) count as absent.
@@ -287,7 +283,7 @@ fn check_github_output(gh: &Github, requested: bool) {
 
 /// `--store`, else `STRATA_STORE`, else the default store (`strata::config`).
 fn store_url(flag: Option<String>) -> Result<String, Failure> {
-    strata::config::store_url(flag.as_deref()).map_err(|e| usage_error(e.is_usage(), e))
+    strata::config::store_url(flag.as_deref()).map_err(Failure::of)
 }
 
 fn cache_dir(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
@@ -366,10 +362,7 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
         github_write(&gh, gh.set_env(&vars));
     }
 
-    let report = snapshot::compute_key(&request).map_err(|e| Failure {
-        code: if e.is_usage() { EXIT_USAGE } else { 1 },
-        error: e.into(),
-    })?;
+    let report = snapshot::compute_key(&request).map_err(Failure::of)?;
     for warning in &report.warnings {
         warn(&gh, "snapshot key", warning);
     }
@@ -419,12 +412,12 @@ fn key(args: KeyArgs) -> Result<i32, Failure> {
 /// still works; a save never gets here without a complete pair, it skips with
 /// `no_writer_credentials`).
 fn open(gh: &Github, title: &str, url: &str) -> Result<Box<dyn ObjectStore>, Failure> {
-    let options = TransportOptions::from_env().map_err(|e| usage_error(e.is_usage(), e))?;
+    let options = TransportOptions::from_env().map_err(Failure::of)?;
     let ignored = warn_incomplete_pairs(gh, title, url);
     let env = |name: &str| {
         if ignored.contains(&name) { None } else { std::env::var(name).ok() }
     };
-    open_store_with_env(url, &options, env).map_err(|e| usage_error(e.is_usage(), e))
+    open_store_with_env(url, &options, env).map_err(Failure::of)
 }
 
 /// Warns about each credential pair of which only one half is set (for `s3://` stores) and
@@ -546,8 +539,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
         }
         return Ok(if args.fail_on_cache_miss { EXIT_CACHE_FAILURE } else { 0 });
     }
-    let key: SnapshotKey =
-        key_text.parse().map_err(|e: snapshot::Error| usage_error(e.is_usage(), e))?;
+    let key: SnapshotKey = key_text.parse().map_err(|e: snapshot::Error| Failure::of(e))?;
     let url = store_url(common.store)?;
     let store = open(&gh, "snapshot restore", &url)?;
     let mode = if args.lookup_only { LookupMode::LookupOnly } else { LookupMode::Restore };
@@ -563,7 +555,7 @@ fn restore(args: RestoreArgs) -> Result<i32, Failure> {
     let (report, error) = match result {
         Ok(report) => (report, None),
         Err(failure) if failure.error.is_usage() => {
-            return Err(Failure { code: EXIT_USAGE, error: failure.error.into() });
+            return Err(Failure::usage(failure.error));
         }
         Err(failure) => {
             let failure = *failure;
@@ -714,10 +706,8 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
     let url = store_url(common.store)?;
     let writer_credentials = has_writer_credentials(&url, env);
     // Gates that need no store come first: a read-only consumer never opens it.
-    let skip_reason =
-        snapshot::save::local_gate(&literal_dir, Some(&args.key), writer_credentials).map_err(
-            |e| Failure { code: if e.is_usage() { EXIT_USAGE } else { 1 }, error: e.into() },
-        )?;
+    let skip_reason = snapshot::save::local_gate(&literal_dir, Some(&args.key), writer_credentials)
+        .map_err(Failure::of)?;
     let store = match skip_reason {
         None => Some(open(&gh, "snapshot save", &url)?),
         Some(snapshot::save::SkipReason::NoWriterCredentials) => {
@@ -843,7 +833,7 @@ fn save(args: SaveArgs) -> Result<i32, Failure> {
             }
             Ok(0)
         }
-        Err(e) if e.is_usage() => Err(Failure { code: EXIT_USAGE, error: e.into() }),
+        Err(e) if e.is_usage() => Err(Failure::usage(e)),
         Err(e) => {
             let message =
                 format!("{}; the build result stands, no snapshot was published", e.one_line());
