@@ -153,6 +153,16 @@ pub enum PushOutcome {
     AlreadyPresent,
 }
 
+impl PushOutcome {
+    /// `uploaded` or `already_present`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PushOutcome::Uploaded => "uploaded",
+            PushOutcome::AlreadyPresent => "already_present",
+        }
+    }
+}
+
 /// The report of [`push`].
 #[derive(Debug, Clone)]
 pub struct PushReport {
@@ -185,6 +195,18 @@ pub enum PullOutcome {
     Rejected(String),
 }
 
+impl PullOutcome {
+    /// `local_hit`, `pulled`, `not_in_store` or `rejected`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PullOutcome::LocalHit => "local_hit",
+            PullOutcome::Pulled => "pulled",
+            PullOutcome::NotInRemote => "not_in_store",
+            PullOutcome::Rejected(_) => "rejected",
+        }
+    }
+}
+
 /// The report of [`pull`].
 #[derive(Debug, Clone)]
 pub struct PullReport {
@@ -214,6 +236,22 @@ impl PullReport {
     /// The directory holding the usable artifact, if any.
     pub fn dir(&self) -> Option<PathBuf> {
         self.handle.as_ref().map(|h| h.dir()).or_else(|| self.private_dir.clone())
+    }
+
+    /// After the pull: fills `dest` from the slot or the private copy, keeps a temporary
+    /// private root that holds the only copy when there is no `dest`, and says which paths
+    /// outlive the process ([`artifact::settle`]). Whether an artifact is available at all
+    /// is [`PullReport::dir`].
+    ///
+    /// # Errors
+    /// As [`artifact::settle`].
+    pub fn settle(
+        &self,
+        dest: Option<&artifact::Destination>,
+        private: &mut artifact::PrivateRoot,
+    ) -> Result<artifact::Kept, artifact::Error> {
+        let dir = self.private_dir.as_deref();
+        artifact::settle(self.handle.as_ref(), dir, dest, artifact::PrivateBuild::Remove, private)
     }
 }
 

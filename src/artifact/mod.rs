@@ -18,6 +18,7 @@
 //! * `command`: the build command of get-or-build and promote (signals forwarded);
 //! * `flight`: in-process single-flight;
 //! * `store`: lookup, get_or_build, promotion, read-only mode;
+//! * `private`: the private root of one invocation and what survives it;
 //! * `publish`: the write order of a publication;
 //! * `gc`: offline cleanup;
 //! * [`archive`]: packing a ready artifact for L0 transfer (tar + zstd) and checking one;
@@ -52,6 +53,7 @@ mod identity;
 pub mod include;
 mod layout;
 mod manifest;
+mod private;
 mod publish;
 mod store;
 mod verify;
@@ -62,7 +64,7 @@ use std::sync::Arc;
 pub use command::{BuildCommand, CommandFailed, CommandStdout, OUT_VAR};
 pub use destination::Destination;
 pub use gc::{GcAction, GcOptions, GcReport, SlotReport, gc, verify_all};
-pub use handle::{ArtifactHandle, MaterializeReport, VerifyReport};
+pub use handle::{ArtifactHandle, MaterializeReport, VerifyPass, VerifyReport};
 pub use identity::{
     ARTIFACT_SCHEMA, ArtifactKey, ArtifactSpec, BuildKind, EnvDigest, EnvironmentIdentity,
     EnvironmentRecord, IDENTITY_SCHEMA, KeyDigest, KeyRecord, MANIFEST_NAME, SpecDigest,
@@ -72,6 +74,7 @@ pub use layout::{Bucket, SlotPath, StoreRoot};
 pub use manifest::{
     FileRecord, MANIFEST_SCHEMA, MAX_MANIFEST_BYTES, ManifestDigest, ManifestPayload,
 };
+pub use private::{Kept, PrivateBuild, PrivateRoot, settle};
 pub use store::{
     ArtifactBuild, ArtifactStore, BuildFailure, Disposition, Lookup, LookupStatus, Mode,
     StoreOptions,
@@ -286,6 +289,12 @@ impl Error {
             Error::Builder { source } => Some(source.as_ref()),
             _ => None,
         }
+    }
+
+    /// How a lookup reports this problem with a slot: [`LookupStatus::Invalid`] when the
+    /// data is damaged ([`Error::is_corrupt`]), else [`LookupStatus::StorageError`].
+    pub fn lookup_status(&self) -> LookupStatus {
+        if self.is_corrupt() { LookupStatus::Invalid } else { LookupStatus::StorageError }
     }
 
     /// The failure of a [`BuildCommand`] builder, if this is one.
