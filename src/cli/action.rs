@@ -257,7 +257,7 @@ pub(crate) fn run(cmd: ActionCommand) -> Result<i32, Failure> {
                     })?,
             };
             prune(
-                cache_root_or_default(root)?,
+                super::stats::cache_root_or_default(root)?,
                 max_operator_versions,
                 compile_max_size,
                 dry_run,
@@ -359,18 +359,7 @@ fn prune(
     dry_run: bool,
     json: bool,
 ) -> Result<i32, Failure> {
-    let mut report = strata::action::prune::prune(&cache_root, max, dry_run);
-    if let Ok(cache) = strata::content::layout::CacheRoot::new(&cache_root) {
-        let compile = strata::launcher::report::prune(&cache, compile_max_size, dry_run);
-        if !dry_run && !compile.removed.is_empty() {
-            let _ = strata::fs::touch(&cache.updated_marker());
-        }
-        report.removed.extend(compile.removed.into_iter().map(|r| {
-            strata::action::prune::Removal { path: r.path, kind: r.kind, bytes: r.bytes }
-        }));
-        report.skipped_busy.extend(compile.skipped_busy);
-        report.warnings.extend(compile.warnings);
-    }
+    let report = strata::action::prune::prune_all(&cache_root, max, compile_max_size, dry_run);
     if json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(0);
@@ -387,65 +376,5 @@ fn prune(
     }
     let total: u64 = report.removed.iter().map(|r| r.bytes).sum();
     outln!("strata: prune {verb} {} item(s), {total} bytes", report.removed.len())?;
-    Ok(0)
-}
-
-/// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else the default cache root
-/// (`strata::config::default_cache_root`).
-fn cache_root_or_default(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
-    strata::config::cache_root_or_default(flag.as_deref())
-        .map_err(|e| Failure { code: strata::exit::USAGE, error: e.into() })
-}
-
-/// The JSON of `strata stats`: the L1 figures and the compile domain's.
-#[derive(serde::Serialize)]
-struct StatsJson {
-    #[serde(flatten)]
-    l1: strata::action::stats::CacheStats,
-    compile: strata::launcher::report::CompileStats,
-}
-
-pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32, Failure> {
-    let root = cache_root_or_default(root)?;
-    let s = strata::action::stats::stats(&root);
-    let cache = strata::content::layout::CacheRoot::new(&root)?;
-    if zero {
-        strata::launcher::counters::zero(&cache)?;
-        outln!("strata: launcher counters zeroed in {}", cache.path().display())?;
-        return Ok(0);
-    }
-    let compile = strata::launcher::report::stats(&cache);
-    if json {
-        outln!("{}", serde_json::to_string_pretty(&StatsJson { l1: s, compile })?)?;
-        return Ok(0);
-    }
-    outln!("cache root: {}", s.cache_root.display())?;
-    for (name, d) in [("third_party", &s.third_party), ("custom_operator", &s.custom_operator)] {
-        outln!("{name}: {} entries, {} artifact bytes", d.entries, d.artifact_bytes)?;
-    }
-    outln!(
-        "compile: {} entries, {} candidates, {} object bytes",
-        compile.entries,
-        compile.candidates,
-        compile.object_bytes
-    )?;
-    let count = |name: &str| compile.counters.get(name).copied().unwrap_or(0);
-    let (hits, misses) = (count("hit"), count("miss"));
-    let rate = if hits + misses == 0 { 0.0 } else { 100.0 * hits as f64 / (hits + misses) as f64 };
-    outln!("launcher: {hits} hits, {misses} misses ({rate:.1} % hit rate)")?;
-    for (name, n) in &compile.counters {
-        if name != "hit" && name != "miss" {
-            let name = name
-                .strip_prefix("uncacheable:")
-                .map_or(name.clone(), |r| format!("not cached: {r}"));
-            outln!("  {name}: {n}")?;
-        }
-    }
-    outln!("operator namespaces: {}", s.operator_namespaces)?;
-    outln!("leftovers (removed by prune): {}", s.leftovers)?;
-    outln!(".updated: {}", if s.updated_marker { "set" } else { "not set" })?;
-    for w in &s.warnings {
-        errln!("strata: WARNING stats: {w}");
-    }
     Ok(0)
 }

@@ -18,6 +18,7 @@ mod key;
 mod log;
 mod output;
 mod snapshot;
+mod stats;
 
 use output::{errln, outln};
 
@@ -247,7 +248,7 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Action(cmd) => action::run(*cmd),
-        Command::Stats { cache_root, json, zero } => action::stats(cache_root, json, zero),
+        Command::Stats { cache_root, json, zero } => stats::stats(cache_root, json, zero),
         Command::Artifact(cmd) => artifact::run(*cmd),
         Command::Snapshot(cmd) => snapshot::run(*cmd),
         Command::Key(cmd) => key::run(cmd),
