@@ -246,15 +246,10 @@ pub(crate) fn run(cmd: ActionCommand) -> Result<i32, Failure> {
         } => {
             let compile_max_size = match compile_max_size {
                 Some(size) => Some(size),
-                None => std::env::var("STRATA_COMPILE_MAX_SIZE")
-                    .ok()
-                    .filter(|v| !v.is_empty())
+                None => strata::config::var_text("STRATA_COMPILE_MAX_SIZE")
                     .map(|v| strata::launcher::report::parse_size(&v))
                     .transpose()
-                    .map_err(|e| Failure {
-                        code: strata::exit::USAGE,
-                        error: anyhow::anyhow!("STRATA_COMPILE_MAX_SIZE: {e}"),
-                    })?,
+                    .map_err(|e| Failure::usage(anyhow::anyhow!("STRATA_COMPILE_MAX_SIZE: {e}")))?,
             };
             prune(
                 super::stats::cache_root_or_default(root)?,

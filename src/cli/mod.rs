@@ -98,7 +98,7 @@ fn trust_policy(flags: &[String]) -> Result<strata::trust::TrustPolicy, Failure>
     for flag in flags {
         keys.push(flag.parse().map_err(usage)?);
     }
-    if let Some(list) = std::env::var("STRATA_TRUSTED_KEYS").ok().filter(|v| !v.is_empty()) {
+    if let Some(list) = strata::config::var_text("STRATA_TRUSTED_KEYS") {
         keys.extend(strata::trust::TrustPolicy::parse_list(&list).map_err(usage)?);
     }
     Ok(strata::trust::TrustPolicy::new(keys))
@@ -118,7 +118,7 @@ fn signing_key(
         let path = strata::fs::expand_tilde(file);
         return strata::trust::SigningKey::load(&path).map(Some).map_err(Failure::from);
     }
-    let Some(text) = std::env::var("STRATA_SIGNING_KEY").ok().filter(|v| !v.is_empty()) else {
+    let Some(text) = strata::config::var_text("STRATA_SIGNING_KEY") else {
         return Ok(None);
     };
     if gh.actions {

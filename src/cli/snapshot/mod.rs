@@ -77,8 +77,9 @@ pub(crate) struct StoreArgs {
     github_output: bool,
 }
 
+/// A variable of the environment; unset, empty and non-UTF-8 values count as absent.
 fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
+    strata::config::var_text(name)
 }
 
 /// A usage error (exit 2) saying `invalid <what>: <reason>`. A library error whose
