@@ -52,7 +52,7 @@ pub struct RestoreOutcome {
 }
 
 impl RestoreOutcome {
-    /// The outcome of [`super::restore`]'s result.
+    /// The outcome of [`super::restore()`]'s result.
     ///
     /// # Errors
     /// A usage error ([`Error::is_usage`]): the command fails instead of reporting.
