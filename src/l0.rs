@@ -154,6 +154,16 @@ pub enum PushOutcome {
     AlreadyPresent,
 }
 
+impl PushOutcome {
+    /// `uploaded` or `already_present`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PushOutcome::Uploaded => "uploaded",
+            PushOutcome::AlreadyPresent => "already_present",
+        }
+    }
+}
+
 /// The report of [`push`].
 #[derive(Debug, Clone)]
 pub struct PushReport {
@@ -186,6 +196,18 @@ pub enum PullOutcome {
     Rejected(String),
 }
 
+impl PullOutcome {
+    /// `local_hit`, `pulled`, `not_in_store` or `rejected`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PullOutcome::LocalHit => "local_hit",
+            PullOutcome::Pulled => "pulled",
+            PullOutcome::NotInRemote => "not_in_store",
+            PullOutcome::Rejected(_) => "rejected",
+        }
+    }
+}
+
 /// The report of [`pull`].
 #[derive(Debug, Clone)]
 pub struct PullReport {
@@ -215,6 +237,22 @@ impl PullReport {
     /// The directory holding the usable artifact, if any.
     pub fn dir(&self) -> Option<PathBuf> {
         self.handle.as_ref().map(|h| h.dir()).or_else(|| self.private_dir.clone())
+    }
+
+    /// After the pull: fills `dest` from the slot or the private copy, keeps a temporary
+    /// private root that holds the only copy when there is no `dest`, and says which paths
+    /// outlive the process ([`artifact::settle`]). Whether an artifact is available at all
+    /// is [`PullReport::dir`].
+    ///
+    /// # Errors
+    /// As [`artifact::settle`].
+    pub fn settle(
+        &self,
+        dest: Option<&artifact::Destination>,
+        private: &mut artifact::PrivateRoot,
+    ) -> Result<artifact::Kept, artifact::Error> {
+        let dir = self.private_dir.as_deref();
+        artifact::settle(self.handle.as_ref(), dir, dest, artifact::PrivateBuild::Remove, private)
     }
 }
 
@@ -428,81 +466,126 @@ pub fn pull(
         seconds: 0.0,
         warnings: Vec::new(),
     };
-    match store.lookup(key, spec) {
-        Lookup::Hit(handle) => {
-            report.handle = Some(handle);
-            report.seconds = start.elapsed().as_secs_f64();
-            return Ok(report);
+    report.handle = look_locally(store, key, spec, &mut report.warnings);
+    if report.handle.is_none() {
+        let dir = scratch(store)?;
+        let fetch = Fetch { remote, object: &object, key, spec, policy: &trust.policy, progress };
+        let file = dir.path().join("artifact.tar.zst");
+        match fetch.download(dir.path(), &file)? {
+            Ok(bytes) => {
+                report.downloaded_bytes = bytes;
+                publish_pulled(store, key, spec, &file, &mut report)?;
+            }
+            Err(outcome) => report.outcome = outcome,
         }
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// The local slot, if it HITs; an INVALID or unreadable slot adds a warning (the pulled
+/// artifact cannot be published over it).
+fn look_locally(
+    store: &ArtifactStore,
+    key: &ArtifactKey,
+    spec: &ArtifactSpec,
+    warnings: &mut Vec<String>,
+) -> Option<ArtifactHandle> {
+    match store.lookup(key, spec) {
+        Lookup::Hit(handle) => return Some(handle),
         Lookup::Miss => {}
-        Lookup::Invalid(reason) => report.warnings.push(format!(
+        Lookup::Invalid(reason) => warnings.push(format!(
             "the local slot {} is invalid: {reason}; an invalid slot is never repaired or \
              replaced online, so the pulled artifact stays private; remove the slot offline \
              with `strata artifact gc --root {}`",
             store.slot(key, spec).dir().display(),
             store.root().path().display()
         )),
-        Lookup::StorageError(reason) => report.warnings.push(format!(
+        Lookup::StorageError(reason) => warnings.push(format!(
             "the local slot {} cannot be read: {reason}; the pulled artifact stays private \
              (check the permissions of the cache root)",
             store.slot(key, spec).dir().display()
         )),
     }
-    let dir = scratch(store)?;
-    let signed = if trust.policy.is_empty() {
-        None
-    } else {
-        match signed_statement(remote, &object, key, spec, &trust.policy, dir.path())? {
-            Ok(statement) => Some(statement),
-            Err(reason) => {
-                tracing::warn!("rejected L0 object {object}: {reason}");
-                report.outcome = PullOutcome::Rejected(reason);
-                report.seconds = start.elapsed().as_secs_f64();
-                return Ok(report);
+    None
+}
+
+/// One object to download and check.
+struct Fetch<'a> {
+    remote: &'a dyn ObjectStore,
+    object: &'a ObjectKey,
+    key: &'a ArtifactKey,
+    spec: &'a ArtifactSpec,
+    policy: &'a TrustPolicy,
+    progress: &'a dyn Progress,
+}
+
+impl Fetch<'_> {
+    /// Downloads the archive into `file` (its signature first, into `scratch_dir`, when
+    /// producers are checked). `Ok(Ok(bytes))`: downloaded (and, when signed, the bytes its
+    /// producer signed); `Ok(Err(outcome))`: not in the store, or rejected.
+    fn download(&self, scratch_dir: &Path, file: &Path) -> Result<Result<u64, PullOutcome>, Error> {
+        let (remote, object) = (self.remote, self.object);
+        let signed = if self.policy.is_empty() {
+            None
+        } else {
+            match signed_statement(remote, object, self.key, self.spec, self.policy, scratch_dir)? {
+                Ok(statement) => Some(statement),
+                Err(reason) => return Ok(Err(rejected(object, reason))),
+            }
+        };
+        let phase = DownloadPhase::new(self.progress, "download");
+        let fetched = remote.get_to_file_observed(object, file, &phase);
+        drop(phase);
+        let bytes = match fetched {
+            Ok((meta, _)) => meta.size_bytes,
+            Err(e) if e.is_not_found() => return Ok(Err(PullOutcome::NotInRemote)),
+            Err(source) => {
+                return Err(Error::Transport {
+                    store: remote.describe(),
+                    object: object.clone(),
+                    source: Box::new(source),
+                });
+            }
+        };
+        if let Some(statement) = &signed {
+            let (digest, size, _) =
+                fs::hash_file_stable(file, statement.object_digest.algorithm())?;
+            if digest != statement.object_digest || size != statement.object_size_bytes {
+                let reason = format!(
+                    "the archive ({size} bytes, {digest}) is not the one its producer signed \
+                     ({} bytes, {}); {MAYBE_TRANSIENT}",
+                    statement.object_size_bytes, statement.object_digest
+                );
+                return Ok(Err(rejected(object, reason)));
             }
         }
-    };
-    let file = dir.path().join("artifact.tar.zst");
-    let phase = DownloadPhase::new(progress, "download");
-    let fetched = remote.get_to_file_observed(&object, &file, &phase);
-    drop(phase);
-    match fetched {
-        Ok((meta, _)) => report.downloaded_bytes = meta.size_bytes,
-        Err(e) if e.is_not_found() => {
-            report.outcome = PullOutcome::NotInRemote;
-            report.seconds = start.elapsed().as_secs_f64();
-            return Ok(report);
-        }
-        Err(source) => {
-            return Err(Error::Transport {
-                store: remote.describe(),
-                object,
-                source: Box::new(source),
-            });
-        }
+        Ok(Ok(bytes))
     }
-    if let Some(statement) = &signed {
-        let (digest, size, _) = fs::hash_file_stable(&file, statement.object_digest.algorithm())?;
-        if digest != statement.object_digest || size != statement.object_size_bytes {
-            let reason = format!(
-                "the archive ({size} bytes, {digest}) is not the one its producer signed \
-                 ({} bytes, {}); {MAYBE_TRANSIENT}",
-                statement.object_size_bytes, statement.object_digest
-            );
-            tracing::warn!("rejected L0 object {object}: {reason}");
-            report.outcome = PullOutcome::Rejected(reason);
-            report.seconds = start.elapsed().as_secs_f64();
-            return Ok(report);
-        }
-    }
-    let archive_path: &Path = &file;
+}
+
+/// A rejection of `object`, logged.
+fn rejected(object: &ObjectKey, reason: String) -> PullOutcome {
+    tracing::warn!("rejected L0 object {object}: {reason}");
+    PullOutcome::Rejected(reason)
+}
+
+/// Publishes the downloaded archive `file` through the store: unpacked and checked into a
+/// private directory, then verified and published (or kept private). A corrupt archive is
+/// a rejection; its partial private directory is removed.
+fn publish_pulled(
+    store: &ArtifactStore,
+    key: &ArtifactKey,
+    spec: &ArtifactSpec,
+    file: &Path,
+    report: &mut PullReport,
+) -> Result<(), Error> {
     let mut unpacked_into: Option<PathBuf> = None;
     let result = store.get_or_build_derived(key, spec, |dest| {
         unpacked_into = Some(dest.to_path_buf());
-        archive::unpack(archive_path, dest, key, spec).map(|(manifest, _)| ((), manifest.parents))
+        archive::unpack(file, dest, key, spec).map(|(manifest, _)| ((), manifest.parents))
     });
-    report.seconds = start.elapsed().as_secs_f64();
-    match result {
+    let e = match result {
         Ok(build) => {
             report.outcome = PullOutcome::Pulled;
             report.disposition = Some(build.disposition);
@@ -518,28 +601,26 @@ pub fn pull(
             {
                 tracing::warn!("cannot remove the pulled private copy {}: {e}", dir.display());
             }
-            Ok(report)
+            return Ok(());
         }
-        Err(e) => {
-            // A rejected or failed unpack leaves a partial private directory: remove it.
-            if let Some(dir) = &unpacked_into
-                && let Err(e) = fs::remove_tree(dir)
-            {
-                tracing::warn!("cannot remove the rejected private copy {}: {e}", dir.display());
-            }
-            let rejected = e
-                .builder_error()
-                .and_then(|b| b.downcast_ref::<artifact::Error>())
-                .filter(|inner| inner.is_corrupt())
-                .map(|inner| format!("{inner}; {MAYBE_TRANSIENT}"));
-            match rejected {
-                Some(reason) => {
-                    tracing::warn!("rejected L0 object {object}: {reason}");
-                    report.outcome = PullOutcome::Rejected(reason);
-                    Ok(report)
-                }
-                None => Err(e.into()),
-            }
+        Err(e) => e,
+    };
+    // A rejected or failed unpack leaves a partial private directory: remove it.
+    if let Some(dir) = &unpacked_into
+        && let Err(e) = fs::remove_tree(dir)
+    {
+        tracing::warn!("cannot remove the rejected private copy {}: {e}", dir.display());
+    }
+    let corrupt = e
+        .builder_error()
+        .and_then(|b| b.downcast_ref::<artifact::Error>())
+        .filter(|inner| inner.is_corrupt())
+        .map(|inner| format!("{inner}; {MAYBE_TRANSIENT}"));
+    match corrupt {
+        Some(reason) => {
+            report.outcome = rejected(&report.object, reason);
+            Ok(())
         }
+        None => Err(e.into()),
     }
 }

@@ -23,12 +23,16 @@
 pub mod action;
 pub mod artifact;
 pub mod ci;
+pub mod config;
 pub mod content;
 pub mod digest;
+pub mod exit;
 pub mod fs;
 pub mod l0;
 pub mod launcher;
+pub mod message;
 pub mod parallel;
+pub mod process;
 pub mod progress;
 pub mod record;
 pub mod snapshot;

@@ -184,7 +184,7 @@ fn validate(dir: &Path, expected: &EntryManifest) -> Result<EntryManifest, Strin
     }
     let bytes = fs::read(&manifest_path).map_err(|e| e.to_string())?;
     let (_, m) = record::load_current_as::<EntryManifest>(&bytes, &ENTRY_SCHEMA)
-        .map_err(|e| format!("manifest.json: {}", crate::action::run::chain(&e)))?;
+        .map_err(|e| format!("manifest.json: {}", crate::message::one_line(&e)))?;
     if m.domain != expected.domain
         || m.unit != expected.unit
         || m.soc != expected.soc

@@ -27,7 +27,6 @@
 //!   would corrupt shared output.
 
 pub mod artifacts;
-pub mod child;
 pub mod entry;
 pub mod events;
 pub mod explain;

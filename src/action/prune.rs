@@ -67,6 +67,36 @@ pub struct PruneReport {
     pub dry_run: bool,
 }
 
+/// `strata action prune`: [`prune`], then the compiler launcher's compile entries
+/// ([`crate::launcher::report::prune`]: crash leftovers, entries whose manifest does not
+/// load, and with `compile_max_size` (bytes) the least recently used entries until they
+/// fit), in one report. Removing compile entries touches `.updated`, as removing action
+/// entries does.
+pub fn prune_all(
+    cache_root: &Path,
+    max_operator_versions: i64,
+    compile_max_size: Option<u64>,
+    dry_run: bool,
+) -> PruneReport {
+    let mut report = prune(cache_root, max_operator_versions, dry_run);
+    let Ok(cache) = crate::content::layout::CacheRoot::new(cache_root) else { return report };
+    let compile = crate::launcher::report::prune(&cache, compile_max_size, dry_run);
+    if !dry_run
+        && !compile.removed.is_empty()
+        && let Err(e) = fs::touch(&cache.updated_marker())
+    {
+        report.warnings.push(e.to_string());
+    }
+    report.removed.extend(compile.removed.into_iter().map(|r| Removal {
+        path: r.path,
+        kind: r.kind,
+        bytes: r.bytes,
+    }));
+    report.skipped_busy.extend(compile.skipped_busy);
+    report.warnings.extend(compile.warnings);
+    report
+}
+
 /// Prunes `cache_root` (see the module docs).
 pub fn prune(cache_root: &Path, max_operator_versions: i64, dry_run: bool) -> PruneReport {
     let mut report = PruneReport { dry_run, ..PruneReport::default() };

@@ -33,7 +33,7 @@
 //! recorded as owned; the next publication by any action re-plans from the recorded
 //! state, and the same action republishing repairs it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -44,7 +44,7 @@ use crate::action::locks::lock_with_events;
 use crate::action::{Error, LockKind};
 use crate::content::{FileRecord, Record};
 use crate::digest::Sha256Digest;
-use crate::fs::{self, LockWait, Placement, Sharing};
+use crate::fs::{self, LockWait, Placement, RelPath, Sharing};
 use crate::record::{self, Schema};
 
 /// Schema of `owners.json`.
@@ -98,6 +98,14 @@ struct Owners {
 struct Owner {
     id: ActionId,
     artifact: Record,
+}
+
+/// What a publication changes, planned before anything is.
+struct Plan {
+    /// Paths already holding exactly what this action publishes there.
+    unchanged: BTreeSet<String>,
+    /// Paths this action published last time and no longer produces.
+    stale: Vec<RelPath>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -154,11 +162,33 @@ impl Publisher<'_> {
             Some(s) => s.artifacts,
             None => Vec::new(),
         };
+        let plan = self.plan(&owners, id, artifacts, &previous)?;
+        self.remove_stale(&mut owners, &plan.stale)?;
+        self.place(&mut owners, id, stage, artifacts, &plan.unchanged)?;
+        write_record(
+            &self.state_dir.join("owners.json"),
+            &OWNERS_SCHEMA,
+            &owners,
+            WriteMode::ReplaceAtomically,
+        )?;
+        let state = ActionState { id: id.clone(), artifacts: artifacts.to_vec() };
+        write_record(&state_path, &ACTION_SCHEMA, &state, WriteMode::ReplaceAtomically)?;
+        Ok(warnings)
+    }
 
-        // Plan: conflicts first, nothing changed yet. A path this action already owns must
-        // still hold what it published (nobody else may have edited it); one that already
-        // holds exactly the new bytes need not be copied again.
-        let mut unchanged = std::collections::BTreeSet::new();
+    /// Step 2 and 3 of the module docs: conflicts first, nothing changed yet. A path this
+    /// action already owns must still hold what it published (nobody else may have edited
+    /// it); one that already holds exactly the new bytes need not be copied again
+    /// ([`Plan::unchanged`]). What this action published last time and no longer produces
+    /// must be unchanged too, and goes ([`Plan::stale`]).
+    fn plan(
+        &self,
+        owners: &Owners,
+        id: &ActionId,
+        artifacts: &[Record],
+        previous: &[Record],
+    ) -> Result<Plan, Error> {
+        let mut unchanged = BTreeSet::new();
         for a in artifacts {
             let Some(owner) = owners.owners.get(a.path().as_str()) else { continue };
             if owner.id != *id {
@@ -177,16 +207,15 @@ impl Publisher<'_> {
                     });
                 }
                 if owner.artifact == *a {
-                    unchanged.insert(a.path().as_str());
+                    unchanged.insert(a.path().as_str().to_owned());
                 }
             }
         }
-        let current: BTreeMap<&str, &Record> =
-            artifacts.iter().map(|a| (a.path().as_str(), a)).collect();
+        let current: BTreeSet<&str> = artifacts.iter().map(|a| a.path().as_str()).collect();
         let mut stale = Vec::new();
-        for old in &previous {
+        for old in previous {
             let path = old.path().as_str();
-            if current.contains_key(path) {
+            if current.contains(path) {
                 continue;
             }
             match owners.owners.get(path) {
@@ -199,13 +228,15 @@ impl Publisher<'_> {
             }
             stale.push(old.path().clone());
         }
+        Ok(Plan { unchanged, stale })
+    }
 
-        // Change.
-        for rel in &stale {
+    /// Removes the stale outputs and the directories they leave empty: one could be in
+    /// the way of a file this action now publishes at that path.
+    fn remove_stale(&self, owners: &mut Owners, stale: &[RelPath]) -> Result<(), Error> {
+        for rel in stale {
             fs::remove_file(&rel.to_path(self.publish_dir))?;
             owners.owners.remove(rel.as_str());
-            // Directories the stale output leaves empty go too: one could be in the way
-            // of a file this action now publishes at that path.
             let mut dir = rel.parent();
             while let Some(d) = dir {
                 if !fs::remove_dir_if_empty(&d.to_path(self.publish_dir))? {
@@ -214,6 +245,19 @@ impl Publisher<'_> {
                 dir = d.parent();
             }
         }
+        Ok(())
+    }
+
+    /// Step 4: places each artifact from `stage` atomically, files before symlinks, and
+    /// records its owner.
+    fn place(
+        &self,
+        owners: &mut Owners,
+        id: &ActionId,
+        stage: &Path,
+        artifacts: &[Record],
+        unchanged: &BTreeSet<String>,
+    ) -> Result<(), Error> {
         let mut ordered: Vec<&Record> = artifacts.iter().collect();
         ordered.sort_by_key(|a| (matches!(a, Record::Symlink { .. }), a.path().clone()));
         for a in ordered {
@@ -244,15 +288,7 @@ impl Publisher<'_> {
                 Owner { id: id.clone(), artifact: a.clone() },
             );
         }
-        write_record(
-            &self.state_dir.join("owners.json"),
-            &OWNERS_SCHEMA,
-            &owners,
-            WriteMode::ReplaceAtomically,
-        )?;
-        let state = ActionState { id: id.clone(), artifacts: artifacts.to_vec() };
-        write_record(&state_path, &ACTION_SCHEMA, &state, WriteMode::ReplaceAtomically)?;
-        Ok(warnings)
+        Ok(())
     }
 
     fn action_path(&self, id: &ActionId) -> PathBuf {

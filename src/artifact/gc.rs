@@ -88,6 +88,16 @@ pub struct SlotReport {
     pub total_bytes: u64,
 }
 
+impl SlotReport {
+    /// [`SlotReport::status`] as a [`LookupStatus`].
+    pub fn lookup_status(&self) -> LookupStatus {
+        [LookupStatus::Invalid, LookupStatus::StorageError]
+            .into_iter()
+            .find(|s| s.as_str() == self.status)
+            .unwrap_or(LookupStatus::Hit)
+    }
+}
+
 enum Node {
     Dir(PathBuf, String),
     Other(PathBuf, String),

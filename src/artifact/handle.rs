@@ -86,6 +86,20 @@ pub struct VerifyReport {
     pub hashed_bytes: u64,
 }
 
+/// One pass of [`ArtifactHandle::verify_passes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyPass {
+    /// Wall time of the pass.
+    pub elapsed: std::time::Duration,
+    /// What the pass found: HIT, or INVALID / STORAGE_ERROR as a lookup reports the same
+    /// problem ([`Error::lookup_status`]).
+    pub status: super::LookupStatus,
+    /// The pass's report (HIT).
+    pub report: Option<VerifyReport>,
+    /// Why the slot no longer verifies (not HIT).
+    pub reason: Option<String>,
+}
+
 /// What [`ArtifactHandle::materialize`] copied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MaterializeReport {
@@ -186,6 +200,37 @@ impl ArtifactHandle {
             total_bytes: verified.manifest.total_bytes(),
             hashed_bytes: verified.hashed_bytes,
         })
+    }
+
+    /// Verifies the slot `passes` more times with this handle (`strata artifact verify
+    /// --repeat`: passes after the first lookup re-hash only files whose stamp changed),
+    /// stopping at the first pass that fails.
+    pub fn verify_passes(&self, passes: u32) -> Vec<VerifyPass> {
+        let mut out = Vec::new();
+        for _ in 0..passes {
+            let start = std::time::Instant::now();
+            let verified = self.verify();
+            let elapsed = start.elapsed();
+            match verified {
+                Ok(report) => out.push(VerifyPass {
+                    elapsed,
+                    status: super::LookupStatus::Hit,
+                    report: Some(report),
+                    reason: None,
+                }),
+                Err(e) => {
+                    let status = e.lookup_status();
+                    out.push(VerifyPass {
+                        elapsed,
+                        status,
+                        report: None,
+                        reason: Some(e.to_string()),
+                    });
+                    break;
+                }
+            }
+        }
+        out
     }
 
     fn problem(&self, problem: Problem) -> Error {

@@ -101,6 +101,15 @@ enum Directive {
     Angle(String),
 }
 
+impl Directive {
+    /// The included name.
+    fn name(&self) -> &str {
+        match self {
+            Directive::Quoted(n) | Directive::Angle(n) => n,
+        }
+    }
+}
+
 /// Scans `text` (one file) and returns its active includes with line numbers.
 fn directives(
     file: &Path,
@@ -505,117 +514,24 @@ pub fn scan(sources: &[PathBuf], include_dirs: &[PathBuf]) -> Result<Verdict, Er
             reason: "scan-includes needs at least one source".into(),
         });
     }
-    // Absolute, unresolved paths; the common root of source parents and include dirs is
-    // resolved once and everything is re-expressed under it.
-    let abs_sources: Vec<PathBuf> =
-        sources.iter().map(|s| fs::absolute(s)).collect::<Result<_, _>>()?;
-    let abs_dirs: Vec<PathBuf> =
-        include_dirs.iter().map(|d| fs::absolute(d)).collect::<Result<_, _>>()?;
-    let mut anchors: Vec<PathBuf> =
-        abs_sources.iter().map(|s| s.parent().map(Path::to_path_buf).unwrap_or_default()).collect();
-    anchors.extend(abs_dirs.iter().cloned());
-    let lexical_root =
-        common_ancestor(&anchors.iter().map(|p| lexical_normalize(p)).collect::<Vec<_>>());
-    let canonical_root = fs::canonicalize(&lexical_root)?;
-    let rebase = |p: &PathBuf| -> PathBuf {
-        let normalized = lexical_normalize(p);
-        match normalized.strip_prefix(&lexical_root) {
-            Ok(rest) => canonical_root.join(rest),
-            Err(_) => normalized,
-        }
+    let (scanner, starts) = Scanner::new(sources, include_dirs)?;
+    let mut stack = match starts {
+        Ok(starts) => starts,
+        Err(unsupported) => return Ok(Verdict::Unsupported(unsupported)),
     };
-    let dirs: Vec<PathBuf> = abs_dirs.iter().map(rebase).collect();
+    stack.reverse();
     let mut visited: HashSet<PathBuf> = HashSet::new();
     let mut order: Vec<PathBuf> = Vec::new();
     let mut system = Vec::new();
-    let mut stack: Vec<PathBuf> = Vec::new();
-    for (given, source) in sources.iter().zip(&abs_sources) {
-        match resolve_candidate(&rebase(source)) {
-            Ok(Some(path)) => stack.push(path),
-            Ok(None) => {
-                return Err(fs::Error::io(
-                    "read",
-                    given,
-                    std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        "source is not a regular file",
-                    ),
-                )
-                .into());
-            }
-            Err(reason) => {
-                return Ok(Verdict::Unsupported(Unsupported {
-                    file: given.clone(),
-                    line: 0,
-                    reason,
-                }));
-            }
-        }
-    }
-    stack.reverse();
     while let Some(file) = stack.pop() {
         if !visited.insert(file.clone()) {
             continue;
         }
         order.push(file.clone());
-        let bytes = fs::read(&file)?;
-        // A UTF-8 byte-order mark is not part of the first line (compilers skip it).
-        let bytes = bytes.strip_prefix(b"\xef\xbb\xbf".as_slice()).unwrap_or(&bytes);
-        let text = String::from_utf8_lossy(bytes);
-        let found = match directives(&file, &text)? {
-            Ok(found) => found,
+        let children = match scanner.includes_of(&file, &mut system)? {
+            Ok(children) => children,
             Err(unsupported) => return Ok(Verdict::Unsupported(unsupported)),
         };
-        let mut children = Vec::new();
-        for (line, directive) in found {
-            let (name, quoted) = match &directive {
-                Directive::Quoted(n) => (n, true),
-                Directive::Angle(n) => (n, false),
-            };
-            let unsupported = |reason: String| {
-                Verdict::Unsupported(Unsupported { file: file.clone(), line, reason })
-            };
-            if name.contains('\u{FFFD}') {
-                return Ok(unsupported(format!("include name {name:?} is not valid UTF-8")));
-            }
-            if name.starts_with('/') || name.contains('\\') {
-                return Ok(unsupported(format!(
-                    "include {name:?} must be a relative path without backslashes"
-                )));
-            }
-            let mut bases: Vec<PathBuf> = Vec::new();
-            if quoted && let Some(parent) = file.parent() {
-                bases.push(parent.to_path_buf());
-            }
-            bases.extend(dirs.iter().cloned());
-            let mut resolved = None;
-            for base in bases {
-                match resolve_candidate(&base.join(name)) {
-                    Ok(Some(p)) => {
-                        resolved = Some(p);
-                        break;
-                    }
-                    Ok(None) => {}
-                    Err(reason) => return Ok(unsupported(reason)),
-                }
-            }
-            match resolved {
-                Some(p) if !p.starts_with(&canonical_root) => {
-                    return Ok(unsupported(format!(
-                        "include \"{name}\" resolves to {}, outside {} (the common root of the sources and -I directories); packaging it would re-root every path: add an -I directory that contains it, or compile privately",
-                        p.display(),
-                        canonical_root.display()
-                    )));
-                }
-                Some(p) => children.push(p),
-                None if quoted => {
-                    return Ok(unsupported(format!(
-                        "unresolved local include \"{name}\" (not next to the file nor in any -I directory)"
-                    )));
-                }
-                None => system.push(SystemInclude { file: file.clone(), line, name: name.clone() }),
-            }
-        }
         // Depth-first in source order.
         for child in children.into_iter().rev() {
             if !visited.contains(&child) {
@@ -623,32 +539,168 @@ pub fn scan(sources: &[PathBuf], include_dirs: &[PathBuf]) -> Result<Verdict, Er
             }
         }
     }
-    let mut package_anchors: Vec<PathBuf> =
-        order.iter().filter_map(|f| f.parent().map(Path::to_path_buf)).collect();
-    package_anchors.extend(dirs.iter().cloned());
-    let common_root = common_ancestor(&package_anchors);
-    let relative_files = order
-        .iter()
-        .map(|f| RelPath::from_path(f.strip_prefix(&common_root).unwrap_or(f)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let relative_include_dirs = dirs
-        .iter()
-        .map(|d| {
-            let rel = d.strip_prefix(&common_root).unwrap_or(d);
-            if rel.as_os_str().is_empty() {
-                ".".to_owned()
-            } else {
-                fs::name::encode_os(rel.as_os_str())
+    Ok(Verdict::Closure(scanner.closure(order, system)?))
+}
+
+/// The roots of one scan: the `-I` directories and the common root, re-expressed under the
+/// resolved common root.
+struct Scanner {
+    /// The `-I` directories, in order.
+    dirs: Vec<PathBuf>,
+    /// The resolved common root of the source parents and the `-I` directories.
+    canonical_root: PathBuf,
+}
+
+impl Scanner {
+    /// The scanner and the sources to start from (or why one cannot be packaged).
+    /// Absolute, unresolved paths: the common root of source parents and include dirs is
+    /// resolved once and everything is re-expressed under it.
+    fn new(
+        sources: &[PathBuf],
+        include_dirs: &[PathBuf],
+    ) -> Result<(Self, Result<Vec<PathBuf>, Unsupported>), Error> {
+        let abs_sources: Vec<PathBuf> =
+            sources.iter().map(|s| fs::absolute(s)).collect::<Result<_, _>>()?;
+        let abs_dirs: Vec<PathBuf> =
+            include_dirs.iter().map(|d| fs::absolute(d)).collect::<Result<_, _>>()?;
+        let mut anchors: Vec<PathBuf> = abs_sources
+            .iter()
+            .map(|s| s.parent().map(Path::to_path_buf).unwrap_or_default())
+            .collect();
+        anchors.extend(abs_dirs.iter().cloned());
+        let lexical_root =
+            common_ancestor(&anchors.iter().map(|p| lexical_normalize(p)).collect::<Vec<_>>());
+        let canonical_root = fs::canonicalize(&lexical_root)?;
+        let rebase = |p: &PathBuf| -> PathBuf {
+            let normalized = lexical_normalize(p);
+            match normalized.strip_prefix(&lexical_root) {
+                Ok(rest) => canonical_root.join(rest),
+                Err(_) => normalized,
             }
+        };
+        let dirs: Vec<PathBuf> = abs_dirs.iter().map(rebase).collect();
+        let mut starts = Vec::new();
+        for (given, source) in sources.iter().zip(&abs_sources) {
+            match resolve_candidate(&rebase(source)) {
+                Ok(Some(path)) => starts.push(path),
+                Ok(None) => {
+                    let not_regular = std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "source is not a regular file",
+                    );
+                    return Err(fs::Error::io("read", given, not_regular).into());
+                }
+                Err(reason) => {
+                    let unsupported = Unsupported { file: given.clone(), line: 0, reason };
+                    return Ok((Self { dirs, canonical_root }, Err(unsupported)));
+                }
+            }
+        }
+        Ok((Self { dirs, canonical_root }, Ok(starts)))
+    }
+
+    /// The local includes of `file`, in source order (system includes go to `system`), or
+    /// why it cannot be packaged.
+    fn includes_of(
+        &self,
+        file: &Path,
+        system: &mut Vec<SystemInclude>,
+    ) -> Result<Result<Vec<PathBuf>, Unsupported>, Error> {
+        let bytes = fs::read(file)?;
+        // A UTF-8 byte-order mark is not part of the first line (compilers skip it).
+        let bytes = bytes.strip_prefix(b"\xef\xbb\xbf".as_slice()).unwrap_or(&bytes);
+        let text = String::from_utf8_lossy(bytes);
+        let found = match directives(file, &text)? {
+            Ok(found) => found,
+            Err(unsupported) => return Ok(Err(unsupported)),
+        };
+        let mut children = Vec::new();
+        for (line, directive) in found {
+            let unsupported =
+                |reason: String| Unsupported { file: file.to_path_buf(), line, reason };
+            match self.resolve(file, &directive) {
+                Err(reason) => return Ok(Err(unsupported(reason))),
+                Ok(Some(p)) => children.push(p),
+                Ok(None) => system.push(SystemInclude {
+                    file: file.to_path_buf(),
+                    line,
+                    name: directive.name().to_owned(),
+                }),
+            }
+        }
+        Ok(Ok(children))
+    }
+
+    /// The file an include of `file` names: next to `file` (quoted includes), then in
+    /// each `-I` directory. `Ok(None)`: an unresolved angle include (a system include);
+    /// `Err`: why it cannot be packaged.
+    fn resolve(&self, file: &Path, directive: &Directive) -> Result<Option<PathBuf>, String> {
+        let (name, quoted) = match directive {
+            Directive::Quoted(n) => (n, true),
+            Directive::Angle(n) => (n, false),
+        };
+        if name.contains('\u{FFFD}') {
+            return Err(format!("include name {name:?} is not valid UTF-8"));
+        }
+        if name.starts_with('/') || name.contains('\\') {
+            return Err(format!("include {name:?} must be a relative path without backslashes"));
+        }
+        let mut bases: Vec<PathBuf> = Vec::new();
+        if quoted && let Some(parent) = file.parent() {
+            bases.push(parent.to_path_buf());
+        }
+        bases.extend(self.dirs.iter().cloned());
+        let mut resolved = None;
+        for base in bases {
+            if let Some(p) = resolve_candidate(&base.join(name))? {
+                resolved = Some(p);
+                break;
+            }
+        }
+        match resolved {
+            Some(p) if !p.starts_with(&self.canonical_root) => Err(format!(
+                "include \"{name}\" resolves to {}, outside {} (the common root of the sources and -I directories); packaging it would re-root every path: add an -I directory that contains it, or compile privately",
+                p.display(),
+                self.canonical_root.display()
+            )),
+            Some(p) => Ok(Some(p)),
+            None if quoted => Err(format!(
+                "unresolved local include \"{name}\" (not next to the file nor in any -I directory)"
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// The closure of the files visited, in `order`, relative to their common root.
+    fn closure(self, order: Vec<PathBuf>, system: Vec<SystemInclude>) -> Result<Closure, Error> {
+        let mut package_anchors: Vec<PathBuf> =
+            order.iter().filter_map(|f| f.parent().map(Path::to_path_buf)).collect();
+        package_anchors.extend(self.dirs.iter().cloned());
+        let common_root = common_ancestor(&package_anchors);
+        let relative_files = order
+            .iter()
+            .map(|f| RelPath::from_path(f.strip_prefix(&common_root).unwrap_or(f)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let relative_include_dirs = self
+            .dirs
+            .iter()
+            .map(|d| {
+                let rel = d.strip_prefix(&common_root).unwrap_or(d);
+                if rel.as_os_str().is_empty() {
+                    ".".to_owned()
+                } else {
+                    fs::name::encode_os(rel.as_os_str())
+                }
+            })
+            .collect();
+        Ok(Closure {
+            common_root,
+            files: order,
+            relative_files,
+            relative_include_dirs,
+            system_includes: system,
         })
-        .collect();
-    Ok(Verdict::Closure(Closure {
-        common_root,
-        files: order,
-        relative_files,
-        relative_include_dirs,
-        system_includes: system,
-    }))
+    }
 }
 
 /// Copies the closure into `dest` (created if missing; must be empty), keeping the layout

@@ -15,8 +15,10 @@
 //! * `handle`: verified handles, the per-handle verification memo, materialization;
 //! * `destination`: checking destinations outside the store before anything runs, and
 //!   filling them through a staging directory (never with unverified bytes);
+//! * `command`: the build command of get-or-build and promote (signals forwarded);
 //! * `flight`: in-process single-flight;
 //! * `store`: lookup, get_or_build, promotion, read-only mode;
+//! * `private`: the private root of one invocation and what survives it;
 //! * `publish`: the write order of a publication;
 //! * `gc`: offline cleanup;
 //! * [`archive`]: packing a ready artifact for L0 transfer (tar + zstd) and checking one;
@@ -42,6 +44,7 @@
 //! * Writers with different UIDs are unsupported (slots are 0700).
 
 pub mod archive;
+mod command;
 mod destination;
 mod flight;
 mod gc;
@@ -50,6 +53,7 @@ mod identity;
 pub mod include;
 mod layout;
 mod manifest;
+mod private;
 mod publish;
 mod store;
 mod verify;
@@ -57,9 +61,10 @@ mod verify;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use command::{BuildCommand, CommandFailed, CommandStdout, OUT_VAR};
 pub use destination::Destination;
 pub use gc::{GcAction, GcOptions, GcReport, SlotReport, gc, verify_all};
-pub use handle::{ArtifactHandle, MaterializeReport, VerifyReport};
+pub use handle::{ArtifactHandle, MaterializeReport, VerifyPass, VerifyReport};
 pub use identity::{
     ARTIFACT_SCHEMA, ArtifactKey, ArtifactSpec, BuildKind, EnvDigest, EnvironmentIdentity,
     EnvironmentRecord, IDENTITY_SCHEMA, KeyDigest, KeyRecord, MANIFEST_NAME, SpecDigest,
@@ -69,6 +74,7 @@ pub use layout::{Bucket, SlotPath, StoreRoot};
 pub use manifest::{
     FileRecord, MANIFEST_SCHEMA, MAX_MANIFEST_BYTES, ManifestDigest, ManifestPayload,
 };
+pub use private::{Kept, PrivateBuild, PrivateRoot, settle};
 pub use store::{
     ArtifactBuild, ArtifactStore, BuildFailure, Disposition, Lookup, LookupStatus, Mode,
     StoreOptions,
@@ -283,5 +289,16 @@ impl Error {
             Error::Builder { source } => Some(source.as_ref()),
             _ => None,
         }
+    }
+
+    /// How a lookup reports this problem with a slot: [`LookupStatus::Invalid`] when the
+    /// data is damaged ([`Error::is_corrupt`]), else [`LookupStatus::StorageError`].
+    pub fn lookup_status(&self) -> LookupStatus {
+        if self.is_corrupt() { LookupStatus::Invalid } else { LookupStatus::StorageError }
+    }
+
+    /// The failure of a [`BuildCommand`] builder, if this is one.
+    pub fn build_command_failure(&self) -> Option<&CommandFailed> {
+        self.builder_error().and_then(|b| b.downcast_ref::<CommandFailed>())
     }
 }

@@ -255,6 +255,22 @@ impl<T> Clone for ArtifactBuild<T> {
 }
 
 impl<T> ArtifactBuild<T> {
+    /// After the build: fills `output`, removes the private build once published (unless
+    /// [`PrivateBuild::Keep`](super::PrivateBuild::Keep)) and says which paths outlive the
+    /// process ([`super::settle`]).
+    ///
+    /// # Errors
+    /// As [`super::settle`].
+    pub fn settle(
+        &self,
+        output: Option<&Destination>,
+        private_build: super::PrivateBuild,
+        private: &mut super::PrivateRoot,
+    ) -> Result<super::Kept, Error> {
+        let dir = self.private_dir.as_deref();
+        super::settle(self.handle.as_ref(), dir, output, private_build, private)
+    }
+
     fn hit(handle: ArtifactHandle) -> Self {
         Self {
             disposition: Disposition::Hit,

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
+use super::Failure;
 use super::output::{errln, outln};
-use super::{Failure, action_failure};
 use strata::action::explain::Verdict;
 use strata::action::locks::Timeouts;
 use strata::action::run::Notice;
@@ -160,9 +160,9 @@ impl RunArgs {
     fn into_options(self) -> Result<RunOptions, Failure> {
         let mut set_env = Vec::new();
         for text in &self.set_env {
-            set_env.push(SetEnv::parse(text).map_err(action_failure)?);
+            set_env.push(SetEnv::parse(text).map_err(Failure::of)?);
         }
-        let timeouts = Timeouts::from_env().map_err(action_failure)?;
+        let timeouts = Timeouts::from_env().map_err(Failure::of)?;
         let mut command = self.command;
         if command.first().is_some_and(|c| c == "--") {
             command.remove(0);
@@ -221,20 +221,15 @@ impl RunArgs {
                 skip_dirs: Vec::new(),
             },
             timeouts,
-            event_log: self.event_log.map(t).or_else(|| {
-                std::env::var_os("STRATA_EVENT_LOG").filter(|v| !v.is_empty()).map(PathBuf::from)
-            }),
+            event_log: strata::config::event_log(self.event_log.map(t).as_deref()),
         })
     }
 }
 
 /// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else a usage error.
 fn cache_root(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
-    flag.or_else(|| {
-        std::env::var_os("STRATA_CACHE_ROOT").filter(|v| !v.is_empty()).map(PathBuf::from)
-    })
-    .ok_or_else(|| Failure {
-        code: super::EXIT_USAGE,
+    strata::config::cache_root(flag.as_deref()).ok_or_else(|| Failure {
+        code: strata::exit::USAGE,
         error: anyhow::anyhow!("missing --cache-root (or set STRATA_CACHE_ROOT)"),
     })
 }
@@ -252,18 +247,13 @@ pub(crate) fn run(cmd: ActionCommand) -> Result<i32, Failure> {
         } => {
             let compile_max_size = match compile_max_size {
                 Some(size) => Some(size),
-                None => std::env::var("STRATA_COMPILE_MAX_SIZE")
-                    .ok()
-                    .filter(|v| !v.is_empty())
+                None => strata::config::var_text("STRATA_COMPILE_MAX_SIZE")
                     .map(|v| strata::launcher::report::parse_size(&v))
                     .transpose()
-                    .map_err(|e| Failure {
-                        code: super::EXIT_USAGE,
-                        error: anyhow::anyhow!("STRATA_COMPILE_MAX_SIZE: {e}"),
-                    })?,
+                    .map_err(|e| Failure::usage(anyhow::anyhow!("STRATA_COMPILE_MAX_SIZE: {e}")))?,
             };
             prune(
-                cache_root_or_default(root)?,
+                super::stats::cache_root_or_default(root)?,
                 max_operator_versions,
                 compile_max_size,
                 dry_run,
@@ -310,13 +300,13 @@ fn run_action(args: RunArgs) -> Result<i32, Failure> {
         };
         errln!("{line}");
     };
-    let report = strata::action::run(&opts, &mut notify).map_err(action_failure)?;
+    let report = strata::action::run(&opts, &mut notify).map_err(Failure::of)?;
     Ok(report.exit_code)
 }
 
 fn explain(args: RunArgs, json: bool) -> Result<i32, Failure> {
     let opts = args.into_options()?;
-    let ex = strata::action::explain::explain(&opts).map_err(action_failure)?;
+    let ex = strata::action::explain::explain(&opts).map_err(Failure::of)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&ex)?)?;
         return Ok(0);
@@ -365,18 +355,7 @@ fn prune(
     dry_run: bool,
     json: bool,
 ) -> Result<i32, Failure> {
-    let mut report = strata::action::prune::prune(&cache_root, max, dry_run);
-    if let Ok(cache) = strata::content::layout::CacheRoot::new(&cache_root) {
-        let compile = strata::launcher::report::prune(&cache, compile_max_size, dry_run);
-        if !dry_run && !compile.removed.is_empty() {
-            let _ = strata::fs::touch(&cache.updated_marker());
-        }
-        report.removed.extend(compile.removed.into_iter().map(|r| {
-            strata::action::prune::Removal { path: r.path, kind: r.kind, bytes: r.bytes }
-        }));
-        report.skipped_busy.extend(compile.skipped_busy);
-        report.warnings.extend(compile.warnings);
-    }
+    let report = strata::action::prune::prune_all(&cache_root, max, compile_max_size, dry_run);
     if json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(0);
@@ -393,64 +372,5 @@ fn prune(
     }
     let total: u64 = report.removed.iter().map(|r| r.bytes).sum();
     outln!("strata: prune {verb} {} item(s), {total} bytes", report.removed.len())?;
-    Ok(0)
-}
-
-/// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else the launcher's default
-/// (`$XDG_CACHE_HOME/strata/cache`, `~/.cache/strata/cache`).
-fn cache_root_or_default(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
-    cache_root(flag).or_else(|e| strata::launcher::default_cache_root().ok_or(e))
-}
-
-/// The JSON of `strata stats`: the L1 figures and the compile domain's.
-#[derive(serde::Serialize)]
-struct StatsJson {
-    #[serde(flatten)]
-    l1: strata::action::stats::CacheStats,
-    compile: strata::launcher::report::CompileStats,
-}
-
-pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32, Failure> {
-    let root = cache_root_or_default(root)?;
-    let s = strata::action::stats::stats(&root);
-    let cache = strata::content::layout::CacheRoot::new(&root)?;
-    if zero {
-        strata::content::counters::zero(&cache)?;
-        outln!("strata: hit and miss counters zeroed in {}", cache.path().display())?;
-        return Ok(0);
-    }
-    let compile = strata::launcher::report::stats(&cache);
-    if json {
-        outln!("{}", serde_json::to_string_pretty(&StatsJson { l1: s, compile })?)?;
-        return Ok(0);
-    }
-    outln!("cache root: {}", s.cache_root.display())?;
-    for (name, d) in [("third_party", &s.third_party), ("custom_operator", &s.custom_operator)] {
-        let bypasses =
-            if d.bypasses > 0 { format!(", {} bypasses", d.bypasses) } else { "".into() };
-        let (entries, bytes, rate) = (d.entries, d.artifact_bytes, d.rate.describe());
-        outln!("{name}: {entries} entries, {bytes} artifact bytes; {rate}{bypasses}")?;
-    }
-    outln!(
-        "compile: {} entries, {} candidates, {} object bytes; {}",
-        compile.entries,
-        compile.candidates,
-        compile.object_bytes,
-        compile.rate.describe()
-    )?;
-    for (name, n) in &compile.counters {
-        if name != "hit" && name != "miss" {
-            let name = name
-                .strip_prefix("uncacheable:")
-                .map_or(name.clone(), |r| format!("not cached: {r}"));
-            outln!("  {name}: {n}")?;
-        }
-    }
-    outln!("operator namespaces: {}", s.operator_namespaces)?;
-    outln!("leftovers (removed by prune): {}", s.leftovers)?;
-    outln!(".updated: {}", if s.updated_marker { "set" } else { "not set" })?;
-    for w in &s.warnings {
-        errln!("strata: WARNING stats: {w}");
-    }
     Ok(0)
 }

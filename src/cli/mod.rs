@@ -19,10 +19,12 @@ mod log;
 mod output;
 mod progress;
 mod snapshot;
+mod stats;
 
 use output::{errln, outln};
 
 use clap::{Parser, Subcommand};
+use strata::exit::{self, ExitCode};
 
 /// `--digest`: the content digest algorithm of new records, shared by every command that
 /// writes entries, manifests or archives.
@@ -92,12 +94,12 @@ impl TrustArgs {
 /// # Errors
 /// A usage failure naming the key text that is not a public key.
 fn trust_policy(flags: &[String]) -> Result<strata::trust::TrustPolicy, Failure> {
-    let usage = |e: strata::trust::Error| Failure { code: EXIT_USAGE, error: e.into() };
+    let usage = Failure::usage;
     let mut keys = Vec::new();
     for flag in flags {
         keys.push(flag.parse().map_err(usage)?);
     }
-    if let Some(list) = std::env::var("STRATA_TRUSTED_KEYS").ok().filter(|v| !v.is_empty()) {
+    if let Some(list) = strata::config::var_text("STRATA_TRUSTED_KEYS") {
         keys.extend(strata::trust::TrustPolicy::parse_list(&list).map_err(usage)?);
     }
     Ok(strata::trust::TrustPolicy::new(keys))
@@ -117,7 +119,7 @@ fn signing_key(
         let path = strata::fs::expand_tilde(file);
         return strata::trust::SigningKey::load(&path).map(Some).map_err(Failure::from);
     }
-    let Some(text) = std::env::var("STRATA_SIGNING_KEY").ok().filter(|v| !v.is_empty()) else {
+    let Some(text) = strata::config::var_text("STRATA_SIGNING_KEY") else {
         return Ok(None);
     };
     if gh.actions {
@@ -129,11 +131,6 @@ fn signing_key(
     }
     strata::trust::SigningKey::parse(&text, "STRATA_SIGNING_KEY").map(Some).map_err(Failure::from)
 }
-
-/// Exit code for usage errors.
-pub const EXIT_USAGE: i32 = 2;
-/// Exit code for lock timeouts (`EX_TEMPFAIL`).
-pub const EXIT_LOCK_TIMEOUT: i32 = 75;
 
 /// strata: a layered, content-verified build cache for CI.
 #[derive(Debug, Parser)]
@@ -211,7 +208,19 @@ pub struct Failure {
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
     fn from(e: E) -> Self {
-        Failure { code: 1, error: e.into() }
+        Failure { code: exit::FAILURE, error: e.into() }
+    }
+}
+
+impl Failure {
+    /// A library error with the exit code it maps to ([`strata::exit::ExitCode`]).
+    pub(crate) fn of<E: ExitCode + Into<anyhow::Error>>(error: E) -> Self {
+        Failure { code: error.exit_code(), error: error.into() }
+    }
+
+    /// A usage error (exit 2), whatever the error.
+    pub(crate) fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Failure { code: exit::USAGE, error: error.into() }
     }
 }
 
@@ -235,12 +244,12 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { EXIT_USAGE } else { 0 };
+            return if e.use_stderr() { exit::USAGE } else { 0 };
         }
     };
     let result = match cli.command {
         Command::Action(cmd) => action::run(*cmd),
-        Command::Stats { cache_root, json, zero } => action::stats(cache_root, json, zero),
+        Command::Stats { cache_root, json, zero } => stats::stats(cache_root, json, zero),
         Command::Artifact(cmd) => artifact::run(*cmd),
         Command::Snapshot(cmd) => snapshot::run(*cmd),
         Command::Key(cmd) => key::run(cmd),
@@ -250,7 +259,7 @@ pub fn main() -> i32 {
             }
             let Some(compiler) = command.first().cloned() else {
                 errln!("strata: error: `strata compile` needs the compiler and its arguments");
-                return EXIT_USAGE;
+                return exit::USAGE;
             };
             let overrides =
                 strata::launcher::Overrides { cache_root, base_dirs: base_dir, tool_content };
@@ -322,16 +331,4 @@ fn is_compiler(first: &std::ffi::OsStr) -> bool {
         return false;
     }
     !Cli::command().get_subcommands().any(|c| c.get_name() == text)
-}
-
-/// Maps a library action error to its exit code.
-pub(crate) fn action_failure(e: strata::action::Error) -> Failure {
-    let code = if e.is_lock_timeout() {
-        EXIT_LOCK_TIMEOUT
-    } else if e.is_usage() {
-        EXIT_USAGE
-    } else {
-        1
-    };
-    Failure { code, error: e.into() }
 }

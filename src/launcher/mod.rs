@@ -88,8 +88,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads `STRATA_CACHE_ROOT` (default `$XDG_CACHE_HOME/strata/cache`, else
-    /// `~/.cache/strata/cache`), `STRATA_BASE_DIRS`, `STRATA_DIGEST`, `STRATA_TOOL_CONTENT`
+    /// Reads `STRATA_CACHE_ROOT` (default [`crate::config::default_cache_root`]),
+    /// `STRATA_BASE_DIRS`, `STRATA_DIGEST`, `STRATA_TOOL_CONTENT`
     /// `STRATA_DISABLE` and `STRATA_EXPLAIN`.
     ///
     /// # Errors
@@ -114,9 +114,7 @@ impl Config {
             .or_else(|| var("STRATA_CACHE_ROOT").map(PathBuf::from))
         {
             Some(root) => fs::expand_tilde(&root),
-            None => default_cache_root().ok_or(
-                "no cache root: set STRATA_CACHE_ROOT (or HOME, for ~/.cache/strata/cache)",
-            )?,
+            None => crate::config::default_cache_root().map_err(|e| e.to_string())?,
         };
         let base_dirs = if overrides.base_dirs.is_empty() {
             var("STRATA_BASE_DIRS")
@@ -141,15 +139,6 @@ impl Config {
             explain: flag("STRATA_EXPLAIN"),
         })
     }
-}
-
-/// `$XDG_CACHE_HOME/strata/cache` (if absolute), else `$HOME/.cache/strata/cache`.
-pub fn default_cache_root() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let base = var("XDG_CACHE_HOME")
-        .filter(|p| p.is_absolute())
-        .or_else(|| Some(var("HOME")?.join(".cache")))?;
-    Some(base.join("strata").join("cache"))
 }
 
 /// What one launcher run did.

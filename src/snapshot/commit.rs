@@ -219,14 +219,7 @@ pub(crate) struct Upload<'a> {
 /// [`Error::Uncommitted`] when it failed and its object may remain (the pending record is
 /// kept and named).
 pub(crate) fn publish(upload: &Upload<'_>, pending: Pending) -> Result<Published, Error> {
-    let Upload { store, cache_dir, key, object, packed, sidecar_key, sidecar, progress } = *upload;
-    let uncommitted = |what: &str, pending: PathBuf, source: Error| Error::Uncommitted {
-        key: key.to_owned(),
-        what: what.to_owned(),
-        object: object.as_str().to_owned(),
-        pending,
-        source: Box::new(source),
-    };
+    let Upload { store, key, object, packed, progress, .. } = *upload;
     let size = fs::metadata(packed).map(|m| m.len()).unwrap_or(0);
     let phase = Phase::begin(progress, "upload", size);
     let put = store.put_file_if_absent_observed(object, packed, progress);
@@ -248,37 +241,28 @@ pub(crate) fn publish(upload: &Upload<'_>, pending: Pending) -> Result<Published
             let error = Error::transport("upload", object.as_str(), e);
             return match withdraw(store, object, pending) {
                 None => Err(error),
-                Some(path) => Err(uncommitted("the upload failed", path, error)),
+                Some(path) => Err(upload.uncommitted("the upload failed", path, error)),
             };
         }
     };
-    let lost = |pending: Pending, why: &str| {
-        let mut note = format!(
-            "another save published {key} first ({why}); its snapshot stands and this save's \
-             object {object} was withdrawn"
-        );
-        if let Some(path) = withdraw(store, object, pending) {
-            note.push_str(&format!(
-                ", except that deleting it failed: the next save from this cache directory \
-                 deletes it (recorded in {})",
-                path.display()
-            ));
-        }
-        Ok(Published::Lost { note })
-    };
+    commit(upload, pending, retries)
+}
+
+/// Uploads the sidecar, the commit point; whatever the upload reported, the sidecar read
+/// back from the store decides. `retries`: those of the object's upload.
+fn commit(upload: &Upload<'_>, pending: Pending, retries: u32) -> Result<Published, Error> {
+    let Upload { store, cache_dir, key, object, sidecar_key, .. } = *upload;
     let outcome = store.put_file_if_absent(sidecar_key, &pending.path);
-    // Whatever the upload reported, the sidecar in the store decides.
     let stored = read_back(store, cache_dir, sidecar_key);
-    let ours = |stored: &Option<Vec<u8>>| stored.as_deref() == Some(sidecar);
     match outcome {
         Ok((PutOutcome::Created, stats)) => {
             let retries = retries + stats.retries;
             match stored {
-                Ok(stored) if ours(&stored) => {
+                Ok(stored) if upload.is_ours(&stored) => {
                     pending.forget();
                     Ok(Published::Committed { retries, note: None })
                 }
-                Ok(Some(_)) => lost(
+                Ok(Some(_)) => upload.lost(
                     pending,
                     "both conditional writes were accepted: this store does not make them \
                      atomic, and the other sidecar landed last",
@@ -309,39 +293,85 @@ pub(crate) fn publish(upload: &Upload<'_>, pending: Pending) -> Result<Published
             }
         }
         Ok((PutOutcome::AlreadyExists, _)) => match stored {
-            Ok(stored) if ours(&stored) => {
+            Ok(stored) if upload.is_ours(&stored) => {
                 pending.forget();
                 Ok(Published::Committed { retries, note: None })
             }
-            _ => lost(pending, "its sidecar was already there"),
+            _ => upload.lost(pending, "its sidecar was already there"),
         },
         Err(e) => {
             let retries = retries + e.retries();
             let error = Error::transport("upload", sidecar_key.as_str(), e);
-            match stored {
-                Ok(stored) if ours(&stored) => {
-                    pending.forget();
-                    Ok(Published::Committed {
-                        retries,
-                        note: Some(format!(
-                            "the sidecar upload reported an error ({}), but the sidecar in \
-                             the store is this save's: the snapshot is committed",
-                            error.one_line()
-                        )),
-                    })
-                }
-                Ok(Some(_)) => lost(pending, "its sidecar arrived while ours failed"),
-                Ok(None) => match withdraw(store, object, pending) {
-                    None => Err(error),
-                    Some(path) => Err(uncommitted("the sidecar upload failed", path, error)),
-                },
-                Err(_) => Err(uncommitted(
-                    "the sidecar upload failed and the store cannot tell whether it arrived",
-                    pending.keep(),
-                    error,
-                )),
-            }
+            sidecar_failed(upload, pending, retries, error, stored)
         }
+    }
+}
+
+/// The sidecar upload reported `error`: the sidecar read back (`stored`) still decides.
+fn sidecar_failed(
+    upload: &Upload<'_>,
+    pending: Pending,
+    retries: u32,
+    error: Error,
+    stored: Result<Option<Vec<u8>>, Error>,
+) -> Result<Published, Error> {
+    match stored {
+        Ok(stored) if upload.is_ours(&stored) => {
+            pending.forget();
+            Ok(Published::Committed {
+                retries,
+                note: Some(format!(
+                    "the sidecar upload reported an error ({}), but the sidecar in \
+                     the store is this save's: the snapshot is committed",
+                    error.one_line()
+                )),
+            })
+        }
+        Ok(Some(_)) => upload.lost(pending, "its sidecar arrived while ours failed"),
+        Ok(None) => match withdraw(upload.store, upload.object, pending) {
+            None => Err(error),
+            Some(path) => Err(upload.uncommitted("the sidecar upload failed", path, error)),
+        },
+        Err(_) => Err(upload.uncommitted(
+            "the sidecar upload failed and the store cannot tell whether it arrived",
+            pending.keep(),
+            error,
+        )),
+    }
+}
+
+impl Upload<'_> {
+    /// True if the sidecar read back is this save's.
+    fn is_ours(&self, stored: &Option<Vec<u8>>) -> bool {
+        stored.as_deref() == Some(self.sidecar)
+    }
+
+    /// A failed save whose object may remain in the store, recorded in `pending`.
+    fn uncommitted(&self, what: &str, pending: PathBuf, source: Error) -> Error {
+        Error::Uncommitted {
+            key: self.key.to_owned(),
+            what: what.to_owned(),
+            object: self.object.as_str().to_owned(),
+            pending,
+            source: Box::new(source),
+        }
+    }
+
+    /// Another save committed the key first: this save's object is withdrawn.
+    fn lost(&self, pending: Pending, why: &str) -> Result<Published, Error> {
+        let (key, object) = (self.key, self.object);
+        let mut note = format!(
+            "another save published {key} first ({why}); its snapshot stands and this save's \
+             object {object} was withdrawn"
+        );
+        if let Some(path) = withdraw(self.store, object, pending) {
+            note.push_str(&format!(
+                ", except that deleting it failed: the next save from this cache directory \
+                 deletes it (recorded in {})",
+                path.display()
+            ));
+        }
+        Ok(Published::Lost { note })
     }
 }
 

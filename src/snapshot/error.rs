@@ -172,16 +172,6 @@ impl Error {
     /// The message and all its causes on one line (`a: b: c`), for warnings and
     /// annotations that must stay on one line.
     pub fn one_line(&self) -> String {
-        let mut text = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(e) = cause {
-            let next = e.to_string();
-            if !text.contains(&next) {
-                text.push_str(": ");
-                text.push_str(&next);
-            }
-            cause = e.source();
-        }
-        text.replace(['\n', '\r'], " ")
+        crate::message::one_line(self)
     }
 }

@@ -377,6 +377,83 @@ fn check_prefix(prefix: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// The canonical source root, if it exists and carries every `--require` path (the files
+/// that mark strata support); else why the key is unsupported.
+fn supported_root(request: &KeyRequest) -> Result<PathBuf, String> {
+    let given_root = &request.source_root;
+    let root = match fs::metadata(given_root) {
+        Ok(meta) if meta.is_dir() => {
+            fs::canonicalize(given_root).map_err(|e| format!("source root: {e}"))?
+        }
+        Ok(_) => {
+            return Err(format!(
+                "the source root {} is not a directory (--source-root: pass the checkout's \
+                 top directory)",
+                given_root.display()
+            ));
+        }
+        Err(e) if e.is_not_found() => {
+            return Err(format!(
+                "the source root {} does not exist (--source-root: pass the checkout's top \
+                 directory)",
+                given_root.display()
+            ));
+        }
+        Err(e) => return Err(format!("source root: {e}")),
+    };
+    for required in &request.require {
+        let path = root.join(required);
+        if !matches!(fs::symlink_metadata_opt(&path), Ok(Some(_))) {
+            return Err(format!(
+                "the source tree {} has no {} (--require): it predates strata support",
+                root.display(),
+                required.display()
+            ));
+        }
+    }
+    Ok(root)
+}
+
+/// The canonical architecture and SoC (`none` without `--soc`); an alias adds a warning.
+fn platform(
+    request: &KeyRequest,
+    warnings: &mut Vec<String>,
+) -> Result<(&'static str, String), String> {
+    let architecture = compat::canonical_architecture(&request.architecture)?;
+    let mut table = SocTable::builtin();
+    if let Some(path) = &request.soc_aliases {
+        compat::load_aliases(&mut table, path)?;
+    }
+    let soc = match request.soc.as_deref() {
+        None => "none".to_owned(),
+        Some(text) => {
+            let (soc, warning) = table.canonical(text)?;
+            warnings.extend(warning);
+            soc
+        }
+    };
+    Ok((architecture, soc))
+}
+
+/// Where toolchain identity comes from: `--toolchain-image` wins, then the
+/// `--toolchain-tool`s (by content too with `--toolchain-tool-content`), else the CANN
+/// metadata file.
+fn toolchain_source(request: &KeyRequest, architecture: &str) -> ToolchainSource {
+    match (&request.toolchain_image, request.toolchain_tools.is_empty()) {
+        (Some(image), _) if !image.trim().is_empty() => ToolchainSource::Image(image.clone()),
+        (_, false) if request.toolchain_tool_content => {
+            ToolchainSource::HostToolsContent(request.toolchain_tools.clone())
+        }
+        (_, false) => ToolchainSource::HostTools(request.toolchain_tools.clone()),
+        _ => ToolchainSource::Cann(
+            request
+                .cann_metadata
+                .clone()
+                .unwrap_or_else(|| compat::default_cann_metadata(architecture)),
+        ),
+    }
+}
+
 /// Computes the snapshot key (see the module docs). Environment problems (unknown
 /// architecture, no toolchain identity, a tree without strata support, git failures) give
 /// `supported: false` with the reason, not an error: key preparation fails open.
@@ -390,79 +467,15 @@ pub fn compute_key(request: &KeyRequest) -> Result<KeyReport, Error> {
             .map_err(|reason| Error::InvalidInput { what: "--source-hash", reason })?;
     }
     let mut warnings = Vec::new();
-
-    // The source tree must exist and carry the files that mark strata support.
-    let given_root = &request.source_root;
-    let root = match fs::metadata(given_root) {
-        Ok(meta) if meta.is_dir() => match fs::canonicalize(given_root) {
-            Ok(root) => root,
-            Err(e) => {
-                return Ok(KeyReport::unsupported(format!("source root: {e}"), warnings, None));
-            }
-        },
-        Ok(_) => {
-            let reason = format!(
-                "the source root {} is not a directory (--source-root: pass the checkout's \
-                 top directory)",
-                given_root.display()
-            );
-            return Ok(KeyReport::unsupported(reason, warnings, None));
-        }
-        Err(e) if e.is_not_found() => {
-            let reason = format!(
-                "the source root {} does not exist (--source-root: pass the checkout's top \
-                 directory)",
-                given_root.display()
-            );
-            return Ok(KeyReport::unsupported(reason, warnings, None));
-        }
-        Err(e) => return Ok(KeyReport::unsupported(format!("source root: {e}"), warnings, None)),
-    };
-    for required in &request.require {
-        let path = root.join(required);
-        if !matches!(fs::symlink_metadata_opt(&path), Ok(Some(_))) {
-            let reason = format!(
-                "the source tree {} has no {} (--require): it predates strata support",
-                root.display(),
-                required.display()
-            );
-            return Ok(KeyReport::unsupported(reason, warnings, None));
-        }
-    }
-
-    let architecture = match compat::canonical_architecture(&request.architecture) {
-        Ok(a) => a,
+    let root = match supported_root(request) {
+        Ok(root) => root,
         Err(reason) => return Ok(KeyReport::unsupported(reason, warnings, None)),
     };
-    let mut table = SocTable::builtin();
-    if let Some(path) = &request.soc_aliases
-        && let Err(reason) = compat::load_aliases(&mut table, path)
-    {
-        return Ok(KeyReport::unsupported(reason, warnings, None));
-    }
-    let soc = match request.soc.as_deref() {
-        None => "none".to_owned(),
-        Some(text) => match table.canonical(text) {
-            Ok((soc, warning)) => {
-                warnings.extend(warning);
-                soc
-            }
-            Err(reason) => return Ok(KeyReport::unsupported(reason, warnings, None)),
-        },
+    let (architecture, soc) = match platform(request, &mut warnings) {
+        Ok(found) => found,
+        Err(reason) => return Ok(KeyReport::unsupported(reason, warnings, None)),
     };
-    let toolchain_source = match (&request.toolchain_image, request.toolchain_tools.is_empty()) {
-        (Some(image), _) if !image.trim().is_empty() => ToolchainSource::Image(image.clone()),
-        (_, false) if request.toolchain_tool_content => {
-            ToolchainSource::HostToolsContent(request.toolchain_tools.clone())
-        }
-        (_, false) => ToolchainSource::HostTools(request.toolchain_tools.clone()),
-        _ => ToolchainSource::Cann(
-            request
-                .cann_metadata
-                .clone()
-                .unwrap_or_else(|| compat::default_cann_metadata(architecture)),
-        ),
-    };
+    let toolchain_source = toolchain_source(request, architecture);
     let toolchain = match compat::toolchain_identity(&toolchain_source, &request.platform) {
         Ok((toolchain, more)) => {
             warnings.extend(more);

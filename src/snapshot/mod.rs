@@ -14,7 +14,8 @@
 //!   whole-object verification, staging and atomic swap into a cache directory of its own,
 //!   writer gating; `commit.rs`: the commit protocol (an object of its own, the sidecar
 //!   that binds it, read back; pending records of saves that could not clean up);
-//!   [`leftovers`] removes stale temp files of killed runs beside the cache directory.
+//!   [`leftovers`] removes stale temp files of killed runs beside the cache directory;
+//!   [`outcome`] names how a restore or save ended and writes its event.
 //!
 //! # Objects in the store
 //! A snapshot is two objects: the compressed tar stream, under a name of its own
@@ -45,6 +46,7 @@ pub mod key;
 pub mod leftovers;
 mod lookup;
 pub mod manifest;
+pub mod outcome;
 pub mod pack;
 pub mod restore;
 pub mod save;
@@ -55,6 +57,7 @@ pub use crate::content::codec::Compression;
 pub use error::Error;
 pub use key::{KeyReport, KeyRequest, Keys, SnapshotKey, compute_key};
 pub use manifest::{Producer, Sidecar, SnapshotManifest};
+pub use outcome::{RestoreOutcome, RestoreStatus, SaveEnd};
 pub use restore::{MatchLevel, RestoreReport, RestoreRequest, restore};
 pub use save::{SaveOutcome, SaveReport, SaveRequest, SkipReason, save};
 

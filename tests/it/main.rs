@@ -9,6 +9,7 @@ mod closed_output;
 mod engine;
 mod fixtures;
 mod launcher;
+mod limits;
 mod names;
 mod snapshot;
 mod transport;

@@ -105,6 +105,44 @@ fn l0_default_store_is_under_xdg_cache_home() {
     assert!(xdg.join("strata/store").join(object).is_file());
 }
 
+/// Issue 11: the default store follows the XDG rule. A relative `XDG_CACHE_HOME` is ignored
+/// (the store is under `$HOME/.cache`, not under the working directory, where the old code
+/// put it); without `HOME` and `XDG_CACHE_HOME` there is no default (the old code wrote into
+/// a literal `./~/.cache`), a usage error naming both variables.
+#[test]
+fn r11_l0_default_store_ignores_a_relative_xdg_cache_home_and_needs_a_home() {
+    let producer = Workspace::new();
+    publish(&producer);
+    let cwd = producer.path().join("cwd");
+    let home = producer.path().join("home");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let push = |envs: &[(&str, &Path)]| {
+        let mut c = strata();
+        c.args(["artifact", "push", "--json"])
+            .args(id_flags(&producer.root(), &hex('b'), "ready", REQUIRED))
+            .env_remove("STRATA_STORE")
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("HOME")
+            .current_dir(&cwd);
+        for (name, value) in envs {
+            c.env(name, value);
+        }
+        c.output().unwrap()
+    };
+    let out = push(&[("XDG_CACHE_HOME", Path::new("relative")), ("HOME", &home)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let object = json(&out.stdout)["object"].as_str().unwrap().to_owned();
+    assert!(home.join(".cache/strata/store").join(&object).is_file());
+    assert!(!cwd.join("relative").exists());
+
+    let out = push(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("neither XDG_CACHE_HOME nor HOME"), "{stderr}");
+    assert!(stderr.contains("--store or STRATA_STORE"), "{stderr}");
+    assert!(!cwd.join("~").exists(), "a literal ~ directory was made");
+}
+
 #[test]
 fn l0_corrupt_object_is_rejected_and_nothing_is_published() {
     let producer = Workspace::new();

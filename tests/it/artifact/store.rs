@@ -71,6 +71,45 @@ fn cli_get_or_build_publishes_then_hits_without_running() {
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("strata: HIT key="));
 }
 
+/// Issue 11: get-or-build runs its command like the action engine does. SIGTERM sent to
+/// strata alone reaches the build command (the old runner did not forward it: strata died
+/// and left the command running), and the build counts as failed (exit 128 + 15) even
+/// though the command traps the signal and finishes successfully: nothing is published.
+#[test]
+fn r11_cli_get_or_build_forwards_a_signal_and_publishes_nothing() {
+    let ws = Workspace::new();
+    let flags = id_flags(&ws.root(), &hex('b'), "generated", REQUIRED);
+    let (started, marker) = (ws.path().join("started"), ws.path().join("got-term"));
+    let script = "trap 'echo term > \"$1\"' TERM; o=\"$STRATA_ARTIFACT_OUT\"; \
+                  mkdir -p \"$o/lib\" \"$o/bin\"; echo a > \"$o/lib/libx.a\"; echo t > \"$o/bin/tool\"; \
+                  echo '{}' > \"$o/meta.json\"; echo go > \"$0\"; \
+                  i=0; while [ $i -lt 200 ] && [ ! -s \"$1\" ]; do sleep 0.05; i=$((i+1)); done; exit 0";
+    let mut command = strata();
+    command
+        .args(["artifact", "get-or-build"])
+        .args(&flags)
+        .args(["--private-root", ws.private().to_str().unwrap()])
+        .args(["--", "sh", "-c", script])
+        .args([&started, &marker])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().unwrap();
+    let deadline = std::time::Instant::now() + crate::engine::RUN_TIMEOUT;
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "the build never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let r = crate::engine::wait_bounded(child, crate::engine::RUN_TIMEOUT);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap_or_default().trim(), "term", "{}", r.stderr);
+    assert_eq!(r.code, 128 + 15, "{}", r.stderr);
+    assert!(r.stderr.contains("interrupted: strata received signal 15"), "{}", r.stderr);
+    let out = strata().args(["artifact", "lookup"]).args(&flags).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "nothing was published");
+}
+
 #[test]
 fn cli_build_failure_returns_the_command_code_and_publishes_nothing() {
     let ws = Workspace::new();

@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use super::{Run, S3sServer, Scratch, fill_cache, key, s3_env, strata, tree};
+use super::{
+    Run, S3sServer, Scratch, fill_cache, key, run_of, s3_env, strata, strata_command, tree,
+};
 
 /// Runs one C compile through `strata action run` with the checkout root normalised, so
 /// the same source at another path has the same key.
@@ -192,6 +194,44 @@ fn snapshot_default_store_is_under_xdg_cache_home() {
         strata(&scratch, &["snapshot", "restore", "--cache-dir", "restored", "--key", &k], &env);
     assert!(run.stderr.contains("RESTORED level=exact"), "{}", run.stderr);
     assert_eq!(tree(&scratch.path("restored/actions-v1")), tree(&cache.join("actions-v1")));
+}
+
+/// Issue 11: the default store follows the XDG rule, as `artifact push` does: a relative
+/// `XDG_CACHE_HOME` is ignored (`$HOME/.cache/strata/store`), and without `HOME` and
+/// `XDG_CACHE_HOME` there is no default, a usage error naming both variables. `strata
+/// stats` and the launcher's default cache root follow the same rule.
+#[test]
+fn r11_default_store_and_cache_root_follow_the_xdg_rule() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 3);
+    let k = key(&scratch, "src11");
+    let relative = vec![("XDG_CACHE_HOME", "relative/cache".to_owned())];
+    let cache_arg = cache.display().to_string();
+    strata(&scratch, &["snapshot", "save", "--cache-dir", &cache_arg, "--key", &k], &relative)
+        .assert_ok();
+    let home = scratch.path("home");
+    assert!(home.join(".cache/strata/store").join(format!("{k}.json")).is_file());
+    assert!(!scratch.path("relative").exists());
+
+    let without_home = |args: &[&str]| {
+        let mut command = strata_command(&scratch, scratch.dir.path(), args, &relative);
+        run_of(command.env_remove("HOME").output().unwrap())
+    };
+    let run = without_home(&["snapshot", "restore", "--cache-dir", "restored", "--key", &k]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("neither XDG_CACHE_HOME nor HOME"), "{}", run.stderr);
+    assert!(run.stderr.contains("--store or STRATA_STORE"), "{}", run.stderr);
+    assert!(!scratch.path("restored").exists());
+
+    let run = without_home(&["stats"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("neither XDG_CACHE_HOME nor HOME"), "{}", run.stderr);
+    assert!(run.stderr.contains("--cache-root or STRATA_CACHE_ROOT"), "{}", run.stderr);
+    let run = strata(&scratch, &["stats"], &relative);
+    run.assert_ok();
+    let expected = format!("cache root: {}", home.join(".cache/strata/cache").display());
+    assert!(run.stdout.contains(&expected), "{}", run.stdout);
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Running the build command as a child that never outlives strata's locks unnoticed.
+//! Running a build command (`strata action run`, `strata artifact get-or-build` and
+//! `promote`) as a child that never outlives strata's locks unnoticed.
 //!
 //! While the child runs, SIGINT, SIGTERM and SIGHUP sent to strata are forwarded to it (a
 //! CI cancellation or `kill <strata pid>` stops the build instead of leaving it writing

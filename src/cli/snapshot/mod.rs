@@ -1,0 +1,221 @@
+//! `strata snapshot key | restore | save` (docs/snapshots.md "Command reference").
+//!
+//! Cache-layer problems never fail the command: an unsupported key, a transport failure or
+//! a rejected snapshot is a warning (`::warning::` under GitHub Actions) and exit code 0,
+//! unless `--strict` (exit 1) or, for restore, `--fail-on-cache-miss` (exit 1 when nothing
+//! was restored). Malformed flags, store URLs and `STRATA_S3_*` values exit 2.
+
+//!
+//! One file per subcommand: `key`, `restore`, `save`, `local` (pack, unpack); this one
+//! holds the flags restore and save share and the warning, GitHub and store helpers.
+
+mod key;
+mod local;
+mod restore;
+mod save;
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use super::Failure;
+use super::output::{errln, outln};
+use strata::ci::{self, Github};
+use strata::exit;
+use strata::snapshot::Compression;
+use strata::transport::{
+    ObjectStore, StoreUrl, TransportOptions, incomplete_credential_pairs, open_store_with_env,
+};
+
+use key::KeyArgs;
+use local::{PackArgs, UnpackArgs};
+use restore::RestoreArgs;
+use save::SaveArgs;
+
+/// Exit code when `--fail-on-cache-miss` or `--strict` turns a cache outcome into failure.
+const EXIT_CACHE_FAILURE: i32 = exit::FAILURE;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SnapshotCommand {
+    /// Compute the snapshot key and its same-source and compatibility prefixes.
+    Key(KeyArgs),
+    /// Restore the best snapshot for a key into a cache directory (exact key, then the
+    /// newest same-source, then the newest compatible snapshot, then --restore-key
+    /// prefixes).
+    Restore(RestoreArgs),
+    /// Save the cache directory as a new snapshot (only with a key, a .updated marker and
+    /// writer credentials).
+    Save(SaveArgs),
+    /// Pack a cache directory into a local snapshot file (no store; for inspection and
+    /// benchmarks).
+    Pack(PackArgs),
+    /// Verify and unpack a local snapshot file into a new directory (no store).
+    Unpack(UnpackArgs),
+}
+
+/// Flags shared by restore and save.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// Object store URL: file:///abs/dir or s3://bucket/prefix?endpoint=…&region=…
+    /// [env: STRATA_STORE; default: file://$XDG_CACHE_HOME/strata/store]
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// Append JSONL events to this file [env: STRATA_EVENT_LOG]; its cache_result counts go
+    /// into the step summary.
+    #[arg(long, value_name = "FILE")]
+    event_log: Option<PathBuf>,
+    /// Exit 1 (instead of 0 with a warning) when the store or the snapshot fails.
+    #[arg(long)]
+    strict: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Write outputs to $GITHUB_OUTPUT, variables to $GITHUB_ENV and a table to
+    /// $GITHUB_STEP_SUMMARY.
+    #[arg(long)]
+    github_output: bool,
+}
+
+/// A variable of the environment; unset, empty and non-UTF-8 values count as absent.
+fn env(name: &str) -> Option<String> {
+    strata::config::var_text(name)
+}
+
+/// A usage error (exit 2) saying `invalid <what>: <reason>`. A library error whose
+/// message already says what is invalid goes through [`Failure::of`] instead (no doubled
+/// prefix).
+fn usage(what: &str, reason: impl std::fmt::Display) -> Failure {
+    Failure::usage(anyhow::anyhow!("invalid {what}: {reason}"))
+}
+
+/// Empty flag values (as GitHub passes unset inputs) count as absent.
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.trim().is_empty())
+}
+
+/// Prints a warning: a workflow command under GitHub Actions, else a plain line (both on
+/// stderr, so stdout stays machine-readable).
+fn warn(gh: &Github, title: &str, message: &str) {
+    let line = if gh.actions {
+        ci::warning(&format!("strata {title}"), message)
+    } else {
+        format!("strata: WARNING {title}: {message}")
+    };
+    errln!("{line}");
+}
+
+fn notice(gh: &Github, title: &str, message: &str) {
+    let line = if gh.actions {
+        ci::notice(&format!("strata {title}"), message)
+    } else {
+        format!("strata: {title}: {message}")
+    };
+    errln!("{line}");
+}
+
+/// Writes GitHub files; a failure is a warning on stderr naming the file and the cause
+/// (the step's own result still stands, but later steps will not see what is missing).
+fn github_write(gh: &Github, result: Result<(), ci::Error>) {
+    if let Err(e) = result {
+        let text = strata::message::one_line(&e);
+        warn(
+            gh,
+            "GitHub output",
+            &format!("{text}; later steps will not see these outputs (is the file writable?)"),
+        );
+    }
+}
+
+/// With `--github-output`, warns if `GITHUB_OUTPUT` is not set: nothing would be written.
+fn check_github_output(gh: &Github, requested: bool) {
+    if requested && !gh.has_output_file() {
+        warn(
+            gh,
+            "GitHub output",
+            "--github-output is set but GITHUB_OUTPUT is not: no step outputs are written \
+             (outside GitHub Actions, drop --github-output or set GITHUB_OUTPUT to a file)",
+        );
+    }
+}
+
+/// `--store`, else `STRATA_STORE`, else the default store (`strata::config`).
+fn store_url(flag: Option<String>) -> Result<String, Failure> {
+    strata::config::store_url(flag.as_deref()).map_err(Failure::of)
+}
+
+fn cache_dir(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    strata::config::cache_root(flag.as_deref())
+        .ok_or_else(|| usage("--cache-dir", "required (or set STRATA_CACHE_ROOT)"))
+}
+
+fn event_log(flag: Option<PathBuf>) -> Option<PathBuf> {
+    strata::config::event_log(flag.as_deref())
+}
+
+fn print_json(value: &Value) -> Result<(), Failure> {
+    outln!("{}", serde_json::to_string_pretty(value)?)?;
+    Ok(())
+}
+
+pub(crate) fn run(cmd: SnapshotCommand) -> Result<i32, Failure> {
+    super::log::init();
+    match cmd {
+        SnapshotCommand::Key(args) => key::key(args),
+        SnapshotCommand::Restore(args) => restore::restore(args),
+        SnapshotCommand::Save(args) => save::save(args),
+        SnapshotCommand::Pack(args) => local::pack(args),
+        SnapshotCommand::Unpack(args) => local::unpack(args),
+    }
+}
+
+/// Opens the store, mapping configuration problems to usage errors. A `file://` store
+/// reads no credentials at all. For an `s3://` store, a credential pair of which only one
+/// half is set (a misnamed or empty secret) is a warning and is ignored: the other pair is
+/// used if it is complete, else the requests are anonymous (a restore of a public bucket
+/// still works; a save never gets here without a complete pair, it skips with
+/// `no_writer_credentials`).
+fn open(gh: &Github, title: &str, url: &str) -> Result<Box<dyn ObjectStore>, Failure> {
+    let options = TransportOptions::from_env().map_err(Failure::of)?;
+    let ignored = warn_incomplete_pairs(gh, title, url);
+    let env = |name: &str| {
+        if ignored.contains(&name) { None } else { std::env::var(name).ok() }
+    };
+    open_store_with_env(url, &options, env).map_err(Failure::of)
+}
+
+/// Warns about each credential pair of which only one half is set (for `s3://` stores) and
+/// returns the variable names to ignore.
+fn warn_incomplete_pairs(gh: &Github, title: &str, url: &str) -> Vec<&'static str> {
+    let mut ignored: Vec<&'static str> = Vec::new();
+    if let Ok(StoreUrl::S3(_)) = url.parse::<StoreUrl>() {
+        for (set, missing) in incomplete_credential_pairs(&|name| std::env::var(name).ok()) {
+            warn(
+                gh,
+                title,
+                &format!(
+                    "only {set} is set ({missing} is missing or empty; a misnamed secret?): \
+                     ignoring this incomplete credential pair; the other pair is used if it \
+                     is complete, else the store is accessed anonymously"
+                ),
+            );
+            ignored.extend([set, missing]);
+        }
+    }
+    ignored
+}
+
+fn seconds(value: f64) -> String {
+    format!("{value:.1} s")
+}
+
+fn check_level(compression: Compression, level: Option<i32>) -> Result<i32, Failure> {
+    let level = level.unwrap_or_else(|| compression.default_level());
+    if !compression.levels().contains(&level) {
+        return Err(usage(
+            "--level",
+            format!("{level} is outside {:?} for {compression}", compression.levels()),
+        ));
+    }
+    Ok(level)
+}

@@ -1,0 +1,254 @@
+//! `strata snapshot save`: the gates that need no store, one library call
+//! ([`snapshot::save`], ended as a [`SaveEnd`]), then warnings, GitHub outputs, the report
+//! and the exit code.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+
+use super::{
+    EXIT_CACHE_FAILURE, StoreArgs, cache_dir, check_github_output, check_level, env, event_log,
+    github_write, notice, open, print_json, seconds, store_url, warn, warn_incomplete_pairs,
+};
+use crate::cli::Failure;
+use crate::cli::output::errln;
+use strata::action::events::EventLog;
+use strata::ci::{self, EventCounts, Github};
+use strata::snapshot::save::has_writer_credentials;
+use strata::snapshot::{
+    self, Compression, Producer, SaveEnd, SaveOutcome, SaveReport, SaveRequest, SkipReason,
+};
+use strata::transport::redact_store_url;
+
+#[derive(Debug, Args)]
+pub(crate) struct SaveArgs {
+    #[command(flatten)]
+    digest: crate::cli::DigestArgs,
+    /// Cache directory to save [env: STRATA_CACHE_ROOT].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Primary key; empty means "no key" (the save is skipped).
+    #[arg(long, value_name = "KEY")]
+    key: String,
+    /// Compression: zstd (multi-threaded) or gzip.
+    #[arg(long, value_name = "FORMAT", default_value = "zstd")]
+    compression: Compression,
+    /// Compression level: zstd -7..19 (negative: fast modes), gzip 1..9 [default: zstd 1,
+    /// gzip 6]. `--level -3` and `--level=-3` both work.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    level: Option<i32>,
+    /// zstd worker threads [default: one per CPU].
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: u32,
+    #[command(flatten)]
+    signing: crate::cli::SigningArgs,
+    #[command(flatten)]
+    common: StoreArgs,
+}
+
+pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
+    let gh = Github::from_env();
+    check_github_output(&gh, args.common.github_output);
+    let literal_dir = cache_dir(args.cache_dir.clone())?;
+    let log_path = event_log(args.common.event_log.clone());
+    let events = EventLog::open(log_path.as_deref());
+    let level = check_level(args.compression, args.level)?;
+    let url = store_url(args.common.store.clone())?;
+    let writer_credentials = has_writer_credentials(&url, env);
+    // Gates that need no store come first: a read-only consumer never opens it.
+    let skip_reason = snapshot::save::local_gate(&literal_dir, Some(&args.key), writer_credentials)
+        .map_err(Failure::of)?;
+    let store = match skip_reason {
+        None => Some(open(&gh, "snapshot save", &url)?),
+        Some(SkipReason::NoWriterCredentials) => {
+            // A writer whose secret is misnamed looks like a read-only consumer: say so.
+            warn_incomplete_pairs(&gh, "snapshot save", &url);
+            None
+        }
+        Some(_) => None,
+    };
+    let signing_key = args.signing.load(&gh)?;
+    // The build's results so far, read before this save adds its own event.
+    let counts = log_path.as_deref().map(EventCounts::read).and_then(Result::ok);
+    let end = match &store {
+        Some(store) => {
+            let reporter = crate::cli::progress::Reporter::from_env();
+            let request = SaveRequest {
+                progress: &reporter,
+                signing_key: signing_key.as_ref(),
+                store: store.as_ref(),
+                cache_dir: literal_dir.clone(),
+                key: Some(args.key.clone()),
+                digest: args.digest.digest,
+                writer_credentials,
+                compression: args.compression,
+                level,
+                threads: args.threads,
+                producer: Producer::from_env_with(env),
+            };
+            save_to(&request, &args.key)?
+        }
+        None => {
+            let reason = skip_reason.unwrap_or(SkipReason::NoKey);
+            SaveEnd::Report(snapshot::save::skipped_report(&literal_dir, Some(&args.key), reason))
+        }
+    };
+    end.emit(&events);
+    let store = store.as_ref().map_or_else(|| redact_store_url(&url), |s| s.describe());
+    let shown = Shown { store: &store, literal_dir: &literal_dir, counts: counts.as_ref() };
+    match &end {
+        SaveEnd::Report(report) => saved_or_skipped(&gh, &args, &end, report, &shown),
+        SaveEnd::Failed { error, retries, .. } => failed(&gh, &args, error, *retries, &shown),
+    }
+}
+
+/// Runs the save; a failure other than a usage error is an outcome ([`SaveEnd::Failed`])
+/// with the requests the transport retried for it.
+fn save_to(request: &SaveRequest<'_>, key: &str) -> Result<SaveEnd, Failure> {
+    let retried_before = request.store.retried_requests();
+    match snapshot::save(request) {
+        Ok(report) => Ok(SaveEnd::Report(report)),
+        Err(e) if e.is_usage() => Err(Failure::usage(e)),
+        Err(error) => {
+            let retried = request.store.retried_requests().saturating_sub(retried_before);
+            let retries = u32::try_from(retried).unwrap_or(u32::MAX);
+            Ok(SaveEnd::Failed { error, key: key.to_owned(), retries })
+        }
+    }
+}
+
+/// What every report of a save names besides the outcome.
+struct Shown<'a> {
+    /// The store, without secrets.
+    store: &'a str,
+    /// The cache directory as given.
+    literal_dir: &'a std::path::Path,
+    /// The build's cache results so far (from the event log).
+    counts: Option<&'a EventCounts>,
+}
+
+fn saved_or_skipped(
+    gh: &Github,
+    args: &SaveArgs,
+    end: &SaveEnd,
+    report: &SaveReport,
+    shown: &Shown<'_>,
+) -> Result<i32, Failure> {
+    let key = report.key.clone().unwrap_or_default();
+    let (status, reason) = (end.status(), end.reason());
+    for note in &report.notes {
+        warn(gh, "snapshot save", note);
+    }
+    let figures = Figures { bytes: report.object_size_bytes, seconds: report.seconds };
+    write_github(gh, args, shown, (status, &reason, &key), figures);
+    if args.common.json {
+        let mut value = serde_json::to_value(report)?;
+        value["store"] = json!(shown.store);
+        value["status"] = json!(status);
+        if let SaveOutcome::Skipped { .. } = report.outcome {
+            value["message"] = json!(reason);
+        }
+        print_json(&value)?;
+    } else if let SaveOutcome::Saved = report.outcome {
+        errln!(
+            "strata: snapshot SAVED key={key} files={} bytes={} pack_seconds={:.3} upload_seconds={:.3} to {}",
+            report.file_count,
+            report.object_size_bytes,
+            report.pack_seconds,
+            report.upload_seconds,
+            shown.store
+        );
+    }
+    if let SaveOutcome::Skipped { reason: why } = report.outcome {
+        let text = if key.is_empty() { reason.clone() } else { format!("{reason} (key {key})") };
+        // A skip the producer must act on is a warning, the others are notices.
+        if why == SkipReason::TooCompressible {
+            warn(gh, "snapshot save skipped", &text);
+        } else {
+            notice(gh, "snapshot save skipped", &text);
+        }
+    }
+    Ok(0)
+}
+
+fn failed(
+    gh: &Github,
+    args: &SaveArgs,
+    error: &snapshot::Error,
+    retries: u32,
+    shown: &Shown<'_>,
+) -> Result<i32, Failure> {
+    let message =
+        format!("{}; the build result stands, no snapshot was published", error.one_line());
+    warn(gh, "snapshot save", &message);
+    let figures = Figures { bytes: 0, seconds: 0.0 };
+    write_github(gh, args, shown, ("error", &error.one_line(), &args.key), figures);
+    if args.common.json {
+        // The same fields as a report where they apply, so `.status`, `.outcome.status`,
+        // `.key` and `.store` read alike on every outcome.
+        print_json(&json!({
+            "status": "error",
+            "outcome": {"status": "error"},
+            "error": error.one_line(),
+            "message": error.one_line(),
+            "key": args.key,
+            "cache_dir": shown.literal_dir.display().to_string(),
+            "store": shown.store,
+            "retries": retries,
+        }))?;
+    }
+    Ok(if args.common.strict { EXIT_CACHE_FAILURE } else { 0 })
+}
+
+/// The size and time a save's outputs show.
+#[derive(Clone, Copy)]
+struct Figures {
+    bytes: u64,
+    seconds: f64,
+}
+
+/// With `--github-output`: the step outputs and the summary table. `outcome` is the
+/// status, the reason and the key.
+fn write_github(
+    gh: &Github,
+    args: &SaveArgs,
+    shown: &Shown<'_>,
+    outcome: (&str, &str, &str),
+    figures: Figures,
+) {
+    if !args.common.github_output {
+        return;
+    }
+    let (status, reason, key) = outcome;
+    let outputs = vec![
+        ("saved", (status == "saved").to_string()),
+        ("status", status.to_owned()),
+        ("reason", reason.to_owned()),
+        ("key", key.to_owned()),
+        ("bytes", figures.bytes.to_string()),
+        ("seconds", format!("{:.3}", figures.seconds)),
+    ];
+    github_write(gh, gh.set_outputs(&outputs));
+    let outcome = if reason.is_empty() { status.to_owned() } else { format!("{status}: {reason}") };
+    let mut rows = vec![
+        ("key", key.to_owned(), true),
+        ("outcome", outcome, false),
+        ("size", ci::human_bytes(figures.bytes), false),
+        ("time", seconds(figures.seconds), false),
+    ];
+    if let Some(counts) = shown.counts {
+        rows.push(("build cache results", counts.describe(), false));
+    }
+    rows.push(("hit rate per domain", hit_rates(shown.literal_dir), false));
+    github_write(gh, gh.append_summary(&ci::summary_table("strata snapshot save", &rows)));
+}
+
+/// The cache directory's hits / lookups and hit rate per domain, for the step summary
+/// (`strata::content::counters::summary`).
+fn hit_rates(cache_dir: &std::path::Path) -> String {
+    match strata::content::layout::CacheRoot::new(cache_dir) {
+        Ok(cache) => strata::content::counters::summary(&strata::content::counters::read(&cache)),
+        Err(_) => "no hits or misses counted".to_owned(),
+    }
+}

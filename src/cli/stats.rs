@@ -1,0 +1,66 @@
+//! `strata stats`: what an L1 cache root holds, and the hit and miss counters per domain.
+
+use std::path::PathBuf;
+
+use super::Failure;
+use super::output::{errln, outln};
+
+/// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else the default cache root
+/// (`strata::config::default_cache_root`).
+pub(crate) fn cache_root_or_default(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    strata::config::cache_root_or_default(flag.as_deref())
+        .map_err(|e| Failure { code: strata::exit::USAGE, error: e.into() })
+}
+
+/// The JSON of `strata stats`: the L1 figures and the compile domain's.
+#[derive(serde::Serialize)]
+struct StatsJson {
+    #[serde(flatten)]
+    l1: strata::action::stats::CacheStats,
+    compile: strata::launcher::report::CompileStats,
+}
+
+pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32, Failure> {
+    let root = cache_root_or_default(root)?;
+    let s = strata::action::stats::stats(&root);
+    let cache = strata::content::layout::CacheRoot::new(&root)?;
+    if zero {
+        strata::content::counters::zero(&cache)?;
+        outln!("strata: hit and miss counters zeroed in {}", cache.path().display())?;
+        return Ok(0);
+    }
+    let compile = strata::launcher::report::stats(&cache);
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&StatsJson { l1: s, compile })?)?;
+        return Ok(0);
+    }
+    outln!("cache root: {}", s.cache_root.display())?;
+    for (name, d) in [("third_party", &s.third_party), ("custom_operator", &s.custom_operator)] {
+        let bypasses =
+            if d.bypasses > 0 { format!(", {} bypasses", d.bypasses) } else { "".into() };
+        let (entries, bytes, rate) = (d.entries, d.artifact_bytes, d.rate.describe());
+        outln!("{name}: {entries} entries, {bytes} artifact bytes; {rate}{bypasses}")?;
+    }
+    outln!(
+        "compile: {} entries, {} candidates, {} object bytes; {}",
+        compile.entries,
+        compile.candidates,
+        compile.object_bytes,
+        compile.rate.describe()
+    )?;
+    for (name, n) in &compile.counters {
+        if name != "hit" && name != "miss" {
+            let name = name
+                .strip_prefix("uncacheable:")
+                .map_or(name.clone(), |r| format!("not cached: {r}"));
+            outln!("  {name}: {n}")?;
+        }
+    }
+    outln!("operator namespaces: {}", s.operator_namespaces)?;
+    outln!("leftovers (removed by prune): {}", s.leftovers)?;
+    outln!(".updated: {}", if s.updated_marker { "set" } else { "not set" })?;
+    for w in &s.warnings {
+        errln!("strata: WARNING stats: {w}");
+    }
+    Ok(0)
+}

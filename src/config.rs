@@ -1,0 +1,220 @@
+//! Settings that come from the environment, resolved in one place: the cache home and the
+//! defaults derived from it (the object store, the L1 cache root), and the variables
+//! several commands share (`STRATA_STORE`, `STRATA_CACHE_ROOT`, `STRATA_EVENT_LOG`).
+//!
+//! Precedence everywhere: a flag, then the `STRATA_*` variable, then the default
+//! (DESIGN.md §5). An empty variable or flag value counts as unset (GitHub passes unset
+//! inputs as empty strings).
+//!
+//! # The cache home
+//! Defaults live under the cache home, chosen by the XDG base-directory rule:
+//! `$XDG_CACHE_HOME` when it is an absolute path, else `$HOME/.cache` when `HOME` is an
+//! absolute path. A relative `XDG_CACHE_HOME` is ignored, as the XDG specification says
+//! ("all paths set in these environment variables must be absolute; if an implementation
+//! encounters a relative path it should consider the path invalid and ignore it"). With
+//! neither, there is no default: [`Error::NoCacheHome`] names both variables and the flag
+//! or variable that would make a default unnecessary, and the command line exits 2.
+//!
+//! * the default object store is `file://<cache home>/strata/store` ([`default_store_url`]);
+//! * the default L1 cache root (compiler launcher, `stats`, `prune`) is
+//!   `<cache home>/strata/cache` ([`default_cache_root`]).
+//!
+//! Every function has a `*_with` form that takes the variable lookup, so the rules are
+//! tested without changing the process environment.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// A configuration problem (the command line exits 2 for each: see [`Error::is_usage`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No cache home to put a default under.
+    #[error(
+        "no {what}: neither XDG_CACHE_HOME nor HOME is set to an absolute path, so there is \
+         no default location (give {instead}, or set XDG_CACHE_HOME or HOME)"
+    )]
+    NoCacheHome {
+        /// What needed the default, e.g. `default object store`.
+        what: &'static str,
+        /// The flag and variable that replace the default, e.g. `--store or STRATA_STORE`.
+        instead: &'static str,
+    },
+}
+
+impl Error {
+    /// True for every configuration error: the user must change a flag or a variable.
+    pub fn is_usage(&self) -> bool {
+        true
+    }
+}
+
+/// A variable of the process environment; `None` when unset or empty.
+pub fn var(name: &str) -> Option<OsString> {
+    std::env::var_os(name).filter(|v| !v.is_empty())
+}
+
+/// A variable of the process environment as text; `None` when unset, empty or not UTF-8.
+pub fn var_text(name: &str) -> Option<String> {
+    var(name).and_then(|v| v.into_string().ok())
+}
+
+/// The cache home of the process environment (see the module docs).
+///
+/// # Errors
+/// As [`cache_home_with`].
+pub fn cache_home(what: &'static str, instead: &'static str) -> Result<PathBuf, Error> {
+    cache_home_with(what, instead, var)
+}
+
+/// The cache home under the variables `env` returns (see the module docs): an absolute
+/// `XDG_CACHE_HOME`, else `$HOME/.cache` for an absolute `HOME`. `what` and `instead` only
+/// go into the error.
+///
+/// # Errors
+/// [`Error::NoCacheHome`] when neither variable is an absolute path.
+pub fn cache_home_with(
+    what: &'static str,
+    instead: &'static str,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf, Error> {
+    let absolute = |name: &str| {
+        env(name).filter(|v| !v.is_empty()).map(PathBuf::from).filter(|p| p.is_absolute())
+    };
+    absolute("XDG_CACHE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".cache")))
+        .ok_or(Error::NoCacheHome { what, instead })
+}
+
+/// The default object store, `file://<cache home>/strata/store`.
+///
+/// # Errors
+/// [`Error::NoCacheHome`] naming `--store or STRATA_STORE`.
+pub fn default_store_url() -> Result<String, Error> {
+    default_store_url_with(var)
+}
+
+/// [`default_store_url`] under the variables `env` returns.
+///
+/// # Errors
+/// As [`default_store_url`].
+pub fn default_store_url_with(env: impl Fn(&str) -> Option<OsString>) -> Result<String, Error> {
+    let home = cache_home_with("default object store", "--store or STRATA_STORE", env)?;
+    Ok(format!("file://{}", home.join("strata").join("store").display()))
+}
+
+/// The object store URL: `flag` when given and not empty, else `STRATA_STORE`, else
+/// [`default_store_url`].
+///
+/// # Errors
+/// As [`default_store_url`], only when the default is needed.
+pub fn store_url(flag: Option<&str>) -> Result<String, Error> {
+    match flag
+        .filter(|f| !f.trim().is_empty())
+        .map(str::to_owned)
+        .or_else(|| var_text("STRATA_STORE"))
+    {
+        Some(url) => Ok(url),
+        None => default_store_url(),
+    }
+}
+
+/// The default L1 cache root (compiler launcher, `strata stats`, `strata action prune`),
+/// `<cache home>/strata/cache`.
+///
+/// # Errors
+/// [`Error::NoCacheHome`] naming `--cache-root or STRATA_CACHE_ROOT`.
+pub fn default_cache_root() -> Result<PathBuf, Error> {
+    default_cache_root_with(var)
+}
+
+/// [`default_cache_root`] under the variables `env` returns.
+///
+/// # Errors
+/// As [`default_cache_root`].
+pub fn default_cache_root_with(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, Error> {
+    let home = cache_home_with("default cache root", "--cache-root or STRATA_CACHE_ROOT", env)?;
+    Ok(home.join("strata").join("cache"))
+}
+
+/// The L1 cache root when one was named: `flag` when given and not empty, else
+/// `STRATA_CACHE_ROOT`; `None` otherwise (commands that need one then fail or use
+/// [`default_cache_root`]). `~` is not expanded here.
+pub fn cache_root(flag: Option<&Path>) -> Option<PathBuf> {
+    flag.filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .or_else(|| var("STRATA_CACHE_ROOT").map(PathBuf::from))
+}
+
+/// [`cache_root`], else [`default_cache_root`].
+///
+/// # Errors
+/// As [`default_cache_root`], only when the default is needed.
+pub fn cache_root_or_default(flag: Option<&Path>) -> Result<PathBuf, Error> {
+    match cache_root(flag) {
+        Some(root) => Ok(root),
+        None => default_cache_root(),
+    }
+}
+
+/// The JSONL event log: `flag` when given and not empty, else `STRATA_EVENT_LOG`; `None`
+/// means no events are written.
+pub fn event_log(flag: Option<&Path>) -> Option<PathBuf> {
+    flag.filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .or_else(|| var("STRATA_EVENT_LOG").map(PathBuf::from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        move |name| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| OsString::from(v))
+    }
+
+    #[test]
+    fn an_absolute_xdg_cache_home_wins() {
+        let vars = [("XDG_CACHE_HOME", "/xdg"), ("HOME", "/home/u")];
+        assert_eq!(default_store_url_with(env(&vars)).unwrap(), "file:///xdg/strata/store");
+        assert_eq!(default_cache_root_with(env(&vars)).unwrap(), Path::new("/xdg/strata/cache"));
+    }
+
+    #[test]
+    fn a_relative_or_empty_xdg_cache_home_is_ignored() {
+        for xdg in ["relative/cache", "./c", "~/.cache", ""] {
+            let vars = [("XDG_CACHE_HOME", xdg), ("HOME", "/home/u")];
+            assert_eq!(
+                default_store_url_with(env(&vars)).unwrap(),
+                "file:///home/u/.cache/strata/store",
+                "XDG_CACHE_HOME={xdg:?}"
+            );
+            assert_eq!(
+                default_cache_root_with(env(&vars)).unwrap(),
+                Path::new("/home/u/.cache/strata/cache")
+            );
+        }
+    }
+
+    #[test]
+    fn without_a_usable_home_there_is_no_default() {
+        for vars in [
+            &[][..],
+            &[("HOME", "")][..],
+            &[("HOME", "relative"), ("XDG_CACHE_HOME", "also/relative")][..],
+        ] {
+            let e = default_store_url_with(env(vars)).unwrap_err();
+            assert!(e.is_usage());
+            let text = e.to_string();
+            for named in
+                ["XDG_CACHE_HOME", "HOME", "--store or STRATA_STORE", "default object store"]
+            {
+                assert!(text.contains(named), "{text}");
+            }
+            assert!(!text.contains('~'), "{text}");
+            let text = default_cache_root_with(env(vars)).unwrap_err().to_string();
+            assert!(text.contains("--cache-root or STRATA_CACHE_ROOT"), "{text}");
+            assert!(text.contains("XDG_CACHE_HOME nor HOME"), "{text}");
+        }
+    }
+}
