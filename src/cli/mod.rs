@@ -132,9 +132,22 @@ fn signing_key(
     strata::trust::SigningKey::parse(&text, "STRATA_SIGNING_KEY").map(Some).map_err(Failure::from)
 }
 
+/// What `strata --version` (and `-V`) prints after `strata `: the crate version, the
+/// commit it was built from (12 hex digits, `unknown` outside a git checkout) and the
+/// target triple, e.g. `0.1.0 (commit 0123456789ab, target aarch64-unknown-linux-musl)`.
+/// Both come from `build.rs`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("STRATA_GIT_COMMIT"),
+    ", target ",
+    env!("STRATA_TARGET"),
+    ")"
+);
+
 /// strata: a layered, content-verified build cache for CI.
 #[derive(Debug, Parser)]
-#[command(name = "strata", version, about, max_term_width = 100)]
+#[command(name = "strata", version = VERSION, about, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

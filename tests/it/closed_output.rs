@@ -236,7 +236,7 @@ fn r7_snapshot_key_piped_into_head_exits_zero() {
          done"
     );
     let mut command = Command::new("bash");
-    command.arg("-c").arg(script).arg(crate::engine::STRATA).current_dir(&ctx.root);
+    command.arg("-c").arg(script).arg(crate::strata_exe()).current_dir(&ctx.root);
     let run = crate::engine::run_bounded(command, Duration::from_secs(120));
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);

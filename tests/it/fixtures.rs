@@ -37,7 +37,7 @@ fn copy() -> Copy {
 }
 
 fn strata(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().unwrap()
+    Command::new(crate::strata_exe()).args(args).output().unwrap()
 }
 
 fn text(out: &Output) -> String {

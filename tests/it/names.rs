@@ -303,7 +303,7 @@ fn names_survive_the_artifact_store_and_l0_push_pull() {
         args.push(OsString::from_vec(b"lib/bad\xe9.a".to_vec()));
         args
     };
-    let strata = || Command::new(env!("CARGO_BIN_EXE_strata"));
+    let strata = || Command::new(crate::strata_exe());
     let script = r#"set -e
 o="$STRATA_ARTIFACT_OUT"
 mkdir -p "$o/lib" "$o/$(printf 'd\351')"
@@ -737,7 +737,7 @@ fn names_long_names_that_start_with_a_byte_survive_l0_push_pull() {
         args.push(OsString::from_vec(long_file.clone()));
         args
     };
-    let strata = || Command::new(env!("CARGO_BIN_EXE_strata"));
+    let strata = || Command::new(crate::strata_exe());
     let octal = |b: &[u8]| b.iter().map(|b| format!("\\{b:03o}")).collect::<String>();
     let script = format!(
         "set -e\no=\"$STRATA_ARTIFACT_OUT\"\nprintf long > \"$o/$(printf '{}')\"\n\

@@ -38,7 +38,7 @@ fn strata_limited(cwd: &Path, args: &[&OsStr], env: &[(&str, String)]) -> Output
     command
         .arg("-c")
         .arg(format!("ulimit -f {FILE_LIMIT_BLOCKS} && exec \"$0\" \"$@\""))
-        .arg(env!("CARGO_BIN_EXE_strata"))
+        .arg(crate::strata_exe())
         .args(args)
         .env_remove("STRATA_STORE")
         .env_remove("STRATA_CACHE_ROOT")
@@ -308,7 +308,7 @@ fn r7_snapshot_unpack_long_name_claims_do_not_decide_memory() {
         let out = Command::new("sh")
             .arg("-c")
             .arg("ulimit -v 524288 && exec \"$0\" \"$@\"")
-            .arg(env!("CARGO_BIN_EXE_strata"))
+            .arg(crate::strata_exe())
             .args(["snapshot", "unpack", "--input"])
             .arg(&input)
             .arg("--dest")

@@ -434,7 +434,7 @@ fn l0_long_name_claims_do_not_decide_memory() {
     let tar_bytes = zstd::decode_all(std::fs::read(&object).unwrap().as_slice()).unwrap();
     let pull_limited = |consumer: &Workspace| {
         let mut cmd = std::process::Command::new("sh");
-        cmd.args(["-c", "ulimit -v 524288; exec \"$@\"", "sh", env!("CARGO_BIN_EXE_strata")])
+        cmd.args(["-c", "ulimit -v 524288; exec \"$@\"", "sh", crate::strata_exe()])
             .args(["artifact", "pull", "--json", "--store", &url])
             .args(id_flags(&consumer.root(), &hex('b'), "ready", REQUIRED));
         let out = cmd.output().unwrap();

@@ -32,7 +32,7 @@ pub fn extension_header(kind: tar::EntryType, size: u64) -> Vec<u8> {
 }
 
 pub fn strata() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
+    Command::new(crate::strata_exe())
 }
 
 /// 64 hex characters made of `c`.

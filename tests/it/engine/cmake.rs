@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::{RunResult, STRATA, TestContext, require_tool, run_bounded, write_file};
+use super::{RunResult, TestContext, require_tool, run_bounded, strata_exe, write_file};
 
 const CMAKE_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -90,7 +90,7 @@ pub(super) fn cmake(ctx: &TestContext, args: &[&std::ffi::OsStr]) -> RunResult {
 }
 
 fn configure(ctx: &TestContext, src: &Path, build: &Path) -> RunResult {
-    configure_with(ctx, src, build, None, Path::new(STRATA))
+    configure_with(ctx, src, build, None, Path::new(strata_exe()))
 }
 
 /// Configures `src` into `build` with the strata module, `generator` (`-G`, default: CMake's)

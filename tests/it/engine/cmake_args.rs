@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::cmake::{cmake, configure_with};
-use super::{STRATA, TestContext, require_tool, write_file, write_script};
+use super::{TestContext, require_tool, strata_exe, write_file, write_script};
 
 /// Arguments that a plain `add_custom_command(... VERBATIM)` passes to a command with both
 /// generators. (`|`, `<`, `>`, `$<ANGLE-R>` are shell operators there, `$(X)` and line
@@ -164,8 +164,9 @@ fn recording_strata(ctx: &TestContext) -> (PathBuf, PathBuf) {
 for a in "$@"; do case $a in --unit=*) unit=${{a#--unit=}};; esac; done
 : > '{dir}/'"$unit.argv"
 for a in "$@"; do printf '%s\0' "$a" >> '{dir}/'"$unit.argv"; done
-exec '{STRATA}' "$@""#,
-            dir = dir.display()
+exec '{strata}' "$@""#,
+            dir = dir.display(),
+            strata = strata_exe()
         ),
     );
     (script, dir)
@@ -294,7 +295,7 @@ add_custom_command(OUTPUT ${OUT}/first.txt ${OUT}/second.txt ${OUT}/l.txt COMMAN
 add_custom_target(gen ALL DEPENDS ${OUT}/first.txt ${OUT}/second.txt)
 "#,
         );
-        let strata = Path::new(STRATA);
+        let strata = Path::new(strata_exe());
         for (build_dir, statuses) in [("b1", &["MISS", "SAVED"][..]), ("b2", &["HIT"])] {
             let b = ctx.path(build_dir);
             assert_eq!(
@@ -339,7 +340,7 @@ add_custom_command(OUTPUT ${OUT}/copy.txt COMMAND ${CMD} WORKING_DIRECTORY ${OUT
 add_custom_target(gen ALL DEPENDS ${OUT}/copy.txt)
 "#,
     );
-    let strata = Path::new(STRATA);
+    let strata = Path::new(strata_exe());
     let b1 = ctx.path("b1");
     assert_eq!(build(&ctx, &src, &b1, "Ninja", strata), ["MISS", "SAVED"]);
     assert_eq!(std::fs::read_to_string(b1.join("gen/copy.txt")).unwrap(), "first\n");

@@ -36,8 +36,8 @@ use strata::action::layout::{CacheRoot, EntryName};
 use strata::action::{ActionKey, Domain};
 use strata::record;
 
-/// The binary under test.
-pub const STRATA: &str = env!("CARGO_BIN_EXE_strata");
+/// The binary under test (see [`crate::strata_exe`]).
+pub use crate::strata_exe;
 /// Longest any single strata (or helper) process may run before the test fails.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -120,7 +120,7 @@ impl TestContext {
 
     /// A `strata` command with a scrubbed environment and this context's event log.
     pub fn strata(&self) -> Command {
-        let mut cmd = Command::new(STRATA);
+        let mut cmd = Command::new(strata_exe());
         for v in SCRUBBED_ENV {
             cmd.env_remove(v);
         }

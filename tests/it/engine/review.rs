@@ -394,7 +394,7 @@ fn engine_review_nested_strata_runs_neither_deadlock_nor_capture_each_other() {
     let inner = format!(
         "{strata} action run --cache-root {cache} --domain third_party --unit inner \
          --output-dir {out}/sub --environment-profile bare -- sh -c 'echo inner > {out}/sub/i'",
-        strata = super::STRATA,
+        strata = super::strata_exe(),
         cache = cache.display(),
         out = out.display(),
     );

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::{
-    Launcher, RunResult, STRATA, TestContext, copy_tree, counts, require_tool, run_bounded, s,
+    Launcher, RunResult, TestContext, copy_tree, counts, require_tool, run_bounded, s, strata_exe,
     write_file,
 };
 
@@ -74,8 +74,8 @@ fn configure(l: &Launcher, src: &Path, build: &Path, generator: &str, launcher: 
         "-DCMAKE_BUILD_TYPE=Release".into(),
     ];
     if launcher {
-        args.push(format!("-DCMAKE_C_COMPILER_LAUNCHER={STRATA}"));
-        args.push(format!("-DCMAKE_CXX_COMPILER_LAUNCHER={STRATA}"));
+        args.push(format!("-DCMAKE_C_COMPILER_LAUNCHER={}", strata_exe()));
+        args.push(format!("-DCMAKE_CXX_COMPILER_LAUNCHER={}", strata_exe()));
     }
     tool(l, src, "cmake", &args);
 }
@@ -187,7 +187,7 @@ fn launcher_plain_makefile_with_cc_set_to_strata_gcc() {
         tool(&l, dir, "make", &["-j4".into(), format!("CC={cc}"), "CFLAGS=-O2".into()]);
         delta(&before, &l.counters())
     };
-    let via = format!("{STRATA} gcc");
+    let via = format!("{} gcc", strata_exe());
     assert_eq!(make(&a, "gcc"), counts(&[]));
     let want = objects(&a);
     assert_eq!(want.len(), 3);

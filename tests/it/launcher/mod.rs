@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub use crate::engine::{
-    RUN_TIMEOUT, RunResult, STRATA, TestContext, copy_tree, require_tool, run_bounded, write_file,
+    RUN_TIMEOUT, RunResult, TestContext, copy_tree, require_tool, run_bounded, strata_exe,
+    write_file,
 };
 use strata::digest::{ContentDigest, DigestAlgorithm};
 use strata::launcher::entry::{CompileManifest, EntryPlace};
@@ -101,7 +102,7 @@ impl Launcher {
 
     /// `strata <argv…>` in `cwd` (not started).
     pub fn command<S: AsRef<OsStr>>(&self, cwd: &Path, argv: &[S]) -> Command {
-        let mut cmd = Command::new(STRATA);
+        let mut cmd = Command::new(strata_exe());
         cmd.args(argv).current_dir(cwd);
         self.apply(&mut cmd);
         cmd

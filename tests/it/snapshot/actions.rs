@@ -11,17 +11,17 @@ use serde_json::{Value, json};
 use super::super::transport::server::url_for;
 use super::{S3sServer, Scratch, tree};
 
-fn repo() -> PathBuf {
+pub(super) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// What the runner reported.
-struct ActionRun {
-    result: Value,
+pub(super) struct ActionRun {
+    pub(super) result: Value,
 }
 
 impl ActionRun {
-    fn output(&self, name: &str) -> String {
+    pub(super) fn output(&self, name: &str) -> String {
         self.result["outputs"][name].as_str().unwrap_or_default().to_owned()
     }
 
@@ -33,7 +33,7 @@ impl ActionRun {
         self.result["summary"].as_str().unwrap_or_default().to_owned()
     }
 
-    fn log(&self) -> String {
+    pub(super) fn log(&self) -> String {
         self.result["log"]
             .as_array()
             .unwrap()
@@ -60,13 +60,13 @@ impl ActionRun {
         );
     }
 
-    fn assert_ok(&self) -> &Self {
+    pub(super) fn assert_ok(&self) -> &Self {
         assert_eq!(self.result["exit_code"], 0, "{:#}", self.result);
         self
     }
 }
 
-/// Runs the action `name` (a directory under `actions/`).
+/// Runs the action `name` (a directory under `actions/`) on a Linux X64 runner.
 fn run_action(
     name: &str,
     inputs: Value,
@@ -74,6 +74,21 @@ fn run_action(
     workspace: &Path,
     runner_temp: &Path,
 ) -> ActionRun {
+    let runner = json!({"os": "Linux", "arch": "X64"});
+    run_action_in(&repo().join("actions").join(name), runner, inputs, env, workspace, runner_temp)
+}
+
+/// Runs the action in `action_dir` on `runner` (`{"os": "Linux", "arch": "ARM64"}`: the
+/// `runner` context). HOME is `<runner_temp>/home`.
+pub(super) fn run_action_in(
+    action_dir: &Path,
+    runner: Value,
+    inputs: Value,
+    env: &[(&str, String)],
+    workspace: &Path,
+    runner_temp: &Path,
+) -> ActionRun {
+    let name = action_dir.file_name().unwrap().to_string_lossy();
     std::fs::create_dir_all(workspace).unwrap();
     std::fs::create_dir_all(runner_temp).unwrap();
     let mut base: serde_json::Map<String, Value> = serde_json::Map::new();
@@ -88,7 +103,7 @@ fn run_action(
         "env": base,
         "workspace": workspace.display().to_string(),
         "runner_temp": runner_temp.display().to_string(),
-        "runner": {"os": "Linux", "arch": "X64"},
+        "runner": runner,
     });
     let request_path = runner_temp.join(format!("request-{name}.json"));
     let result_path = runner_temp.join(format!("result-{name}.json"));
@@ -97,7 +112,7 @@ fn run_action(
     let python = std::env::var("STRATA_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
     let output = Command::new(&python)
         .arg(repo().join("tests/actions/runner.py"))
-        .arg(repo().join("actions").join(name))
+        .arg(action_dir)
         .arg(&request_path)
         .arg(&result_path)
         .output()
@@ -112,8 +127,8 @@ fn run_action(
     ActionRun { result }
 }
 
-fn strata_bin() -> String {
-    env!("CARGO_BIN_EXE_strata").to_owned()
+pub(super) fn strata_bin() -> String {
+    crate::strata_exe().to_owned()
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -365,6 +380,7 @@ fn actions_setup_uses_a_given_binary_or_builds_one() {
     let path = given.output("path");
     assert!(path.ends_with("/strata") && Path::new(&path).is_file(), "{path}");
     assert!(given.output("version").starts_with("strata "), "{:#}", given.result);
+    assert_eq!(given.output("installed-from"), "input");
     // Review finding 10: consumers get the CMake module from the action repository.
     let module_path = PathBuf::from(given.output("cmake-module-path"));
     assert!(module_path.join("strata.cmake").is_file(), "{:#}", given.result);
@@ -389,10 +405,14 @@ fn actions_setup_uses_a_given_binary_or_builds_one() {
     .unwrap();
     std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let path_env = format!("{}:{}", stub.display(), std::env::var("PATH").unwrap_or_default());
-    // A fresh runner (another HOME): nothing cached yet.
-    let built = run_action("setup", json!({}), &[("PATH", path_env)], &ws, &scratch.path("tmp2"));
+    // A fresh runner (another HOME): nothing cached yet. (Without from-source, a release
+    // binary pinned in actions/setup/release-sums would be downloaded instead:
+    // actions_setup.rs.)
+    let inputs = json!({"from-source": "true"});
+    let built = run_action("setup", inputs, &[("PATH", path_env)], &ws, &scratch.path("tmp2"));
     built.assert_ok();
     assert_eq!(built.output("version"), "strata 9.9.9", "{:#}", built.result);
+    assert_eq!(built.output("installed-from"), "source");
     let cache_step =
         built.result["steps"].as_array().unwrap().iter().find(|s| s.get("uses").is_some()).unwrap();
     assert!(cache_step["uses"].as_str().unwrap().starts_with("actions/cache@"), "{cache_step}");

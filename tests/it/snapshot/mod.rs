@@ -8,6 +8,7 @@
 //! checks captured output for the S3 test credentials.
 
 mod actions;
+mod actions_setup;
 pub mod craft;
 mod digests;
 mod faults;
@@ -97,7 +98,7 @@ pub fn strata_command(
 ) -> Command {
     let home = scratch.path("home");
     std::fs::create_dir_all(&home).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+    let mut command = Command::new(crate::strata_exe());
     command
         .args(args)
         .env_clear()

@@ -1,0 +1,62 @@
+//! Build script: the facts `strata --version` prints besides the crate version.
+//!
+//! * `STRATA_GIT_COMMIT`: the first 12 hex digits of the commit the sources were built from
+//!   (`git rev-parse --short=12 HEAD`), only when this package's directory is the top of
+//!   a git work tree (a crate vendored inside another repository does not take that
+//!   repository's commit); `unknown` when git is missing or the sources are not a checkout
+//!   (a source tarball, `actions/setup` building an action checkout without `.git`).
+//!   Uncommitted changes are not marked.
+//! * `STRATA_TARGET`: the target triple cargo builds for (`TARGET`, e.g.
+//!   `aarch64-unknown-linux-musl`).
+//!
+//! The script reruns when `build.rs`, git's `HEAD`, the branch it names or `packed-refs`
+//! change (only files that exist are watched: a missing one would rerun it on every build).
+
+// A build script prints to stdout to talk to cargo, and reads files by path on its own.
+#![allow(clippy::print_stdout, clippy::disallowed_methods)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    let target = std::env::var("TARGET").unwrap_or_else(|_| "unknown".to_owned());
+    println!("cargo:rustc-env=STRATA_TARGET={target}");
+    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let commit = git_commit(&manifest_dir).unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=STRATA_GIT_COMMIT={commit}");
+}
+
+/// The short commit of `dir`'s work tree, watching the files that change with it; `None`
+/// when git is unavailable or `dir` is not the top of a work tree.
+fn git_commit(dir: &Path) -> Option<String> {
+    let top = git(dir, &["rev-parse", "--show-toplevel"])?;
+    if std::fs::canonicalize(top).ok()? != std::fs::canonicalize(dir).ok()? {
+        return None;
+    }
+    let git_dir = dir.join(git(dir, &["rev-parse", "--git-dir"])?);
+    let common_dir = dir.join(git(dir, &["rev-parse", "--git-common-dir"])?);
+    let mut watched = vec![git_dir.join("HEAD"), common_dir.join("packed-refs")];
+    if let Some(branch) = git(dir, &["symbolic-ref", "-q", "HEAD"]) {
+        watched.push(common_dir.join(branch));
+    }
+    for path in watched.iter().filter(|p| p.is_file()) {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    let commit = git(dir, &["rev-parse", "--short=12", "HEAD"])?;
+    commit.bytes().all(|b| b.is_ascii_hexdigit()).then_some(commit)
+}
+
+/// `git ARGS` in `dir`: its trimmed stdout when it succeeds with some output.
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(output.stdout).ok()?.trim().to_owned();
+    (output.status.success() && !text.is_empty()).then_some(text)
+}
