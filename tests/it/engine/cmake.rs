@@ -303,7 +303,7 @@ fn engine_cmake_module_warns_when_the_snapshot_key_names_other_compilers() {
             .arg("-B")
             .arg(ctx.path(build))
             .arg(format!("-DCMAKE_MODULE_PATH={}", module.display()))
-            .arg(format!("-DSTRATA_EXECUTABLE={STRATA}"))
+            .arg(format!("-DSTRATA_EXECUTABLE={}", strata_exe()))
             .arg(format!("-DCMAKE_C_COMPILER={compiler}"))
             .env("GITHUB_ACTIONS", "true")
             .env_remove("STRATA_CACHE_ROOT")
