@@ -68,7 +68,7 @@ impl SlowStore {
 /// with `env` and returns everything the terminal received, and the exit code.
 fn on_terminal(scratch: &Scratch, args: &[&str], env: &[(&str, String)]) -> (String, i32) {
     let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-    let mut line = quote(env!("CARGO_BIN_EXE_strata"));
+    let mut line = quote(crate::strata_exe());
     for a in args {
         line.push(' ');
         line.push_str(&quote(a));
