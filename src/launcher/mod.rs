@@ -193,27 +193,25 @@ pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> 
     let compile = match args::classify(args) {
         Classified::Cacheable(c) => c,
         Classified::Uncacheable(reason) => {
-            counters::bump(&cache, COMPILE, &format!("uncacheable:{}", reason.name()));
-            return exec(compiler, args);
+            let what = command_line(compiler, args);
+            let reason = format!("uncacheable:{}", reason.name());
+            return not_cached(&config, &cache, &reason, &what, compiler, args);
         }
     };
+    let source = compile.source.display();
     if output_paths(&compile).iter().any(|p| !is_regular_or_absent(p)) {
         // `-o /dev/null`, a depfile through a symlink: a HIT would replace the device or
         // the link with a file, and the saved copy could not be read back anyway.
-        counters::bump(&cache, COMPILE, "uncacheable:output_not_regular_file");
-        return exec(compiler, args);
+        let reason = "uncacheable:output_not_regular_file";
+        return not_cached(&config, &cache, reason, &source, compiler, args);
     }
     if let Some(name) = UNCACHEABLE_ENVIRONMENT.iter().find(|n| std::env::var_os(n).is_some()) {
-        counters::bump(
-            &cache,
-            COMPILE,
-            &format!("uncacheable:environment_{}", name.to_lowercase()),
-        );
-        return exec(compiler, args);
+        let reason = format!("uncacheable:environment_{}", name.to_lowercase());
+        return not_cached(&config, &cache, &reason, &source, compiler, args);
     }
     let Some(tool) = compiler.to_str().and_then(|c| crate::toolchain::resolve_tool(c, None)) else {
-        counters::bump(&cache, COMPILE, "uncacheable:compiler_not_found");
-        return exec(compiler, args);
+        let reason = "uncacheable:compiler_not_found";
+        return not_cached(&config, &cache, reason, &source, compiler, args);
     };
     if std::env::current_exe().ok().and_then(|p| fs::canonicalize(&p).ok()).as_ref() == Some(&tool)
     {
@@ -232,7 +230,6 @@ pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> 
         compile: &compile,
         notes: std::cell::RefCell::new(Vec::new()),
     };
-    let source = compile.source.display();
     match run.go() {
         Ok((code, outcome)) => {
             let name = match &outcome {
@@ -249,11 +246,7 @@ pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> 
             code
         }
         Err(Failed::Quietly(reason)) => {
-            counters::bump(&cache, COMPILE, reason);
-            if config.explain {
-                let _ = writeln!(std::io::stderr(), "strata: {reason} {source}");
-            }
-            exec(compiler, args)
+            not_cached(&config, &cache, reason, &source, compiler, args)
         }
         Err(Failed::BeforeCompile(e)) => {
             warn(&format!("{e}; running the compiler without the cache"));
@@ -261,6 +254,33 @@ pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> 
             exec(compiler, args)
         }
     }
+}
+
+/// Count `reason`, say it under `STRATA_EXPLAIN` (`strata: <reason> <what>`, `what` being the
+/// source, or the whole command when no single source was found) and run the compiler
+/// unchanged.
+fn not_cached(
+    config: &Config,
+    cache: &CacheRoot,
+    reason: &str,
+    what: &dyn std::fmt::Display,
+    compiler: &OsStr,
+    args: &[OsString],
+) -> i32 {
+    counters::bump(cache, COMPILE, reason);
+    if config.explain {
+        let _ = writeln!(std::io::stderr(), "strata: {reason} {what}");
+    }
+    exec(compiler, args)
+}
+
+/// The command as one line, for `STRATA_EXPLAIN` when no single source names it.
+fn command_line(compiler: &OsStr, args: &[OsString]) -> String {
+    std::iter::once(compiler)
+        .chain(args.iter().map(OsString::as_os_str))
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A launcher failure before the compiler ran (after it ran, problems only skip the save).

@@ -194,3 +194,50 @@ fn launcher_profile_use_is_not_cached_because_the_profile_is_not_tracked() {
     assert_ne!(objects[0], objects[1], "the profiles give different objects");
     assert!(l.entries().is_empty());
 }
+
+/// `STRATA_EXPLAIN=1` says why a command was not cached, for every reason (docs:
+/// `strata: uncacheable:<reason> <source>`), not only for the reasons found after the
+/// compiler ran; the command stands in for the source when there is no single source.
+#[test]
+fn launcher_explain_names_every_uncacheable_reason() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("b.c"), "int b(void) { return 2; }\n");
+    write_file(&dir.join("args.rsp"), "-c b.c -o from-rsp.o\n");
+    let l = Launcher::new(&ctx.cache).env("STRATA_EXPLAIN", "1");
+    let line = |argv: &[&str], outcome: &str, l: &Launcher| {
+        let r = l.expect(&dir, argv, outcome);
+        r.stderr.lines().filter(|s| s.starts_with("strata: ")).collect::<Vec<_>>().join("\n")
+    };
+    assert_eq!(
+        line(&["gcc", "-E", "b.c", "-o", "b.i"], "uncacheable:not_object_output", &l),
+        "strata: uncacheable:not_object_output gcc -E b.c -o b.i"
+    );
+    assert_eq!(
+        line(&["gcc", "@args.rsp"], "uncacheable:response_file", &l),
+        "strata: uncacheable:response_file gcc @args.rsp"
+    );
+    assert!(dir.join("from-rsp.o").is_file());
+    assert_eq!(
+        line(
+            &["gcc", "-shared", "from-rsp.o", "-o", "libb.so"],
+            "uncacheable:not_compile_only",
+            &l
+        ),
+        "strata: uncacheable:not_compile_only gcc -shared from-rsp.o -o libb.so"
+    );
+    let with_env = l.clone().env("DEPENDENCIES_OUTPUT", "deps.d");
+    assert_eq!(
+        line(
+            &["gcc", "-c", "b.c", "-o", "b.o"],
+            "uncacheable:environment_dependencies_output",
+            &with_env
+        ),
+        "strata: uncacheable:environment_dependencies_output b.c"
+    );
+    assert_eq!(
+        line(&["gcc", "-c", "b.c", "-o", "/dev/null"], "uncacheable:not_object_output", &l),
+        "strata: uncacheable:not_object_output gcc -c b.c -o /dev/null"
+    );
+}
