@@ -267,13 +267,24 @@ pub fn main() -> i32 {
         Command::Snapshot(cmd) => snapshot::run(*cmd),
         Command::Key(cmd) => key::run(cmd),
         Command::Compile { cache_root, base_dir, tool_content, mut command } => {
-            if command.first().is_some_and(|c| c == "--") {
+            let separated = command.first().is_some_and(|c| c == "--");
+            if separated {
                 command.remove(0);
             }
             let Some(compiler) = command.first().cloned() else {
                 errln!("strata: error: `strata compile` needs the compiler and its arguments");
                 return exit::USAGE;
             };
+            if !separated && compiler.to_string_lossy().starts_with('-') {
+                errln!(
+                    "strata: error: unknown option {:?} of `strata compile` (its options are \
+                     --cache-root DIR, --base-dir DIR and --tool-content, before the \
+                     compiler; write `strata compile -- <compiler> ...` for a compiler whose \
+                     name begins with `-`)",
+                    compiler.to_string_lossy()
+                );
+                return exit::USAGE;
+            }
             let overrides =
                 strata::launcher::Overrides { cache_root, base_dirs: base_dir, tool_content };
             return strata::launcher::main_with(&compiler, &command[1..], &overrides);

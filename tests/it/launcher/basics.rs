@@ -225,3 +225,27 @@ fn launcher_a_missing_output_directory_fails_like_the_compiler() {
     assert_eq!((r.code, outcome.as_str()), (want.code, "compile_failed"));
     assert_eq!(r.stderr, want.stderr, "the compiler's error only");
 }
+
+/// A misspelled option of `strata compile` is a usage error (exit 2) naming it, not a
+/// compiler called `--bogus` that cannot be run; nothing is compiled or counted.
+#[test]
+fn launcher_compile_rejects_an_unknown_option_before_the_compiler() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("x.c"), "int x(void) { return 1; }\n");
+    let l = Launcher::new(&ctx.cache);
+    let r = l.run(&dir, &["compile", "--cache-rot", "c", "gcc", "-c", "x.c", "-o", "x.o"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unknown option \"--cache-rot\" of `strata compile`"),
+        "{}",
+        r.stderr
+    );
+    assert!(!dir.join("x.o").exists());
+    assert_eq!(l.counters(), counts(&[]));
+    // After `--` the first word is the compiler, whatever it looks like.
+    let r = l.run(&dir, &["compile", "--", "gcc", "-c", "x.c", "-o", "x.o"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(l.counters(), counts(&[("miss", 1)]));
+}
