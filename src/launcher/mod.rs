@@ -431,6 +431,11 @@ impl Run<'_> {
         let stdout = candidate.stdout.as_ref().map(|o| read_verified(place, o)).transpose()?;
         let stderr = candidate.stderr.as_ref().map(|o| read_verified(place, o)).transpose()?;
         for (output, (_, dest)) in candidate.outputs.iter().zip(&outputs) {
+            // The previous output goes first, as when the compiler rewrites it: on ext4,
+            // renaming over an existing file with data makes the kernel flush the new one
+            // (`auto_da_alloc`), which cost a HIT milliseconds. A HIT that fails after this
+            // compiles, which writes the output again.
+            let _ = fs::remove_file(dest);
             if output.role == "depfile" && origin.moves() {
                 let bytes = read_verified(place, output)?;
                 let rewritten = origin.depfile(&bytes)?;
