@@ -112,7 +112,7 @@ def cmd_per_tu(tool, cache, build, launcher, header):
     """Runs every compile of `build` once, through `launcher`, one at a time, and prints a
     JSON report: the objects that HIT, that MISSed, and those whose compile reads
     `header` (an absolute path) now."""
-    report = {"hit": [], "miss": [], "other": [], "reads": []}
+    report = {"hit": [], "miss": [], "other": [], "reads": [], "preprocessed_hit": []}
     for args in compile_commands(build, launcher):
         obj = object_of(args)
         os.makedirs(os.path.dirname(os.path.join(build, obj)), exist_ok=True)
@@ -122,6 +122,8 @@ def cmd_per_tu(tool, cache, build, launcher, header):
         subprocess.run(args, cwd=build, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         d = diff(counters(tool, cache), before)
         report["hit" if d.get("hit") else "miss" if d.get("miss") else "other"].append(obj)
+        if d.get("hit") and tool == "ccache" and not d.get("direct_hit"):
+            report["preprocessed_hit"].append(obj)
     print(json.dumps(report))
 
 
@@ -157,6 +159,8 @@ def cmd_summary(text):
     reads, miss = set(r["reads"]), set(r["miss"])
     total = len(r["hit"]) + len(miss) + len(r["other"])
     other = f", {len(r['other'])} other" if r["other"] else ""
+    if r.get("preprocessed_hit"):
+        other += f" ({len(r['preprocessed_hit'])} of the HITs in preprocessor mode)"
     if miss == reads:
         verdict = "MISS set == the TUs that read it"
     else:
@@ -165,16 +169,28 @@ def cmd_summary(text):
     print(f"{len(r['hit'])} HIT, {len(miss)} MISS{other}; {len(reads)} of {total} TUs read the header; {verdict}")
 
 
-def cmd_ninja_log(build):
-    """Sum of the durations (ms) of the object-file edges in BUILD's .ninja_log, and their
-    count: the time the compile steps took, without linking, archiving or ninja itself."""
-    total, count = 0, 0
+def ninja_log_steps(build):
+    """Sum of the durations (ms) of the object-file edges of the last build recorded in
+    BUILD's .ninja_log, and their count: the time the compile steps took, without linking,
+    archiving or ninja itself. Ninja appends every run, each output once per run, so the
+    last run is the tail of the log up to the first output named twice."""
     with open(os.path.join(build, ".ninja_log")) as f:
-        for line in f:
-            parts = line.split("\t")
-            if len(parts) >= 4 and parts[3].endswith(".o"):
-                total += int(parts[1]) - int(parts[0])
-                count += 1
+        lines = [line.rstrip("\n").split("\t") for line in f if not line.startswith("#")]
+    seen, total, count = set(), 0, 0
+    for parts in reversed(lines):
+        if len(parts) < 4:
+            continue
+        if parts[3] in seen:
+            break
+        seen.add(parts[3])
+        if parts[3].endswith(".o"):
+            total += int(parts[1]) - int(parts[0])
+            count += 1
+    return total, count
+
+
+def cmd_ninja_log(build):
+    total, count = ninja_log_steps(build)
     print(f"{total} {count}")
 
 
@@ -213,6 +229,51 @@ def cmd_cold_tu(strata_build, work_dir, ccache, strata, ccache_dir, strata_cache
                       "ccache": ccache_counters(), "strata": strata_counters(strata_cache)}))
 
 
+def cmd_warm_repeat(runs, ccache_build, strata_build, ccache_dir, strata_cache, base_dir):
+    """RUNS times, alternating which goes first: `ninja -t clean` (not timed), then a timed
+    `ninja -j2`, in CCACHE_BUILD (ccache launcher) and STRATA_BUILD (strata launcher).
+    Prints JSON: per tool the wall and CPU seconds (user+sys of ninja and its children) of
+    every run, the compile steps' total (ms, .ninja_log) of every run, and the counters
+    added over all runs."""
+    env = {
+        "ccache": dict(os.environ, CCACHE_DIR=ccache_dir, CCACHE_BASEDIR=base_dir),
+        "strata": dict(os.environ, STRATA_CACHE_ROOT=strata_cache, STRATA_BASE_DIRS=base_dir),
+    }
+    build = {"ccache": ccache_build, "strata": strata_build}
+    os.environ["CCACHE_DIR"] = ccache_dir
+    before = {"ccache": ccache_counters(), "strata": strata_counters(strata_cache)}
+    out = {t: {"wall": [], "cpu": [], "steps_ms": []} for t in build}
+    for i in range(int(runs)):
+        for tool in (["ccache", "strata"] if i % 2 == 0 else ["strata", "ccache"]):
+            subprocess.run(["ninja", "-C", build[tool], "-t", "clean"], check=True, stdout=subprocess.DEVNULL)
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            subprocess.run(["ninja", "-C", build[tool], "-j2"], env=env[tool], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            out[tool]["wall"].append(time.perf_counter() - t0)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            out[tool]["cpu"].append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+            out[tool]["steps_ms"].append(ninja_log_steps(build[tool])[0])
+    after = {"ccache": ccache_counters(), "strata": strata_counters(strata_cache)}
+    for t in build:
+        out[t]["counted"] = diff(after[t], before[t])
+    print(json.dumps(out))
+
+
+def cmd_warm_repeat_report(text):
+    r = json.loads(text)
+    med = {t: {k: statistics.median(r[t][k]) for k in ("wall", "cpu", "steps_ms")} for t in r}
+    for t in ("ccache", "strata"):
+        c = dict(r[t]["counted"])
+        c.pop("direct_hit", None)
+        print(f"   {t:6} {med[t]['wall']:.3f} s wall, {med[t]['cpu']:.3f} s cpu, compile steps {med[t]['steps_ms']:.0f} ms"
+              f"   [{c.pop('hit', 0)} hits, {c.pop('miss', 0)} misses{''.join(f', {k} {v}' for k, v in sorted(c.items()))}]"
+              f"  walls: {' '.join(f'{x:.3f}' for x in r[t]['wall'])}")
+    s, c = med["strata"], med["ccache"]
+    print(f"   strata/ccache: wall {s['wall'] / c['wall']:.3f}, cpu {s['cpu'] / c['cpu']:.3f},"
+          f" compile steps {s['steps_ms'] / c['steps_ms']:.3f}  (medians of {len(r['ccache']['wall'])})")
+
+
 def cmd_cold_tu_report(text):
     r = json.loads(text)
     w, c = r["wall"], r["cpu"]
@@ -237,7 +298,8 @@ def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     {"counters": cmd_counters, "diff": cmd_diff, "per-tu": cmd_per_tu, "cmp": cmd_cmp,
      "median": cmd_median, "hits": cmd_hits, "summary": cmd_summary,
-     "ninja-log": cmd_ninja_log, "cold-tu": cmd_cold_tu, "cold-tu-report": cmd_cold_tu_report}[cmd](*args)
+     "ninja-log": cmd_ninja_log, "cold-tu": cmd_cold_tu, "cold-tu-report": cmd_cold_tu_report,
+     "warm-repeat": cmd_warm_repeat, "warm-repeat-report": cmd_warm_repeat_report}[cmd](*args)
 
 
 if __name__ == "__main__":
