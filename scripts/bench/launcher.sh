@@ -25,14 +25,17 @@
 #          cold build is compared with the plain build's (cmp).
 #  cold-tu the same compiles one at a time, each plain, as a ccache MISS and as a strata MISS
 #          in a rotating order (fresh caches): the overhead over plain without the load drift
-#          that makes two whole builds minutes apart differ by 20 % or more here.
+#          that makes two whole builds minutes apart differ by 20 % or more here. Then (with
+#          perf) what each launcher adds to a MISS without the compile's noise: its own
+#          process's CPU time (perf stat --no-inherit), plus for ccache its preprocessor run.
 #  warm    ccache and strata, alternately, in another build directory of checkout a and in
 #          one of checkout b (a copy of the sources at another path), BENCH_WARM_ROUNDS
-#          times, each time a new build directory and the cold build's cache, strata's
-#          machine-local verification memos removed first (a first HIT, as on a CI runner
-#          that restored the cache): wall and CPU medians, the compile steps' durations
-#          (.ninja_log: without archiving and ninja), hits and misses of both tools, ratios
-#          strata/ccache; strata's objects compared with the plain build's. Then
+#          times, each time a new build directory and the cold build's cache (for b,
+#          strata's machine-local verification memos removed first: a first lookup at that
+#          path, as on a CI runner that restored the cache): wall and CPU medians, the
+#          compile steps' durations (.ninja_log: without archiving and ninja), hits and
+#          misses of both tools, ratios strata/ccache; strata's objects compared with the
+#          plain build's. Then
 #          BENCH_WARM_REPEATS times, alternately, `ninja -t clean` and a timed rebuild in
 #          those directories (a developer's rebuild: strata's memo vouches for headers).
 #  header  (zstd) one header changed (a declaration appended to
@@ -65,6 +68,11 @@ echo "$(gcc --version | head -n 1); $(ccache --version | head -n 1); $(cmake --v
 cargo build --release --locked --manifest-path "$repo/Cargo.toml" --bin strata 2>&1 | tail -n 1
 S="$repo/target/release/strata"
 CCACHE=$(command -v ccache)
+# perf (Debian linux-perf) measures what each launcher process itself costs on a MISS; the
+# part is skipped where it is missing or not permitted (perf_event_paranoid > 2).
+command -v perf >/dev/null || prereqs_debian linux-perf || true
+perf_ok=0
+perf stat --no-inherit -x, -e task-clock -o /dev/null true >/dev/null 2>&1 && perf_ok=1
 H="python3 $repo/scripts/bench/launcher_helper.py"
 
 if [ -n "${BENCH_WORK:-}" ]; then
@@ -176,6 +184,11 @@ bench_project() {
   echo "== $p cold, interleaved per TU: each compile plain, as a ccache MISS and as a strata MISS, one at a time, rotating order"
   mkdir -p "$work/cache/$p-ccache-tu" "$work/cache/$p-strata-tu"
   $H cold-tu-report "$($H cold-tu "$a/cold-strata-1" "$a" "$CCACHE" "$S" "$work/cache/$p-ccache-tu" "$work/cache/$p-strata-tu" "$work")"
+  if [ "$perf_ok" = 1 ]; then
+    echo "== $p cold, what each launcher adds to a MISS (perf stat --no-inherit: the launcher process alone; the -E run ccache adds, timed apart)"
+    mkdir -p "$work/cache/$p-ccache-self" "$work/cache/$p-strata-self"
+    $H self-cost-report "$($H self-cost "$a/cold-strata-1" "$a" "$CCACHE" "$S" "$work/cache/$p-ccache-self" "$work/cache/$p-strata-self" "$work")"
+  fi
 
   # --- warm: another build directory (a), and a copy of the sources at another path (b) ---
   local loc ck
@@ -187,9 +200,11 @@ bench_project() {
       for tool in $tools; do
         local cache="$work/cache/$p-$tool-1" build="$ck/warm-$tool-$r" before
         configure "$p" "$tool" "$ck" "$build"
-        # Every round is a first HIT here, as on a CI runner that restored the cache: strata's
-        # machine-local verification memos (which would vouch for headers hashed before) go.
-        [ "$tool" = ccache ] || rm -rf "$cache/.local/verify-memo"
+        # At the other path every round is a first lookup there, as on a CI runner that
+        # restored the cache: strata's machine-local verification memos go (they would vouch
+        # for the headers an earlier round hashed). In another build directory of checkout a
+        # they stay as the cold build left them (it hashed those very headers).
+        [ "$tool" = ccache ] || [ "$loc" = a ] || rm -rf "$cache/.local/verify-memo"
         before=$(counters "$tool" "$cache")
         bench_warm "$ck/src" "$cache"
         tb=$(timed_build "$tool" "$cache" "$build")
@@ -207,7 +222,7 @@ bench_project() {
       mcc=$($H median ${wcpu[ccache]}); mcs=$($H median ${wcpu[strata]})
       sc=$($H median ${wsteps[ccache]}); ss=$($H median ${wsteps[strata]}); }
     where=$([ "$loc" = a ] && echo "another build directory" || echo "a copy of the sources at another path")
-    echo "== $p warm build, $where: fresh build directory, first HIT of every entry there (ninja -j2, median of $warm_rounds; runs: ccache ${ww[ccache]}| strata ${ww[strata]}s)"
+    echo "== $p warm build, $where: fresh build directory (ninja -j2, median of $warm_rounds; runs: ccache ${ww[ccache]}| strata ${ww[strata]}s)"
     echo "   ccache $mc s wall, $mcc s cpu, compile steps $sc ms   [${wcount[ccache]}]"
     echo "   strata $ms s wall, $mcs s cpu, compile steps $ss ms   [${wcount[strata]}]"
     echo "   strata/ccache: wall $(ratio "$ms" "$mc"), cpu $(ratio "$mcs" "$mcc"), compile steps $(ratio "$ss" "$sc")  (target: wall <= 0.8, 100 % hits)"

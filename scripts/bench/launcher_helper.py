@@ -274,6 +274,62 @@ def cmd_warm_repeat_report(text):
           f" compile steps {s['steps_ms'] / c['steps_ms']:.3f}  (medians of {len(r['ccache']['wall'])})")
 
 
+def cmd_self_cost(strata_build, work_dir, ccache, strata, ccache_dir, strata_cache, base_dir):
+    """What each launcher adds to a MISS, measured without the compile's noise: for every
+    compile that went through strata in STRATA_BUILD, a strata MISS and a ccache MISS (fresh
+    caches) under `perf stat --no-inherit` (the launcher process's own CPU time, its
+    children excluded), and the compiler with -E (ccache's MISS runs the preprocessor once
+    besides the compile; CPU time of that child). Prints JSON totals in seconds."""
+    cmds = [args[1:] for args in compile_commands(strata_build, strata)]
+    env = {
+        "ccache": dict(os.environ, CCACHE_DIR=ccache_dir, CCACHE_BASEDIR=base_dir),
+        "strata": dict(os.environ, STRATA_CACHE_ROOT=strata_cache, STRATA_BASE_DIRS=base_dir),
+    }
+    prefix = {"ccache": ccache, "strata": strata}
+    total = {"strata_self": 0.0, "ccache_self": 0.0, "ccache_cpp": 0.0}
+    with tempfile.TemporaryDirectory() as tmp:
+        stat = os.path.join(tmp, "stat.csv")
+        for args in cmds:
+            for tool in ("strata", "ccache"):
+                d = os.path.join(work_dir, f"self-{tool}")
+                os.makedirs(os.path.dirname(os.path.join(d, object_of(args))), exist_ok=True)
+                subprocess.run(["perf", "stat", "--no-inherit", "-x,", "-e", "task-clock", "-o", stat,
+                                prefix[tool]] + args, cwd=d, env=env[tool], check=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                with open(stat) as f:
+                    msec = [float(line.split(",")[0]) for line in f if "task-clock" in line]
+                total[f"{tool}_self"] += msec[0] / 1000
+            keep, skip = [], False
+            for a in args:
+                if skip:
+                    skip = False
+                elif a in ("-o", "-MF", "-MT", "-MQ"):
+                    skip = True
+                elif a not in ("-c", "-MD", "-MMD", "-MP"):
+                    keep.append(a)
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run(keep + ["-E", "-o", os.path.join(tmp, "out.i")], cwd=strata_build, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            total["ccache_cpp"] += (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    os.environ["CCACHE_DIR"] = ccache_dir
+    total["tus"] = len(cmds)
+    total["strata_counted"] = strata_counters(strata_cache)
+    total["ccache_counted"] = ccache_counters()
+    print(json.dumps(total))
+
+
+def cmd_self_cost_report(text):
+    r = json.loads(text)
+    n = r["tus"]
+    c = r["ccache_self"] + r["ccache_cpp"]
+    print(f"   strata: its own process {r['strata_self']:.2f} s cpu ({1000 * r['strata_self'] / n:.1f} ms per MISS);"
+          f" ccache: its own process {r['ccache_self']:.2f} s + the preprocessor run {r['ccache_cpp']:.2f} s"
+          f" = {c:.2f} s cpu ({1000 * c / n:.1f} ms per MISS) over {n} TUs;"
+          f" strata/ccache {r['strata_self'] / c:.3f}"
+          f"   (misses counted: strata {r['strata_counted'].get('miss', 0)}, ccache {r['ccache_counted'].get('miss', 0)})")
+
+
 def cmd_cold_tu_report(text):
     r = json.loads(text)
     w, c = r["wall"], r["cpu"]
@@ -299,7 +355,8 @@ def main():
     {"counters": cmd_counters, "diff": cmd_diff, "per-tu": cmd_per_tu, "cmp": cmd_cmp,
      "median": cmd_median, "hits": cmd_hits, "summary": cmd_summary,
      "ninja-log": cmd_ninja_log, "cold-tu": cmd_cold_tu, "cold-tu-report": cmd_cold_tu_report,
-     "warm-repeat": cmd_warm_repeat, "warm-repeat-report": cmd_warm_repeat_report}[cmd](*args)
+     "warm-repeat": cmd_warm_repeat, "warm-repeat-report": cmd_warm_repeat_report,
+     "self-cost": cmd_self_cost, "self-cost-report": cmd_self_cost_report}[cmd](*args)
 
 
 if __name__ == "__main__":
