@@ -15,6 +15,8 @@
 //! Two equal values therefore always encode to the same bytes, and two different values to
 //! different bytes, which is what makes the digest of the bytes a digest of the value.
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 use serde_json::{Number, Value};
 
@@ -94,7 +96,8 @@ impl Writer {
                         self.out.push(b',');
                     }
                     let len = self.path.len();
-                    push_pointer_token(&mut self.path, &index.to_string());
+                    // An index needs no escape: written straight into the path.
+                    let _ = write!(self.path, "/{index}");
                     self.value(item);
                     self.path.truncate(len);
                 }
