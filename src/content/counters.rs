@@ -62,16 +62,22 @@ fn try_bump(dir: &Path, domain: &str, name: &str) -> std::io::Result<()> {
     let path = dir.join(format!("{}.json", std::process::id() % SHARDS));
     let mut file = fs::open_update(&path).map_err(std::io::Error::other)?;
     flock(&file, FlockOperation::LockExclusive).map_err(std::io::Error::from)?;
-    let mut text = String::new();
-    let mut counters: ByDomain = match file.read_to_string(&mut text) {
-        Ok(_) => serde_json::from_str(&text).unwrap_or_default(),
+    let mut text = Vec::new();
+    let mut counters: ByDomain = match file.read_to_end(&mut text) {
+        Ok(_) => serde_json::from_slice(&text).unwrap_or_default(),
         Err(_) => ByDomain::new(),
     };
     *counters.entry(domain.to_owned()).or_default().entry(name.to_owned()).or_default() += 1;
     let bytes = serde_json::to_vec(&counters).map_err(std::io::Error::other)?;
+    // Overwritten in place, never truncated to zero first: counters only grow, so the new
+    // text is as long as the old one or longer (shorter only after a damaged shard read as
+    // empty). On ext4, truncating a file that has data and rewriting it makes the kernel
+    // flush it (`auto_da_alloc`), which cost a HIT several milliseconds.
     file.seek(SeekFrom::Start(0))?;
-    file.set_len(0)?;
     file.write_all(&bytes)?;
+    if bytes.len() < text.len() {
+        file.set_len(bytes.len() as u64)?;
+    }
     Ok(())
 }
 
@@ -164,6 +170,21 @@ pub fn summary(counters: &ByDomain) -> String {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+
+    /// A shard is rewritten in place, not truncated first: a damaged shard longer than the
+    /// new text must not keep its tail (it would make the shard unreadable again).
+    #[test]
+    fn a_damaged_longer_shard_is_replaced_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = CacheRoot::new(d.path()).unwrap();
+        std::fs::create_dir_all(dir(&cache)).unwrap();
+        let shard = dir(&cache).join(format!("{}.json", std::process::id() % SHARDS));
+        std::fs::write(&shard, vec![b'x'; 200]).unwrap();
+        bump(&cache, "compile", "hit");
+        assert_eq!(std::fs::read_to_string(&shard).unwrap(), r#"{"compile":{"hit":1}}"#);
+        bump(&cache, "compile", "miss");
+        assert_eq!(std::fs::read_to_string(&shard).unwrap(), r#"{"compile":{"hit":1,"miss":1}}"#);
+    }
 
     #[test]
     fn concurrent_bumps_are_all_counted_per_domain() {

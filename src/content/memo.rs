@@ -191,17 +191,36 @@ impl VerifyMemo {
         self.changed
     }
 
-    /// Writes the memo to `path` atomically (temp file, rename), creating its directory;
-    /// an empty memo removes `path` instead.
+    /// Writes the memo to `path` atomically (temp file, fsync, rename), creating its
+    /// directory; an empty memo removes `path` instead.
     ///
     /// # Errors
     /// I/O errors naming the path.
     pub fn save(&self, path: &Path, mode: u32) -> Result<(), fs::Error> {
-        if self.files.is_empty() {
+        let bytes = self.to_bytes().map_err(|e| {
+            fs::Error::io("encode verification memo", path, std::io::Error::other(e.to_string()))
+        })?;
+        let Some(bytes) = bytes else {
             return match fs::remove_file(path) {
                 Err(e) if !e.is_not_found() => Err(e),
                 _ => Ok(()),
             };
+        };
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        fs::write_atomic(path, &bytes, mode)
+    }
+
+    /// The stored form of the memo (a `strata.verify_memo` record, what [`VerifyMemo::save`]
+    /// writes), or `None` when it remembers nothing (stored as no file). For a caller that
+    /// writes it itself: the compiler launcher writes its memos without fsync.
+    ///
+    /// # Errors
+    /// A record error if the memo cannot be encoded.
+    pub fn to_bytes(&self) -> Result<Option<Vec<u8>>, record::Error> {
+        if self.files.is_empty() {
+            return Ok(None);
         }
         let files = self
             .files
@@ -220,13 +239,8 @@ impl VerifyMemo {
             })
             .collect();
         let record = MemoRecord { subject: self.subject.clone(), files };
-        let envelope = Envelope::seal(&VERIFY_MEMO_SCHEMA, Vec::new(), &record).map_err(|e| {
-            fs::Error::io("encode verification memo", path, std::io::Error::other(e.to_string()))
-        })?;
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)?;
-        }
-        fs::write_atomic(path, &envelope.to_bytes(), mode)
+        let envelope = Envelope::seal(&VERIFY_MEMO_SCHEMA, Vec::new(), &record)?;
+        Ok(Some(envelope.to_bytes()))
     }
 }
 
@@ -252,6 +266,8 @@ mod tests {
         memo.remember(&rel, old, digest, began);
         assert!(memo.is_changed());
         memo.save(&path, 0o644).unwrap();
+        assert_eq!(Some(std::fs::read(&path).unwrap()), memo.to_bytes().unwrap());
+        assert_eq!(VerifyMemo::new("empty").to_bytes().unwrap(), None);
         let loaded = VerifyMemo::load(&path, "entry");
         assert!(loaded.vouches(&rel, &old, &digest));
         assert!(!loaded.is_changed());

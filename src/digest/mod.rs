@@ -216,6 +216,31 @@ fn to_hex32(bytes: &[u8; 32]) -> String {
 /// Parses exactly 64 lowercase hex characters; errors quote `whole` (the full text the hex
 /// came from, tag included).
 fn parse_hex32(hex: &str, whole: &str) -> Result<[u8; 32], Error> {
+    fn nibble(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        }
+    }
+    // The common case in one pass over the bytes; anything else is diagnosed below.
+    if hex.len() == 64 {
+        let mut out = [0u8; 32];
+        let parsed =
+            out.iter_mut().zip(hex.as_bytes().chunks_exact(2)).all(|(slot, pair)| match pair {
+                [high, low] => match (nibble(*high), nibble(*low)) {
+                    (Some(high), Some(low)) => {
+                        *slot = (high << 4) | low;
+                        true
+                    }
+                    _ => false,
+                },
+                _ => false,
+            });
+        if parsed {
+            return Ok(out);
+        }
+    }
     let len = hex.chars().count();
     if len != 64 {
         return Err(Error::Length { text: clip(whole), len });
@@ -223,16 +248,8 @@ fn parse_hex32(hex: &str, whole: &str) -> Result<[u8; 32], Error> {
     if let Some(found) = hex.chars().find(|c| !matches!(c, '0'..='9' | 'a'..='f')) {
         return Err(Error::Charset { text: clip(whole), found });
     }
-    fn nibble(c: u8) -> u8 {
-        if c >= b'a' { c - b'a' + 10 } else { c - b'0' }
-    }
-    let mut out = [0u8; 32];
-    for (slot, pair) in out.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
-        if let [high, low] = pair {
-            *slot = (nibble(*high) << 4) | nibble(*low);
-        }
-    }
-    Ok(out)
+    // 64 characters, all lowercase hex: the fast path above took them.
+    Err(Error::Length { text: clip(whole), len })
 }
 
 impl fmt::Display for Sha256Digest {

@@ -324,17 +324,17 @@ impl Run<'_> {
         let key = self.key(&here, &source_digest).map_err(before)?;
         let place = EntryPlace::new(self.cache, &key);
         let began = SystemTime::now();
-        let source = Source { bytes: &source_bytes, stamp: source_stamp, clock };
+        let source = Source { bytes: &source_bytes, stamp: source_stamp, clock, began };
         // An output directory that does not exist: the compiler reports it, as it would
         // without the launcher (a HIT could not place the files there).
         let placeable = self.outputs(&here.cwd).iter().all(|(_, path)| {
             let parent = path.parent().unwrap_or(Path::new("/"));
             fs::metadata(parent).is_ok_and(|m| m.is_dir())
         });
-        if !placeable {
-            return Ok(self.miss(&here, &place, &key, &source));
-        }
         let mut memo = VerifyMemo::load(&place.memo, &place.rel);
+        if !placeable {
+            return Ok(self.miss(&here, &place, &key, &source, &mut memo));
+        }
         match entry::load(&place, &key) {
             Ok(Some(manifest)) => {
                 for candidate in &manifest.candidates {
@@ -368,8 +368,9 @@ impl Run<'_> {
             Ok(None) => self.note(format!("no entry for key {key}")),
             Err(e) => warn(&format!("compile entry {} unusable ({e}); compiling", place.rel)),
         }
+        let result = self.miss(&here, &place, &key, &source, &mut memo);
         save_memo(&memo, &place);
-        Ok(self.miss(&here, &place, &key, &source))
+        Ok(result)
     }
 
     /// The key (64 hex): see the module docs.
@@ -444,6 +445,11 @@ impl Run<'_> {
         let stdout = candidate.stdout.as_ref().map(|o| read_verified(place, o)).transpose()?;
         let stderr = candidate.stderr.as_ref().map(|o| read_verified(place, o)).transpose()?;
         for (output, (_, dest)) in candidate.outputs.iter().zip(&outputs) {
+            // The previous output goes first, as when the compiler rewrites it: on ext4,
+            // renaming over an existing file with data makes the kernel flush the new one
+            // (`auto_da_alloc`), which cost a HIT milliseconds. A HIT that fails after this
+            // compiles, which writes the output again.
+            let _ = fs::remove_file(dest);
             if output.role == "depfile" && origin.moves() {
                 let bytes = read_verified(place, output)?;
                 let rewritten = origin.depfile(&bytes)?;
@@ -478,6 +484,7 @@ impl Run<'_> {
         place: &EntryPlace,
         key: &str,
         source: &Source<'_>,
+        memo: &mut VerifyMemo,
     ) -> (i32, Outcome) {
         let private_dep = match &self.compile.depfile {
             Depfile::NotRequested => tempfile::Builder::new()
@@ -508,7 +515,7 @@ impl Run<'_> {
             return (code, Outcome::NotCached("compile_failed".into()));
         }
         let run = Compiled { output: &output, private_dep: private_dep.as_deref(), started };
-        let saved = self.save(here, place, key, source, &run);
+        let saved = self.save(here, place, key, source, &run, memo);
         match saved {
             Ok(outcome) => (0, outcome),
             Err(e) => {
@@ -532,8 +539,9 @@ impl Run<'_> {
         key: &str,
         source: &Source<'_>,
         run: &Compiled<'_>,
+        memo: &mut VerifyMemo,
     ) -> Result<Outcome, String> {
-        let (headers, absent) = match self.dependencies(here, source, run)? {
+        let (headers, absent) = match self.dependencies(here, source, run, memo)? {
             Ok(found) => found,
             Err(not_cached) => return Ok(not_cached),
         };
@@ -601,6 +609,7 @@ impl Run<'_> {
         here: &Location,
         source: &Source<'_>,
         run: &Compiled<'_>,
+        memo: &mut VerifyMemo,
     ) -> Result<Result<Dependencies, Outcome>, String> {
         let not_cached = |name: &str| Ok(Err(Outcome::NotCached(name.into())));
         let cwd = &here.cwd;
@@ -651,7 +660,13 @@ impl Run<'_> {
                 return not_cached("input_changed");
             }
             time_macros |= has_time_macro(&bytes);
-            headers.push(Header { path: entry::encode_path(&here.relocate_path(dep)), digest });
+            let header = Header { path: entry::encode_path(&here.relocate_path(dep)), digest };
+            // Remembered as a lookup that hashed it would (the 2 s rule applies), so the
+            // first lookup from another build directory of this checkout does not hash
+            // the headers again.
+            let at = here.resolve(&entry::decode_path(&header.path));
+            memo.remember(&entry::header_memo_name(&at), stamp, digest, source.began);
+            headers.push(header);
             for probe in shadow::probes(&abs, &search) {
                 // A probe in a directory given relative follows the working directory
                 // (like the header paths the compiler reports there); any other is
@@ -797,6 +812,8 @@ struct Source<'a> {
     stamp: fs::FileStamp,
     /// Read before the source was.
     clock: FsClock,
+    /// When the lookup began (the verification memo's reference time).
+    began: SystemTime,
 }
 
 /// The file system's clock, for telling whether a source or header changed while the
@@ -994,10 +1011,24 @@ fn remove_unreferenced(place: &EntryPlace, manifest: &CompileManifest) {
     }
 }
 
+/// Writes the entry's verification memo if it changed, without fsync: it is machine-local
+/// and checked on load, so one torn by a power cut vouches for nothing (as a damaged
+/// object or manifest is a MISS). The fsync of [`VerifyMemo::save`] cost a first HIT 2-3 ms.
 fn save_memo(memo: &VerifyMemo, place: &EntryPlace) {
-    if memo.is_changed()
-        && let Err(e) = memo.save(&place.memo, 0o644)
-    {
+    if !memo.is_changed() {
+        return;
+    }
+    let saved = match memo.to_bytes() {
+        Ok(None) => fs::remove_file(&place.memo).map_err(|e| e.to_string()),
+        Ok(Some(bytes)) => place
+            .memo
+            .parent()
+            .map_or(Ok(()), fs::create_dir_all)
+            .and_then(|()| fs::write_atomic_nosync(&place.memo, &bytes, 0o644))
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = saved {
         tracing::debug!("verification memo not saved: {e}");
     }
 }

@@ -15,6 +15,8 @@
 //! Two equal values therefore always encode to the same bytes, and two different values to
 //! different bytes, which is what makes the digest of the bytes a digest of the value.
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 use serde_json::{Number, Value};
 
@@ -94,7 +96,8 @@ impl Writer {
                         self.out.push(b',');
                     }
                     let len = self.path.len();
-                    push_pointer_token(&mut self.path, &index.to_string());
+                    // An index needs no escape: written straight into the path.
+                    let _ = write!(self.path, "/{index}");
                     self.value(item);
                     self.path.truncate(len);
                 }
@@ -142,26 +145,34 @@ impl Writer {
     fn string(&mut self, text: &str) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         self.out.push(b'"');
-        let mut buf = [0u8; 4];
-        for c in text.chars() {
-            match c {
-                '"' => self.out.extend_from_slice(b"\\\""),
-                '\\' => self.out.extend_from_slice(b"\\\\"),
-                '\u{8}' => self.out.extend_from_slice(b"\\b"),
-                '\u{c}' => self.out.extend_from_slice(b"\\f"),
-                '\n' => self.out.extend_from_slice(b"\\n"),
-                '\r' => self.out.extend_from_slice(b"\\r"),
-                '\t' => self.out.extend_from_slice(b"\\t"),
-                c if u32::from(c) < 0x20 => {
-                    // Below U+0020 the code point fits in one byte: `\u00` and two hex digits.
-                    let byte = u32::from(c) as u8;
-                    self.out.extend_from_slice(b"\\u00");
-                    self.out.push(HEX[usize::from(byte >> 4)]);
-                    self.out.push(HEX[usize::from(byte & 0xf)]);
-                }
-                c => self.out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes()),
+        // Every character that needs an escape is ASCII, and no byte of a multi-byte UTF-8
+        // sequence is below 0x80, so the text is copied in runs between the bytes to escape.
+        let bytes = text.as_bytes();
+        let mut run = 0;
+        for (at, &byte) in bytes.iter().enumerate() {
+            let short: &[u8] = match byte {
+                b'"' => b"\\\"",
+                b'\\' => b"\\\\",
+                0x08 => b"\\b",
+                0x0c => b"\\f",
+                b'\n' => b"\\n",
+                b'\r' => b"\\r",
+                b'\t' => b"\\t",
+                0..=0x1f => b"",
+                _ => continue,
+            };
+            self.out.extend_from_slice(&bytes[run..at]);
+            if short.is_empty() {
+                // The other characters below U+0020: `\u00` and two lowercase hex digits.
+                self.out.extend_from_slice(b"\\u00");
+                self.out.push(HEX[usize::from(byte >> 4)]);
+                self.out.push(HEX[usize::from(byte & 0xf)]);
+            } else {
+                self.out.extend_from_slice(short);
             }
+            run = at + 1;
         }
+        self.out.extend_from_slice(&bytes[run..]);
         self.out.push(b'"');
     }
 }

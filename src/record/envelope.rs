@@ -116,6 +116,28 @@ impl Envelope {
         Ok(Sha256Digest::of_bytes(&bytes))
     }
 
+    /// The stored form ([`Envelope::to_bytes`]) and the SHA-256 its fields call for
+    /// ([`Envelope::compute_digest`]), from one canonical encoding: `content_digest` sorts
+    /// before every other key, so the digest input is the stored form without its first
+    /// member.
+    ///
+    /// # Errors
+    /// As [`Envelope::compute_digest`].
+    pub(super) fn canonical_and_digest(&self) -> Result<(Vec<u8>, Sha256Digest)> {
+        let bytes = self.encode(IncludeDigest::Yes).finish()?;
+        let head = format!("{{\"content_digest\":\"{}\",", self.content_digest.to_prefixed());
+        let digest = match bytes.strip_prefix(head.as_bytes()) {
+            Some(rest) => {
+                let mut h = crate::digest::Hasher::new();
+                h.update(b"{");
+                h.update(rest);
+                h.finish()
+            }
+            None => self.compute_digest()?,
+        };
+        Ok((bytes, digest))
+    }
+
     fn encode(&self, include_digest: IncludeDigest) -> Writer {
         let content_digest = Value::String(self.content_digest.to_prefixed());
         let feature_set =
@@ -181,6 +203,25 @@ mod tests {
     use crate::record::{load, load_as};
     use serde::Deserialize;
     use serde_json::json;
+
+    /// The one-encoding integrity check gives the same stored form and digest as the two
+    /// separate encodings, also for a hand-changed (stale) digest and arbitrary payloads.
+    #[test]
+    fn canonical_and_digest_equal_to_bytes_and_compute_digest() {
+        let mut envelope = load(&sealed_bytes(), &WIDGET).unwrap();
+        let (bytes, digest) = envelope.canonical_and_digest().unwrap();
+        assert_eq!((bytes, digest), (envelope.to_bytes(), envelope.compute_digest().unwrap()));
+        envelope.content_digest = Sha256Digest::of_bytes(b"stale");
+        let (bytes, digest) = envelope.canonical_and_digest().unwrap();
+        assert_eq!((bytes, digest), (envelope.to_bytes(), envelope.compute_digest().unwrap()));
+        assert_ne!(digest, envelope.content_digest);
+        proptest::proptest!(|(payload in crate::record::testutil::json_object())| {
+            let sealed = Envelope::seal(&WIDGET, vec![], &payload).unwrap();
+            let (bytes, digest) = sealed.canonical_and_digest().unwrap();
+            proptest::prop_assert_eq!(&bytes, &sealed.to_bytes());
+            proptest::prop_assert_eq!(digest, sealed.content_digest);
+        });
+    }
 
     #[test]
     fn stored_form_and_digest_rule_match_golden() {

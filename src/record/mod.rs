@@ -304,6 +304,11 @@ impl Error {
 /// Appends one JSON-pointer reference token (`~` → `~0`, `/` → `~1`) to `path`.
 fn push_pointer_token(path: &mut String, token: &str) {
     path.push('/');
+    // Most tokens (every key strata writes, every index) need no escape.
+    if !token.bytes().any(|b| b == b'~' || b == b'/') {
+        path.push_str(token);
+        return;
+    }
     for c in token.chars() {
         match c {
             '~' => path.push_str("~0"),

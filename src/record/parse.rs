@@ -106,6 +106,15 @@ impl ValueSeed<'_> {
         len
     }
 
+    /// [`ValueSeed::enter`] for an array index (no escape needed, no allocation).
+    fn enter_index(self, index: usize) -> usize {
+        use std::fmt::Write as _;
+        let mut state = self.state.borrow_mut();
+        let len = state.path.len();
+        let _ = write!(state.path, "/{index}");
+        len
+    }
+
     fn leave(self, len: usize) {
         self.state.borrow_mut().path.truncate(len);
     }
@@ -161,7 +170,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
         loop {
-            let len = self.enter(&items.len().to_string());
+            let len = self.enter_index(items.len());
             let item = seq.next_element_seed(self)?;
             self.leave(len);
             match item {

@@ -161,11 +161,10 @@ pub(super) fn check_features(envelope: &Envelope, known: &[&str]) -> Result<()> 
 
 /// Steps 6 and 7 of [`load`]: the digest, then the canonical form of `bytes`.
 pub(super) fn check_integrity(envelope: &Envelope, bytes: &[u8]) -> Result<()> {
-    let computed = envelope.compute_digest()?;
+    let (canonical, computed) = envelope.canonical_and_digest()?;
     if computed != envelope.content_digest {
         return Err(Error::DigestMismatch { recorded: envelope.content_digest, computed });
     }
-    let canonical = envelope.to_bytes();
     if canonical != bytes {
         let offset = canonical
             .iter()

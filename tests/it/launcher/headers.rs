@@ -202,3 +202,39 @@ fn launcher_relative_headers_resolve_as_the_kernel_does_in_a_symlinked_build_dir
     l.expect(&build, &argv, "miss");
     assert_same_bytes("a.o with the header gcc read", &read(&build.join("a.o")), &want);
 }
+
+/// A MISS remembers the headers it hashed (stamp and digest) in the entry's verification
+/// memo, as a lookup that hashed them would: the first lookup from another build directory
+/// of the checkout then vouches for them by their stamps instead of hashing them again.
+#[test]
+fn launcher_a_miss_remembers_its_headers_in_the_verification_memo() {
+    use strata::content::VerifyMemo;
+    use strata::digest::{ContentDigest, DigestAlgorithm};
+    use strata::launcher::entry::{EntryPlace, header_memo_name};
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("src/a.c"), "#include <stdio.h>\nint a(void) { return puts(\"a\"); }\n");
+    for build in ["b1", "b2"] {
+        std::fs::create_dir_all(dir.join(build)).unwrap();
+    }
+    let l = Launcher::new(&ctx.cache).base_dirs(&[&dir]);
+    let argv = ["gcc", "-O2", "-MD", "-MF", "a.o.d", "-c", "../src/a.c", "-o", "a.o"];
+    l.expect(&dir.join("b1"), &argv, "miss");
+    // stdio.h is far older than the memo's 2 s rule, so the MISS remembered it.
+    let stdio = Path::new("/usr/include/stdio.h");
+    let stamp = strata::fs::FileStamp::of(&std::fs::metadata(stdio).unwrap());
+    let digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, &read(stdio));
+    let entries = l.entries();
+    assert_eq!(entries.len(), 1);
+    let root = strata::action::layout::CacheRoot::new(&ctx.cache).unwrap();
+    let place = EntryPlace::new(&root, &entries[0].key);
+    let memo = VerifyMemo::load(&place.memo, &place.rel);
+    assert!(
+        memo.vouches(&header_memo_name(stdio), &stamp, &digest),
+        "the memo at {} does not vouch for {} after the MISS",
+        place.memo.display(),
+        stdio.display()
+    );
+    l.expect(&dir.join("b2"), &argv, "hit");
+}
