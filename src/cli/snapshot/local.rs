@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::json;
 
-use super::{check_level, env, print_json};
+use super::{env, print_json};
 use crate::cli::Failure;
 use crate::cli::output::errln;
-use strata::snapshot::{self, Compression, Producer};
+use strata::snapshot::{self, Producer};
 
 #[derive(Debug, Args)]
 pub(crate) struct PackArgs {
@@ -24,16 +24,8 @@ pub(crate) struct PackArgs {
     /// Key recorded in the manifest.
     #[arg(long, value_name = "KEY", default_value = "local")]
     key: String,
-    /// Compression: zstd (multi-threaded) or gzip.
-    #[arg(long, value_name = "FORMAT", default_value = "zstd")]
-    compression: Compression,
-    /// Compression level: zstd -7..19 (negative: fast modes), gzip 1..9 [default: zstd 1,
-    /// gzip 6]. `--level -3` and `--level=-3` both work.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    level: Option<i32>,
-    /// zstd worker threads [default: one per CPU].
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    threads: u32,
+    #[command(flatten)]
+    packing: super::PackingArgs,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -53,12 +45,12 @@ pub(crate) struct UnpackArgs {
 }
 
 pub(super) fn pack(args: PackArgs) -> Result<i32, Failure> {
-    let level = check_level(args.compression, args.level)?;
+    let level = args.packing.level()?;
     let options = snapshot::pack::PackOptions {
         digest: args.digest.digest,
-        compression: args.compression,
+        compression: args.packing.compression,
         level,
-        threads: args.threads,
+        threads: args.packing.threads,
         key: args.key,
         producer: Producer::from_env_with(env),
         parents: Vec::new(),

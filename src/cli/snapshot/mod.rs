@@ -209,13 +209,35 @@ fn seconds(value: f64) -> String {
     format!("{value:.1} s")
 }
 
-fn check_level(compression: Compression, level: Option<i32>) -> Result<i32, Failure> {
-    let level = level.unwrap_or_else(|| compression.default_level());
-    if !compression.levels().contains(&level) {
-        return Err(usage(
-            "--level",
-            format!("{level} is outside {:?} for {compression}", compression.levels()),
-        ));
+/// How a snapshot is compressed: shared by `snapshot save` and `snapshot pack`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PackingArgs {
+    /// Compression: zstd (multi-threaded) or gzip.
+    #[arg(long, value_name = "FORMAT", default_value = "zstd")]
+    pub(crate) compression: Compression,
+    /// Compression level: zstd -7..19 (negative: fast modes), gzip 1..9 [default: zstd 1,
+    /// gzip 6]. `--level -3` and `--level=-3` both work.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    level: Option<i32>,
+    /// zstd worker threads [default: one per CPU].
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub(crate) threads: u32,
+}
+
+impl PackingArgs {
+    /// The compression level: `--level`, else the format's default.
+    ///
+    /// # Errors
+    /// A usage failure when the level is outside the format's range.
+    pub(crate) fn level(&self) -> Result<i32, Failure> {
+        let compression = self.compression;
+        let level = self.level.unwrap_or_else(|| compression.default_level());
+        if !compression.levels().contains(&level) {
+            return Err(usage(
+                "--level",
+                format!("{level} is outside {:?} for {compression}", compression.levels()),
+            ));
+        }
+        Ok(level)
     }
-    Ok(level)
 }

@@ -8,17 +8,15 @@ use clap::Args;
 use serde_json::json;
 
 use super::{
-    EXIT_CACHE_FAILURE, StoreArgs, cache_dir, check_github_output, check_level, env, event_log,
-    github_write, notice, open, print_json, seconds, store_url, warn, warn_incomplete_pairs,
+    EXIT_CACHE_FAILURE, StoreArgs, cache_dir, check_github_output, env, event_log, github_write,
+    notice, open, print_json, seconds, store_url, warn, warn_incomplete_pairs,
 };
 use crate::cli::Failure;
 use crate::cli::output::errln;
 use strata::action::events::EventLog;
 use strata::ci::{self, EventCounts, Github};
 use strata::snapshot::save::has_writer_credentials;
-use strata::snapshot::{
-    self, Compression, Producer, SaveEnd, SaveOutcome, SaveReport, SaveRequest, SkipReason,
-};
+use strata::snapshot::{self, Producer, SaveEnd, SaveOutcome, SaveReport, SaveRequest, SkipReason};
 use strata::transport::redact_store_url;
 
 #[derive(Debug, Args)]
@@ -31,16 +29,8 @@ pub(crate) struct SaveArgs {
     /// Primary key; empty means "no key" (the save is skipped).
     #[arg(long, value_name = "KEY")]
     key: String,
-    /// Compression: zstd (multi-threaded) or gzip.
-    #[arg(long, value_name = "FORMAT", default_value = "zstd")]
-    compression: Compression,
-    /// Compression level: zstd -7..19 (negative: fast modes), gzip 1..9 [default: zstd 1,
-    /// gzip 6]. `--level -3` and `--level=-3` both work.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    level: Option<i32>,
-    /// zstd worker threads [default: one per CPU].
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    threads: u32,
+    #[command(flatten)]
+    packing: super::PackingArgs,
     #[command(flatten)]
     signing: crate::cli::SigningArgs,
     #[command(flatten)]
@@ -53,7 +43,7 @@ pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
     let literal_dir = cache_dir(args.cache_dir.clone())?;
     let log_path = event_log(args.common.event_log.clone());
     let events = EventLog::open(log_path.as_deref());
-    let level = check_level(args.compression, args.level)?;
+    let level = args.packing.level()?;
     let url = store_url(args.common.store.clone())?;
     let writer_credentials = has_writer_credentials(&url, env);
     // Gates that need no store come first: a read-only consumer never opens it.
@@ -82,9 +72,9 @@ pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
                 key: Some(args.key.clone()),
                 digest: args.digest.digest,
                 writer_credentials,
-                compression: args.compression,
+                compression: args.packing.compression,
                 level,
-                threads: args.threads,
+                threads: args.packing.threads,
                 producer: Producer::from_env_with(env),
             };
             save_to(&request, &args.key)?
