@@ -86,8 +86,18 @@ pub const SNAPSHOT_SIDECAR_2_TO_3: Migration = Migration {
     transform: snapshot_sidecar_2_to_3,
 };
 
+/// `strata.snapshot_sidecar` v3 → v4: adds `kind` = `full` (every earlier snapshot is one
+/// whole object; index snapshots are new in version 4).
+pub const SNAPSHOT_SIDECAR_3_TO_4: Migration = Migration {
+    id: "snapshot-sidecar-3-to-4-kind",
+    schema_name: "strata.snapshot_sidecar",
+    from: 3,
+    to: 4,
+    transform: snapshot_sidecar_3_to_4,
+};
+
 /// Every production step.
-pub const ALL: [Migration; 7] = [
+pub const ALL: [Migration; 8] = [
     ENTRY_1_TO_2,
     ARTIFACT_MANIFEST_1_TO_2,
     SNAPSHOT_MANIFEST_1_TO_2,
@@ -95,6 +105,7 @@ pub const ALL: [Migration; 7] = [
     PUBLISH_OWNERS_1_TO_2,
     SNAPSHOT_SIDECAR_1_TO_2,
     SNAPSHOT_SIDECAR_2_TO_3,
+    SNAPSHOT_SIDECAR_3_TO_4,
 ];
 
 fn object(value: Value, what: &str) -> Result<Map<String, Value>, String> {
@@ -207,6 +218,12 @@ fn snapshot_sidecar_2_to_3(payload: Value) -> Result<Value, String> {
         return Err(format!("`object_sha256` {hex:?} is not 64 lowercase hex"));
     }
     insert_new(&mut map, "object_digest", Value::String(format!("sha256:{hex}")))?;
+    Ok(Value::Object(map))
+}
+
+fn snapshot_sidecar_3_to_4(payload: Value) -> Result<Value, String> {
+    let mut map = object(payload, "the payload")?;
+    insert_new(&mut map, "kind", Value::String("full".into()))?;
     Ok(Value::Object(map))
 }
 

@@ -522,6 +522,7 @@ mod tests {
                 key: key.to_owned(),
                 object: Some(name),
                 format: crate::snapshot::Compression::Zstd,
+                kind: crate::snapshot::manifest::SnapshotKind::Full,
                 object_size_bytes: 12,
                 object_digest: ContentDigest::from(Sha256Digest::of_bytes(b"object bytes")),
                 manifest_digest: format!("sha256:{}", "0".repeat(64)),

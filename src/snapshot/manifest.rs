@@ -9,14 +9,16 @@
 //!   restored from, if any. Version 1 manifests (three lists, untagged SHA-256) of earlier
 //!   releases are read through the migration `snapshot-manifest-1-to-2-content-records`
 //!   ([`load_manifest`]).
-//! * [`Sidecar`] (`strata.snapshot_sidecar` v3): the object `<key>.json` uploaded after the
+//! * [`Sidecar`] (`strata.snapshot_sidecar` v4): the object `<key>.json` uploaded after the
 //!   snapshot object, the commit point. It holds what a reader checks *before* extracting:
 //!   the name of the snapshot object it commits (`object`, `~<16 hex>-<32 hex>`: unique
 //!   per save, so a sidecar never names another writer's bytes), that object's size and
 //!   algorithm-tagged digest (`object_digest`, `blake3:<hex>` unless the save chose
 //!   SHA-256; the snapshot's file digests use the same algorithm), format, manifest digest,
-//!   counts and total file bytes (the extraction bounds). Sidecars of earlier releases are
-//!   still read through the migration registry ([`load_sidecar`]): version 2 (untagged
+//!   counts and total file bytes (the extraction bounds), and the snapshot's `kind`
+//!   ([`SnapshotKind`]: one `full` object, or an `index` of entry objects). Sidecars of
+//!   earlier releases are still read through the migration registry ([`load_sidecar`]):
+//!   version 3 (no `kind`: full), version 2 (untagged
 //!   `object_sha256`, SHA-256 by definition) and version 1 (also no `object`; the object
 //!   is `<key>` itself).
 //! * [`Origin`] (`strata.snapshot_origin` v1): written to
@@ -45,16 +47,20 @@ pub const MANIFEST_SCHEMA_V1: Schema =
 /// unpacker allows them: inside an entry's `artifacts/`).
 pub const MANIFEST_RULES: Rules =
     Rules { symlinks: true, directories: Directories::Listed, reserved: None, allow_empty: false };
-/// Schema of the sidecar that saves write: version 3, which names its object and binds it
-/// by an algorithm-tagged digest.
+/// Schema of the sidecar that saves write: version 4, which names its object, binds it by
+/// an algorithm-tagged digest and says what kind of snapshot it commits ([`SnapshotKind`]).
 pub const SIDECAR_SCHEMA: Schema =
+    Schema { name: "strata.snapshot_sidecar", version: 4, features: &[] };
+/// Schema of the sidecars of the previous release (version 3: no `kind`, always a full
+/// snapshot), read through the migration `snapshot-sidecar-3-to-4-kind`.
+pub const SIDECAR_SCHEMA_V3: Schema =
     Schema { name: "strata.snapshot_sidecar", version: 3, features: &[] };
 /// Schema of the sidecars of the previous release (version 2: `object_sha256`), read
 /// through the migration `snapshot-sidecar-2-to-3-object-digest`.
 pub const SIDECAR_SCHEMA_V2: Schema =
     Schema { name: "strata.snapshot_sidecar", version: 2, features: &[] };
 /// Schema of the sidecars of earlier releases (version 1: the object is `<key>`), still
-/// read by [`load_sidecar`] (migrated 1 → 2 → 3).
+/// read by [`load_sidecar`] (migrated 1 → 2 → 3 → 4).
 pub const SIDECAR_SCHEMA_V1: Schema =
     Schema { name: "strata.snapshot_sidecar", version: 1, features: &[] };
 /// Schema of the origin record.
@@ -130,8 +136,11 @@ pub struct Sidecar {
     /// see [`is_object_name_of`]). `None` in a version 1 sidecar, whose object is `<key>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
-    /// `zstd` or `gzip`.
+    /// `zstd` or `gzip`: the compression of the object.
     pub format: super::Compression,
+    /// `full` (the object is the whole cache as one tar stream) or `index` (the object is a
+    /// `strata.snapshot_index` record listing entry objects; `crate::snapshot::index`).
+    pub kind: SnapshotKind,
     /// Size of the snapshot object in bytes.
     pub object_size_bytes: u64,
     /// Digest of the snapshot object's bytes, tagged with its algorithm (`sha256:` for
@@ -156,6 +165,28 @@ pub struct Sidecar {
     /// earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<crate::trust::Signature>,
+}
+
+/// What a sidecar commits (sidecar version 4; older sidecars are `full`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotKind {
+    /// One object holding the whole `actions-v1/` tree (tar + zstd or gzip, manifest last).
+    #[default]
+    Full,
+    /// A small index object (zstd-compressed `strata.snapshot_index` record) that lists
+    /// content-addressed entry objects under `~entries/`.
+    Index,
+}
+
+impl SnapshotKind {
+    /// `full` or `index`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotKind::Full => "full",
+            SnapshotKind::Index => "index",
+        }
+    }
 }
 
 /// The signature domain of sidecars: a sidecar signature can never pass for another kind
@@ -322,6 +353,7 @@ mod tests {
             key: key.into(),
             object,
             format: super::super::Compression::Zstd,
+            kind: SnapshotKind::Full,
             object_size_bytes: 1,
             object_digest: ContentDigest::of_bytes(crate::digest::DigestAlgorithm::Blake3, b"x"),
             manifest_digest: format!("sha256:{}", "0".repeat(64)),
@@ -340,6 +372,7 @@ mod tests {
     fn legacy_payload(sidecar: &Sidecar) -> serde_json::Value {
         let mut value = serde_json::to_value(sidecar).unwrap();
         let map = value.as_object_mut().unwrap();
+        map.remove("kind").unwrap();
         let digest = map.remove("object_digest").unwrap();
         let hex = digest.as_str().unwrap().strip_prefix("sha256:").unwrap().to_owned();
         map.insert("object_sha256".into(), hex.into());
@@ -349,9 +382,17 @@ mod tests {
     #[test]
     fn sidecars_of_every_version_load_and_name_their_object() {
         let name = format!("{}{}", object_name_stem("k"), "ab".repeat(16));
-        let v3 = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar("k", Some(name.clone()))).unwrap();
+        let index = Sidecar { kind: SnapshotKind::Index, ..sidecar("k", Some(name.clone())) };
+        let v4 = seal(&SIDECAR_SCHEMA, "sidecar", &index).unwrap();
+        let (digest, loaded) = load_sidecar(&v4.to_bytes()).unwrap();
+        assert_eq!((loaded.object_name(), loaded.kind), (name.as_str(), SnapshotKind::Index));
+        assert_eq!(digest, v4.content_digest.to_prefixed());
+        // Version 3 (no `kind`) migrates to a full snapshot.
+        let mut payload = serde_json::to_value(sidecar("k", Some(name.clone()))).unwrap();
+        payload.as_object_mut().unwrap().remove("kind").unwrap();
+        let v3 = seal(&SIDECAR_SCHEMA_V3, "sidecar", &payload).unwrap();
         let (digest, loaded) = load_sidecar(&v3.to_bytes()).unwrap();
-        assert_eq!(loaded.object_name(), name);
+        assert_eq!((loaded.object_name(), loaded.kind), (name.as_str(), SnapshotKind::Full));
         assert_eq!(digest, v3.content_digest.to_prefixed());
         assert_eq!(loaded.object_digest.algorithm(), crate::digest::DigestAlgorithm::Blake3);
         // Versions 1 and 2 (untagged SHA-256) migrate; the digest is the stored record's.

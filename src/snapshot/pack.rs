@@ -66,6 +66,10 @@ pub struct PackOptions {
     pub producer: Producer,
     /// Parent manifest digests recorded in the manifest.
     pub parents: Vec<String>,
+    /// Pack only this directory below `actions-v1/` (an entry path such as
+    /// `third_party/zlib/<key>`), preceded by its ancestor directories: an entry object of
+    /// an index snapshot (`crate::snapshot::index`). `None`: the whole tree.
+    pub subtree: Option<RelPath>,
 }
 
 impl PackOptions {
@@ -80,6 +84,7 @@ impl PackOptions {
             key: key.into(),
             producer: Producer::default(),
             parents: Vec::new(),
+            subtree: None,
         }
     }
 }
@@ -174,17 +179,23 @@ fn file_bytes_to_read(carried: &Path) -> u64 {
         .sum()
 }
 
-/// The reader thread: walks `carried`, skipping leftovers, and sends every item.
+/// The reader thread: walks `walked` (`actions-v1/`, or the subtree `layout_prefix` below
+/// it), skipping leftovers, and sends every item.
 fn read_tree(
-    carried: &Path,
+    walked: &Path,
     root_rel: &RelPath,
+    layout_prefix: Option<&RelPath>,
     reading: &Reading<'_>,
     sender: &SyncSender<Result<Item, Error>>,
 ) -> Result<(), Error> {
     let mut skipping: Option<String> = None;
-    for entry in fs::walk(carried) {
+    for entry in fs::walk(walked) {
         let entry = entry?;
         let inner = entry.rel.as_str();
+        let in_layout = match layout_prefix {
+            Some(prefix) => format!("{}/{inner}", prefix.as_str()),
+            None => inner.to_owned(),
+        };
         if let Some(prefix) = &skipping {
             if inner.len() > prefix.len()
                 && inner.starts_with(prefix.as_str())
@@ -203,7 +214,7 @@ fn read_tree(
         let rel = root_rel.join(inner)?;
         let item = match entry.kind {
             EntryKind::Dir => Item::Dir(rel, entry.path),
-            EntryKind::Symlink if !is_inside_entry_artifacts(inner) => Item::Skipped(format!(
+            EntryKind::Symlink if !is_inside_entry_artifacts(&in_layout) => Item::Skipped(format!(
                 "skipped {}: a symlink outside an entry's artifacts/ directory (restores \
                  reject symlinks at layout positions; replace it with a real directory)",
                 entry.path.display()
@@ -334,18 +345,33 @@ pub fn pack_observed(
         object_digest: options.digest,
     };
     let mut writer = ArchiveWriter::new(file, &write_options).map_err(pack_err(out))?;
-    let root_rel = RelPath::new(CARRIED_DIR)?;
+    let mut root_rel = RelPath::new(CARRIED_DIR)?;
     let mut collected = Collected::default();
     writer.directory(&root_rel).map_err(pack_err(&carried))?;
     collected.entries.push(Record::Directory { path: root_rel.clone() });
+    let mut walked = carried.clone();
+    if let Some(subtree) = &options.subtree {
+        // The ancestors of the subtree, then the subtree itself, each as a directory; none
+        // may be a symlink (a layout position).
+        for part in subtree.as_str().split('/') {
+            root_rel = root_rel.join(part)?;
+            walked = walked.join(part);
+            if !fs::symlink_metadata(&walked)?.is_dir() {
+                return Err(Error::SymlinkedLayout { path: walked });
+            }
+            writer.directory(&root_rel).map_err(pack_err(&walked))?;
+            collected.entries.push(Record::Directory { path: root_rel.clone() });
+        }
+    }
 
-    if fs::symlink_metadata_opt(&carried)?.is_some_and(|m| m.is_dir()) {
-        let phase = Phase::begin(progress, "pack", file_bytes_to_read(&carried));
+    if fs::symlink_metadata_opt(&walked)?.is_some_and(|m| m.is_dir()) {
+        let phase = Phase::begin(progress, "pack", file_bytes_to_read(&walked));
         let (sender, receiver) = sync_channel(QUEUE_ITEMS);
         let reading = Reading { algorithm: options.digest, progress };
+        let prefix = options.subtree.as_ref();
         let (written, joined) = std::thread::scope(|scope| {
             let reader = scope.spawn(|| {
-                if let Err(e) = read_tree(&carried, &root_rel, &reading, &sender) {
+                if let Err(e) = read_tree(&walked, &root_rel, prefix, &reading, &sender) {
                     let _ = sender.send(Err(e));
                 }
                 drop(sender);
@@ -359,7 +385,7 @@ pub fn pack_observed(
         written?;
         if joined.is_err() {
             let e = io::Error::other("the snapshot reader thread panicked");
-            return Err(Error::Pack { path: carried, source: e });
+            return Err(Error::Pack { path: walked, source: e });
         }
     }
 

@@ -323,6 +323,7 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         key: key.clone(),
         producer: request.producer.clone(),
         parents: parents.clone(),
+        subtree: None,
     };
     let pack_started = Instant::now();
     let packed = pack_observed(&cache_dir, &temp, &options, request.progress)?;
@@ -334,6 +335,7 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         key: key.clone(),
         object: Some(object.as_str().to_owned()),
         format: request.compression,
+        kind: super::manifest::SnapshotKind::Full,
         object_size_bytes: packed.object_size_bytes,
         object_digest: packed.object_digest,
         manifest_digest: packed.manifest_digest.clone(),

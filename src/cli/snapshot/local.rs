@@ -54,6 +54,7 @@ pub(super) fn pack(args: PackArgs) -> Result<i32, Failure> {
         key: args.key,
         producer: Producer::from_env_with(env),
         parents: Vec::new(),
+        subtree: None,
     };
     let started = std::time::Instant::now();
     let reporter = crate::cli::progress::Reporter::from_env();

@@ -52,7 +52,7 @@ fn reseal_sidecar(store: &Path, k: &str, payload: &serde_json::Value) {
 }
 
 /// A BLAKE3 (default) and a SHA-256 (`--digest sha256`) snapshot both round-trip; the
-/// sidecar (version 3) and every file record of the manifest name the algorithm.
+/// sidecar (version 4) and every file record of the manifest name the algorithm.
 #[test]
 fn snapshot_round_trips_under_blake3_and_sha256() {
     let scratch = Scratch::new();
@@ -63,7 +63,7 @@ fn snapshot_round_trips_under_blake3_and_sha256() {
         save(&scratch, &cache, &k, flag);
         let store = scratch.path("store");
         let (version, payload) = sidecar_payload(&store, &k);
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
         let digest = payload["object_digest"].as_str().unwrap().to_owned();
         assert!(digest.starts_with(&format!("{algorithm}:")), "{digest}");
         assert!(payload.get("object_sha256").is_none(), "{payload}");

@@ -358,10 +358,11 @@ fn snapshot_restores_snapshots_in_the_layout_of_earlier_releases() {
     let sidecar_path = store.join(format!("{k}.json"));
     let sealed: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&sidecar_path).unwrap()).unwrap();
-    assert_eq!(sealed["schema_version"], 3);
+    assert_eq!(sealed["schema_version"], 4);
     let mut payload = sealed["payload"].clone();
     let fields = payload.as_object_mut().unwrap();
     fields.remove("object").unwrap();
+    assert_eq!(fields.remove("kind").unwrap(), "full");
     // Version 1 binds the object by untagged SHA-256 (the object inside is this release's,
     // with BLAKE3 file digests: the unpacker reads those files once more under BLAKE3).
     fields.remove("object_digest").unwrap();

@@ -1,0 +1,18 @@
+//! Index snapshots and entry objects (docs/snapshots.md "Index snapshots"): a snapshot
+//! that lists content-addressed entry objects instead of holding the whole cache, so a
+//! save uploads only new entries, a restore fetches only missing ones, and a local MISS
+//! can fetch one entry (the remote entry tier).
+//!
+//! * [`names`]: the store names (`~entries/`, `~refs/`, `~leases/`);
+//! * [`record`]: the `strata.snapshot_index` and `strata.entry_ref` records;
+//! * [`entries`]: the entries of a local cache and their identities;
+//! * [`object`]: one entry packed as an object, and its verified installation.
+
+pub mod entries;
+pub mod names;
+pub mod object;
+pub mod record;
+
+pub use entries::{LocalEntry, list};
+pub use object::{Installed, PackedEntry, install_entry, pack_entry};
+pub use record::{EntryLocation, EntryRef, IndexEntry, SnapshotIndex};
