@@ -234,3 +234,19 @@ fn transport_s3_get_range_checks_the_answer() {
     let err = store.get_range(&key("k"), 0, 4).unwrap_err();
     assert!(err.to_string().contains("Content-Length 3 for a 4-byte range"), "{err}");
 }
+
+#[test]
+fn transport_s3_put_bytes_whose_answer_was_lost_is_created() {
+    // The first PUT lands but its answer is lost; the retry is refused (412) and the stored
+    // bytes are ours: Created, as for put_file_if_absent.
+    let server = S3sServer::start();
+    let rule =
+        Rule { method: "PUT", contains: "/p/lease.json", fault: Fault::LoseAnswer, times: Some(1) };
+    let proxy = FaultProxy::start(&server.endpoint, vec![rule]);
+    let store =
+        open_store_with_env(&url_for(&proxy.endpoint, "p"), &fast_options(), server.env()).unwrap();
+    let (outcome, stats) = store.put_bytes_if_absent(&key("lease.json"), b"{\"lease\":1}").unwrap();
+    assert_eq!(outcome, PutOutcome::Created, "{:?}", proxy.seen());
+    assert_eq!((proxy.injected(), stats.retries), (1, 1));
+    assert_eq!(store.get_range(&key("lease.json"), 0, 11).unwrap(), b"{\"lease\":1}");
+}
