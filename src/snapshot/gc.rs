@@ -51,7 +51,9 @@ use super::index::lease::{self, GC_LEASE_RENEW, Lease, age_of, live_in};
 use super::index::names::{
     ENTRIES_PREFIX, LEASES_PREFIX, LeaseKind, REFS_PREFIX, entry_object_digest, lease_kind,
 };
-use super::index::record::{MAX_INDEX_BYTES, MAX_REF_BYTES, decompress_index, load_index, load_ref};
+use super::index::record::{
+    MAX_INDEX_BYTES, MAX_REF_BYTES, decompress_index, load_index, load_ref,
+};
 use super::key::{KeyParts, check_key_text};
 use super::manifest::{MAX_SIDECAR_BYTES, Sidecar, SnapshotKind, load_sidecar};
 use super::{Error, Producer};
@@ -429,10 +431,9 @@ fn plan(request: &GcRequest<'_>, own_lease: Option<&str>) -> Result<GcReport, Er
             Ok(Some(entry_ref)) => old_refs.push((meta, entry_ref.location.object)),
             Ok(None) => {}
             Err(e) if e.is_transport() => return Err(e),
-            Err(e) => report.warnings.push(format!(
-                "the ref {name} does not load ({}); it is left alone",
-                e.one_line()
-            )),
+            Err(e) => report
+                .warnings
+                .push(format!("the ref {name} does not load ({}); it is left alone", e.one_line())),
         }
     }
 
@@ -505,7 +506,10 @@ fn kept_index_objects(
     if digest != sidecar.object_digest {
         return Err(Error::corrupt(
             key,
-            format!("its index object's digest is {digest}, the sidecar says {}", sidecar.object_digest),
+            format!(
+                "its index object's digest is {digest}, the sidecar says {}",
+                sidecar.object_digest
+            ),
         ));
     }
     let (index, record_digest) = load_index(&decompress_index(&bytes, key)?, key)?;
@@ -537,7 +541,8 @@ fn execute(store: &dyn ObjectStore, lease: &mut Lease<'_>, report: &mut GcReport
             continue;
         }
         if let Err(e) = lease.renew_if_older(GC_LEASE_RENEW) {
-            let reason = format!("not attempted: the gc lease could not be renewed ({})", e.one_line());
+            let reason =
+                format!("not attempted: the gc lease could not be renewed ({})", e.one_line());
             stopped = Some(reason.clone());
             report.failures.push((deletion.name.clone(), reason));
             continue;

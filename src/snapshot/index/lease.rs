@@ -117,11 +117,17 @@ fn random_id() -> String {
 /// # Errors
 /// [`Error::Local`] if the scratch file cannot be written; [`Error::Transport`] naming
 /// `key`.
-pub(crate) fn put_small(store: &dyn ObjectStore, key: &ObjectKey, bytes: &[u8]) -> Result<(), Error> {
+pub(crate) fn put_small(
+    store: &dyn ObjectStore,
+    key: &ObjectKey,
+    bytes: &[u8],
+) -> Result<(), Error> {
     let scratch = temp::create_dir(&std::env::temp_dir(), Purpose::Scratch, "lease", 0o700)?;
     let path = scratch.path().join("object");
     crate::fs::write_new(&path, bytes, 0o600)?;
-    store.put_file_if_absent(key, &path).map_err(|e| Error::transport("upload", key.as_str(), e))?;
+    store
+        .put_file_if_absent(key, &path)
+        .map_err(|e| Error::transport("upload", key.as_str(), e))?;
     Ok(())
 }
 
@@ -152,8 +158,8 @@ impl<'a> Lease<'a> {
     /// Writes a new lease object (new name, current time) and returns its key.
     fn write_new(&mut self) -> Result<ObjectKey, Error> {
         let name = lease_name(self.kind, &random_id());
-        let key = ObjectKey::new(name.clone())
-            .map_err(|e| Error::transport("name", name.as_str(), e))?;
+        let key =
+            ObjectKey::new(name.clone()).map_err(|e| Error::transport("name", name.as_str(), e))?;
         self.record.created_at = crate::snapshot::manifest::now_rfc3339();
         let bytes = serde_json::to_vec(&self.record).unwrap_or_default();
         put_small(self.store, &key, &bytes)?;
