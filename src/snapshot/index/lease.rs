@@ -196,9 +196,18 @@ impl<'a> Lease<'a> {
     /// [`Lease::renew`] if the lease was written at least `age` ago; true if it renewed.
     ///
     /// # Errors
-    /// As [`Lease::renew`].
+    /// [`Error::LeaseExpired`] if the lease was written longer ago than its kind's time to
+    /// live ([`ttl`]): others may have ignored it, so the holder must stop. Else as
+    /// [`Lease::renew`].
     pub fn renew_if_older(&mut self, age: Duration) -> Result<bool, Error> {
-        if self.written.elapsed() < age {
+        let elapsed = self.written.elapsed();
+        if elapsed >= ttl(self.kind) {
+            return Err(Error::LeaseExpired {
+                lease: self.name().to_owned(),
+                ttl_seconds: ttl(self.kind).as_secs(),
+            });
+        }
+        if elapsed < age {
             return Ok(false);
         }
         self.renew()?;

@@ -41,25 +41,18 @@
 //!   not collected here; the next save from the same cache directory deletes them.
 //! * Every sidecar and ref is downloaded once per run (one small GET each).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+mod plan;
+
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
-use super::index::lease::{self, GC_LEASE_RENEW, Lease, age_of, live_in};
-use super::index::names::{
-    ENTRIES_PREFIX, LEASES_PREFIX, LeaseKind, REFS_PREFIX, entry_object_digest, lease_kind,
-};
-use super::index::record::{
-    MAX_INDEX_BYTES, MAX_REF_BYTES, decompress_index, load_index, load_ref,
-};
-use super::key::{KeyParts, check_key_text};
-use super::manifest::{MAX_SIDECAR_BYTES, Sidecar, SnapshotKind, load_sidecar};
+use super::index::lease::{self, GC_LEASE_RENEW, Lease, live_in};
+use super::index::names::{LEASES_PREFIX, LeaseKind};
+use super::key::check_key_text;
 use super::{Error, Producer};
-use crate::content::temp::{self, Purpose};
-use crate::digest::ContentDigest;
-use crate::transport::{ObjectKey, ObjectMeta, ObjectStore};
+use crate::transport::{ObjectKey, ObjectStore};
 
 /// The default grace period: 1 hour.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(60 * 60);
@@ -222,11 +215,13 @@ pub fn gc(request: &GcRequest<'_>) -> Result<GcReport, Error> {
         };
         let busy = busy_leases(request.store, lease.as_ref().map(Lease::name))?;
         if busy.is_empty() {
-            let mut report = plan(request, lease.as_ref().map(Lease::name))?;
-            if let Some(lease) = &mut lease {
-                execute(request.store, lease, &mut report);
-            }
-            if let Some(lease) = lease {
+            let status = match request.mode {
+                Mode::Delete => GcStatus::Done,
+                Mode::DryRun => GcStatus::DryRun,
+            };
+            let mut report = plan::plan(request, lease.as_mut(), GcReport::new(status))?;
+            if let Some(mut lease) = lease {
+                execute(request.store, &mut lease, &mut report);
                 lease.release()?;
             }
             return Ok(report);
@@ -259,270 +254,6 @@ fn busy_leases(store: &dyn ObjectStore, own: Option<&str>) -> Result<Vec<String>
         .map(|(name, _)| name)
         .filter(|name| Some(name.as_str()) != own)
         .collect())
-}
-
-/// The store's objects by kind.
-#[derive(Default)]
-struct Listing {
-    /// `<key>.json` at the root, by key.
-    sidecars: BTreeMap<String, ObjectMeta>,
-    /// Everything at the root, by name (for sizes).
-    root: BTreeMap<String, ObjectMeta>,
-    entries: Vec<ObjectMeta>,
-    refs: Vec<ObjectMeta>,
-    leases: Vec<ObjectMeta>,
-}
-
-fn list_store(store: &dyn ObjectStore) -> Result<Listing, Error> {
-    let all = store.list("").map_err(|e| Error::transport("list", store.describe(), e))?;
-    let mut listing = Listing::default();
-    for meta in all {
-        let name = meta.key.as_str();
-        if name.starts_with(ENTRIES_PREFIX) {
-            if entry_object_digest(name).is_some() {
-                listing.entries.push(meta);
-            }
-        } else if name.starts_with(REFS_PREFIX) {
-            listing.refs.push(meta);
-        } else if name.starts_with(LEASES_PREFIX) {
-            if lease_kind(name).is_some() {
-                listing.leases.push(meta);
-            }
-        } else if !name.contains('/') {
-            if let Some(key) = name.strip_suffix(".json")
-                && check_key_text("key", key).is_ok()
-            {
-                listing.sidecars.insert(key.to_owned(), meta.clone());
-            }
-            listing.root.insert(name.to_owned(), meta);
-        }
-    }
-    Ok(listing)
-}
-
-/// Downloads `name` (at most `cap` bytes) through `scratch`; `None` if it is missing.
-fn fetch(
-    store: &dyn ObjectStore,
-    scratch: &Path,
-    name: &str,
-    cap: u64,
-) -> Result<Option<Vec<u8>>, Error> {
-    let key = ObjectKey::new(name).map_err(|e| Error::transport("name", name, e))?;
-    let path = scratch.join("download");
-    let result = store.get_to_file(&key, &path);
-    let bytes = match result {
-        Ok((meta, _)) if meta.size_bytes > cap => {
-            Err(Error::corrupt(name, format!("it is larger than {cap} bytes")))
-        }
-        Ok(_) => Ok(Some(crate::fs::read(&path)?)),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(Error::transport("download", name, e)),
-    };
-    let _ = crate::fs::remove_file(&path);
-    bytes
-}
-
-/// The plan: what a run deletes, in order (see the module docs).
-fn plan(request: &GcRequest<'_>, own_lease: Option<&str>) -> Result<GcReport, Error> {
-    let store = request.store;
-    let status = match request.mode {
-        Mode::Delete => GcStatus::Done,
-        Mode::DryRun => GcStatus::DryRun,
-    };
-    let mut report = GcReport::new(status);
-    let scratch = temp::create_dir(&std::env::temp_dir(), Purpose::Scratch, "gc", 0o700)?;
-    let now = SystemTime::now();
-    let listing = list_store(store)?;
-    let mut doubt = false;
-
-    // Sidecars: load each; group the strata keys into namespaces.
-    let mut sidecars: BTreeMap<String, Sidecar> = BTreeMap::new();
-    let mut groups: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-    for key in listing.sidecars.keys() {
-        let parts = KeyParts::parse(key);
-        let bytes = fetch(store, scratch.path(), &format!("{key}.json"), MAX_SIDECAR_BYTES);
-        match bytes.and_then(|b| b.map(|b| load_sidecar(&b)).transpose()) {
-            Ok(Some((_, sidecar))) => {
-                sidecars.insert(key.clone(), sidecar);
-            }
-            Ok(None) => continue,
-            Err(e) if e.is_transport() => return Err(e),
-            Err(e) if parts.is_some() => {
-                doubt = true;
-                report.warnings.push(format!(
-                    "the sidecar {key}.json does not load ({}): it is left alone and no entry \
-                     object is deleted (delete it by hand if it is garbage)",
-                    e.one_line()
-                ));
-                continue;
-            }
-            // Not a strata key and not a sidecar: another tool's object.
-            Err(_) => continue,
-        }
-        if let Some(parts) = parts
-            && request.prefix.as_deref().is_none_or(|p| key.starts_with(p))
-        {
-            groups
-                .entry(parts.compat_prefix())
-                .or_default()
-                .push((parts.suffix_time().to_owned(), key.clone()));
-        }
-    }
-
-    // Snapshots beyond keep: sidecar first, then its object.
-    let mut pruned: BTreeSet<String> = BTreeSet::new();
-    for (prefix, mut keys) in groups {
-        keys.sort_by(|a, b| b.cmp(a));
-        let mut namespace = Namespace { prefix, ..Namespace::default() };
-        for (i, (_, key)) in keys.into_iter().enumerate() {
-            if i < request.keep {
-                namespace.kept.push(key);
-                continue;
-            }
-            let sidecar_name = format!("{key}.json");
-            let object = sidecars.get(&key).map(|s| s.object_name().to_owned()).unwrap_or_default();
-            let size = |name: &str| listing.root.get(name).map_or(0, |m| m.size_bytes);
-            report.deletions.push(Deletion {
-                size_bytes: size(&sidecar_name),
-                name: sidecar_name,
-                class: Class::Sidecar,
-            });
-            report.deletions.push(Deletion {
-                size_bytes: size(&object),
-                name: object,
-                class: Class::SnapshotObject,
-            });
-            pruned.insert(key.clone());
-            namespace.deleted.push(key);
-        }
-        report.namespaces.push(namespace);
-    }
-
-    // Mark: the entry objects of every kept index.
-    let mut marked: BTreeSet<String> = BTreeSet::new();
-    for (key, sidecar) in &sidecars {
-        if sidecar.kind != SnapshotKind::Index || pruned.contains(key) {
-            continue;
-        }
-        match kept_index_objects(store, scratch.path(), sidecar) {
-            Ok(objects) => marked.extend(objects),
-            Err(e) if e.is_transport() => return Err(e),
-            Err(e) => {
-                doubt = true;
-                report.warnings.push(format!(
-                    "the kept index snapshot {key} does not verify ({}); no entry object is \
-                     deleted (restore it to check, or delete its sidecar {key}.json by hand)",
-                    e.one_line()
-                ));
-            }
-        }
-    }
-
-    // Refs: young ones mark their object; old ones go with their object.
-    let mut old_refs: Vec<(&ObjectMeta, String)> = Vec::new();
-    for meta in &listing.refs {
-        let name = meta.key.as_str();
-        let loaded = fetch(store, scratch.path(), name, MAX_REF_BYTES)
-            .and_then(|b| b.map(|b| load_ref(&b)).transpose());
-        match loaded {
-            Ok(Some(entry_ref)) if age_of(meta, now) < request.grace => {
-                marked.insert(entry_ref.location.object);
-            }
-            Ok(Some(entry_ref)) => old_refs.push((meta, entry_ref.location.object)),
-            Ok(None) => {}
-            Err(e) if e.is_transport() => return Err(e),
-            Err(e) => report
-                .warnings
-                .push(format!("the ref {name} does not load ({}); it is left alone", e.one_line())),
-        }
-    }
-
-    // Sweep.
-    let mut surviving: BTreeSet<&str> = BTreeSet::new();
-    for meta in &listing.entries {
-        let name = meta.key.as_str();
-        if marked.contains(name) {
-            report.entry_objects_referenced += 1;
-            surviving.insert(name);
-        } else if doubt || age_of(meta, now) < request.grace {
-            report.entry_objects_young += u64::from(!doubt);
-            surviving.insert(name);
-        } else {
-            report.deletions.push(Deletion {
-                name: name.to_owned(),
-                class: Class::EntryObject,
-                size_bytes: meta.size_bytes,
-            });
-        }
-    }
-    report.sweep_skipped = doubt;
-    for (meta, object) in old_refs {
-        if !surviving.contains(object.as_str()) {
-            report.deletions.push(Deletion {
-                name: meta.key.as_str().to_owned(),
-                class: Class::Ref,
-                size_bytes: meta.size_bytes,
-            });
-        }
-    }
-
-    // Stale leases.
-    for meta in &listing.leases {
-        let name = meta.key.as_str();
-        let stale = lease_kind(name).is_some_and(|kind| age_of(meta, now) >= lease::ttl(kind));
-        if stale && Some(name) != own_lease {
-            report.deletions.push(Deletion {
-                name: name.to_owned(),
-                class: Class::Lease,
-                size_bytes: meta.size_bytes,
-            });
-        }
-    }
-    Ok(report)
-}
-
-/// Downloads the index object `sidecar` names, verifies it against the sidecar (size,
-/// digest, manifest digest) and returns the entry objects it references.
-fn kept_index_objects(
-    store: &dyn ObjectStore,
-    scratch: &Path,
-    sidecar: &Sidecar,
-) -> Result<BTreeSet<String>, Error> {
-    let key = &sidecar.key;
-    let name = sidecar.object_name();
-    let bytes = fetch(store, scratch, name, MAX_INDEX_BYTES)?
-        .ok_or_else(|| Error::corrupt(key, format!("its index object {name} is missing")))?;
-    if bytes.len() as u64 != sidecar.object_size_bytes {
-        return Err(Error::corrupt(
-            key,
-            format!(
-                "its index object holds {} bytes, the sidecar says {}",
-                bytes.len(),
-                sidecar.object_size_bytes
-            ),
-        ));
-    }
-    let digest = ContentDigest::of_bytes(sidecar.object_digest.algorithm(), &bytes);
-    if digest != sidecar.object_digest {
-        return Err(Error::corrupt(
-            key,
-            format!(
-                "its index object's digest is {digest}, the sidecar says {}",
-                sidecar.object_digest
-            ),
-        ));
-    }
-    let (index, record_digest) = load_index(&decompress_index(&bytes, key)?, key)?;
-    if record_digest != sidecar.manifest_digest {
-        return Err(Error::corrupt(
-            key,
-            format!(
-                "its index record's digest is {record_digest}, the sidecar says {}",
-                sidecar.manifest_digest
-            ),
-        ));
-    }
-    Ok(index.entries.into_iter().map(|e| e.object).collect())
 }
 
 /// Deletes what `report` plans, in order, renewing `lease` on the way. A sidecar that
