@@ -347,3 +347,53 @@ pub fn save_guard<'a>(
         std::thread::sleep(policy.poll.min(policy.wait.saturating_sub(waited)));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::FsStore;
+
+    fn names(store: &dyn ObjectStore) -> Vec<String> {
+        store.list(LEASES_PREFIX).unwrap().into_iter().map(|m| m.key.as_str().to_owned()).collect()
+    }
+
+    #[test]
+    fn leases_are_written_renewed_released_and_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsStore::new(dir.path().to_path_buf());
+        let holder = Producer { run_id: Some("77".into()), ..Producer::default() };
+        let mut lease = Lease::acquire(&store, LeaseKind::Gc, &holder).unwrap();
+        let first = lease.name().to_owned();
+        assert_eq!(lease_kind(&first), Some(LeaseKind::Gc));
+        assert_eq!(names(&store), vec![first.clone()]);
+        let bytes = crate::fs::read(&dir.path().join(&first)).unwrap();
+        let record: LeaseRecord = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!((record.kind.as_str(), record.pid), ("gc", std::process::id()));
+        assert_eq!(record.run_id.as_deref(), Some("77"));
+
+        assert!(!lease.renew_if_older(GC_LEASE_RENEW).unwrap());
+        assert!(lease.renew_if_older(Duration::ZERO).unwrap());
+        assert_ne!(lease.name(), first);
+        assert_eq!(names(&store), vec![lease.name().to_owned()]);
+
+        let now = SystemTime::now();
+        assert_eq!(active(&store, LeaseKind::Gc, GC_LEASE_TTL, now).unwrap().len(), 1);
+        assert!(active(&store, LeaseKind::Save, SAVE_LEASE_TTL, now).unwrap().is_empty());
+        let later = now + GC_LEASE_TTL + Duration::from_secs(1);
+        assert!(active(&store, LeaseKind::Gc, GC_LEASE_TTL, later).unwrap().is_empty());
+
+        // A lease left unrenewed for its whole time to live must not be renewed silently.
+        if let Some(old) = Instant::now().checked_sub(GC_LEASE_TTL) {
+            lease.written = old;
+            let error = lease.renew_if_older(GC_LEASE_RENEW).unwrap_err();
+            assert!(matches!(error, Error::LeaseExpired { ttl_seconds: 900, .. }), "{error}");
+        }
+        lease.release().unwrap();
+        assert!(names(&store).is_empty());
+
+        let dropped = Lease::acquire(&store, LeaseKind::Save, &holder).unwrap();
+        assert_eq!(names(&store).len(), 1);
+        drop(dropped);
+        assert!(names(&store).is_empty(), "dropping a lease deletes it");
+    }
+}
