@@ -62,12 +62,17 @@ fn list_store(store: &dyn ObjectStore) -> Result<Listing, Error> {
 }
 
 /// Downloads `name` (at most `cap` bytes) into `scratch`; `None` if it is missing.
+/// `listed` is its size as listed: an object listed larger than `cap` is not downloaded
+/// (another tool's large `*.json` costs nothing).
 fn fetch(
     store: &dyn ObjectStore,
     scratch: &Path,
-    name: &str,
+    (name, listed): (&str, u64),
     cap: u64,
 ) -> Result<Option<Vec<u8>>, Error> {
+    if listed > cap {
+        return Err(Error::corrupt(name, format!("it is listed with {listed} bytes, over {cap}")));
+    }
     let key = ObjectKey::new(name).map_err(|e| Error::transport("name", name, e))?;
     let path = scratch.join("download");
     let bytes = match store.get_to_file(&key, &path) {
@@ -141,9 +146,9 @@ impl Planner<'_, '_, '_> {
         Ok(())
     }
 
-    fn fetch(&mut self, name: &str, cap: u64) -> Result<Option<Vec<u8>>, Error> {
+    fn fetch(&mut self, object: (&str, u64), cap: u64) -> Result<Option<Vec<u8>>, Error> {
         self.keep_alive()?;
-        fetch(self.request.store, self.scratch.path(), name, cap)
+        fetch(self.request.store, self.scratch.path(), object, cap)
     }
 
     fn warn(&mut self, doubt: bool, message: String) {
@@ -155,11 +160,12 @@ impl Planner<'_, '_, '_> {
     /// namespace, each with its suffix time.
     fn load_sidecars(&mut self) -> Result<BTreeMap<String, Vec<(String, String)>>, Error> {
         let mut groups: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-        let keys: Vec<String> = self.listing.sidecars.keys().cloned().collect();
-        for key in keys {
+        let keys: Vec<(String, u64)> =
+            self.listing.sidecars.iter().map(|(k, m)| (k.clone(), m.size_bytes)).collect();
+        for (key, size) in keys {
             let parts = KeyParts::parse(&key);
             let loaded = self
-                .fetch(&format!("{key}.json"), MAX_SIDECAR_BYTES)
+                .fetch((&format!("{key}.json"), size), MAX_SIDECAR_BYTES)
                 .and_then(|b| b.map(|b| load_sidecar(&b)).transpose());
             match loaded {
                 Ok(Some((_, sidecar))) => {
@@ -256,8 +262,9 @@ impl Planner<'_, '_, '_> {
         let mut old = Vec::new();
         for meta in std::mem::take(&mut self.listing.refs) {
             let name = meta.key.as_str();
-            let loaded =
-                self.fetch(name, MAX_REF_BYTES).and_then(|b| b.map(|b| load_ref(&b)).transpose());
+            let loaded = self
+                .fetch((name, meta.size_bytes), MAX_REF_BYTES)
+                .and_then(|b| b.map(|b| load_ref(&b)).transpose());
             match loaded {
                 Ok(Some(entry_ref)) if age_of(&meta, self.now) < self.request.grace => {
                     self.marked.insert(entry_ref.location.object);
@@ -331,7 +338,7 @@ fn kept_index_objects(
 ) -> Result<BTreeSet<String>, Error> {
     let key = &sidecar.key;
     let name = sidecar.object_name();
-    let bytes = fetch(store, scratch, name, MAX_INDEX_BYTES)?
+    let bytes = fetch(store, scratch, (name, sidecar.object_size_bytes), MAX_INDEX_BYTES)?
         .ok_or_else(|| Error::corrupt(key, format!("its index object {name} is missing")))?;
     if bytes.len() as u64 != sidecar.object_size_bytes {
         return Err(Error::corrupt(

@@ -471,3 +471,24 @@ fn gc_refuses_bad_flags_and_s3_without_writer_credentials() {
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains("writer credentials"), "{}", run.stderr);
 }
+
+#[test]
+fn a_strata_sidecar_that_does_not_load_blocks_the_sweep_and_foreign_json_does_not() {
+    let f = Fixture::file();
+    let own = f.entry_object(1);
+    f.index_snapshot(&key(NS_A, 1), &[&own]);
+    let orphan = f.entry_object(2);
+    // Another tool's JSON, too large to be a sidecar: ignored, never downloaded.
+    f.put("tool-state.json", &vec![b' '; 2 * 1024 * 1024]);
+    let report = f.gc(&["--keep", "1"]);
+    assert_eq!(deleted(&report, "entry_object"), BTreeSet::from([orphan.clone()]));
+    assert_eq!(report["warnings"], serde_json::json!([]));
+
+    let orphan = f.entry_object(3);
+    f.put(&format!("{}.json", key(NS_A, 2)), b"{\"not\": \"a sidecar record\"}");
+    let report = f.gc(&["--keep", "1"]);
+    assert_eq!(report["sweep_skipped"], true);
+    assert!(report["warnings"].to_string().contains("does not load"), "{report:#}");
+    assert!(f.listing().contains(&orphan) && f.listing().contains(&own));
+    assert!(f.listing().contains("tool-state.json"));
+}
