@@ -3,9 +3,10 @@
 //! delete the entry objects no kept index references (mark and sweep).
 //!
 //! A *namespace* is a key's compatibility prefix `<prefix>-schema<N>-<compat digest>-`
-//! ([`KeyParts::compat_prefix`]): the snapshots one restore lookup falls back to. Keys
-//! that do not parse as strata keys belong to no namespace and are never deleted (they
-//! may be another tool's objects); their index snapshots still count as kept.
+//! ([`KeyParts::compat_prefix`](crate::snapshot::key::KeyParts::compat_prefix)): the
+//! snapshots one restore lookup falls back to. Keys that do not parse as strata keys
+//! belong to no namespace and are never deleted (they may be another tool's objects);
+//! their index snapshots still count as kept.
 //!
 //! # What goes, in this order
 //! 1. **Snapshots beyond `keep`**: per namespace (among the keys starting with `--prefix`,
