@@ -152,7 +152,8 @@ fn print_text(report: &GcReport, store: &str) -> Result<(), Failure> {
         );
         return Ok(());
     }
-    let verb = if report.status == GcStatus::DryRun { "would delete" } else { "deleted" };
+    let dry = report.status == GcStatus::DryRun;
+    let (verb, freed) = if dry { ("would delete", "to free") } else { ("deleted", "freed") };
     for deletion in &report.deletions {
         errln!("  {verb} {} ({} bytes)", deletion.name, deletion.size_bytes);
     }
@@ -161,9 +162,9 @@ fn print_text(report: &GcReport, store: &str) -> Result<(), Failure> {
         .map(|(_, label, class)| format!("{} {label}", report.count(*class)))
         .collect();
     errln!(
-        "strata: snapshot gc {}: {verb} {}; {} freed; kept {} referenced and {} young entry \
+        "strata: snapshot gc {}: {verb} {}; {} {freed}; kept {} referenced and {} young entry \
          objects{} in {store}",
-        if report.status == GcStatus::DryRun { "DRY RUN" } else { "DONE" },
+        if dry { "DRY RUN" } else { "DONE" },
         counts.join(", "),
         human_bytes(report.bytes_freed()),
         report.entry_objects_referenced,
