@@ -420,7 +420,15 @@ fn save_guard_waits_for_a_live_gc_then_reports_busy() {
 /// the gc then runs and keeps what the save committed.
 #[test]
 fn gc_racing_a_save_loses_nothing_the_save_commits() {
-    let f = Fixture::file();
+    race(&Fixture::file());
+}
+
+#[test]
+fn s3_gc_racing_a_save_loses_nothing_the_save_commits() {
+    race(&Fixture::s3());
+}
+
+fn race(f: &Fixture) {
     for minute in 1..=3u32 {
         let own = f.entry_object(u64::from(minute));
         f.index_snapshot(&key(NS_A, minute), &[&own]);
