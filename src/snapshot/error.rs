@@ -104,6 +104,18 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// A lease (`crate::snapshot::index::lease`) went unrenewed for its whole time to live,
+    /// so others may have taken it for a crashed holder's: the work it protected stops.
+    #[error(
+        "the lease {lease} went unrenewed for {ttl_seconds} s (its time to live), so a \
+         concurrent save or gc may have ignored it; stopping here. Run the command again"
+    )]
+    LeaseExpired {
+        /// The lease's object name.
+        lease: String,
+        /// Its time to live, in seconds.
+        ttl_seconds: u64,
+    },
     /// A record (manifest, sidecar, origin) could not be encoded or did not verify.
     #[error("snapshot {what} is not a valid record")]
     Record {

@@ -42,6 +42,7 @@ mod arrivals;
 mod commit;
 pub mod compat;
 mod error;
+pub mod gc;
 pub mod index;
 pub mod key;
 pub mod leftovers;

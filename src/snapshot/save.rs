@@ -65,6 +65,10 @@ pub enum SkipReason {
     /// The packed snapshot unpacks to more than restore accepts for its compressed size
     /// (see `restore::MAX_EXPANSION_RATIO`): every restore would refuse it.
     TooCompressible,
+    /// A store garbage collection (`strata snapshot gc`) held its lease for longer than
+    /// the save waits (`STRATA_GC_WAIT`, 10 min by default); see
+    /// [`crate::snapshot::index::lease`].
+    StoreBusy,
 }
 
 impl SkipReason {
@@ -93,11 +97,15 @@ impl SkipReason {
                  zero-filled files), which every restore refuses as a possible decompression \
                  bomb; nothing was uploaded. Keep such files out of the cache (--artifact-include)"
             }
+            SkipReason::StoreBusy => {
+                "a store garbage collection (strata snapshot gc) kept running while the save \
+                 waited; nothing was uploaded (raise STRATA_GC_WAIT, in seconds, to wait longer)"
+            }
         }
     }
 
     /// `no_key`, `no_cache_dir`, `symlinked_layout`, `not_updated`,
-    /// `no_writer_credentials`, `already_exists`, `too_compressible`.
+    /// `no_writer_credentials`, `already_exists`, `too_compressible`, `store_busy`.
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::NoKey => "no_key",
@@ -107,6 +115,7 @@ impl SkipReason {
             SkipReason::NoWriterCredentials => "no_writer_credentials",
             SkipReason::AlreadyExists => "already_exists",
             SkipReason::TooCompressible => "too_compressible",
+            SkipReason::StoreBusy => "store_busy",
         }
     }
 }

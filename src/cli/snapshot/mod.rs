@@ -1,4 +1,4 @@
-//! `strata snapshot key | restore | save` (docs/snapshots.md "Command reference").
+//! `strata snapshot key | restore | save | gc` (docs/snapshots.md "Command reference").
 //!
 //! Cache-layer problems never fail the command: an unsupported key, a transport failure or
 //! a rejected snapshot is a warning (`::warning::` under GitHub Actions) and exit code 0,
@@ -6,9 +6,10 @@
 //! was restored). Malformed flags, store URLs and `STRATA_S3_*` values exit 2.
 
 //!
-//! One file per subcommand: `key`, `restore`, `save`, `local` (pack, unpack); this one
+//! One file per subcommand: `key`, `restore`, `save`, `gc`, `local` (pack, unpack); this one
 //! holds the flags restore and save share and the warning, GitHub and store helpers.
 
+mod gc;
 mod key;
 mod local;
 mod restore;
@@ -28,6 +29,7 @@ use strata::transport::{
     ObjectStore, StoreUrl, TransportOptions, incomplete_credential_pairs, open_store_with_env,
 };
 
+use gc::GcArgs;
 use key::KeyArgs;
 use local::{PackArgs, UnpackArgs};
 use restore::RestoreArgs;
@@ -47,6 +49,9 @@ pub(crate) enum SnapshotCommand {
     /// Save the cache directory as a new snapshot (only with a key, a .updated marker and
     /// writer credentials).
     Save(SaveArgs),
+    /// Delete snapshots beyond the newest N per namespace, and the entry objects no kept
+    /// index snapshot references (store garbage collection; needs writer credentials).
+    Gc(GcArgs),
     /// Pack a cache directory into a local snapshot file (no store; for inspection and
     /// benchmarks).
     Pack(PackArgs),
@@ -164,6 +169,7 @@ pub(crate) fn run(cmd: SnapshotCommand) -> Result<i32, Failure> {
         SnapshotCommand::Key(args) => key::key(args),
         SnapshotCommand::Restore(args) => restore::restore(args),
         SnapshotCommand::Save(args) => save::save(args),
+        SnapshotCommand::Gc(args) => gc::gc(args),
         SnapshotCommand::Pack(args) => local::pack(args),
         SnapshotCommand::Unpack(args) => local::unpack(args),
     }

@@ -6,13 +6,16 @@
 //! * [`names`]: the store names (`~entries/`, `~refs/`, `~leases/`);
 //! * [`record`]: the `strata.snapshot_index` and `strata.entry_ref` records;
 //! * [`entries`]: the entries of a local cache and their identities;
-//! * [`object`]: one entry packed as an object, and its verified installation.
+//! * [`object`]: one entry packed as an object, and its verified installation;
+//! * [`lease`]: the leases that keep a store gc and index saves apart.
 
 pub mod entries;
+pub mod lease;
 pub mod names;
 pub mod object;
 pub mod record;
 
 pub use entries::{LocalEntry, list};
+pub use lease::{GuardPolicy, Lease, save_guard};
 pub use object::{Installed, PackedEntry, install_entry, pack_entry};
 pub use record::{EntryLocation, EntryRef, IndexEntry, SnapshotIndex};

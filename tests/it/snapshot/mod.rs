@@ -11,8 +11,10 @@ mod actions;
 mod actions_setup;
 pub mod craft;
 mod digests;
+
 mod faults;
 mod gating;
+mod gc;
 mod lookup;
 mod malicious;
 mod progress;
