@@ -12,6 +12,9 @@ pub mod entries;
 pub mod names;
 pub mod object;
 pub mod record;
+pub mod save;
+mod upload;
+mod work;
 
 pub use entries::{LocalEntry, list};
 pub use object::{Installed, PackedEntry, install_entry, pack_entry};

@@ -1,0 +1,231 @@
+//! The new entries of an index save: each packed as an entry object (in parallel, one
+//! per core), grouped into store objects (an object of at least [`ALONE_BYTES`] alone,
+//! smaller ones concatenated into packs of at most [`PACK_BYTES`]), and uploaded with
+//! put-if-absent, [`STORE_PARALLELISM`] at a time.
+//!
+//! Every temp file lives in `<cache root>/.local/` (machine-local, never carried) and is
+//! deleted when its guard drops, whatever happens.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use super::entries::LocalEntry;
+use super::names::entry_object_name;
+use super::object::{PackedEntry, pack_entry};
+use super::record::EntryLocation;
+use super::work::{STORE_PARALLELISM, map_bounded};
+use crate::content::temp::{self, Purpose};
+use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
+use crate::fs;
+use crate::progress::{Phase, Progress};
+use crate::snapshot::Error;
+use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
+
+/// Entry objects of at least this many bytes are stored alone (4 MiB).
+pub const ALONE_BYTES: u64 = 4 * 1024 * 1024;
+/// A pack of smaller entry objects is closed before it would exceed this size (32 MiB).
+pub const PACK_BYTES: u64 = 32 * 1024 * 1024;
+
+/// One new entry, packed into a temp file.
+pub(crate) struct Packed {
+    /// The entry.
+    pub entry: LocalEntry,
+    /// What [`pack_entry`] wrote.
+    pub packed: PackedEntry,
+    /// The entry object (deleted on drop).
+    pub file: tempfile::TempPath,
+}
+
+/// Packs `entries` of `cache_root` (zstd `level`) into temp files under `.local/`, in
+/// parallel across the cores; reports each entry's bytes to the phase `pack`.
+///
+/// # Errors
+/// The first entry that could not be packed ([`pack_entry`]'s errors).
+pub(crate) fn pack_all(
+    cache_root: &Path,
+    entries: Vec<LocalEntry>,
+    level: i32,
+    progress: &dyn Progress,
+) -> Result<Vec<Packed>, Error> {
+    let local =
+        fs::create_dir_all_within(cache_root, Path::new(crate::content::layout::LOCAL_DIR), 0o755)?;
+    let phase = Phase::begin(progress, "pack", entries.len() as u64);
+    let results = crate::parallel::map(&entries, |entry| -> Result<_, Error> {
+        let (_, file) = temp::create_file(&local, Purpose::Pack, "entry", 0o600)?;
+        let packed = pack_entry(cache_root, &entry.path, &file, level)?;
+        phase.advance(1);
+        Ok((packed, file))
+    });
+    drop(phase);
+    let mut out = Vec::with_capacity(entries.len());
+    for (entry, result) in entries.into_iter().zip(results) {
+        let (packed, file) = result?;
+        out.push(Packed { entry, packed, file });
+    }
+    Ok(out)
+}
+
+/// One store object to upload: a temp file and its name.
+pub(crate) struct StoreObject {
+    /// `~entries/<2 hex>/<64 hex>`.
+    pub name: String,
+    /// Its bytes (an entry object's own temp file, or a pack).
+    pub path: std::path::PathBuf,
+    /// Its size in bytes.
+    pub size_bytes: u64,
+    /// The pack file, when this object is one (deleted on drop).
+    _pack: Option<tempfile::TempPath>,
+}
+
+/// Groups `packed` into store objects (module docs) and gives every entry its location.
+/// Returns the objects and the locations, in the order of `packed`.
+///
+/// # Errors
+/// [`Error::Local`] if a pack cannot be written.
+pub(crate) fn group(
+    cache_root: &Path,
+    packed: &[Packed],
+) -> Result<(Vec<StoreObject>, Vec<EntryLocation>), Error> {
+    let local = cache_root.join(crate::content::layout::LOCAL_DIR);
+    let mut objects = Vec::new();
+    let mut locations: Vec<Option<EntryLocation>> = vec![None; packed.len()];
+    let location = |p: &Packed, object: &str, offset: u64| EntryLocation {
+        path: p.entry.path.clone(),
+        manifest_digest: p.entry.manifest_digest.clone(),
+        object: object.to_owned(),
+        offset,
+        size_bytes: p.packed.size_bytes,
+        digest: p.packed.digest.clone(),
+        file_count: p.packed.file_count,
+        file_bytes: p.packed.file_bytes,
+    };
+    let mut small: Vec<usize> = Vec::new();
+    for (i, p) in packed.iter().enumerate() {
+        if p.packed.size_bytes >= ALONE_BYTES {
+            let name = object_name(&p.packed.digest)?;
+            locations[i] = Some(location(p, &name, 0));
+            objects.push(StoreObject {
+                name,
+                path: p.file.to_path_buf(),
+                size_bytes: p.packed.size_bytes,
+                _pack: None,
+            });
+        } else {
+            small.push(i);
+        }
+    }
+    let mut start = 0;
+    while start < small.len() {
+        let mut end = start;
+        let mut size = 0u64;
+        while end < small.len()
+            && (end == start || size + packed[small[end]].packed.size_bytes <= PACK_BYTES)
+        {
+            size += packed[small[end]].packed.size_bytes;
+            end += 1;
+        }
+        let members = &small[start..end];
+        if let [only] = members {
+            let p = &packed[*only];
+            let name = object_name(&p.packed.digest)?;
+            locations[*only] = Some(location(p, &name, 0));
+            objects.push(StoreObject {
+                name,
+                path: p.file.to_path_buf(),
+                size_bytes: size,
+                _pack: None,
+            });
+        } else {
+            let (file, path) = temp::create_file(&local, Purpose::Pack, "entries", 0o600)?;
+            let digest = concatenate(file, &path, members.iter().map(|&i| &packed[i]))?;
+            let name = object_name(&digest)?;
+            let mut offset = 0;
+            for &i in members {
+                locations[i] = Some(location(&packed[i], &name, offset));
+                offset += packed[i].packed.size_bytes;
+            }
+            objects.push(StoreObject {
+                name,
+                path: path.to_path_buf(),
+                size_bytes: size,
+                _pack: Some(path),
+            });
+        }
+        start = end;
+    }
+    Ok((objects, locations.into_iter().flatten().collect()))
+}
+
+fn object_name(digest: &ContentDigest) -> Result<String, Error> {
+    entry_object_name(digest)
+        .ok_or_else(|| Error::corrupt("entry object", format!("{digest} is not a BLAKE3 digest")))
+}
+
+/// Writes the entry objects of `members` one after another into `file` (at `path`),
+/// hashing the bytes as they are written; returns the pack's BLAKE3 digest.
+fn concatenate<'a>(
+    file: std::fs::File,
+    path: &Path,
+    members: impl Iterator<Item = &'a Packed>,
+) -> Result<ContentDigest, Error> {
+    let mut hasher = ContentHasher::new(DigestAlgorithm::Blake3);
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    for member in members {
+        let bytes = fs::read(&member.file)?;
+        hasher.update(&bytes);
+        out.write_all(&bytes).map_err(|e| fs::Error::io("write", path, e))?;
+    }
+    out.flush().map_err(|e| fs::Error::io("write", path, e))?;
+    Ok(hasher.finish())
+}
+
+/// What [`upload_all`] moved.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Uploaded {
+    /// Objects this save created.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Objects the store already held (same name, so same bytes).
+    pub already_there: u64,
+    /// Transport retries.
+    pub retries: u32,
+}
+
+/// Uploads `objects` with put-if-absent, [`STORE_PARALLELISM`] at a time; reports bytes to
+/// the phase `upload`.
+///
+/// # Errors
+/// [`Error::Transport`] for the first object that could not be uploaded (nothing is
+/// committed then; the objects already uploaded stay, unreferenced).
+pub(crate) fn upload_all(
+    store: &dyn ObjectStore,
+    objects: &[StoreObject],
+    progress: &dyn Progress,
+) -> Result<Uploaded, Error> {
+    let total = objects.iter().map(|o| o.size_bytes).sum();
+    let phase = Phase::begin(progress, "upload", total);
+    let results = map_bounded(objects, STORE_PARALLELISM, |object| {
+        let key = ObjectKey::new(object.name.clone())
+            .map_err(|e| Error::transport("upload", object.name.as_str(), e))?;
+        let put = store
+            .put_file_if_absent(&key, &object.path)
+            .map_err(|e| Error::transport("upload", object.name.as_str(), e))?;
+        phase.advance(object.size_bytes);
+        Ok::<_, Error>((put, object.size_bytes))
+    });
+    drop(phase);
+    let mut uploaded = Uploaded::default();
+    for result in results {
+        let ((outcome, stats), size) = result?;
+        uploaded.retries = uploaded.retries.saturating_add(stats.retries);
+        match outcome {
+            PutOutcome::Created => {
+                uploaded.objects += 1;
+                uploaded.bytes += size;
+            }
+            PutOutcome::AlreadyExists => uploaded.already_there += 1,
+        }
+    }
+    Ok(uploaded)
+}
