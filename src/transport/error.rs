@@ -208,6 +208,21 @@ pub enum Error {
         /// Retries and elapsed time.
         attempts: Attempts,
     },
+    /// A byte range that cannot be read ([`ObjectStore::get_range`](super::ObjectStore::get_range)):
+    /// reversed bounds, longer than [`MAX_RANGE_BYTES`](super::MAX_RANGE_BYTES), or reaching
+    /// past the end of the object (a wrong offset, or the object is not the one expected).
+    /// Offsets in bytes, `end` exclusive. Never retryable.
+    #[error("cannot read bytes {start}..{end} of {location}: {reason}")]
+    InvalidRange {
+        /// The object.
+        location: String,
+        /// First byte asked for.
+        start: u64,
+        /// One past the last byte asked for.
+        end: u64,
+        /// What is wrong and, where known, the object's size.
+        reason: String,
+    },
     /// A local file could not be read or written.
     #[error(transparent)]
     Local(#[from] crate::fs::Error),
@@ -257,6 +272,12 @@ impl Error {
             self,
             Error::InvalidKey { .. } | Error::InvalidUrl { .. } | Error::InvalidConfig { .. }
         )
+    }
+
+    /// True if a ranged read asked for bytes the object does not hold, or for a range no
+    /// call may ask for ([`Error::InvalidRange`]).
+    pub fn is_invalid_range(&self) -> bool {
+        matches!(self, Error::InvalidRange { .. })
     }
 
     /// True for authentication and authorisation failures: access denied (bad key,

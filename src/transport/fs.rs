@@ -19,7 +19,7 @@ use std::time::{Instant, SystemTime};
 
 use super::{
     Advancing, DownloadProgress, Error, ObjectKey, ObjectMeta, ObjectStore, PutOutcome,
-    TransferStats,
+    TransferStats, check_range,
 };
 use crate::content::temp::{self, Purpose, TempName};
 use crate::fs as localfs;
@@ -45,6 +45,78 @@ impl FsStore {
 
     fn path_of(&self, key: &ObjectKey) -> PathBuf {
         self.root.join(key.as_str())
+    }
+
+    /// Opens the object `key` for reading, with its metadata and path.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if there is no such file (or a path segment is a file, or the
+    /// path is a directory); other I/O errors.
+    fn open_object(&self, key: &ObjectKey) -> Result<(File, std::fs::Metadata, PathBuf), Error> {
+        let src = self.path_of(key);
+        let not_found = |src: &Path| Error::NotFound {
+            location: src.display().to_string(),
+            attempts: Default::default(),
+        };
+        let file = match localfs::open(&src) {
+            Ok(file) => file,
+            Err(e) if e.is_not_found() => return Err(not_found(&src)),
+            // `a/b` when `a` is a file: no such object.
+            Err(localfs::Error::Io { source, .. })
+                if source.kind() == io::ErrorKind::NotADirectory =>
+            {
+                return Err(not_found(&src));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let metadata = file.metadata().map_err(|e| localfs::Error::io("stat", &src, e))?;
+        if !metadata.is_file() {
+            return Err(not_found(&src));
+        }
+        Ok((file, metadata, src))
+    }
+
+    /// Publishes a new object under `key` unless one exists: `fill` writes the content into
+    /// a temp file in the destination directory (returning the bytes written), which is
+    /// fsynced and renamed into place without replacing anything.
+    fn publish(
+        &self,
+        key: &ObjectKey,
+        fill: impl FnOnce(&mut File, &Path) -> Result<u64, Error>,
+    ) -> Result<(PutOutcome, TransferStats), Error> {
+        let started = Instant::now();
+        let dest = self.path_of(key);
+        let done = |outcome, bytes| {
+            let stats =
+                TransferStats { bytes, seconds: started.elapsed().as_secs_f64(), retries: 0 };
+            Ok((outcome, stats))
+        };
+        if localfs::symlink_metadata_opt(&dest)?.is_some() {
+            return done(PutOutcome::AlreadyExists, 0);
+        }
+        localfs::create_dir_all(&self.root)?;
+        let dir = match Path::new(key.as_str()).parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => {
+                localfs::create_dir_all_within(&self.root, parent, 0o755)?
+            }
+            _ => self.root.clone(),
+        };
+        let (mut file, temp) = temp::create_file(&dir, Purpose::Placement, "", 0o644)?;
+        let temp_path = temp.to_path_buf();
+        let bytes = fill(&mut file, &temp_path)?;
+        localfs::sync_file(&file, &temp_path)?;
+        drop(file);
+        match localfs::rename_noreplace(&temp, &dest) {
+            Ok(()) => {
+                // The name now belongs to the published object: do not delete it on drop.
+                temp.keep().map_err(|e| localfs::Error::io("keep", &temp_path, e.error))?;
+                localfs::fsync_dir(&dir)?;
+                done(PutOutcome::Created, bytes)
+            }
+            // Lost a race with another writer: theirs stays, our temp file is deleted.
+            Err(localfs::Error::AlreadyExists { .. }) => done(PutOutcome::AlreadyExists, 0),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn meta_of(key: ObjectKey, metadata: &std::fs::Metadata) -> ObjectMeta {
@@ -114,20 +186,7 @@ impl ObjectStore for FsStore {
         progress: &dyn DownloadProgress,
     ) -> Result<(ObjectMeta, TransferStats), Error> {
         let started = Instant::now();
-        let src = self.path_of(key);
-        let not_found = || Error::NotFound {
-            location: src.display().to_string(),
-            attempts: Default::default(),
-        };
-        let mut input = match localfs::open(&src) {
-            Ok(file) => file,
-            Err(e) if e.is_not_found() => return Err(not_found()),
-            Err(e) => return Err(e.into()),
-        };
-        let metadata = input.metadata().map_err(|e| localfs::Error::io("stat", &src, e))?;
-        if !metadata.is_file() {
-            return Err(not_found());
-        }
+        let (mut input, metadata, src) = self.open_object(key)?;
         let mut output = localfs::create_truncate(dest, 0o644)?;
         progress.started(metadata.len());
         let bytes = copy_stream(&mut input, &src, &mut output, dest, progress)?;
@@ -136,46 +195,46 @@ impl ObjectStore for FsStore {
         Ok((meta, stats))
     }
 
+    fn get_range(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error> {
+        check_range(&self.path_of(key).display().to_string(), start, end)?;
+        let (file, metadata, src) = self.open_object(key)?;
+        let size = metadata.len();
+        if end > size {
+            return Err(Error::InvalidRange {
+                location: src.display().to_string(),
+                start,
+                end,
+                reason: format!("the object holds only {size} bytes"),
+            });
+        }
+        // check_range bounds the length by MAX_RANGE_BYTES, which fits in usize.
+        let length = usize::try_from(end - start).unwrap_or(usize::MAX);
+        let mut buf = vec![0u8; length];
+        localfs::read_exact_at(&file, &src, &mut buf, start)?;
+        Ok(buf)
+    }
+
     fn put_file_if_absent_observed(
         &self,
         key: &ObjectKey,
         src: &Path,
         progress: &dyn crate::progress::Progress,
     ) -> Result<(PutOutcome, TransferStats), Error> {
-        let started = Instant::now();
-        let dest = self.path_of(key);
-        let done = |outcome, bytes| {
-            let stats =
-                TransferStats { bytes, seconds: started.elapsed().as_secs_f64(), retries: 0 };
-            Ok((outcome, stats))
-        };
-        if localfs::symlink_metadata_opt(&dest)?.is_some() {
-            return done(PutOutcome::AlreadyExists, 0);
-        }
-        localfs::create_dir_all(&self.root)?;
-        let dir = match Path::new(key.as_str()).parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => {
-                localfs::create_dir_all_within(&self.root, parent, 0o755)?
-            }
-            _ => self.root.clone(),
-        };
-        let mut input = localfs::open(src)?;
-        let (mut file, temp) = temp::create_file(&dir, Purpose::Placement, "", 0o644)?;
-        let temp_path = temp.to_path_buf();
-        let bytes = copy_stream(&mut input, src, &mut file, &temp_path, &Advancing(progress))?;
-        localfs::sync_file(&file, &temp_path)?;
-        drop(file);
-        match localfs::rename_noreplace(&temp, &dest) {
-            Ok(()) => {
-                // The name now belongs to the published object: do not delete it on drop.
-                temp.keep().map_err(|e| localfs::Error::io("keep", &temp_path, e.error))?;
-                localfs::fsync_dir(&dir)?;
-                done(PutOutcome::Created, bytes)
-            }
-            // Lost a race with another writer: theirs stays, our temp file is deleted.
-            Err(localfs::Error::AlreadyExists { .. }) => done(PutOutcome::AlreadyExists, 0),
-            Err(e) => Err(e.into()),
-        }
+        self.publish(key, |file, temp_path| {
+            let mut input = localfs::open(src)?;
+            copy_stream(&mut input, src, file, temp_path, &Advancing(progress))
+        })
+    }
+
+    fn put_bytes_if_absent(
+        &self,
+        key: &ObjectKey,
+        bytes: &[u8],
+    ) -> Result<(PutOutcome, TransferStats), Error> {
+        self.publish(key, |file, temp_path| {
+            file.write_all(bytes).map_err(|e| localfs::Error::io("write", temp_path, e))?;
+            Ok(bytes.len() as u64)
+        })
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, Error> {

@@ -1,7 +1,8 @@
 //! Object stores: moving whole files under [`ObjectKey`]s.
 //!
-//! Transport knows nothing about caches, actions or snapshots: it puts a local file under a
-//! key, gets a key into a local file, answers HEAD and LIST, and deletes. Two backends:
+//! Transport knows nothing about caches, actions or snapshots: it puts a local file (or a
+//! small buffer) under a key, gets a key into a local file (or a byte range of it into
+//! memory), answers HEAD and LIST, and deletes. Two backends:
 //!
 //! * `file:///abs/dir` (or a bare absolute path): a local directory ([`FsStore`]);
 //!   objects are files under the root, the key is the relative path.
@@ -11,8 +12,8 @@
 //!   tuning reference.
 //!
 //! # Invariants
-//! * **Never overwrite**: [`ObjectStore::put_file_if_absent`]
-//!   publishes with `renameat2(RENAME_NOREPLACE)` on a directory store, and with a HEAD
+//! * **Never overwrite**: [`ObjectStore::put_file_if_absent`] (and
+//!   [`ObjectStore::put_bytes_if_absent`]) publishes with `renameat2(RENAME_NOREPLACE)` on a directory store, and with a HEAD
 //!   check plus a conditional write (`If-None-Match: *`) on S3. A server that ignores the
 //!   condition (or checks it apart from the write) leaves a small race between the check
 //!   and the write; see `docs/transport.md`.
@@ -22,8 +23,9 @@
 //! * **Secrets never leave memory**: credentials live in [`Secret`], whose
 //!   `Debug` and `Display` print `***`; no error, log line or [`ObjectStore::describe`]
 //!   output contains one, nor a signature or an `Authorization` header.
-//! * Downloads write the destination file; the caller verifies its content (the store only
-//!   checks sizes).
+//! * Downloads write the destination file (or return the bytes of a range,
+//!   [`ObjectStore::get_range`]); the caller verifies their content (the store only checks
+//!   sizes).
 //!
 //! # Limitations
 //! * The trait is synchronous. The S3 backend owns a small tokio runtime and blocks on it,
@@ -49,6 +51,26 @@ pub use options::TransportOptions;
 pub use s3::{Credentials, S3Config, S3Store, incomplete_credential_pairs};
 pub use secret::Secret;
 pub use url::{Addressing, S3Url, StoreUrl, redact_store_url};
+
+/// The longest range [`ObjectStore::get_range`] reads in one call: 256 MiB.
+pub const MAX_RANGE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Checks the bounds of a [`ObjectStore::get_range`] call on `location` before any request.
+///
+/// # Errors
+/// [`Error::InvalidRange`] if `start > end` or the range is longer than [`MAX_RANGE_BYTES`].
+pub(crate) fn check_range(location: &str, start: u64, end: u64) -> Result<(), Error> {
+    let reason = if start > end {
+        "the start lies after the end".to_owned()
+    } else if end - start > MAX_RANGE_BYTES {
+        format!(
+            "longer than the {MAX_RANGE_BYTES} bytes (256 MiB) one ranged read may return; read it in smaller ranges"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidRange { location: location.to_owned(), start, end, reason })
+}
 
 /// What a store knows about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,6 +251,37 @@ pub trait ObjectStore: Send + Sync {
         key: &ObjectKey,
         src: &Path,
         progress: &dyn crate::progress::Progress,
+    ) -> Result<(PutOutcome, TransferStats), Error>;
+
+    /// Bytes `start..end` of the object `key` (offsets in bytes, `end` exclusive), exactly
+    /// `end - start` of them: a short answer is an error, never a short `Vec`. An empty
+    /// range (`start == end`) still checks that the object exists and is at least `end`
+    /// bytes long. At most [`MAX_RANGE_BYTES`] are read in one call. A directory store
+    /// reads with `pread`; an S3 store sends one `GET` with `Range: bytes=start-(end-1)`
+    /// (retried like every request) and accepts a `206` whose `Content-Range` names the
+    /// range asked for, or a `200` with the whole object, from which it keeps the range.
+    /// The caller verifies the content (the store only checks lengths).
+    ///
+    /// # Errors
+    /// [`Error::InvalidRange`] (see [`Error::is_invalid_range`]) if `start > end`, if the
+    /// range is longer than [`MAX_RANGE_BYTES`], or if it reaches past the end of the object;
+    /// [`Error::NotFound`] if there is no such object; network, permission and I/O errors
+    /// ([`Error::Protocol`] when the server's answer does not match the range).
+    fn get_range(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error>;
+
+    /// Stores `bytes` under `key` unless an object already exists there, with the
+    /// never-overwrite guarantees of [`ObjectStore::put_file_if_absent`] (same outcomes,
+    /// including `Created` after a refused retry of a write whose answer was lost). Meant
+    /// for small objects (refs, leases, indexes): a directory store publishes a temp file
+    /// with `renameat2(RENAME_NOREPLACE)`; an S3 store sends a HEAD, then one conditional
+    /// `PUT` of the whole buffer (no multipart upload, whatever the part size).
+    ///
+    /// # Errors
+    /// As [`ObjectStore::put_file_if_absent`].
+    fn put_bytes_if_absent(
+        &self,
+        key: &ObjectKey,
+        bytes: &[u8],
     ) -> Result<(PutOutcome, TransferStats), Error>;
 
     /// Every object whose key starts with `prefix` (plain string prefix, `""` for all),

@@ -5,9 +5,9 @@
 //! [`ObjectStore`] trait stays synchronous. Requests:
 //! * HEAD/GET/DELETE on `prefix/key`; downloads are a HEAD for the size, then one GET for
 //!   objects up to the part size or parallel ranged GETs written at their offsets
-//!   ([`get`]);
+//!   ([`get`]); a range read into memory is one ranged GET ([`range`]);
 //! * uploads are a HEAD (existing object → `AlreadyExists`), then one `PUT` with
-//!   `If-None-Match: *` below the part size, or a multipart upload whose completion
+//!   `If-None-Match: *` below the part size (always, for a buffer in memory), or a multipart upload whose completion
 //!   carries `If-None-Match: *` ([`put`], [`multipart`]); a 412 means `AlreadyExists`,
 //!   except after a retry, when the stored object is first compared with what was sent
 //!   (an earlier attempt whose answer was lost may have stored it);
@@ -30,6 +30,7 @@ mod get;
 mod list;
 mod multipart;
 mod put;
+mod range;
 mod response;
 mod retry;
 mod sign;
@@ -292,6 +293,24 @@ impl ObjectStore for S3Store {
         let (outcome, bytes) =
             self.runtime.block_on(put::upload(&self.inner, key, src, &retries, progress))?;
         Ok((outcome, stats(bytes, started, &retries)))
+    }
+
+    fn get_range(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error> {
+        let retries = AtomicU32::new(0);
+        self.runtime.block_on(range::get_range(&self.inner, key, start, end, &retries))
+    }
+
+    fn put_bytes_if_absent(
+        &self,
+        key: &ObjectKey,
+        bytes: &[u8],
+    ) -> Result<(PutOutcome, TransferStats), Error> {
+        let started = Instant::now();
+        let retries = AtomicU32::new(0);
+        let body = bytes::Bytes::copy_from_slice(bytes);
+        let (outcome, sent) =
+            self.runtime.block_on(put::upload_bytes(&self.inner, key, body, &retries))?;
+        Ok((outcome, stats(sent, started, &retries)))
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, Error> {

@@ -1,8 +1,9 @@
 //! Uploads that never overwrite: HEAD first, then a conditional write.
 //!
 //! Order: require credentials; HEAD the key (an existing object → `AlreadyExists`, nothing
-//! is sent); objects below the part size go up in one `PUT` with `If-None-Match: *` and a
-//! signed SHA-256 of the body; larger ones use a multipart upload ([`super::multipart`]).
+//! is sent); objects below the part size (and every buffer of [`upload_bytes`]) go up in one
+//! `PUT` with `If-None-Match: *` and a signed SHA-256 of the body; larger files use a
+//! multipart upload ([`super::multipart`]).
 //! HTTP 412 (`PreconditionFailed`) from the conditional write means another writer won the
 //! race: `AlreadyExists`, and their object is untouched.
 //!
@@ -111,6 +112,24 @@ pub(crate) async fn upload(
         let file = std::sync::Arc::new(file);
         multipart::upload(inner, key, &file, src, size, retries, progress).await
     }
+}
+
+/// Stores `bytes` under `key` unless it exists, in one conditional `PUT` (after the HEAD),
+/// whatever the part size; returns the outcome and the bytes sent.
+///
+/// # Errors
+/// [`Error::MissingCredentials`], network and HTTP errors.
+pub(crate) async fn upload_bytes(
+    inner: &Inner,
+    key: &ObjectKey,
+    bytes: Bytes,
+    retries: &AtomicU32,
+) -> Result<(PutOutcome, u64), Error> {
+    inner.require_credentials("upload", key.as_str())?;
+    if inner.head(key, retries).await?.is_some() {
+        return Ok((PutOutcome::AlreadyExists, 0));
+    }
+    put_single(inner, key, bytes, retries).await
 }
 
 async fn put_single(

@@ -7,6 +7,7 @@ mod fs_store;
 mod listing;
 pub mod logs;
 pub mod proxy;
+mod range;
 mod s3_store;
 pub mod server;
 pub mod stub;

@@ -6,7 +6,11 @@
 //! request unchanged (except `Connection: close`) and copies the answer back, adding
 //! `Connection: close` so the client never reuses the connection. [`Fault::LoseAnswer`]
 //! forwards the request and then closes the client's connection without the answer: the
-//! store did the work, the client never hears of it (a lost response). The `Host` header is
+//! store did the work, the client never hears of it (a lost response). [`Fault::Truncate`]
+//! and [`Fault::FlipByte`] forward the request and damage the answer's body (cut short, or
+//! one byte flipped); rules match ranged GETs by their range (` range=bytes=a-b`, see
+//! [`Rule`]). Bodies are the raw bytes after the answer's head (s3s-fs sends
+//! `Content-Length` bodies, not chunked ones). The `Host` header is
 //! forwarded as the client sent it, so SigV4 signatures still verify.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -31,6 +35,14 @@ pub enum Fault {
     /// Answer with this status line (e.g. `301 Moved Permanently`), extra header lines
     /// (each ending in `\r\n`) and body.
     Answer(&'static str, &'static str, &'static str),
+    /// Forward the request, then send the store's status line and headers unchanged
+    /// (`Content-Length` still announces the whole body) but only the first this many body
+    /// bytes, and close the connection (an answer cut off in transit).
+    Truncate(usize),
+    /// Forward the request, then send the store's answer with the body byte at this offset
+    /// inverted (XOR 0xff), same length (a corrupted answer that transport cannot notice).
+    /// An offset past the body's end changes nothing.
+    FlipByte(usize),
 }
 
 /// Applies `fault` to requests whose method is `method` and whose path+query (followed by
@@ -48,6 +60,7 @@ pub struct Rule {
 struct State {
     rules: Vec<Rule>,
     seen: Vec<String>,
+    matched: Vec<String>,
     injected: u32,
 }
 
@@ -80,6 +93,12 @@ impl FaultProxy {
     /// Every request seen, as `METHOD path?query`, in arrival order.
     pub fn seen(&self) -> Vec<String> {
         self.state.lock().unwrap().seen.clone()
+    }
+
+    /// Every request seen, as `METHOD path?query` followed by ` range=bytes=a-b` when it
+    /// has a `Range` header (the text rules match), in arrival order.
+    pub fn seen_with_ranges(&self) -> Vec<String> {
+        self.state.lock().unwrap().matched.clone()
     }
 
     /// How many faults were injected.
@@ -123,9 +142,10 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
     let fault = {
         let mut state = state.lock().unwrap();
         state.seen.push(format!("{method} {target}"));
+        state.matched.push(format!("{method} {target}{range}"));
+        let matched = format!("{target}{range}");
         let mut chosen = None;
         for rule in state.rules.iter_mut() {
-            let matched = format!("{target}{range}");
             if rule.method == method && matched.contains(rule.contains) && rule.times != Some(0) {
                 if let Some(times) = rule.times.as_mut() {
                     *times -= 1;
@@ -170,7 +190,7 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
             // The upstream closes after its answer (connection: close): read it all, drop it.
             std::io::copy(&mut server, &mut std::io::sink())?;
         }
-        Some(Fault::Delay(_)) | None => {
+        Some(Fault::Delay(_)) | Some(Fault::Truncate(_)) | Some(Fault::FlipByte(_)) | None => {
             if let Some(Fault::Delay(duration)) = fault {
                 std::thread::sleep(duration);
             }
@@ -192,7 +212,23 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
             }
             out.extend_from_slice(b"connection: close\r\n\r\n");
             client.write_all(&out)?;
-            std::io::copy(&mut answer, &mut client)?;
+            // The body is everything after the head: the store closes after its answer.
+            match fault {
+                Some(Fault::Truncate(n)) => {
+                    std::io::copy(&mut answer.take(n as u64), &mut client)?;
+                }
+                Some(Fault::FlipByte(offset)) => {
+                    let mut rest = Vec::new();
+                    answer.read_to_end(&mut rest)?;
+                    if let Some(byte) = rest.get_mut(offset) {
+                        *byte ^= 0xff;
+                    }
+                    client.write_all(&rest)?;
+                }
+                _ => {
+                    std::io::copy(&mut answer, &mut client)?;
+                }
+            }
         }
     }
     client.flush()?;
