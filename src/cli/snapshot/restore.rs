@@ -267,7 +267,12 @@ fn print_outcome(
             report.object_size_bytes
         ),
         RestoreStatus::Restored => format!(
-            "strata: snapshot RESTORED level={level} key={matched} files={} bytes={} seconds={:.3} into {}",
+            "strata: snapshot RESTORED level={level} key={matched} kind={}{} files={} bytes={} seconds={:.3} into {}",
+            report.kind.as_str(),
+            report.index.as_ref().map_or_else(String::new, |c| format!(
+                " entries={} present={} fetched={} failed={} bytes_downloaded={}",
+                c.entries, c.present, c.fetched, c.failed, c.bytes_downloaded
+            )),
             report.file_count,
             report.object_size_bytes,
             report.seconds,

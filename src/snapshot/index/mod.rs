@@ -12,6 +12,7 @@ pub mod entries;
 pub mod names;
 pub mod object;
 pub mod record;
+pub mod restore;
 pub mod save;
 mod upload;
 mod work;

@@ -287,7 +287,6 @@ fn reuse(
 /// Writes one ref per new location (put-if-absent, [`STORE_PARALLELISM`] at a time);
 /// returns how many were created and notes for those that failed.
 fn write_refs(request: &IndexSave<'_>, locations: &[EntryLocation]) -> (u64, Vec<String>) {
-    let local = request.cache_dir.join(LOCAL_DIR);
     let created_at = now_rfc3339();
     let results = map_bounded(locations, STORE_PARALLELISM, |location| {
         let mut entry_ref = EntryRef {
@@ -302,11 +301,8 @@ fn write_refs(request: &IndexSave<'_>, locations: &[EntryLocation]) -> (u64, Vec
         }
         let name = ref_name(&location.path);
         let bytes = seal_ref(&entry_ref).map_err(|e| e.one_line())?;
-        let (_, path) =
-            temp::create_file(&local, Purpose::Pack, "ref", 0o600).map_err(|e| e.to_string())?;
-        fs::write_atomic_nosync(&path, &bytes, 0o600).map_err(|e| e.to_string())?;
         let key = ObjectKey::new(name.clone()).map_err(|e| e.to_string())?;
-        match request.store.put_file_if_absent(&key, &path) {
+        match request.store.put_bytes_if_absent(&key, &bytes) {
             Ok((outcome, _)) => Ok(outcome == crate::transport::PutOutcome::Created),
             Err(e) => Err(format!("cannot upload the entry ref {name}: {e}")),
         }
