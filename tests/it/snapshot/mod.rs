@@ -105,6 +105,10 @@ pub fn strata_command(
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", &home)
         .env("STRATA_S3_MAX_RETRIES", "2")
+        // These tests fill caches with arbitrary trees and inspect whole snapshot objects:
+        // they test the full format. Index snapshots are tested in `index.rs`, which sets
+        // STRATA_SNAPSHOT_FORMAT=index (a test's env overrides this default).
+        .env("STRATA_SNAPSHOT_FORMAT", "full")
         .current_dir(cwd);
     for (name, value) in env {
         command.env(name, value);
