@@ -13,6 +13,7 @@ pub mod craft;
 mod digests;
 mod faults;
 mod gating;
+mod index;
 mod lookup;
 mod malicious;
 mod progress;
