@@ -1,7 +1,7 @@
 //! Restore of an index snapshot (docs/snapshots.md "Index snapshots"): fetch the index,
 //! then only the entries the local cache lacks, each verified before it is installed.
 //!
-//! Called by [`crate::snapshot::restore`] for a candidate whose sidecar (already read,
+//! Called by [`crate::snapshot::restore()`] for a candidate whose sidecar (already read,
 //! verified and checked against the trusted producers) has kind `index`:
 //! 1. download the index object; its size and digest must match the sidecar, it must
 //!    decompress (at most [`MAX_INDEX_BYTES`]) to a `strata.snapshot_index` record whose
@@ -13,7 +13,7 @@
 //!    grouped by store object: when the bytes needed are at least half the object (its
 //!    size estimated as the furthest range the index names in it), the whole object is
 //!    downloaded into a temp file; otherwise each run of adjacent ranges is one ranged
-//!    GET. [`STORE_PARALLELISM`] fetches run at once; each installs its entries with
+//!    GET. Eight fetches run at once; each installs its entries with
 //!    [`install_entry`] (checks the digest, unpacks into staging, refuses anything
 //!    outside the entry, renames into place without replacing);
 //! 3. an entry that cannot be fetched or fails verification is skipped with a note and

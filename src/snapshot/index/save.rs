@@ -1,7 +1,7 @@
 //! `snapshot save --format index` (docs/snapshots.md "Index snapshots"): upload only the
 //! entries the store does not hold yet, then the index as the commit point.
 //!
-//! Runs after the gates and housekeeping of [`crate::snapshot::save`] (the same gates as a
+//! Runs after the gates and housekeeping of [`crate::snapshot::save()`] (the same gates as a
 //! full save). Steps:
 //! 1. list the cache's entries ([`super::entries::list`]) and count what lies under
 //!    `actions-v1/` outside every entry (not carried);
@@ -10,8 +10,10 @@
 //!    digest equal the parent's keeps the parent's location once a HEAD of its object
 //!    (one per distinct object, in parallel) shows the store still holds it with enough
 //!    bytes; otherwise it is new;
-//! 3. pack every new entry ([`super::upload::pack_all`]), group them into store objects
-//!    and upload those with put-if-absent ([`super::upload`]);
+//! 3. pack every new entry (in parallel, one per core), group them into store objects
+//!    (an entry object of at least 4 MiB alone, smaller ones concatenated into packs of
+//!    at most 32 MiB, named by the BLAKE3 of their bytes) and upload those with
+//!    put-if-absent, eight at a time;
 //! 4. write one [`EntryRef`] per new entry at [`ref_name`] with put-if-absent (signed when
 //!    the save has a signing key); a ref that cannot be written is a note, not a failure:
 //!    refs serve the remote entry tier, not this snapshot;

@@ -91,11 +91,11 @@ pub(crate) fn group(
     let mut locations: Vec<Option<EntryLocation>> = vec![None; packed.len()];
     let location = |p: &Packed, object: &str, offset: u64| EntryLocation {
         path: p.entry.path.clone(),
-        manifest_digest: p.entry.manifest_digest.clone(),
+        manifest_digest: p.entry.manifest_digest,
         object: object.to_owned(),
         offset,
         size_bytes: p.packed.size_bytes,
-        digest: p.packed.digest.clone(),
+        digest: p.packed.digest,
         file_count: p.packed.file_count,
         file_bytes: p.packed.file_bytes,
     };
