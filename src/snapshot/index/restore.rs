@@ -361,3 +361,65 @@ pub(crate) fn restore_index(
     restored.record = record;
     Ok(restored)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::digest::DigestAlgorithm;
+    use crate::snapshot::index::names::entry_object_name;
+
+    fn location(path: &str, object: &str, offset: u64, size_bytes: u64) -> EntryLocation {
+        let digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, path.as_bytes());
+        EntryLocation {
+            path: path.into(),
+            manifest_digest: digest,
+            object: object.into(),
+            offset,
+            size_bytes,
+            digest,
+            file_count: 1,
+            file_bytes: 1,
+        }
+    }
+
+    #[test]
+    fn plans_whole_objects_for_half_or_more_and_coalesced_ranges_below() {
+        let name = |seed: &[u8]| {
+            entry_object_name(&ContentDigest::of_bytes(DigestAlgorithm::Blake3, seed)).unwrap()
+        };
+        let (pack, alone) = (name(b"pack"), name(b"alone"));
+        let index = SnapshotIndex {
+            key: "k".into(),
+            created_at: "2026-12-01T00:00:00Z".into(),
+            producer: Default::default(),
+            parents: vec![],
+            entries: vec![
+                location("a/a/1", &pack, 0, 100),
+                location("a/a/2", &pack, 100, 100),
+                location("a/a/3", &pack, 200, 100),
+                location("a/a/4", &pack, 300, 100),
+                location("a/a/5", &pack, 400, 600),
+                location("a/b/1", &alone, 0, 50),
+            ],
+        };
+        let e = &index.entries;
+        // Entries 1, 2 and 4 of the pack (300 of 1000 bytes): a run 0..200 and 300..400.
+        let fetches = plan(&index, &[&e[0], &e[1], &e[3], &e[5]]);
+        type Shape<'a> = (&'a str, Option<(u64, u64)>, usize);
+        let shape: Vec<Shape<'_>> =
+            fetches.iter().map(|f| (f.object, f.range, f.entries.len())).collect();
+        let mut expected = vec![
+            (pack.as_str(), Some((0, 200)), 2),
+            (pack.as_str(), Some((300, 400)), 1),
+            (alone.as_str(), None, 1),
+        ];
+        expected.sort();
+        let mut shape_sorted = shape.clone();
+        shape_sorted.sort();
+        assert_eq!(shape_sorted, expected);
+        // The big entry is 60 % of the pack: the whole object.
+        let fetches = plan(&index, &[&e[4]]);
+        assert_eq!(fetches.len(), 1);
+        assert_eq!((fetches[0].range, fetches[0].entries.len()), (None, 1));
+    }
+}

@@ -229,3 +229,61 @@ pub(crate) fn upload_all(
     }
     Ok(uploaded)
 }
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use crate::digest::ContentDigest;
+
+    fn packed(dir: &Path, path: &str, size: usize) -> Packed {
+        let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        let (_, file) = temp::create_file(dir, Purpose::Pack, "entry", 0o600).unwrap();
+        std::fs::write(&file, &bytes).unwrap();
+        let digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, &bytes);
+        Packed {
+            entry: LocalEntry {
+                path: path.into(),
+                dir: dir.join(path),
+                manifest_digest: ContentDigest::of_bytes(DigestAlgorithm::Blake3, path.as_bytes()),
+            },
+            packed: PackedEntry { size_bytes: size as u64, digest, file_count: 1, file_bytes: 1 },
+            file,
+        }
+    }
+
+    #[test]
+    fn big_entries_stand_alone_and_small_ones_share_a_pack_named_by_its_digest() {
+        let root = tempfile::tempdir().unwrap();
+        let local = root.path().join(".local");
+        std::fs::create_dir_all(&local).unwrap();
+        let all = vec![
+            packed(&local, "a/a/1", 1000),
+            packed(&local, "a/a/2", ALONE_BYTES as usize),
+            packed(&local, "a/a/3", 3000),
+        ];
+        let (objects, locations) = group(root.path(), &all).unwrap();
+        assert_eq!(objects.len(), 2);
+        assert_eq!(locations.len(), 3);
+        let big = &locations[1];
+        assert_eq!((big.offset, big.object.as_str()), (0, objects[0].name.as_str()));
+        assert_eq!(
+            Some(big.digest),
+            crate::snapshot::index::names::entry_object_digest(&big.object)
+        );
+        // The pack holds 1 then 3, back to back; its name is the digest of its bytes, and
+        // each range's bytes are the entry object's.
+        let pack = std::fs::read(&objects[1].path).unwrap();
+        assert_eq!(pack.len(), 4000);
+        assert_eq!(
+            crate::snapshot::index::names::entry_object_digest(&objects[1].name),
+            Some(ContentDigest::of_bytes(DigestAlgorithm::Blake3, &pack))
+        );
+        for (location, p) in [(&locations[0], &all[0]), (&locations[2], &all[2])] {
+            let range = location.offset as usize..(location.offset + location.size_bytes) as usize;
+            assert_eq!(location.object, objects[1].name);
+            assert_eq!(pack[range], std::fs::read(&p.file).unwrap()[..]);
+        }
+        assert_eq!((locations[0].offset, locations[2].offset), (0, 1000));
+    }
+}
