@@ -219,8 +219,11 @@ pub(crate) fn install_missing(
 ) -> Result<IndexRestored, Error> {
     fs::create_dir_all(cache_dir)?;
     let present: HashSet<String> = entries::list(cache_dir)?.into_iter().map(|e| e.path).collect();
-    let missing: Vec<&EntryLocation> =
-        index.entries.iter().filter(|e| !present.contains(&e.path)).collect();
+    let (missing, bombs): (Vec<&EntryLocation>, Vec<&EntryLocation>) = index
+        .entries
+        .iter()
+        .filter(|e| !present.contains(&e.path))
+        .partition(|e| !expands_too_much(e));
     let mut counts = IndexRestoreCounts {
         entries: index.entries.len() as u64,
         present: (index.entries.len() - missing.len()) as u64,
@@ -240,7 +243,20 @@ pub(crate) fn install_missing(
     drop(phase);
     let download_seconds = started.elapsed().as_secs_f64();
     counts.bytes_downloaded += downloaded.load(Ordering::Relaxed);
-    let mut failures = Vec::new();
+    let mut failures: Vec<String> = bombs
+        .iter()
+        .map(|e| {
+            format!(
+                "{}: declares {} bytes of files for a {}-byte entry object (more than {}× \
+                 expansion; a decompression bomb?)",
+                e.path,
+                e.file_bytes,
+                e.size_bytes,
+                crate::snapshot::restore::MAX_EXPANSION_RATIO
+            )
+        })
+        .collect();
+    counts.failed = failures.len() as u64;
     let (mut file_count, mut file_bytes) = (0, 0);
     for (fetch, outcomes) in fetches.iter().zip(results) {
         match fetch.range {
@@ -271,7 +287,7 @@ pub(crate) fn install_missing(
             "{} of {} entries were skipped (not fetched or failed verification; each is a \
              cache miss later, never a wrong file): {}{}",
             failures.len(),
-            missing.len(),
+            missing.len() + bombs.len(),
             failures.iter().take(MAX_FAILURE_NOTES).cloned().collect::<Vec<_>>().join("; "),
             if failures.len() > MAX_FAILURE_NOTES { "; …" } else { "" }
         ));
@@ -286,6 +302,16 @@ pub(crate) fn install_missing(
         download_seconds,
         notes,
     })
+}
+
+/// True if `entry` declares more file bytes than a snapshot of its size may unpack to
+/// (the bound of full snapshots, `MAX_EXPANSION_RATIO`, applied per entry object).
+pub(crate) fn expands_too_much(entry: &EntryLocation) -> bool {
+    use crate::snapshot::restore::{MAX_EXPANSION_RATIO, MIN_EXPANSION_ALLOWANCE_BYTES};
+    let declared = entry.file_count.saturating_mul(512).saturating_add(entry.file_bytes);
+    let allowed =
+        entry.size_bytes.saturating_mul(MAX_EXPANSION_RATIO).max(MIN_EXPANSION_ALLOWANCE_BYTES);
+    declared > allowed
 }
 
 /// Fetches one request and installs its entries; one result per entry, in order (the

@@ -127,7 +127,6 @@ pub(crate) fn save_index(request: &IndexSave<'_>) -> Result<IndexSaved, Error> {
         ));
     }
     let parent = read_parent(cache_dir);
-    counts.entries = local.len() as u64;
     counts.list_seconds = phase.elapsed().as_secs_f64();
 
     let phase = Instant::now();
@@ -138,7 +137,18 @@ pub(crate) fn save_index(request: &IndexSave<'_>) -> Result<IndexSaved, Error> {
 
     let phase = Instant::now();
     let packed = upload::pack_all(cache_dir, new, request.level, request.progress)?;
-    let (objects, new_locations) = upload::group(cache_dir, &packed)?;
+    let (objects, mut new_locations) = upload::group(cache_dir, &packed)?;
+    // Every restore would refuse these (a decompression-bomb bound): they are left out.
+    let before = new_locations.len();
+    new_locations.retain(|l| !super::restore::expands_too_much(l));
+    if new_locations.len() < before {
+        notes.push(format!(
+            "{} entr(ies) unpack to more than 1000× their compressed size (e.g. large \
+             zero-filled files), which every restore refuses; they are not in the snapshot",
+            before - new_locations.len()
+        ));
+        counts.new = new_locations.len() as u64;
+    }
     counts.pack_seconds = phase.elapsed().as_secs_f64();
 
     let phase = Instant::now();
@@ -153,6 +163,7 @@ pub(crate) fn save_index(request: &IndexSave<'_>) -> Result<IndexSaved, Error> {
     counts.upload_seconds = phase.elapsed().as_secs_f64();
     locations.extend(new_locations);
     locations.sort_by(|a, b| a.path.cmp(&b.path));
+    counts.entries = locations.len() as u64;
 
     let phase = Instant::now();
     let index = SnapshotIndex {

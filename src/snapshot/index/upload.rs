@@ -49,11 +49,19 @@ pub(crate) fn pack_all(
 ) -> Result<Vec<Packed>, Error> {
     let local =
         fs::create_dir_all_within(cache_root, Path::new(crate::content::layout::LOCAL_DIR), 0o755)?;
-    let phase = Phase::begin(progress, "pack", entries.len() as u64);
+    // The phase counts file bytes (an estimate from `lstat`; the pack reads them).
+    let total: u64 = entries
+        .iter()
+        .flat_map(|e| fs::walk(&e.dir))
+        .filter_map(Result::ok)
+        .filter(|item| item.metadata.is_file())
+        .map(|item| item.metadata.len())
+        .sum();
+    let phase = Phase::begin(progress, "pack", total);
     let results = crate::parallel::map(&entries, |entry| -> Result<_, Error> {
         let (_, file) = temp::create_file(&local, Purpose::Pack, "entry", 0o600)?;
         let packed = pack_entry(cache_root, &entry.path, &file, level)?;
-        phase.advance(1);
+        phase.advance(packed.file_bytes);
         Ok((packed, file))
     });
     drop(phase);
