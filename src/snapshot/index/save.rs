@@ -200,21 +200,7 @@ fn not_carried(cache_dir: &Path, local: &[LocalEntry]) -> Result<u64, Error> {
         return Ok(0);
     }
     let dirs: std::collections::HashSet<&Path> = local.iter().map(|e| e.dir.as_path()).collect();
-    let mut count = 0;
-    let mut walker = walkdir::WalkDir::new(&carried).min_depth(1).follow_links(false).into_iter();
-    while let Some(item) = walker.next() {
-        let Ok(item) = item else { continue };
-        if item.file_type().is_dir() {
-            if dirs.contains(item.path()) {
-                walker.skip_current_dir();
-            }
-            continue;
-        }
-        if !item.file_name().to_string_lossy().starts_with('.') {
-            count += 1;
-        }
-    }
-    Ok(count)
+    Ok(fs::count_files_pruned(&carried, |dir| dirs.contains(dir)))
 }
 
 /// The parent index, if `.local/snapshot-index.json` exists and verifies.
