@@ -260,8 +260,12 @@ fn index_a_truncated_entry_object_skips_what_it_lost() {
         fill_cache(&cache, seed);
     }
     std::fs::write(cache.join(".updated"), b"").unwrap();
+    // A file outside every entry is not carried, and the save says so.
+    std::fs::write(cache.join("actions-v1/third_party/stray.o"), b"x").unwrap();
     let k = key(&scratch, "src1");
-    save(&scratch, &cache, &k, &env);
+    let saved = save(&scratch, &cache, &k, &env);
+    assert_eq!(saved["index"]["not_carried"], 1, "{saved}");
+    assert!(saved["notes"][0].as_str().unwrap().contains("--format full"), "{saved}");
     let index = local_index(&cache);
     let last = index.entries.iter().max_by_key(|e| e.offset).unwrap();
     let object = scratch.path("store").join(&last.object);
@@ -461,4 +465,77 @@ fn publish_index(store: &Path, key: &str, entries: Vec<EntryLocation>) {
     };
     let sealed = strata::record::Envelope::seal(&SIDECAR_SCHEMA, vec![], &sidecar).unwrap();
     std::fs::write(store.join(format!("{key}.json")), sealed.to_bytes()).unwrap();
+}
+
+#[test]
+fn index_snapshots_are_signed_and_trust_is_checked_on_the_sidecar() {
+    let scratch = Scratch::new();
+    let env = vec![("STRATA_STORE", scratch.file_store())];
+    let keygen = |name: &str| {
+        let out = scratch.path(name);
+        let run = strata(&scratch, &["key", "generate", "--out", &arg(&out)], &[]);
+        run.assert_ok();
+        (run.stdout.trim().to_owned(), arg(&out))
+    };
+    let (public, secret_file) = keygen("producer.key");
+    let (other, _) = keygen("other.key");
+    let cache = scratch.path("a/cache");
+    fill_cache(&cache, 1);
+    std::fs::write(cache.join(".updated"), b"").unwrap();
+    let k = key(&scratch, "src1");
+    let run = strata(
+        &scratch,
+        &[
+            "snapshot",
+            "save",
+            "--cache-dir",
+            &arg(&cache),
+            "--key",
+            &k,
+            "--signing-key",
+            &secret_file,
+            "--json",
+        ],
+        &indexed(&env),
+    );
+    run.assert_ok();
+    assert_eq!(run.json()["kind"], "index", "{}", run.stdout);
+    // The entry ref is signed too.
+    let index = local_index(&cache);
+    let ref_path = scratch
+        .path("store")
+        .join(strata::snapshot::index::names::ref_name(&index.entries[0].path));
+    let entry_ref =
+        strata::snapshot::index::record::load_ref(&std::fs::read(ref_path).unwrap()).unwrap();
+    assert!(entry_ref.signature.is_some());
+
+    let with_trust = |dir: &str, trusted: &str| {
+        let mut env = indexed(&env);
+        env.push(("STRATA_TRUSTED_KEYS", trusted.to_owned()));
+        let run = strata(
+            &scratch,
+            &[
+                "snapshot",
+                "restore",
+                "--cache-dir",
+                &arg(&scratch.path(dir)),
+                "--key",
+                &k,
+                "--json",
+            ],
+            &env,
+        );
+        run.assert_ok();
+        run.json()
+    };
+    let v = with_trust("b/cache", &public);
+    assert_eq!(
+        (v["status"].as_str(), v["index"]["fetched"].as_u64()),
+        (Some("restored"), Some(1)),
+        "{v}"
+    );
+    let v = with_trust("c/cache", &other);
+    assert_eq!(v["status"], "error", "{v}");
+    assert!(v["rejected"][0]["reason"].as_str().unwrap().contains("not trusted"), "{v}");
+    assert!(!scratch.path("c/cache/actions-v1").exists());
 }
