@@ -45,6 +45,11 @@
 //!    Without `RENAME_EXCHANGE` the old tree is renamed aside first, so for a moment the
 //!    cache directory is missing, never partial.
 //!
+//! A candidate whose sidecar has kind `index` takes another path after step 1 (and the
+//! producer check): [`super::index::restore`] verifies the index object and installs the
+//! missing entries in place, with no staging tree and no swap; its `check_target`
+//! refusal, lookup order and fall-through on a rejected index are the ones above.
+//!
 //! Any failure leaves the cache directory untouched and removes the temp file and staging
 //! directory. Leftovers of killed restores and saves beside the cache directory are
 //! deleted at the start of a restore once stale ([`super::leftovers`]). Before the lookup, a restore (not a lookup-only one) deletes
