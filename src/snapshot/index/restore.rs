@@ -443,6 +443,15 @@ mod tests {
         let mut shape_sorted = shape.clone();
         shape_sorted.sort();
         assert_eq!(shape_sorted, expected);
+        // The decompression-bomb bound of full snapshots applies per entry object.
+        let tiny = location("a/c/1", &pack, 0, 1000);
+        assert!(!expands_too_much(&EntryLocation { file_bytes: (64 << 20) - 512, ..tiny.clone() }));
+        assert!(expands_too_much(&EntryLocation { file_bytes: 65 << 20, ..tiny.clone() }));
+        assert!(!expands_too_much(&EntryLocation {
+            size_bytes: 1 << 20,
+            file_bytes: 999 << 20,
+            ..tiny
+        }));
         // The big entry is 60 % of the pack: the whole object.
         let fetches = plan(&index, &[&e[4]]);
         assert_eq!(fetches.len(), 1);
