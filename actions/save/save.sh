@@ -14,6 +14,7 @@ args=(snapshot save --github-output --cache-dir "$INPUT_CACHE_DIR" --key "${INPU
   --compression "${INPUT_COMPRESSION:-zstd}")
 # `--level=N` keeps a negative level (zstd's fast modes) one argument.
 [ -n "${INPUT_LEVEL:-}" ] && args+=("--level=$INPUT_LEVEL")
+[ -n "${INPUT_FORMAT:-}" ] && args+=(--format "$INPUT_FORMAT")
 [ -n "${INPUT_STORE:-}" ] && args+=(--store "$INPUT_STORE")
 strict=false
 [ "${INPUT_STRICT:-false}" = true ] && { args+=(--strict); strict=true; }

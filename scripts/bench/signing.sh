@@ -25,10 +25,10 @@ pub=$("$strata" key generate --out "$work/producer.key")
 export STRATA_STORE="file://$work/store"
 n=0
 save_cmd() { # a fresh key each run (a save never overwrites)
-  printf '%s' "'$strata' snapshot save --cache-dir '$work/cache' --key k-\$(date +%s%N) $1"
+  printf '%s' "'$strata' snapshot save --format full --cache-dir '$work/cache' --key k-\$(date +%s%N) $1"
 }
 touch "$work/cache/.updated"
-"$strata" snapshot save --cache-dir "$work/cache" --key fixed --signing-key "$work/producer.key" 2>&1 | grep -q SAVED \
+"$strata" snapshot save --format full --cache-dir "$work/cache" --key fixed --signing-key "$work/producer.key" 2>&1 | grep -q SAVED \
   || { echo "the signed save of key 'fixed' failed" >&2; exit 1; }
 hyperfine -N --warmup 3 --runs "$runs" --export-json "$work/save.json" \
   --prepare "touch '$work/cache/.updated'" \

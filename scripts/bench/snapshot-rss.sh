@@ -30,6 +30,6 @@ peak() { # label command...
   printf '%-8s peak RSS %6.1f MiB  (wall %s)  %s\n' "$label" "$(awk -v k="$kb" 'BEGIN { print k / 1024 }')" "$seconds" \
     "$(grep -o 'bytes=[0-9]*' "$work/time.txt" | head -n 1)"
 }
-peak save "$strata" snapshot save --cache-dir "$work/cache" --key rss-1 --store "$store"
+peak save "$strata" snapshot save --format full --cache-dir "$work/cache" --key rss-1 --store "$store"
 peak restore "$strata" snapshot restore --cache-dir "$work/restored/cache" --key rss-1 --store "$store"
 rm -rf "$work/cache" "$work/restored"

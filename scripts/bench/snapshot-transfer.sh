@@ -43,7 +43,7 @@ touch "$work/cache/.updated"
 "$strata" snapshot pack --cache-dir "$work/cache" --output "$work/object" >/dev/null 2>&1
 echo "snapshot object: $(stat -c %s "$work/object") bytes"
 
-save_strata() { "$strata" snapshot save --cache-dir "$work/cache" --key "strata-up-$1" --store "$store" --json >"$work/save-$1.json"; }
+save_strata() { "$strata" snapshot save --format full --cache-dir "$work/cache" --key "strata-up-$1" --store "$store" --json >"$work/save-$1.json"; }
 upload_peer() { aws_s3 cp "$work/object" "s3://$STRATA_TEST_S3_BUCKET/bench/aws-up-$1"; }
 save_strata warm; upload_peer warm
 s=""; p=""; phase=""

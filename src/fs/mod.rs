@@ -66,7 +66,9 @@ pub use publish::{
     StagingDir, exchange, fsync_dir, fsync_tree, publish_dir, rename_noreplace,
     rename_noreplace_strict, sync_filesystem,
 };
-pub use walk::{EntryKind, InventoryEntry, InventoryKind, WalkEntry, inventory, walk};
+pub use walk::{
+    EntryKind, InventoryEntry, InventoryKind, WalkEntry, count_files_pruned, inventory, walk,
+};
 
 /// Result alias for this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

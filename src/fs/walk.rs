@@ -91,6 +91,21 @@ pub fn walk(root: &Path) -> impl Iterator<Item = Result<WalkEntry>> + '_ {
         })
 }
 
+/// Counts the regular files and symlinks under `root` (not following symlinks) whose
+/// name does not start with `.`, without descending into the directories for which
+/// `prune` is true. Unreadable parts are skipped (a count for a report, not a check).
+pub fn count_files_pruned(root: &Path, prune: impl Fn(&Path) -> bool) -> u64 {
+    walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| !(e.file_type().is_dir() && prune(e.path())))
+        .filter_map(std::result::Result::ok)
+        .filter(|e| !e.file_type().is_dir())
+        .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
+        .count() as u64
+}
+
 /// What an inventory entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InventoryKind {

@@ -7,7 +7,10 @@
 //! (which also briefly hold the previous tree after a swap). A process that is killed
 //! leaves them behind; nothing ever reads them. [`remove_stale`] deletes the ones that
 //! have not been modified for [`STALE_AFTER`], at the start of the next restore or save of
-//! the same cache directory.
+//! the same cache directory. Index snapshots work inside `<cache dir>/.local/` instead
+//! (`.entry.tmp-<hex>` staging directories of entries being installed, `.entry.pack-*` and
+//! `.entries.pack-*` entry objects and packs being uploaded, `.entries.download-*` whole
+//! objects being fetched): those are deleted by the same rule.
 //!
 //! # Limitations
 //! Staleness is judged by modification time, not by a lock: a transfer that writes nothing
@@ -52,11 +55,30 @@ pub fn remove_stale(cache_dir: &Path, now: SystemTime, stale_after: Duration) ->
     else {
         return Vec::new();
     };
-    let Ok(children) = fs::read_dir(parent) else { return Vec::new() };
+    let mut removed = remove_stale_in(parent, &[name], now, stale_after);
+    // Index snapshots stage entries, packs and downloads inside `<cache dir>/.local/`.
+    let local = cache_dir.join(crate::content::layout::LOCAL_DIR);
+    removed.extend(remove_stale_in(&local, &LOCAL_STEMS, now, stale_after));
+    removed
+}
+
+/// The stems of the temp names index saves and restores use under `.local/`.
+const LOCAL_STEMS: [&str; 2] = ["entry", "entries"];
+
+/// Deletes the leftovers in `dir` whose stem is one of `stems` (see [`remove_stale`]).
+fn remove_stale_in(
+    dir: &Path,
+    stems: &[&str],
+    now: SystemTime,
+    stale_after: Duration,
+) -> Vec<PathBuf> {
+    let Ok(children) = fs::read_dir(dir) else { return Vec::new() };
     let mut removed = Vec::new();
     for path in children {
         let Some(file_name) = path.file_name().and_then(|n| n.to_str()) else { continue };
-        let Some(kind) = is_leftover_of(file_name, name) else { continue };
+        let Some(kind) = stems.iter().find_map(|stem| is_leftover_of(file_name, stem)) else {
+            continue;
+        };
         let Ok(meta) = fs::symlink_metadata(&path) else { continue };
         let right_type = match kind {
             Leftover::File => meta.is_file(),

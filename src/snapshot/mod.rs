@@ -18,7 +18,10 @@
 //!   [`outcome`] names how a restore or save ended and writes its event.
 //!
 //! # Objects in the store
-//! A snapshot is two objects: the compressed tar stream, under a name of its own
+//! `snapshot save` writes an index snapshot by default ([`index`]: entry objects under
+//! `~entries/`, refs under `~refs/`, and a small index object committed by the sidecar);
+//! `--format full` writes the single-object format described here. A full snapshot is
+//! two objects: the compressed tar stream, under a name of its own
 //! (`~<16 hex>-<32 hex>`; `<key>` for snapshots of earlier releases), and `<key>.json`, a
 //! `strata.snapshot_sidecar` record naming that object and holding its size and SHA-256,
 //! the format, the manifest digest and the producer. The sidecar is uploaded last: it is
@@ -29,9 +32,11 @@
 //! * Restores stay inside their target (no absolute paths, no `..`, no writing through
 //!   symlinks, no hard links or devices, special mode bits dropped, sizes bounded): see
 //!   [`unpack`].
-//! * A cache directory is never half restored: it is either untouched or replaced as a
-//!   whole by a verified tree ([`mod@restore`]); a directory that is not strata's own (the
-//!   workspace, `$HOME`, anything holding other files) is refused, untouched.
+//! * A full snapshot never half restores a cache directory: it is either untouched or
+//!   replaced as a whole by a verified tree ([`mod@restore`]). An index snapshot adds
+//!   whole verified entries in place, each by one rename, never replacing an existing one
+//!   ([`index::restore`]). Either way a directory that is not strata's own (the workspace,
+//!   `$HOME`, anything holding other files) is refused, untouched.
 //! * Only an entry's `artifacts/` may hold symlinks; a symlink at a layout position is
 //!   rejected on restore, skipped on pack, and never traversed by the engine.
 //! * Nothing published is overwritten: uploads use

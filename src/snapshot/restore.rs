@@ -45,6 +45,11 @@
 //!    Without `RENAME_EXCHANGE` the old tree is renamed aside first, so for a moment the
 //!    cache directory is missing, never partial.
 //!
+//! A candidate whose sidecar has kind `index` takes another path after step 1 (and the
+//! producer check): [`super::index::restore`] verifies the index object and installs the
+//! missing entries in place, with no staging tree and no swap; its `check_target`
+//! refusal, lookup order and fall-through on a rejected index are the ones above.
+//!
 //! Any failure leaves the cache directory untouched and removes the temp file and staging
 //! directory. Leftovers of killed restores and saves beside the cache directory are
 //! deleted at the start of a restore once stale ([`super::leftovers`]). Before the lookup, a restore (not a lookup-only one) deletes
@@ -64,7 +69,8 @@ use super::leftovers::{self, STALE_AFTER};
 pub use super::lookup::MAX_FUTURE;
 use super::lookup::{Candidate, candidates, prefixes};
 use super::manifest::{
-    MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, now_rfc3339, seal,
+    MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind,
+    now_rfc3339, seal,
 };
 use super::unpack::{UnpackLimits, UnpackReport, unpack_from};
 use super::{Error, SnapshotKey, manifest};
@@ -164,8 +170,14 @@ pub struct RestoreReport {
     /// Requests retried during the restore, all of them (HEADs, listing pages, the
     /// sidecar and object downloads), including those of a failed restore.
     pub retries: u32,
-    /// The restored manifest's digest (`sha256:<hex>`).
+    /// The restored manifest's digest (`sha256:<hex>`; for an index snapshot, the index
+    /// record's).
     pub manifest_digest: Option<String>,
+    /// The kind of the snapshot restored (`full` or `index`); `full` when nothing was.
+    pub kind: SnapshotKind,
+    /// For an index snapshot restored: its entry counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<super::index::restore::IndexRestoreCounts>,
     /// Incomplete snapshots passed over and similar notes.
     pub notes: Vec<String>,
 }
@@ -509,6 +521,9 @@ fn restore_candidate(
     if report.matched_key.as_deref() == Some(found.key.as_str()) {
         report.object_size_bytes = sidecar.object_size_bytes;
     }
+    if sidecar.kind == SnapshotKind::Index {
+        return restore_index_candidate(request, cache_dir, found, &sidecar, report);
+    }
     check_expansion(&found.key, &sidecar)?;
     let object = object_key(sidecar.object_name())?;
     let stored =
@@ -594,6 +609,42 @@ fn restore_candidate(
     })
 }
 
+/// Restores an index snapshot in place ([`super::index::restore`]), then writes the origin
+/// record.
+fn restore_index_candidate(
+    request: &RestoreRequest<'_>,
+    cache_dir: &Path,
+    found: &Candidate,
+    sidecar: &Sidecar,
+    report: &mut RestoreReport,
+) -> Result<Restored, Error> {
+    let restored = super::index::restore::restore_index(
+        request.store,
+        cache_dir,
+        &found.key,
+        sidecar,
+        request.progress,
+    )?;
+    report.download_seconds += restored.download_seconds;
+    let origin = Origin {
+        key: found.key.clone(),
+        manifest_digest: restored.manifest_digest.clone(),
+        restored_at: now_rfc3339(),
+    };
+    let local = fs::create_dir_all_within(cache_dir, Path::new(layout::LOCAL_DIR), 0o755)?;
+    let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
+    fs::write_atomic(&local.join(ORIGIN_FILE), &envelope.to_bytes(), 0o644)?;
+    let note = (!restored.notes.is_empty()).then(|| restored.notes.join("; "));
+    report.index = Some(restored.counts);
+    Ok(Restored {
+        object_size_bytes: sidecar.object_size_bytes,
+        file_count: restored.file_count,
+        file_bytes: restored.file_bytes,
+        manifest_digest: restored.manifest_digest,
+        note,
+    })
+}
+
 /// Restores the best snapshot for `request` (see the module docs): the candidates in
 /// lookup order (the exact key, then each prefix's snapshots newest first); a candidate
 /// that fails verification is recorded in `rejected` and the next one is tried, up to
@@ -622,6 +673,8 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Box<Restor
         download_seconds: 0.0,
         retries: 0,
         manifest_digest: None,
+        kind: SnapshotKind::Full,
+        index: None,
         notes: Vec::new(),
     };
     let retried_before = request.store.retried_requests();
@@ -700,6 +753,11 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
                     report.file_count = restored.file_count;
                     report.file_bytes = restored.file_bytes;
                     report.manifest_digest = Some(restored.manifest_digest);
+                    report.kind = if report.index.is_some() {
+                        SnapshotKind::Index
+                    } else {
+                        SnapshotKind::Full
+                    };
                     report.notes.extend(restored.note);
                     return Ok(());
                 }

@@ -34,9 +34,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::commit;
+use super::index::save::{IndexSave, IndexSaveCounts, save_index};
 use super::key::check_key_text;
 use super::leftovers::{self, STALE_AFTER};
-use super::manifest::{Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, seal};
+use super::manifest::{
+    Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
+};
 use super::pack::{PackOptions, pack_observed};
 use super::restore::{object_key, origin_parent, resolve_cache_dir};
 use super::{CARRIED_DIR, Compression, Error};
@@ -151,8 +154,12 @@ pub struct SaveRequest<'a> {
     pub level: i32,
     /// zstd workers (0: one per CPU).
     pub threads: u32,
-    /// Digest algorithm of the manifest's files and the object (`--digest`).
+    /// Digest algorithm of the manifest's files and the object (`--digest`; a full
+    /// snapshot only: entry objects always use BLAKE3).
     pub digest: crate::digest::DigestAlgorithm,
+    /// `index` (entry objects plus an index, [`super::index::save`]) or `full` (one
+    /// object holding the whole tree).
+    pub format: SnapshotKind,
     /// Recorded in the manifest and sidecar.
     pub producer: Producer,
     /// The producer's signing key (`--signing-key`, `STRATA_SIGNING_KEY`): the sidecar is
@@ -183,6 +190,11 @@ pub enum SaveOutcome {
 pub struct SaveReport {
     /// Saved or skipped.
     pub outcome: SaveOutcome,
+    /// The snapshot format (`full` or `index`).
+    pub kind: SnapshotKind,
+    /// For an index save that got past the gates: its entry counts and phase times.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<IndexSaveCounts>,
     /// The key.
     pub key: Option<String>,
     /// The absolute cache directory.
@@ -219,6 +231,8 @@ impl SaveReport {
     ) -> Self {
         Self {
             outcome: SaveOutcome::Skipped { reason },
+            kind: SnapshotKind::Full,
+            index: None,
             key,
             cache_dir,
             object_size_bytes: 0,
@@ -288,6 +302,7 @@ pub fn skipped_report(cache_dir: &Path, key: Option<&str>, reason: SkipReason) -
 pub fn save(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let retried_before = request.store.retried_requests();
     let mut report = save_uncounted(request)?;
+    report.kind = request.format;
     let retried = request.store.retried_requests().saturating_sub(retried_before);
     report.retries = u32::try_from(retried).unwrap_or(u32::MAX);
     Ok(report)
@@ -323,6 +338,86 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let stale = leftovers::remove_stale(&cache_dir, std::time::SystemTime::now(), STALE_AFTER);
     notes.extend(leftovers::notes(&stale));
     let parents: Vec<String> = origin_parent(&cache_dir).into_iter().collect();
+    let gated = Gated { cache_dir, key, sidecar_key, parents, notes, started };
+    match request.format {
+        SnapshotKind::Full => save_full(request, gated),
+        SnapshotKind::Index => save_as_index(request, gated),
+    }
+}
+
+/// A save that passed the gates and housekeeping.
+struct Gated {
+    cache_dir: PathBuf,
+    key: String,
+    sidecar_key: crate::transport::ObjectKey,
+    parents: Vec<String>,
+    notes: Vec<String>,
+    started: Instant,
+}
+
+impl Gated {
+    fn skip(self, reason: SkipReason, kind: SnapshotKind) -> Result<SaveReport, Error> {
+        let mut report = SaveReport::skipped(reason, Some(self.key), self.cache_dir, self.started);
+        report.notes = self.notes;
+        report.kind = kind;
+        Ok(report)
+    }
+}
+
+/// An index save ([`super::index::save`]).
+fn save_as_index(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, Error> {
+    let saved = save_index(&IndexSave {
+        store: request.store,
+        cache_dir: &gated.cache_dir,
+        key: &gated.key,
+        sidecar_key: &gated.sidecar_key,
+        parents: &gated.parents,
+        producer: &request.producer,
+        signing_key: request.signing_key,
+        level: request.level,
+        progress: request.progress,
+    })?;
+    let mut gated = gated;
+    gated.notes.extend(saved.notes);
+    match saved.published {
+        commit::Published::Committed { note, .. } => gated.notes.extend(note),
+        commit::Published::Lost { note } => {
+            gated.notes.push(note);
+            let counts = saved.counts;
+            let mut report = gated.skip(SkipReason::AlreadyExists, SnapshotKind::Index)?;
+            report.index = Some(counts);
+            return Ok(report);
+        }
+    }
+    let counts = saved.counts;
+    Ok(SaveReport {
+        outcome: SaveOutcome::Saved,
+        kind: SnapshotKind::Index,
+        key: Some(gated.key),
+        cache_dir: gated.cache_dir,
+        object_size_bytes: saved.object_size_bytes,
+        file_count: saved.file_count,
+        file_bytes: saved.file_bytes,
+        pack_seconds: counts.pack_seconds,
+        upload_seconds: counts.upload_seconds + counts.commit_seconds,
+        seconds: gated.started.elapsed().as_secs_f64(),
+        retries: saved.retries,
+        manifest_digest: Some(saved.manifest_digest),
+        parents: gated.parents,
+        notes: gated.notes,
+        index: Some(counts),
+    })
+}
+
+/// A full save: the whole tree as one object.
+fn save_full(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, Error> {
+    let store = request.store;
+    let Gated { cache_dir, key, sidecar_key, parents, mut notes, started } = gated;
+    let skip = |reason, notes: Vec<String>| {
+        let mut report = SaveReport::skipped(reason, Some(key.clone()), cache_dir.clone(), started);
+        report.notes = notes;
+        Ok(report)
+    };
     let temp = temp::temp_file_beside(&cache_dir, Purpose::Pack)?;
     let options = PackOptions {
         compression: request.compression,
@@ -344,7 +439,7 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         key: key.clone(),
         object: Some(object.as_str().to_owned()),
         format: request.compression,
-        kind: super::manifest::SnapshotKind::Full,
+        kind: SnapshotKind::Full,
         object_size_bytes: packed.object_size_bytes,
         object_digest: packed.object_digest,
         manifest_digest: packed.manifest_digest.clone(),
@@ -399,6 +494,8 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     notes.extend(packed.warnings);
     Ok(SaveReport {
         outcome: SaveOutcome::Saved,
+        kind: SnapshotKind::Full,
+        index: None,
         key: Some(key),
         cache_dir,
         object_size_bytes: packed.object_size_bytes,

@@ -201,7 +201,8 @@ fn names_survive_snapshot_save_restore_and_pack_unpack() {
     let key = "names-snapshot-1";
     let save = ctx
         .strata()
-        .args(["snapshot", "save", "--json", "--key", key, "--store", &store, "--cache-dir"])
+        .args(["snapshot", "save", "--format", "full", "--json", "--key", key, "--store", &store])
+        .arg("--cache-dir")
         .arg(&ctx.cache)
         .output()
         .unwrap();

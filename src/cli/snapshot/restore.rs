@@ -61,6 +61,8 @@ struct Shown<'a> {
     /// Why nothing was restored (one line), empty otherwise.
     reason: &'a str,
     rejected: &'a [Rejected],
+    /// The entry counts of an index snapshot restored.
+    index: Option<&'a strata::snapshot::index::restore::IndexRestoreCounts>,
 }
 
 pub(super) fn restore(args: RestoreArgs) -> Result<i32, Failure> {
@@ -131,6 +133,7 @@ fn no_key(gh: &Github, args: &RestoreArgs, place: &Place) -> Result<i32, Failure
         seconds: 0.0,
         reason: "no key",
         rejected: &[],
+        index: None,
     };
     write_github(gh, args, place, &shown);
     if args.common.json {
@@ -149,6 +152,7 @@ fn shown<'a>(outcome: &'a RestoreOutcome, matched: &'a str, reason: &'a str) -> 
         seconds: outcome.report.seconds,
         reason,
         rejected: &outcome.report.rejected,
+        index: outcome.report.index.as_ref(),
     }
 }
 
@@ -225,6 +229,17 @@ fn write_github(gh: &Github, args: &RestoreArgs, place: &Place, shown: &Shown<'_
         rows.push(("rejected", text, false));
     }
     rows.push(("size", ci::human_bytes(shown.bytes), false));
+    if let Some(c) = shown.index {
+        let text = format!(
+            "{} in the index: {} present, {} fetched ({}), {} skipped",
+            c.entries,
+            c.present,
+            c.fetched,
+            ci::human_bytes(c.bytes_downloaded),
+            c.failed
+        );
+        rows.push(("entries", text, false));
+    }
     rows.push(("time", seconds(shown.seconds), false));
     if let Some(path) = &place.log_path
         && let Ok(counts) = EventCounts::read(path)
@@ -267,7 +282,12 @@ fn print_outcome(
             report.object_size_bytes
         ),
         RestoreStatus::Restored => format!(
-            "strata: snapshot RESTORED level={level} key={matched} files={} bytes={} seconds={:.3} into {}",
+            "strata: snapshot RESTORED level={level} key={matched} kind={}{} files={} bytes={} seconds={:.3} into {}",
+            report.kind.as_str(),
+            report.index.as_ref().map_or_else(String::new, |c| format!(
+                " entries={} present={} fetched={} failed={} bytes_downloaded={}",
+                c.entries, c.present, c.fetched, c.failed, c.bytes_downloaded
+            )),
             report.file_count,
             report.object_size_bytes,
             report.seconds,

@@ -15,6 +15,7 @@ use crate::cli::Failure;
 use crate::cli::output::errln;
 use strata::action::events::EventLog;
 use strata::ci::{self, EventCounts, Github};
+use strata::snapshot::manifest::SnapshotKind;
 use strata::snapshot::save::has_writer_credentials;
 use strata::snapshot::{self, Producer, SaveEnd, SaveOutcome, SaveReport, SaveRequest, SkipReason};
 use strata::transport::redact_store_url;
@@ -29,6 +30,11 @@ pub(crate) struct SaveArgs {
     /// Primary key; empty means "no key" (the save is skipped).
     #[arg(long, value_name = "KEY")]
     key: String,
+    /// Snapshot format: `index` (entry objects, only new ones uploaded, plus a small index)
+    /// or `full` (the whole cache as one object) [env: STRATA_SNAPSHOT_FORMAT; default:
+    /// index].
+    #[arg(long, value_name = "FORMAT", value_parser = ["index", "full"])]
+    format: Option<String>,
     #[command(flatten)]
     packing: super::PackingArgs,
     #[command(flatten)]
@@ -44,6 +50,7 @@ pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
     let log_path = event_log(args.common.event_log.clone());
     let events = EventLog::open(log_path.as_deref());
     let level = args.packing.level()?;
+    let format = snapshot_format(args.format.as_deref())?;
     let url = store_url(args.common.store.clone())?;
     let writer_credentials = has_writer_credentials(&url, env);
     // Gates that need no store come first: a read-only consumer never opens it.
@@ -71,6 +78,7 @@ pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
                 cache_dir: literal_dir.clone(),
                 key: Some(args.key.clone()),
                 digest: args.digest.digest,
+                format,
                 writer_credentials,
                 compression: args.packing.compression,
                 level,
@@ -90,6 +98,19 @@ pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
     match &end {
         SaveEnd::Report(report) => saved_or_skipped(&gh, &args, &end, report, &shown),
         SaveEnd::Failed { error, retries, .. } => failed(&gh, &args, error, *retries, &shown),
+    }
+}
+
+/// The format from `--format`, else `STRATA_SNAPSHOT_FORMAT`, else `index`.
+fn snapshot_format(flag: Option<&str>) -> Result<SnapshotKind, Failure> {
+    let text = flag.map(str::to_owned).or_else(|| env("STRATA_SNAPSHOT_FORMAT"));
+    match text.as_deref().map(str::trim) {
+        None | Some("index") => Ok(SnapshotKind::Index),
+        Some("full") => Ok(SnapshotKind::Full),
+        Some(other) => Err(super::usage(
+            "STRATA_SNAPSHOT_FORMAT",
+            format!("{other:?} (expected index or full)"),
+        )),
     }
 }
 
@@ -131,7 +152,7 @@ fn saved_or_skipped(
         warn(gh, "snapshot save", note);
     }
     let figures = Figures { bytes: report.object_size_bytes, seconds: report.seconds };
-    write_github(gh, args, shown, (status, &reason, &key), figures);
+    write_github(gh, args, shown, (status, &reason, &key), figures, Some(report));
     if args.common.json {
         let mut value = serde_json::to_value(report)?;
         value["store"] = json!(shown.store);
@@ -142,7 +163,9 @@ fn saved_or_skipped(
         print_json(&value)?;
     } else if let SaveOutcome::Saved = report.outcome {
         errln!(
-            "strata: snapshot SAVED key={key} files={} bytes={} pack_seconds={:.3} upload_seconds={:.3} to {}",
+            "strata: snapshot SAVED key={key} kind={}{} files={} bytes={} pack_seconds={:.3} upload_seconds={:.3} to {}",
+            report.kind.as_str(),
+            index_counts(report),
             report.file_count,
             report.object_size_bytes,
             report.pack_seconds,
@@ -173,7 +196,7 @@ fn failed(
         format!("{}; the build result stands, no snapshot was published", error.one_line());
     warn(gh, "snapshot save", &message);
     let figures = Figures { bytes: 0, seconds: 0.0 };
-    write_github(gh, args, shown, ("error", &error.one_line(), &args.key), figures);
+    write_github(gh, args, shown, ("error", &error.one_line(), &args.key), figures, None);
     if args.common.json {
         // The same fields as a report where they apply, so `.status`, `.outcome.status`,
         // `.key` and `.store` read alike on every outcome.
@@ -206,12 +229,13 @@ fn write_github(
     shown: &Shown<'_>,
     outcome: (&str, &str, &str),
     figures: Figures,
+    report: Option<&SaveReport>,
 ) {
     if !args.common.github_output {
         return;
     }
     let (status, reason, key) = outcome;
-    let outputs = vec![
+    let mut outputs = vec![
         ("saved", (status == "saved").to_string()),
         ("status", status.to_owned()),
         ("reason", reason.to_owned()),
@@ -219,6 +243,9 @@ fn write_github(
         ("bytes", figures.bytes.to_string()),
         ("seconds", format!("{:.3}", figures.seconds)),
     ];
+    if let Some(report) = report {
+        outputs.push(("kind", report.kind.as_str().to_owned()));
+    }
     github_write(gh, gh.set_outputs(&outputs));
     let outcome = if reason.is_empty() { status.to_owned() } else { format!("{status}: {reason}") };
     let mut rows = vec![
@@ -227,11 +254,37 @@ fn write_github(
         ("size", ci::human_bytes(figures.bytes), false),
         ("time", seconds(figures.seconds), false),
     ];
+    if let Some(counts) = report.and_then(|r| r.index.as_ref()) {
+        rows.push(("format", "index".to_owned(), false));
+        rows.push((
+            "entries",
+            format!(
+                "{} ({} reused, {} new; {} uploaded in {} object(s))",
+                counts.entries,
+                counts.reused,
+                counts.new,
+                ci::human_bytes(counts.bytes_uploaded),
+                counts.objects_uploaded
+            ),
+            false,
+        ));
+    }
     if let Some(counts) = shown.counts {
         rows.push(("build cache results", counts.describe(), false));
     }
     rows.push(("hit rate per domain", hit_rates(shown.literal_dir), false));
     github_write(gh, gh.append_summary(&ci::summary_table("strata snapshot save", &rows)));
+}
+
+/// ` entries=N reused=N new=N objects_uploaded=N bytes_uploaded=N` for an index save,
+/// empty otherwise.
+fn index_counts(report: &SaveReport) -> String {
+    report.index.as_ref().map_or_else(String::new, |c| {
+        format!(
+            " entries={} reused={} new={} objects_uploaded={} bytes_uploaded={} not_carried={}",
+            c.entries, c.reused, c.new, c.objects_uploaded, c.bytes_uploaded, c.not_carried
+        )
+    })
 }
 
 /// The cache directory's hits / lookups and hit rate per domain, for the step summary

@@ -14,6 +14,10 @@ pub mod lease;
 pub mod names;
 pub mod object;
 pub mod record;
+pub mod restore;
+pub mod save;
+mod upload;
+mod work;
 
 pub use entries::{LocalEntry, list};
 pub use lease::{GuardPolicy, Lease, save_guard};

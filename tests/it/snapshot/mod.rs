@@ -15,6 +15,7 @@ mod digests;
 mod faults;
 mod gating;
 mod gc;
+mod index;
 mod lookup;
 mod malicious;
 mod progress;
@@ -107,6 +108,10 @@ pub fn strata_command(
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", &home)
         .env("STRATA_S3_MAX_RETRIES", "2")
+        // These tests fill caches with arbitrary trees and inspect whole snapshot objects:
+        // they test the full format. Index snapshots are tested in `index.rs`, which sets
+        // STRATA_SNAPSHOT_FORMAT=index (a test's env overrides this default).
+        .env("STRATA_SNAPSHOT_FORMAT", "full")
         .current_dir(cwd);
     for (name, value) in env {
         command.env(name, value);
