@@ -6,12 +6,15 @@
 //! * [`names`]: the store names (`~entries/`, `~refs/`, `~leases/`);
 //! * [`record`]: the `strata.snapshot_index` and `strata.entry_ref` records;
 //! * [`entries`]: the entries of a local cache and their identities;
-//! * [`object`]: one entry packed as an object, and its verified installation.
+//! * [`object`]: one entry packed as an object, and its verified installation;
+//! * [`remote`]: the remote entry tier ([`remote::RemoteTier`]), single entries fetched on
+//!   a local MISS and uploaded by producers.
 
 pub mod entries;
 pub mod names;
 pub mod object;
 pub mod record;
+pub mod remote;
 
 pub use entries::{LocalEntry, list};
 pub use object::{Installed, PackedEntry, install_entry, pack_entry};
