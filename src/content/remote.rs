@@ -75,3 +75,45 @@ pub mod counter {
     /// An offer that failed (a warning).
     pub const UPLOAD_ERROR: &str = "remote_upload_error";
 }
+
+/// The remote-tier counters of one domain, for `strata stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RemoteCounts {
+    /// Local MISSes the store turned into HITs.
+    pub hits: u64,
+    /// Local MISSes the store had no entry for.
+    pub misses: u64,
+    /// Local MISSes whose fetch failed (each with a warning).
+    pub errors: u64,
+    /// New entries uploaded.
+    pub uploaded: u64,
+    /// Uploads that failed (each with a warning).
+    pub upload_errors: u64,
+}
+
+impl RemoteCounts {
+    /// The remote counters among a domain's `counters` (none: all zero).
+    pub fn of(counters: Option<&crate::content::counters::Counters>) -> Self {
+        let count = |name: &str| counters.and_then(|c| c.get(name)).copied().unwrap_or(0);
+        Self {
+            hits: count(counter::HIT),
+            misses: count(counter::MISS),
+            errors: count(counter::ERROR),
+            uploaded: count(counter::UPLOADED),
+            upload_errors: count(counter::UPLOAD_ERROR),
+        }
+    }
+
+    /// True if the tier never ran for the domain.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// `remote: 3 hits, 1 misses, 0 errors, 2 uploaded, 0 upload errors`.
+    pub fn describe(&self) -> String {
+        format!(
+            "remote: {} hits, {} misses, {} errors, {} uploaded, {} upload errors",
+            self.hits, self.misses, self.errors, self.uploaded, self.upload_errors
+        )
+    }
+}
