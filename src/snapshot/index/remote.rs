@@ -333,3 +333,108 @@ fn put_bytes_if_absent(
         store.put_file_if_absent(key, &path).map_err(|e| format!("{key}: {}", one_line(&e)))?;
     Ok(outcome)
 }
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use crate::transport::FsStore;
+
+    fn config(write: bool, trust: TrustPolicy) -> RemoteConfig {
+        RemoteConfig {
+            url: "file:///unused".into(),
+            write,
+            writer_credentials: true,
+            timeout: DEFAULT_TIMEOUT,
+            trust,
+        }
+    }
+
+    fn make_entry(root: &Path, rel: &str) {
+        let dir = root.join("actions-v1").join(rel);
+        std::fs::create_dir_all(dir.join("artifacts")).unwrap();
+        std::fs::write(dir.join("manifest.json"), format!("{{\"entry\":\"{rel}\"}}")).unwrap();
+        std::fs::write(dir.join("artifacts/lib.a"), vec![3u8; 3000]).unwrap();
+    }
+
+    #[test]
+    fn config_reads_the_environment_and_rejects_bad_values() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+        };
+        assert!(RemoteConfig::from_env_with(env(&[])).unwrap().is_none());
+        let c = RemoteConfig::from_env_with(env(&[
+            ("STRATA_REMOTE_STORE", "s3://b/p?endpoint=http://127.0.0.1:1"),
+            ("STRATA_REMOTE_WRITE", "1"),
+            ("STRATA_REMOTE_TIMEOUT", "0.5"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert!(c.write && !c.writer_credentials && c.trust.is_empty());
+        assert_eq!(c.timeout, Duration::from_millis(500));
+        let bad = RemoteConfig::from_env_with(env(&[
+            ("STRATA_REMOTE_STORE", "file:///x"),
+            ("STRATA_REMOTE_TIMEOUT", "5s"),
+        ]))
+        .unwrap_err();
+        assert!(bad.contains("STRATA_REMOTE_TIMEOUT"), "{bad}");
+        let bad = RemoteConfig::from_env_with(env(&[
+            ("STRATA_REMOTE_STORE", "file:///x"),
+            ("STRATA_TRUSTED_KEYS", "not-a-key"),
+        ]))
+        .unwrap_err();
+        assert!(bad.contains("STRATA_TRUSTED_KEYS"), "{bad}");
+        assert_eq!(transport_options(DEFAULT_TIMEOUT).max_retries, 0);
+    }
+
+    #[test]
+    fn offer_then_fetch_round_trips_and_refuses_untrusted_or_moved_refs() {
+        let store_dir = tempfile::tempdir().unwrap();
+        let store = || Box::new(FsStore::new(store_dir.path().to_path_buf()));
+        let producer = tempfile::tempdir().unwrap();
+        let rel = "third_party/zlib/k1";
+        make_entry(producer.path(), rel);
+        let keys = tempfile::tempdir().unwrap();
+        let signing = SigningKey::generate(&keys.path().join("k")).unwrap();
+        let trusted = TrustPolicy::new([signing.public_key().clone()]);
+
+        // A read-only tier never writes; an unsigned producer uploads; a second offer
+        // finds the ref.
+        let reader = RemoteTier::with_store(config(false, TrustPolicy::default()), None, store());
+        assert_eq!(reader.offer(producer.path(), rel), OfferOutcome::ReadOnly);
+        let writer = RemoteTier::with_store(config(true, TrustPolicy::default()), None, store());
+        assert_eq!(writer.offer(producer.path(), rel), OfferOutcome::Uploaded);
+        assert_eq!(writer.offer(producer.path(), rel), OfferOutcome::AlreadyPresent);
+
+        let consumer = tempfile::tempdir().unwrap();
+        assert_eq!(reader.fetch(consumer.path(), "third_party/zlib/none"), FetchOutcome::Absent);
+        assert_eq!(reader.fetch(consumer.path(), rel), FetchOutcome::Installed);
+        let installed = consumer.path().join("actions-v1").join(rel);
+        assert_eq!(std::fs::read(installed.join("artifacts/lib.a")).unwrap(), vec![3u8; 3000]);
+
+        // Under a trust policy the unsigned ref is refused, and nothing is installed.
+        let strict = RemoteTier::with_store(config(false, trusted.clone()), None, store());
+        let other = tempfile::tempdir().unwrap();
+        let FetchOutcome::Failed(why) = strict.fetch(other.path(), rel) else { panic!() };
+        assert!(why.contains("not signed"), "{why}");
+        assert!(!other.path().join("actions-v1").join(rel).exists());
+
+        // A signed ref of another entry is accepted; copied to another path's name, refused.
+        let rel2 = "compile/ab/k2";
+        make_entry(producer.path(), rel2);
+        let signer =
+            RemoteTier::with_store(config(true, TrustPolicy::default()), Some(signing), store());
+        assert_eq!(signer.offer(producer.path(), rel2), OfferOutcome::Uploaded);
+        assert_eq!(strict.fetch(other.path(), rel2), FetchOutcome::Installed);
+        let moved = "compile/ab/k3";
+        std::fs::create_dir_all(store_dir.path().join(ref_name(moved)).parent().unwrap()).unwrap();
+        std::fs::copy(
+            store_dir.path().join(ref_name(rel2)),
+            store_dir.path().join(ref_name(moved)),
+        )
+        .unwrap();
+        let FetchOutcome::Failed(why) = strict.fetch(other.path(), moved) else { panic!() };
+        assert!(why.contains("names the entry"), "{why}");
+        assert!(!other.path().join("actions-v1").join(moved).exists());
+    }
+}
