@@ -224,3 +224,59 @@ fn remote_trust_policy_refuses_unsigned_refs_and_accepts_trusted_signatures() {
     run.expect(&["MISS", "SAVED"]);
     assert!(remote_warnings(&run)[0].contains("not a trusted key"), "{}", run.stderr);
 }
+
+#[test]
+fn remote_custom_operator_entry_is_fetched_and_published() {
+    let server = S3sServer::start();
+    let ctx = TestContext::new();
+    let (publish, state, stage, src) =
+        (ctx.path("publish"), ctx.path("state"), ctx.path("stage"), ctx.path("opsrc"));
+    crate::engine::write_file(&src.join("k.c"), "kernel");
+    let op = crate::engine::CustomOp {
+        unit: "u",
+        soc: "ascend910b",
+        operator: "add",
+        action: "build",
+        source: &src,
+        stage: &stage,
+        publish: &publish,
+        state: &state,
+    };
+    let script = "printf kernel-object > \"$0\"/add.o && echo x >> ran.log";
+    let custom = |cache: &std::path::Path| {
+        let a = crate::engine::Action::default()
+            .flag("--cache-root", cache)
+            .flag("--domain", "custom_operator")
+            .flag("--unit", op.unit)
+            .flag("--soc", op.soc)
+            .flag("--operator", op.operator)
+            .flag("--action", op.action)
+            .flag("--operator-source", op.source)
+            .flag("--output-dir", op.stage)
+            .flag("--publish-dir", op.publish)
+            .flag("--publish-state-dir", op.state)
+            .flag("--environment-profile", "bare");
+        with_store(a, &server, None).cmd(&[
+            "sh".as_ref(),
+            "-c".as_ref(),
+            script.as_ref(),
+            stage.as_os_str(),
+        ])
+    };
+    let run = ctx.run(&custom(&ctx.cache).switch("--remote-write"));
+    run.expect(&["MISS", "SAVED"]);
+    assert!(run.warnings().is_empty(), "{}", run.stderr);
+
+    for dir in [&publish, &state, &stage] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+    std::fs::remove_file(ctx.path("ran.log")).unwrap();
+    let consumer = ctx.path("consumer-cache");
+    let run = ctx.run(&custom(&consumer));
+    run.expect(&["HIT"]);
+    assert!(run.warnings().is_empty(), "{}", run.stderr);
+    assert!(!ctx.path("ran.log").exists(), "the build ran on a remote HIT");
+    assert_eq!(std::fs::read(publish.join("add.o")).unwrap(), b"kernel-object");
+    let counted = stats(&ctx, &consumer);
+    assert_eq!(counted["custom_operator"]["remote"]["hits"], 1, "{counted}");
+}
