@@ -28,6 +28,8 @@ pub struct DomainStats {
     pub rate: HitRate,
     /// Actions built without the cache (e.g. the entry lock was unavailable).
     pub bypasses: u64,
+    /// The remote entry tier's counts (docs/remote-tier.md).
+    pub remote: crate::content::remote::RemoteCounts,
 }
 
 /// What a cache root holds.
@@ -75,6 +77,7 @@ pub fn stats(cache_root: &Path) -> CacheStats {
         let mut d = DomainStats {
             rate: HitRate::of(counts),
             bypasses: counts.and_then(|c| c.get("bypass")).copied().unwrap_or(0),
+            remote: crate::content::remote::RemoteCounts::of(counts),
             ..DomainStats::default()
         };
         let root = cache.domain_dir(domain);

@@ -150,6 +150,8 @@ pub(crate) struct RunArgs {
     /// Append JSONL events to this file [env: STRATA_EVENT_LOG; empty means none].
     #[arg(long, value_name = "FILE")]
     event_log: Option<PathBuf>,
+    #[command(flatten)]
+    remote: super::remote::RemoteArgs,
     /// The build command and its arguments (after the options, optionally after `--`);
     /// arguments are bytes, passed on exactly.
     #[arg(trailing_var_arg = true, value_name = "CMD", required = true)]
@@ -222,6 +224,7 @@ impl RunArgs {
             },
             timeouts,
             event_log: strata::config::event_log(self.event_log.map(t).as_deref()),
+            remote: self.remote.tier()?,
         })
     }
 }

@@ -18,6 +18,7 @@ mod key;
 mod log;
 mod output;
 mod progress;
+mod remote;
 mod snapshot;
 mod stats;
 
@@ -244,13 +245,16 @@ pub fn main() -> i32 {
         && is_compiler(&first)
     {
         let args: Vec<std::ffi::OsString> = argv.collect();
-        return strata::launcher::main(&first, &args);
+        let overrides =
+            strata::launcher::Overrides { remote: remote::launcher_tier(), ..Default::default() };
+        return strata::launcher::main_with(&first, &args, &overrides);
     }
     // `strata compile` runs once per compilation: parse its few options without building
     // the whole clap tree; anything unusual (help, a typo) goes to clap below.
-    if let Some((overrides, command)) = fast_compile_args(std::env::args_os().skip(1))
+    if let Some((mut overrides, command)) = fast_compile_args(std::env::args_os().skip(1))
         && let Some((compiler, args)) = command.split_first()
     {
+        overrides.remote = remote::launcher_tier();
         return strata::launcher::main_with(compiler, args, &overrides);
     }
     let cli = match Cli::try_parse() {
@@ -285,8 +289,13 @@ pub fn main() -> i32 {
                 );
                 return exit::USAGE;
             }
-            let overrides =
-                strata::launcher::Overrides { cache_root, base_dirs: base_dir, tool_content };
+            let remote = remote::launcher_tier();
+            let overrides = strata::launcher::Overrides {
+                cache_root,
+                base_dirs: base_dir,
+                tool_content,
+                remote,
+            };
             return strata::launcher::main_with(&compiler, &command[1..], &overrides);
         }
     };

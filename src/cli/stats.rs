@@ -40,6 +40,9 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
             if d.bypasses > 0 { format!(", {} bypasses", d.bypasses) } else { "".into() };
         let (entries, bytes, rate) = (d.entries, d.artifact_bytes, d.rate.describe());
         outln!("{name}: {entries} entries, {bytes} artifact bytes; {rate}{bypasses}")?;
+        if !d.remote.is_empty() {
+            outln!("  {}", d.remote.describe())?;
+        }
     }
     outln!(
         "compile: {} entries, {} candidates, {} object bytes; {}",
@@ -48,8 +51,11 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
         compile.object_bytes,
         compile.rate.describe()
     )?;
+    if !compile.remote.is_empty() {
+        outln!("  {}", compile.remote.describe())?;
+    }
     for (name, n) in &compile.counters {
-        if name != "hit" && name != "miss" {
+        if name != "hit" && name != "miss" && !name.starts_with("remote_") {
             let name = name
                 .strip_prefix("uncacheable:")
                 .map_or(name.clone(), |r| format!("not cached: {r}"));

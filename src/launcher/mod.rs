@@ -27,6 +27,7 @@ pub mod args;
 pub mod depfile;
 pub mod entry;
 pub mod location;
+mod remote;
 pub mod report;
 pub mod shadow;
 
@@ -85,6 +86,8 @@ pub struct Config {
     pub disabled: bool,
     /// Print one line per compilation saying what happened and why (`STRATA_EXPLAIN`).
     pub explain: bool,
+    /// The remote entry tier ([`Overrides::remote`]).
+    pub remote: Option<std::sync::Arc<dyn crate::content::remote::EntrySource>>,
 }
 
 impl Config {
@@ -137,6 +140,7 @@ impl Config {
             tool_content: overrides.tool_content || flag("STRATA_TOOL_CONTENT"),
             disabled: flag("STRATA_DISABLE"),
             explain: flag("STRATA_EXPLAIN"),
+            remote: overrides.remote.clone(),
         })
     }
 }
@@ -169,6 +173,9 @@ pub struct Overrides {
     pub base_dirs: Vec<PathBuf>,
     /// Identify the compiler by content too (as `STRATA_TOOL_CONTENT`).
     pub tool_content: bool,
+    /// The remote entry tier, tried when the key has no local entry and offered each new
+    /// entry (built by the command line from `STRATA_REMOTE_STORE`; `None`: local only).
+    pub remote: Option<std::sync::Arc<dyn crate::content::remote::EntrySource>>,
 }
 
 /// [`main`] with `overrides` applied to the environment's settings.
@@ -335,7 +342,12 @@ impl Run<'_> {
         if !placeable {
             return Ok(self.miss(&here, &place, &key, &source, &mut memo));
         }
-        match entry::load(&place, &key) {
+        let mut loaded = entry::load(&place, &key);
+        let fetched = matches!(loaded, Ok(None)) && remote::fetch(self, &place);
+        if fetched {
+            loaded = entry::load(&place, &key);
+        }
+        match loaded {
             Ok(Some(manifest)) => {
                 for candidate in &manifest.candidates {
                     match entry::check(candidate, &here, &mut memo, began) {
@@ -344,6 +356,9 @@ impl Run<'_> {
                                 // Recency for `prune --compile-max-size`.
                                 let _ = fs::touch(&place.manifest());
                                 save_memo(&memo, &place);
+                                if fetched {
+                                    remote::count(self, remote::counter::HIT);
+                                }
                                 return Ok((0, Outcome::Hit));
                             }
                             Err(e) => {
@@ -517,6 +532,10 @@ impl Run<'_> {
         let run = Compiled { output: &output, private_dep: private_dep.as_deref(), started };
         let saved = self.save(here, place, key, source, &run, memo);
         match saved {
+            Ok(Outcome::Miss) => {
+                remote::offer(self, place);
+                (0, Outcome::Miss)
+            }
             Ok(outcome) => (0, outcome),
             Err(e) => {
                 warn(&format!("compiled, but not cached: {e}"));

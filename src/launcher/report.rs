@@ -37,13 +37,16 @@ pub struct CompileStats {
     /// Hits, misses and the hit rate (JSON: `hits`, `misses`, `hit_rate_percent`).
     #[serde(flatten)]
     pub rate: HitRate,
+    /// The remote entry tier's counts (docs/remote-tier.md).
+    pub remote: crate::content::remote::RemoteCounts,
 }
 
 /// Reads the compile domain of `cache` and the launcher counters.
 pub fn stats(cache: &CacheRoot) -> CompileStats {
     let counters = counters::read(cache).remove(COMPILE).unwrap_or_default();
     let rate = HitRate::of(Some(&counters));
-    let mut out = CompileStats { counters, rate, ..CompileStats::default() };
+    let remote = crate::content::remote::RemoteCounts::of(Some(&counters));
+    let mut out = CompileStats { counters, rate, remote, ..CompileStats::default() };
     for e in entries(cache) {
         out.entries += 1;
         out.object_bytes += e.bytes;

@@ -31,6 +31,7 @@
 
 mod build;
 mod hit;
+mod remote;
 mod target;
 
 use std::path::PathBuf;
@@ -81,6 +82,9 @@ pub struct RunOptions {
     /// [`crate::content::DEFAULT_ALGORITHM`] unless the user chose SHA-256). Entries already
     /// stored keep theirs.
     pub digest: crate::digest::DigestAlgorithm,
+    /// The remote entry tier (`--remote-store`), tried on a local MISS before building and
+    /// offered each new entry; `None`: local cache only.
+    pub remote: Option<std::sync::Arc<dyn crate::content::remote::EntrySource>>,
 }
 
 /// How a run ended.
@@ -307,10 +311,19 @@ enum Looked {
 fn look_up(ctx: &mut Ctx<'_>, entry: &Entry) -> Result<Looked, Error> {
     let lookup_start = Instant::now();
     let loc = &entry.loc;
-    let manifest = match entry::lookup(loc, &entry.expected) {
+    let mut lookup = entry::lookup(loc, &entry.expected);
+    let mut fetched = false;
+    if matches!(lookup, Lookup::Absent) && remote::fetch(ctx, entry) {
+        fetched = true;
+        lookup = entry::lookup(loc, &entry.expected);
+    }
+    let manifest = match lookup {
         Lookup::Valid(manifest) => manifest,
         Lookup::Absent => return Ok(Looked::Miss { keep_entry: false }),
         Lookup::Invalid(reason) => {
+            if fetched {
+                remote::count(ctx, crate::content::remote::counter::ERROR);
+            }
             let dir = loc.dir.display();
             let message =
                 format!("invalid cache entry {dir} ({reason}); rebuilding and replacing it");
@@ -338,8 +351,12 @@ fn look_up(ctx: &mut Ctx<'_>, entry: &Entry) -> Result<Looked, Error> {
                     ("bytes", restored.bytes.into()),
                     ("hashed_bytes", restored.hashed_bytes.into()),
                     ("vouched_files", restored.vouched_files.into()),
+                    ("remote", fetched.into()),
                 ],
             );
+            if fetched {
+                remote::count(ctx, crate::content::remote::counter::HIT);
+            }
             let key = entry.identity.key;
             (ctx.notify)(Notice::Hit { key, artifacts: manifest.artifacts.len() });
             return Ok(Looked::Hit(ctx.report(Outcome::Hit, key, 0)));
@@ -422,6 +439,7 @@ fn save(
     if let Some(ns) = &entry.loc.namespace_dir {
         let _ = fs::touch(&ns.join(".last-used"));
     }
+    remote::offer(ctx, entry);
     ctx.events.emit(
         "cache_result",
         &[

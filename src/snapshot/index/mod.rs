@@ -7,13 +7,18 @@
 //! * [`record`]: the `strata.snapshot_index` and `strata.entry_ref` records;
 //! * [`entries`]: the entries of a local cache and their identities;
 //! * [`object`]: one entry packed as an object, and its verified installation;
-//! * [`lease`]: the leases that keep a store gc and index saves apart.
+//! * [`save`] and [`restore`]: `snapshot save --format index` and the restore of an index
+//!   snapshot;
+//! * [`lease`]: the leases that keep a store gc and index saves apart;
+//! * [`remote`]: the remote entry tier ([`remote::RemoteTier`]), single entries fetched on
+//!   a local MISS and uploaded by producers.
 
 pub mod entries;
 pub mod lease;
 pub mod names;
 pub mod object;
 pub mod record;
+pub mod remote;
 pub mod restore;
 pub mod save;
 mod upload;

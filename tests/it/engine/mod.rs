@@ -49,6 +49,11 @@ const SCRUBBED_ENV: &[&str] = &[
     "STRATA_ACTION_LOCK_TIMEOUT_SECONDS",
     "STRATA_PUBLISH_LOCK_TIMEOUT_SECONDS",
     "STRATA_EXECUTABLE",
+    "STRATA_REMOTE_STORE",
+    "STRATA_REMOTE_WRITE",
+    "STRATA_REMOTE_TIMEOUT",
+    "STRATA_TRUSTED_KEYS",
+    "STRATA_SIGNING_KEY",
 ];
 
 /// A unique work directory with a separate cache root and event log.
@@ -279,6 +284,12 @@ pub struct Action {
 }
 
 impl Action {
+    /// Adds the switch `name` (one argument).
+    pub fn switch(mut self, name: &str) -> Self {
+        self.args.push(name.into());
+        self
+    }
+
     /// Adds `name value` (as two arguments).
     pub fn flag(mut self, name: &str, value: impl AsRef<OsStr>) -> Self {
         self.args.push(name.into());

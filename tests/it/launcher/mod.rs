@@ -42,6 +42,11 @@ const SCRUBBED_ENV: &[&str] = &[
     "STRATA_DISABLE",
     "STRATA_LOG",
     "STRATA_EVENT_LOG",
+    "STRATA_REMOTE_STORE",
+    "STRATA_REMOTE_WRITE",
+    "STRATA_REMOTE_TIMEOUT",
+    "STRATA_TRUSTED_KEYS",
+    "STRATA_SIGNING_KEY",
     // A test names the working directory by `current_dir`; a shell's `PWD` only where set.
     "PWD",
     "SOURCE_DATE_EPOCH",

@@ -11,7 +11,6 @@ mod actions;
 mod actions_setup;
 pub mod craft;
 mod digests;
-
 mod faults;
 mod gating;
 mod gc;

@@ -1,0 +1,440 @@
+//! The remote entry tier (docs/remote-tier.md): [`RemoteTier`], the
+//! [`EntrySource`] that fetches single L1 entries from an object store on a local MISS
+//! and uploads new ones, by their entry refs (`~refs/<2 hex>/<sha256(path)>.json`,
+//! [`super::record::EntryRef`]) and entry objects (`~entries/<2 hex>/<blake3>`).
+//!
+//! Fetch: GET the ref (at most [`MAX_REF_BYTES`]), load and check it, require that it
+//! names the entry path asked for and, when a trust policy is configured, that a trusted
+//! key signed it; GET the entry object's byte range; [`install_entry`] verifies its BLAKE3
+//! digest and every unpack rule before the entry is renamed into place. Every failure is
+//! [`FetchOutcome::Failed`] (a MISS with a warning), a missing ref is
+//! [`FetchOutcome::Absent`].
+//!
+//! Offer (producers with `--remote-write` and writer credentials): HEAD the ref (present:
+//! first writer wins, nothing uploaded), pack the entry alone ([`pack_entry`]), upload it
+//! under its digest name if absent, then the ref (signed with the producer's key when it
+//! has one) if absent.
+//!
+//! Bounded: every request of the tier has its own short timeout
+//! ([`DEFAULT_TIMEOUT`], `STRATA_REMOTE_TIMEOUT`) and is not retried, so a stalled or
+//! failing store costs at most two timeouts per MISS (ref, then object). The store is
+//! opened on first use, so a configured tier costs nothing on a local HIT.
+
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::content::remote::{EntrySource, FetchOutcome, OfferOutcome};
+use crate::content::temp::{self, Purpose};
+use crate::fs;
+use crate::message::one_line;
+use crate::snapshot::manifest::{Producer, now_rfc3339};
+use crate::transport::{ObjectKey, ObjectStore, PutOutcome, TransportOptions};
+use crate::trust::{SigningKey, TrustPolicy};
+
+use super::entries::manifest_digest;
+use super::names::{entry_object_name, ref_name};
+use super::object::{Installed, install_entry, pack_entry};
+use super::record::{
+    EntryLocation, EntryRef, MAX_REF_BYTES, REF_SIGNATURE_DOMAIN, load_ref, seal_ref,
+};
+
+/// Per-request timeout of the tier when `STRATA_REMOTE_TIMEOUT` is not set.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest entry object the tier fetches, in bytes (it is held in memory to be verified).
+pub const MAX_ENTRY_OBJECT_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+/// zstd level of uploaded entry objects.
+const ENTRY_LEVEL: i32 = 3;
+
+/// How a [`RemoteTier`] is set up.
+#[derive(Debug, Clone)]
+pub struct RemoteConfig {
+    /// The store URL (`file:///dir`, `s3://bucket/prefix?…`), as for `snapshot`.
+    pub url: String,
+    /// Upload new entries (`--remote-write`, `STRATA_REMOTE_WRITE=1`).
+    pub write: bool,
+    /// Result of [`crate::snapshot::save::has_writer_credentials`] for `url`: without
+    /// them, an offer fails with a warning instead of uploading.
+    pub writer_credentials: bool,
+    /// Limit of one request (`STRATA_REMOTE_TIMEOUT`, seconds).
+    pub timeout: Duration,
+    /// The producers whose refs are accepted (`--trusted-key`, `STRATA_TRUSTED_KEYS`);
+    /// empty: refs are not checked.
+    pub trust: TrustPolicy,
+}
+
+impl RemoteConfig {
+    /// The configuration of the environment: `STRATA_REMOTE_STORE` (unset or empty:
+    /// `Ok(None)`), `STRATA_REMOTE_WRITE` (`1`, `true`, `on`, `yes`),
+    /// `STRATA_REMOTE_TIMEOUT` (seconds, a decimal number from 0.05 to 600),
+    /// `STRATA_TRUSTED_KEYS`, and the writer credentials of the URL. Reads no file.
+    ///
+    /// # Errors
+    /// A message naming the variable whose value cannot be used.
+    pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
+        let get = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let Some(url) = get("STRATA_REMOTE_STORE") else { return Ok(None) };
+        let write = get("STRATA_REMOTE_WRITE")
+            .is_some_and(|v| matches!(v.trim(), "1" | "true" | "on" | "yes"));
+        let timeout = match get("STRATA_REMOTE_TIMEOUT") {
+            Some(text) => parse_timeout(&text)
+                .map_err(|reason| format!("STRATA_REMOTE_TIMEOUT={text:?}: {reason}"))?,
+            None => DEFAULT_TIMEOUT,
+        };
+        let trust = match get("STRATA_TRUSTED_KEYS") {
+            Some(list) => TrustPolicy::new(
+                TrustPolicy::parse_list(&list).map_err(|e| format!("STRATA_TRUSTED_KEYS: {e}"))?,
+            ),
+            None => TrustPolicy::default(),
+        };
+        let writer_credentials = crate::snapshot::save::has_writer_credentials(&url, &env);
+        Ok(Some(Self { url, write, writer_credentials, timeout, trust }))
+    }
+}
+
+/// A timeout in seconds: a decimal number from 0.05 to 600.
+///
+/// # Errors
+/// What is wrong with `text`.
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if (0.05..=600.0).contains(&s) => Ok(Duration::from_secs_f64(s)),
+        _ => Err("expected seconds, a number from 0.05 to 600".into()),
+    }
+}
+
+/// The transport options of the tier: `timeout` for connecting and for each request, no
+/// retries.
+pub fn transport_options(timeout: Duration) -> TransportOptions {
+    TransportOptions {
+        request_timeout: timeout,
+        connect_timeout: timeout,
+        max_retries: 0,
+        ..TransportOptions::default()
+    }
+}
+
+/// The remote entry tier over one object store (see the module docs).
+pub struct RemoteTier {
+    config: RemoteConfig,
+    signing_key: Option<SigningKey>,
+    producer: Producer,
+    store: OnceLock<Result<Box<dyn ObjectStore>, String>>,
+}
+
+impl std::fmt::Debug for RemoteTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteTier")
+            .field("url", &crate::transport::redact_store_url(&self.config.url))
+            .field("write", &self.config.write)
+            .field("signed", &self.signing_key.is_some())
+            .finish()
+    }
+}
+
+impl RemoteTier {
+    /// A tier for `config`; refs it uploads are signed with `signing_key` when given.
+    /// Opens nothing yet.
+    pub fn new(config: RemoteConfig, signing_key: Option<SigningKey>) -> Self {
+        let producer = Producer::from_env_with(|name| std::env::var(name).ok());
+        Self { config, signing_key, producer, store: OnceLock::new() }
+    }
+
+    /// A tier over an already opened store (tests, benchmarks).
+    pub fn with_store(
+        config: RemoteConfig,
+        signing_key: Option<SigningKey>,
+        store: Box<dyn ObjectStore>,
+    ) -> Self {
+        let tier = Self::new(config, signing_key);
+        let _ = tier.store.set(Ok(store));
+        tier
+    }
+
+    fn store(&self) -> Result<&dyn ObjectStore, String> {
+        let opened = self.store.get_or_init(|| {
+            let options = transport_options(self.config.timeout);
+            crate::transport::open_store(&self.config.url, &options).map_err(|e| {
+                let url = crate::transport::redact_store_url(&self.config.url);
+                format!("remote store {url}: {}", one_line(&e))
+            })
+        });
+        opened.as_ref().map(|s| s.as_ref()).map_err(Clone::clone)
+    }
+
+    fn try_fetch(&self, cache_root: &Path, entry_path: &str) -> Result<FetchOutcome, String> {
+        let store = self.store()?;
+        let ref_key = key(&ref_name(entry_path))?;
+        let Some(bytes) = get_bytes(store, cache_root, &ref_key, None)? else {
+            return Ok(FetchOutcome::Absent);
+        };
+        let entry_ref = load_ref(&bytes).map_err(|e| format!("{ref_key}: {}", one_line(&e)))?;
+        let location = &entry_ref.location;
+        if location.path != entry_path {
+            return Err(format!(
+                "{ref_key} names the entry {:?}, not {entry_path:?}; ignored",
+                location.path
+            ));
+        }
+        if !self.config.trust.is_empty() {
+            let statement = entry_ref.statement();
+            let signature = entry_ref.signature.as_ref();
+            self.config
+                .trust
+                .check(REF_SIGNATURE_DOMAIN, &statement, signature)
+                .map_err(|why| format!("{ref_key} is not accepted: {why}"))?;
+        }
+        if location.size_bytes > MAX_ENTRY_OBJECT_BYTES {
+            return Err(format!(
+                "{}: the entry object has {} bytes, more than the tier fetches ({MAX_ENTRY_OBJECT_BYTES})",
+                location.object, location.size_bytes
+            ));
+        }
+        let object = key(&location.object)?;
+        let range = (location.offset, location.offset + location.size_bytes);
+        let Some(bytes) = get_bytes(store, cache_root, &object, Some(range))? else {
+            return Err(format!("{object}, named by {ref_key}, is not in the store"));
+        };
+        match install_entry(cache_root, location, &bytes) {
+            Ok(Installed::Installed | Installed::AlreadyPresent) => Ok(FetchOutcome::Installed),
+            Err(e) => Err(format!("{object} ({entry_path}) refused: {}", one_line(&e))),
+        }
+    }
+
+    fn try_offer(&self, cache_root: &Path, entry_path: &str) -> Result<OfferOutcome, String> {
+        if !self.config.writer_credentials {
+            return Err("remote write needs writer credentials (AWS_ACCESS_KEY_ID and \
+                 AWS_SECRET_ACCESS_KEY, or HW_OBS_AK and HW_OBS_SK); not uploading"
+                .into());
+        }
+        let store = self.store()?;
+        let ref_key = key(&ref_name(entry_path))?;
+        if store.head(&ref_key).map_err(|e| format!("{ref_key}: {}", one_line(&e)))?.is_some() {
+            return Ok(OfferOutcome::AlreadyPresent);
+        }
+        let entry_dir = cache_root.join(crate::snapshot::CARRIED_DIR).join(entry_path);
+        let read_digest = || {
+            manifest_digest(&entry_dir)
+                .map_err(|e| one_line(&e))?
+                .ok_or_else(|| format!("{}: no manifest.json; not uploaded", entry_dir.display()))
+        };
+        let manifest = read_digest()?;
+        let local = local_dir(cache_root)?;
+        let (_, packed_path) =
+            temp::create_file(&local, Purpose::Pack, "entry", 0o600).map_err(|e| e.to_string())?;
+        let packed = pack_entry(cache_root, entry_path, &packed_path, ENTRY_LEVEL)
+            .map_err(|e| format!("packing {entry_path}: {}", one_line(&e)))?;
+        if read_digest()? != manifest {
+            return Err(format!("{entry_path} changed while it was packed; not uploaded"));
+        }
+        let object = entry_object_name(&packed.digest).ok_or("entry digest is not BLAKE3")?;
+        let object_key = key(&object)?;
+        store
+            .put_file_if_absent(&object_key, &packed_path)
+            .map_err(|e| format!("{object}: {}", one_line(&e)))?;
+        let mut entry_ref = EntryRef {
+            location: EntryLocation {
+                path: entry_path.to_owned(),
+                manifest_digest: manifest,
+                object,
+                offset: 0,
+                size_bytes: packed.size_bytes,
+                digest: packed.digest,
+                file_count: packed.file_count,
+                file_bytes: packed.file_bytes,
+            },
+            created_at: now_rfc3339(),
+            producer: self.producer.clone(),
+            signature: None,
+        };
+        if let Some(signing) = &self.signing_key {
+            entry_ref.signature = Some(signing.sign(REF_SIGNATURE_DOMAIN, &entry_ref.statement()));
+        }
+        let bytes = seal_ref(&entry_ref).map_err(|e| one_line(&e))?;
+        match put_bytes_if_absent(store, cache_root, &ref_key, &bytes)? {
+            PutOutcome::Created => Ok(OfferOutcome::Uploaded),
+            PutOutcome::AlreadyExists => Ok(OfferOutcome::AlreadyPresent),
+        }
+    }
+}
+
+impl EntrySource for RemoteTier {
+    fn fetch(&self, cache_root: &Path, entry_path: &str) -> FetchOutcome {
+        self.try_fetch(cache_root, entry_path).unwrap_or_else(FetchOutcome::Failed)
+    }
+
+    fn offer(&self, cache_root: &Path, entry_path: &str) -> OfferOutcome {
+        if !self.config.write {
+            return OfferOutcome::ReadOnly;
+        }
+        self.try_offer(cache_root, entry_path).unwrap_or_else(OfferOutcome::Failed)
+    }
+}
+
+fn key(name: &str) -> Result<ObjectKey, String> {
+    ObjectKey::new(name).map_err(|e| format!("{name}: {}", one_line(&e)))
+}
+
+/// `<cache_root>/.local`, created.
+fn local_dir(cache_root: &Path) -> Result<std::path::PathBuf, String> {
+    let local = cache_root.join(crate::content::layout::LOCAL_DIR);
+    fs::create_dir_all(&local).map_err(|e| e.to_string())?;
+    Ok(local)
+}
+
+/// The bytes `start..end` of `key` (`range`), or the whole object of at most
+/// [`MAX_REF_BYTES`] (`None`); `Ok(None)` if there is no such object.
+fn get_bytes(
+    store: &dyn ObjectStore,
+    cache_root: &Path,
+    key: &ObjectKey,
+    range: Option<(u64, u64)>,
+) -> Result<Option<Vec<u8>>, String> {
+    let failed = |e: &dyn std::error::Error| format!("{key}: {}", one_line(e));
+    let local = local_dir(cache_root)?;
+    let (_, dest) =
+        temp::create_file(&local, Purpose::Download, "entry", 0o600).map_err(|e| e.to_string())?;
+    match store.get_to_file(key, &dest) {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(failed(&e)),
+    }
+    let Some((start, end)) = range else {
+        return match fs::read_capped_nofollow(&dest, MAX_REF_BYTES) {
+            Ok(Some(bytes)) => Ok(Some(bytes)),
+            Ok(None) => Err(format!("{key} is larger than {MAX_REF_BYTES} bytes")),
+            Err(e) => Err(failed(&e)),
+        };
+    };
+    let bytes = fs::read(&dest).map_err(|e| failed(&e))?;
+    let slice = usize::try_from(start)
+        .ok()
+        .zip(usize::try_from(end).ok())
+        .and_then(|(s, e)| bytes.get(s..e))
+        .ok_or_else(|| {
+            format!("{key} holds {} bytes, not the range {start}..{end}", bytes.len())
+        })?;
+    Ok(Some(slice.to_vec()))
+}
+
+/// Stores `bytes` under `key` unless an object is there.
+fn put_bytes_if_absent(
+    store: &dyn ObjectStore,
+    cache_root: &Path,
+    key: &ObjectKey,
+    bytes: &[u8],
+) -> Result<PutOutcome, String> {
+    let local = local_dir(cache_root)?;
+    let (mut file, path) =
+        temp::create_file(&local, Purpose::Pack, "ref", 0o600).map_err(|e| e.to_string())?;
+    std::io::Write::write_all(&mut file, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    drop(file);
+    let (outcome, _) =
+        store.put_file_if_absent(key, &path).map_err(|e| format!("{key}: {}", one_line(&e)))?;
+    Ok(outcome)
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use crate::transport::FsStore;
+
+    fn config(write: bool, trust: TrustPolicy) -> RemoteConfig {
+        RemoteConfig {
+            url: "file:///unused".into(),
+            write,
+            writer_credentials: true,
+            timeout: DEFAULT_TIMEOUT,
+            trust,
+        }
+    }
+
+    fn make_entry(root: &Path, rel: &str) {
+        let dir = root.join("actions-v1").join(rel);
+        std::fs::create_dir_all(dir.join("artifacts")).unwrap();
+        std::fs::write(dir.join("manifest.json"), format!("{{\"entry\":\"{rel}\"}}")).unwrap();
+        std::fs::write(dir.join("artifacts/lib.a"), vec![3u8; 3000]).unwrap();
+    }
+
+    #[test]
+    fn config_reads_the_environment_and_rejects_bad_values() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+        };
+        assert!(RemoteConfig::from_env_with(env(&[])).unwrap().is_none());
+        let c = RemoteConfig::from_env_with(env(&[
+            ("STRATA_REMOTE_STORE", "s3://b/p?endpoint=http://127.0.0.1:1"),
+            ("STRATA_REMOTE_WRITE", "1"),
+            ("STRATA_REMOTE_TIMEOUT", "0.5"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert!(c.write && !c.writer_credentials && c.trust.is_empty());
+        assert_eq!(c.timeout, Duration::from_millis(500));
+        let bad = RemoteConfig::from_env_with(env(&[
+            ("STRATA_REMOTE_STORE", "file:///x"),
+            ("STRATA_REMOTE_TIMEOUT", "5s"),
+        ]))
+        .unwrap_err();
+        assert!(bad.contains("STRATA_REMOTE_TIMEOUT"), "{bad}");
+        let bad = RemoteConfig::from_env_with(env(&[
+            ("STRATA_REMOTE_STORE", "file:///x"),
+            ("STRATA_TRUSTED_KEYS", "not-a-key"),
+        ]))
+        .unwrap_err();
+        assert!(bad.contains("STRATA_TRUSTED_KEYS"), "{bad}");
+        assert_eq!(transport_options(DEFAULT_TIMEOUT).max_retries, 0);
+    }
+
+    #[test]
+    fn offer_then_fetch_round_trips_and_refuses_untrusted_or_moved_refs() {
+        let store_dir = tempfile::tempdir().unwrap();
+        let store = || Box::new(FsStore::new(store_dir.path().to_path_buf()));
+        let producer = tempfile::tempdir().unwrap();
+        let rel = "third_party/zlib/k1";
+        make_entry(producer.path(), rel);
+        let keys = tempfile::tempdir().unwrap();
+        let signing = SigningKey::generate(&keys.path().join("k")).unwrap();
+        let trusted = TrustPolicy::new([signing.public_key().clone()]);
+
+        // A read-only tier never writes; an unsigned producer uploads; a second offer
+        // finds the ref.
+        let reader = RemoteTier::with_store(config(false, TrustPolicy::default()), None, store());
+        assert_eq!(reader.offer(producer.path(), rel), OfferOutcome::ReadOnly);
+        let writer = RemoteTier::with_store(config(true, TrustPolicy::default()), None, store());
+        assert_eq!(writer.offer(producer.path(), rel), OfferOutcome::Uploaded);
+        assert_eq!(writer.offer(producer.path(), rel), OfferOutcome::AlreadyPresent);
+
+        let consumer = tempfile::tempdir().unwrap();
+        assert_eq!(reader.fetch(consumer.path(), "third_party/zlib/none"), FetchOutcome::Absent);
+        assert_eq!(reader.fetch(consumer.path(), rel), FetchOutcome::Installed);
+        let installed = consumer.path().join("actions-v1").join(rel);
+        assert_eq!(std::fs::read(installed.join("artifacts/lib.a")).unwrap(), vec![3u8; 3000]);
+
+        // Under a trust policy the unsigned ref is refused, and nothing is installed.
+        let strict = RemoteTier::with_store(config(false, trusted.clone()), None, store());
+        let other = tempfile::tempdir().unwrap();
+        let FetchOutcome::Failed(why) = strict.fetch(other.path(), rel) else { panic!() };
+        assert!(why.contains("not signed"), "{why}");
+        assert!(!other.path().join("actions-v1").join(rel).exists());
+
+        // A signed ref of another entry is accepted; copied to another path's name, refused.
+        let rel2 = "compile/ab/k2";
+        make_entry(producer.path(), rel2);
+        let signer =
+            RemoteTier::with_store(config(true, TrustPolicy::default()), Some(signing), store());
+        assert_eq!(signer.offer(producer.path(), rel2), OfferOutcome::Uploaded);
+        assert_eq!(strict.fetch(other.path(), rel2), FetchOutcome::Installed);
+        let moved = "compile/ab/k3";
+        std::fs::create_dir_all(store_dir.path().join(ref_name(moved)).parent().unwrap()).unwrap();
+        std::fs::copy(
+            store_dir.path().join(ref_name(rel2)),
+            store_dir.path().join(ref_name(moved)),
+        )
+        .unwrap();
+        let FetchOutcome::Failed(why) = strict.fetch(other.path(), moved) else { panic!() };
+        assert!(why.contains("names the entry"), "{why}");
+        assert!(!other.path().join("actions-v1").join(moved).exists());
+    }
+}
