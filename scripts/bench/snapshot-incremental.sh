@@ -118,7 +118,7 @@ proxy_stop() { # prints "<bytes to server> <bytes to client>"
 # --- rounds -------------------------------------------------------------------------------
 K0=bench-incr-base K1=bench-incr-next
 t_full=""; t_idx=""; b_full=""; b_idx=""; t_rfull=""; t_ridx=""; t_inc=""; b_inc=""; t_part=""
-b_part=""; b_part_json=""; b_changed=""
+b_part=""; b_changed=""; inc_counts=""; part_counts=""
 for ((r = 1; r <= runs; r++)); do
   echo "round $r"
   f="full-$r" i="index-$r"
@@ -149,6 +149,8 @@ for ((r = 1; r <= runs; r++)); do
   expect_status "$work/json/save-inc-$r.json" saved
   store_files "$i" >"$work/after"
   b_inc+=" $(new_bytes "$work/before" "$work/after")"
+  j="$work/json/save-inc-$r.json"
+  inc_counts+=" new=$(jfield "$j" new)/reused=$(jfield "$j" reused)/bytes_uploaded=$(jfield "$j" bytes_uploaded)"
   # c. the full-format runner (1,960 of the new snapshot's 2,000 entries) restores the new
   #    index snapshot through the counting proxy.
   proxy_start
@@ -157,7 +159,8 @@ for ((r = 1; r <= runs; r++)); do
   read -r _ down <"$work/proxy.out"
   expect_status "$work/json/restore-part-$r.json" restored
   b_part+=" $down"
-  b_part_json+=" $(jfield "$work/json/restore-part-$r.json" bytes_downloaded downloaded_bytes)"
+  j="$work/json/restore-part-$r.json"
+  part_counts+=" fetched=$(jfield "$j" fetched)/present=$(jfield "$j" present)/failed=$(jfield "$j" failed)/bytes_downloaded=$(jfield "$j" bytes_downloaded)"
   missing=$(comm -23 <(cd "$work/runner-index-$r/actions-v1" && find . -mindepth 3 -maxdepth 3 -type d | sort) \
     <(cd "$work/runner-full-$r/actions-v1" && find . -mindepth 3 -maxdepth 3 -type d | sort) | wc -l)
   [ "$missing" = 0 ] || { echo "the partial restore lacks $missing entries of $K1" >&2; exit 1; }
@@ -173,7 +176,8 @@ static int table[4096];
 int tiny(const char *s) { int h = 0; for (size_t i = 0; i < strlen(s); i++) h = h * 31 + s[i] + table[i % 4096]; return h; }
 int main(int argc, char **argv) { printf("%d\n", tiny(argc > 1 ? argv[1] : "strata")); return 0; }
 EOF
-run_action() { # cache-root [extra env]
+run_action() { # cache-root [extra env]; outputs are removed first (each HIT restores them)
+  rm -rf "$e/out"; mkdir -p "$e/out"
   env "${@:2}" "$strata" action run --cache-root "$1" --domain third_party --unit tiny \
     --output-dir "$e/out" --prepared-input "$e/tiny.c" --environment-profile bare \
     -- gcc -O2 -c "$e/tiny.c" -o "$e/out/tiny.o"
@@ -184,13 +188,13 @@ hit_remote() { run_action "$e/consumer-$1" STRATA_REMOTE_STORE="$remote_url" 2>"
 remote_tier() { # sets l and m (seconds of each HIT); fails with a message if there is no remote HIT
   run_action "$e/producer" STRATA_REMOTE_STORE="$remote_url" STRATA_REMOTE_WRITE=1 2>"$e/producer.err" ||
     { echo "remote tier: the producer's run failed:"; cat "$e/producer.err"; return 1; } >&2
-  hit_local 2>/dev/null; grep -q 'HIT' "$e/local.err"
+  hit_local 2>/dev/null; grep -q 'strata: HIT' "$e/local.err"
   hit_remote warm >/dev/null || true
-  grep -q 'HIT' "$e/remote.err" || { echo "remote tier: no HIT from the store:"; cat "$e/remote.err"; return 1; } >&2
+  grep -q 'strata: HIT' "$e/remote.err" || { echo "remote tier: no HIT from the store:"; cat "$e/remote.err"; return 1; } >&2
   for ((k = 1; k <= 11; k++)); do
-    l+=" $(bench_time hit_local)"; grep -q 'HIT' "$e/local.err"
+    l+=" $(bench_time hit_local)"; grep -q 'strata: HIT' "$e/local.err"
     m+=" $(bench_time hit_remote "$k")"
-    grep -q 'HIT' "$e/remote.err" || { echo "remote tier: run $k was no HIT:"; cat "$e/remote.err"; return 1; } >&2
+    grep -q 'strata: HIT' "$e/remote.err" || { echo "remote tier: run $k was no HIT:"; cat "$e/remote.err"; return 1; } >&2
   done
 }
 l=""; m=""
@@ -199,7 +203,7 @@ remote_tier || { l=""; m=""; }
 # --- report -------------------------------------------------------------------------------
 echo
 echo "runs: $runs rounds; times in s, bytes of objects in the bucket unless noted"
-for v in t_full t_idx b_full b_idx t_rfull t_ridx b_changed t_inc b_inc t_part b_part b_part_json; do
+for v in t_full t_idx b_full b_idx t_rfull t_ridx b_changed t_inc b_inc inc_counts t_part b_part part_counts; do
   printf '  %-12s %s\n' "$v" "${!v}"
 done
 printf '  %-12s %s\n' hit_local "$l" hit_remote "$m"
