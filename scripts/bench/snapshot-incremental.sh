@@ -188,11 +188,11 @@ hit_remote() { run_action "$e/consumer-$1" STRATA_REMOTE_STORE="$remote_url" 2>"
 remote_tier() { # sets l and m (seconds of each HIT); fails with a message if there is no remote HIT
   run_action "$e/producer" STRATA_REMOTE_STORE="$remote_url" STRATA_REMOTE_WRITE=1 2>"$e/producer.err" ||
     { echo "remote tier: the producer's run failed:"; cat "$e/producer.err"; return 1; } >&2
-  hit_local 2>/dev/null; grep -q 'strata: HIT' "$e/local.err"
+  hit_local; grep -q 'strata: HIT' "$e/local.err" || { echo "remote tier: no local HIT:"; cat "$e/local.err"; return 1; } >&2
   hit_remote warm >/dev/null || true
   grep -q 'strata: HIT' "$e/remote.err" || { echo "remote tier: no HIT from the store:"; cat "$e/remote.err"; return 1; } >&2
   for ((k = 1; k <= 11; k++)); do
-    l+=" $(bench_time hit_local)"; grep -q 'strata: HIT' "$e/local.err"
+    l+=" $(bench_time hit_local)"; grep -q 'strata: HIT' "$e/local.err" || return 1
     m+=" $(bench_time hit_remote "$k")"
     grep -q 'strata: HIT' "$e/remote.err" || { echo "remote tier: run $k was no HIT:"; cat "$e/remote.err"; return 1; } >&2
   done
