@@ -170,6 +170,9 @@ pub struct SaveRequest<'a> {
     ///
     /// [`Silent`]: crate::progress::Silent
     pub progress: &'a dyn crate::progress::Progress,
+    /// How an index save waits for a running store gc (`STRATA_GC_WAIT`;
+    /// [`super::index::lease::save_guard`]). A full save takes no lease.
+    pub guard: super::index::GuardPolicy,
 }
 
 /// The outcome of a save.
@@ -366,6 +369,12 @@ impl Gated {
 
 /// An index save ([`super::index::save`]).
 fn save_as_index(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, Error> {
+    // The lease comes first: what the save then learns about the store (which entry
+    // objects it holds) stays true until the sidecar is committed, whatever a gc does.
+    let Some(lease) = super::index::save_guard(request.store, &request.producer, &request.guard)?
+    else {
+        return gated.skip(SkipReason::StoreBusy, SnapshotKind::Index);
+    };
     let saved = save_index(&IndexSave {
         store: request.store,
         cache_dir: &gated.cache_dir,
@@ -377,6 +386,10 @@ fn save_as_index(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, 
         level: request.level,
         progress: request.progress,
     })?;
+    if let Err(e) = lease.release() {
+        // A lease left behind only delays a gc until it goes stale.
+        tracing::warn!("could not release the save lease: {}", e.one_line());
+    }
     let mut gated = gated;
     gated.notes.extend(saved.notes);
     match saved.published {

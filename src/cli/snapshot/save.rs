@@ -15,6 +15,7 @@ use crate::cli::Failure;
 use crate::cli::output::errln;
 use strata::action::events::EventLog;
 use strata::ci::{self, EventCounts, Github};
+use strata::snapshot::index::GuardPolicy;
 use strata::snapshot::manifest::SnapshotKind;
 use strata::snapshot::save::has_writer_credentials;
 use strata::snapshot::{self, Producer, SaveEnd, SaveOutcome, SaveReport, SaveRequest, SkipReason};
@@ -51,6 +52,7 @@ pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
     let events = EventLog::open(log_path.as_deref());
     let level = args.packing.level()?;
     let format = snapshot_format(args.format.as_deref())?;
+    let guard = GuardPolicy::from_env(env).map_err(Failure::usage)?;
     let url = store_url(args.common.store.clone())?;
     let writer_credentials = has_writer_credentials(&url, env);
     // Gates that need no store come first: a read-only consumer never opens it.
@@ -84,6 +86,7 @@ pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
                 level,
                 threads: args.packing.threads,
                 producer: Producer::from_env_with(env),
+                guard,
             };
             save_to(&request, &args.key)?
         }

@@ -46,7 +46,6 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::names::{LEASES_PREFIX, LeaseKind, lease_kind, lease_name};
-use crate::content::temp::{self, Purpose};
 use crate::snapshot::{Error, Producer};
 use crate::transport::{ObjectKey, ObjectMeta, ObjectStore};
 
@@ -111,22 +110,17 @@ fn random_id() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
-/// Uploads `bytes` under `key` (never overwriting), through a scratch file in the system's
-/// temp directory.
+/// Uploads `bytes` under `key` (never overwriting; [`ObjectStore::put_bytes_if_absent`]).
 ///
 /// # Errors
-/// [`Error::Local`] if the scratch file cannot be written; [`Error::Transport`] naming
-/// `key`.
+/// [`Error::Transport`] naming `key`.
 pub(crate) fn put_small(
     store: &dyn ObjectStore,
     key: &ObjectKey,
     bytes: &[u8],
 ) -> Result<(), Error> {
-    let scratch = temp::create_dir(&std::env::temp_dir(), Purpose::Scratch, "lease", 0o700)?;
-    let path = scratch.path().join("object");
-    crate::fs::write_new(&path, bytes, 0o600)?;
     store
-        .put_file_if_absent(key, &path)
+        .put_bytes_if_absent(key, bytes)
         .map_err(|e| Error::transport("upload", key.as_str(), e))?;
     Ok(())
 }
@@ -136,8 +130,7 @@ impl<'a> Lease<'a> {
     ///
     /// # Errors
     /// [`Error::Transport`] naming the lease if the store refuses the write (an `s3://`
-    /// store without writer credentials, a read-only bucket); [`Error::Local`] if the
-    /// scratch file in the temp directory cannot be written.
+    /// store without writer credentials, a read-only bucket).
     pub fn acquire(
         store: &'a dyn ObjectStore,
         kind: LeaseKind,
@@ -322,7 +315,7 @@ impl GuardPolicy {
 ///
 /// # Errors
 /// [`Error::Transport`] if the lease cannot be written or `~leases/` cannot be listed (the
-/// lease, if written, is released); [`Error::Local`] for the scratch file.
+/// lease, if written, is released).
 pub fn save_guard<'a>(
     store: &'a dyn ObjectStore,
     holder: &Producer,

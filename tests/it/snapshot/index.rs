@@ -539,3 +539,111 @@ fn index_snapshots_are_signed_and_trust_is_checked_on_the_sidecar() {
     assert!(v["rejected"][0]["reason"].as_str().unwrap().contains("not trusted"), "{v}");
     assert!(!scratch.path("c/cache/actions-v1").exists());
 }
+
+/// The files under `store/<prefix>` (relative names), e.g. the leases or the sidecars.
+fn store_names(store: &Path, prefix: &str) -> Vec<String> {
+    let mut out: Vec<String> = walkdir::WalkDir::new(store)
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.path().strip_prefix(store).unwrap().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(prefix))
+        .collect();
+    out.sort();
+    out
+}
+
+/// `strata snapshot save` (index) against a live gc lease: with `STRATA_GC_WAIT=0` it
+/// skips with `store_busy` and uploads nothing; with a wait it holds its own lease, waits
+/// until the gc's lease goes, then saves and releases its lease.
+#[test]
+fn index_save_waits_for_a_running_gc_or_skips_as_store_busy() {
+    use strata::snapshot::index::lease::Lease;
+    use strata::snapshot::index::names::LeaseKind;
+    let scratch = Scratch::new();
+    let store_dir = scratch.path("store");
+    std::fs::create_dir_all(&store_dir).unwrap();
+    let url = scratch.file_store();
+    let store = strata::transport::open_store(&url, &Default::default()).unwrap();
+    let cache = scratch.path("cache");
+    fill_cache(&cache, 1);
+    let k = key(&scratch, "busy");
+    let gc = Lease::acquire(store.as_ref(), LeaseKind::Gc, &Default::default()).unwrap();
+
+    let env = vec![("STRATA_STORE", url.clone()), ("STRATA_GC_WAIT", "0".to_owned())];
+    let args = ["snapshot", "save", "--cache-dir", &arg(&cache), "--key", &k, "--json"];
+    let run = strata(&scratch, &args, &indexed(&env));
+    run.assert_ok();
+    let v = run.json();
+    assert_eq!(v["outcome"]["reason"], "store_busy", "{v}\n{}", run.stderr);
+    assert!(run.stderr.contains("STRATA_GC_WAIT"), "{}", run.stderr);
+    assert_eq!(store_names(&store_dir, "~entries"), Vec::<String>::new());
+    assert_eq!(store_names(&store_dir, "~leases"), vec![gc.name().to_owned()]);
+    assert!(!store_dir.join(format!("{k}.json")).exists());
+
+    let env = vec![("STRATA_STORE", url), ("STRATA_GC_WAIT", "60".to_owned())];
+    let child = super::strata_command(&scratch, scratch.dir.path(), &args, &indexed(&env))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while store_names(&store_dir, "~leases/save-").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the save never took its lease");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(store_names(&store_dir, "~entries"), Vec::<String>::new(), "it waits first");
+    gc.release().unwrap();
+    let run = super::run_of(child.wait_with_output().unwrap());
+    run.assert_ok();
+    let v = run.json();
+    assert_eq!(v["outcome"]["status"], "saved", "{v}\n{}", run.stderr);
+    assert_eq!(v["index"]["new"], 1, "{v}");
+    assert!(store_dir.join(format!("{k}.json")).is_file());
+    assert_eq!(store_names(&store_dir, "~leases"), Vec::<String>::new(), "lease released");
+}
+
+/// Real processes: index saves of a growing cache race `strata snapshot gc --keep 1
+/// --grace 0s` (so only the leases protect); every committed snapshot that gc keeps
+/// restores whole into a fresh cache, byte-identical.
+#[test]
+fn index_gc_racing_saves_loses_nothing_a_kept_save_committed() {
+    let scratch = Scratch::new();
+    let url = scratch.file_store();
+    std::fs::create_dir_all(scratch.path("store")).unwrap();
+    let env = vec![("STRATA_STORE", url), ("STRATA_GC_WAIT", "60".to_owned())];
+    let cache = scratch.path("cache");
+    let gc_args = ["snapshot", "gc", "--json", "--keep", "1", "--grace", "0s", "--wait", "60"];
+    let mut last = String::new();
+    for round in 1..=4u64 {
+        fill_cache(&cache, round);
+        last = key(&scratch, &format!("race{round}"));
+        let save_args = ["snapshot", "save", "--cache-dir", &arg(&cache), "--key", &last, "--json"];
+        let saver = super::strata_command(&scratch, scratch.dir.path(), &save_args, &indexed(&env))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let gc = super::strata_command(&scratch, scratch.dir.path(), &gc_args, &env)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let saved = super::run_of(saver.wait_with_output().unwrap());
+        let collected = super::run_of(gc.wait_with_output().unwrap());
+        saved.assert_ok();
+        collected.assert_ok();
+        assert_eq!(saved.json()["outcome"]["status"], "saved", "{}", saved.stderr);
+        let status = collected.json()["status"].as_str().unwrap_or_default().to_owned();
+        assert!(status == "done" || status == "busy", "{}", collected.stdout);
+    }
+    // One more gc with nothing racing it: only the newest snapshot stays.
+    let run = strata(&scratch, &gc_args, &env);
+    run.assert_ok();
+    let fresh = scratch.path("fresh");
+    let (_, v) = restore(&scratch, &fresh, &last, &env);
+    assert_eq!(v["status"], "restored", "{v}");
+    assert_eq!(entry_tree(&fresh), entry_tree(&cache));
+    assert_eq!(local_index(&fresh).entries.len(), 4);
+}
