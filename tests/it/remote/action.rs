@@ -280,3 +280,69 @@ fn remote_custom_operator_entry_is_fetched_and_published() {
     let counted = stats(&ctx, &consumer);
     assert_eq!(counted["custom_operator"]["remote"]["hits"], 1, "{counted}");
 }
+
+/// Every proxy fault on each request a remote HIT makes (the ref, then the entry object):
+/// a 500, a connection closed without an answer, an answer cut off, a flipped byte. Each
+/// is a MISS that builds, with one warning, within the timeout; the cache then holds just
+/// the entry the build saved, byte-identical to the producer's, and no staging.
+#[test]
+fn remote_every_fault_on_the_ref_or_the_entry_object_is_a_miss_that_builds() {
+    let server = S3sServer::start();
+    let ctx = TestContext::new();
+    let key = produce(&ctx, &server, "zlib", &[]);
+    let built = tree_files(&ctx.path("out"));
+    let entry = format!("actions-v1/third_party/zlib/{key}");
+    let producer_entry = tree_files(&ctx.cache.join(&entry));
+    let faults = [
+        ("500", Fault::ServerError),
+        ("lost answer", Fault::LoseAnswer),
+        ("cut off", Fault::Truncate(40)),
+        ("flipped byte", Fault::FlipByte(40)),
+    ];
+    for target in ["/~refs/", "/~entries/"] {
+        for (what, fault) in faults {
+            let label = format!("{target} {what}");
+            clear_output(&ctx);
+            let rule = Rule { method: "GET", contains: target, fault, times: None };
+            let proxy = FaultProxy::start(&server.endpoint, vec![rule]);
+            let cache = ctx.path(&format!("cache-{}-{}", target.trim_matches('/'), what));
+            let consumer = with_store(action(&ctx, &cache, "zlib"), &server, Some(&proxy.endpoint))
+                .env("STRATA_REMOTE_TIMEOUT", "2")
+                .env("STRATA_S3_MAX_RETRIES", "1");
+            let started = Instant::now();
+            let run = ctx.run(&consumer);
+            let took = started.elapsed();
+            run.expect(&["MISS", "SAVED"]);
+            assert!(proxy.injected() >= 1, "{label}: no fault was injected");
+            assert_eq!(remote_warnings(&run).len(), 1, "{label}: {}", run.stderr);
+            assert!(took < Duration::from_secs(15), "{label}: took {took:?}");
+            assert!(ctx.path("ran.log").exists(), "{label}: the build did not run");
+            assert_eq!(tree_files(&ctx.path("out")), built, "{label}");
+            let entries: Vec<_> = std::fs::read_dir(cache.join("actions-v1/third_party/zlib"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect();
+            assert_eq!(entries, vec![key.clone()], "{label}");
+            // The entry the build saved: the producer's files (its manifest records this
+            // run, so only its name is compared).
+            let outputs = |files: Vec<(String, Vec<u8>)>| -> Vec<(String, Vec<u8>)> {
+                files
+                    .into_iter()
+                    .map(|(p, b)| if p == "manifest.json" { (p, Vec::new()) } else { (p, b) })
+                    .collect()
+            };
+            assert_eq!(
+                outputs(tree_files(&cache.join(&entry))),
+                outputs(producer_entry.clone()),
+                "{label}"
+            );
+            let staging: Vec<String> = std::fs::read_dir(cache.join(".local"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with('.'))
+                .collect();
+            assert!(staging.is_empty(), "{label}: {staging:?}");
+        }
+    }
+}

@@ -15,6 +15,7 @@ mod faults;
 mod gating;
 mod gc;
 mod index;
+mod index_faults;
 mod lookup;
 mod malicious;
 mod progress;
