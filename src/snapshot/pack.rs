@@ -365,6 +365,7 @@ pub fn pack_observed(
     }
 
     if fs::symlink_metadata_opt(&walked)?.is_some_and(|m| m.is_dir()) {
+        crate::parallel::assert_off_pool("snapshot pack");
         let phase = Phase::begin(progress, "pack", file_bytes_to_read(&walked));
         let (sender, receiver) = sync_channel(QUEUE_ITEMS);
         let reading = Reading { algorithm: options.digest, progress };

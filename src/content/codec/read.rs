@@ -342,12 +342,17 @@ fn open_decoder<'r>(
 /// [`Error::Archive`] for anything wrong with the archive (naming the entry);
 /// [`Error::Local`] for local write failures. On error `dest` holds a partial tree: the
 /// caller deletes it. The writer threads are joined before this returns.
+///
+/// # Panics
+/// In debug builds, when called on a thread of rayon's pool (`crate::parallel`: the
+/// writers hash on the pool, so extracting there can deadlock).
 pub fn extract<M>(
     input: &mut dyn Read,
     dest: &Path,
     spec: &ReadSpec<'_>,
     parse: impl FnMut(&[u8]) -> Result<(M, Vec<Record>), String>,
 ) -> Result<Extracted<M>, Error> {
+    crate::parallel::assert_off_pool("archive extraction");
     let decoder = open_decoder(input, spec)?;
     let mut archive = tar::Archive::new(ExtensionLimit::new(decoder, spec.kind_of_archive));
     let mut state = State {

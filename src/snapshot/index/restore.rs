@@ -353,7 +353,9 @@ fn fetch_and_install(
         };
         install_entry(cache_dir, entry, slice).map_err(|e| e.one_line())
     };
-    crate::parallel::map(&fetch.entries, install)
+    // One after another on this fetch's thread: the fetches already run side by side, and
+    // an install (an extraction) must not run on rayon's pool (`crate::parallel`).
+    fetch.entries.iter().map(install).collect()
 }
 
 /// Downloads the whole object `key` into a temp file under `.local/` and reads it.

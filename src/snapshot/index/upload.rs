@@ -36,8 +36,8 @@ pub(crate) struct Packed {
     pub file: tempfile::TempPath,
 }
 
-/// Packs `entries` of `cache_root` (zstd `level`) into temp files under `.local/`, in
-/// parallel across the cores; reports each entry's bytes to the phase `pack`.
+/// Packs `entries` of `cache_root` (zstd `level`) into temp files under `.local/`, one
+/// thread per core; reports each entry's bytes to the phase `pack`.
 ///
 /// # Errors
 /// The first entry that could not be packed ([`pack_entry`]'s errors).
@@ -58,7 +58,10 @@ pub(crate) fn pack_all(
         .map(|item| item.metadata.len())
         .sum();
     let phase = Phase::begin(progress, "pack", total);
-    let results = crate::parallel::map(&entries, |entry| -> Result<_, Error> {
+    // Plain threads, not rayon's pool: each pack waits on its reader thread, which hashes
+    // on the pool (`crate::parallel`).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let results = map_bounded(&entries, cores, |entry| -> Result<_, Error> {
         let (_, file) = temp::create_file(&local, Purpose::Pack, "entry", 0o600)?;
         let packed = pack_entry(cache_root, &entry.path, &file, level)?;
         phase.advance(packed.file_bytes);

@@ -647,3 +647,43 @@ fn index_gc_racing_saves_loses_nothing_a_kept_save_committed() {
     assert_eq!(entry_tree(&fresh), entry_tree(&cache));
     assert_eq!(local_index(&fresh).entries.len(), 4);
 }
+
+/// Many new entries with files of several MiB: the save packs them side by side and the
+/// restore installs them side by side, and both finish (packing or extracting on rayon's
+/// pool while the pipeline's own threads hashed on that pool deadlocked here: an index
+/// save of 32 entries of 16 MiB hung with every thread waiting). Bounded in time.
+#[test]
+fn index_many_entries_of_several_mib_save_and_restore_within_a_bound() {
+    let scratch = Scratch::new();
+    let env = indexed(&[("STRATA_STORE", scratch.file_store())]);
+    let cache = scratch.path("a/cache");
+    for i in 0..12u64 {
+        let entry = cache.join(format!("actions-v1/third_party/big/{:064x}", 100 + i));
+        std::fs::create_dir_all(entry.join("artifacts")).unwrap();
+        std::fs::write(entry.join("manifest.json"), format!("{{\"big\":{i}}}")).unwrap();
+        let bytes = crate::transport::random_bytes((3 + i as usize % 3) << 20, 100 + i);
+        std::fs::write(entry.join("artifacts/lib.a"), bytes).unwrap();
+    }
+    std::fs::write(cache.join(".updated"), b"").unwrap();
+    let k = key(&scratch, "big");
+    let bounded = |args: &[&str]| {
+        let cmd = super::strata_command(&scratch, scratch.dir.path(), args, &env);
+        let run = crate::engine::run_bounded(cmd, std::time::Duration::from_secs(120));
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        serde_json::from_str::<Value>(&run.stdout).unwrap()
+    };
+    let v = bounded(&["snapshot", "save", "--cache-dir", &arg(&cache), "--key", &k, "--json"]);
+    assert_eq!(
+        (v["outcome"]["status"].as_str(), v["index"]["new"].as_u64()),
+        (Some("saved"), Some(12)),
+        "{v}"
+    );
+    let b_cache = scratch.path("b/cache");
+    let v = bounded(&["snapshot", "restore", "--cache-dir", &arg(&b_cache), "--key", &k, "--json"]);
+    assert_eq!(
+        (v["status"].as_str(), v["index"]["fetched"].as_u64(), v["index"]["failed"].as_u64()),
+        (Some("restored"), Some(12), Some(0)),
+        "{v}"
+    );
+    assert_eq!(entry_tree(&b_cache), entry_tree(&cache));
+}
