@@ -156,6 +156,7 @@ pub fn unpack(
         symlink_allowed: &no_symlinks,
         modes: Modes::of(Sharing::Private),
         algorithm: crate::content::DEFAULT_ALGORITHM,
+        writer_threads: true,
     };
     let parse = |bytes: &[u8]| {
         let (payload, digest) = manifest::decode_received(bytes)?;

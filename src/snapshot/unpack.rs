@@ -82,6 +82,9 @@ pub struct UnpackLimits {
     /// The algorithm files are hashed with while written (the sidecar's object digest
     /// algorithm); `None`: the default ([`crate::content::DEFAULT_ALGORITHM`]).
     pub algorithm: Option<DigestAlgorithm>,
+    /// Write files on the unpacking thread instead of a few writer threads (entry objects
+    /// installed side by side; see [`ReadSpec::writer_threads`]). Default: writer threads.
+    pub inline_writes: bool,
 }
 
 /// What [`unpack`] restored.
@@ -156,6 +159,7 @@ pub fn unpack_from(
         symlink_allowed: &symlink_allowed,
         modes: Modes { dir: 0o755, file: 0o644, executable: 0o755 },
         algorithm: limits.algorithm.unwrap_or(crate::content::DEFAULT_ALGORITHM),
+        writer_threads: !limits.inline_writes,
     };
     let parse = |bytes: &[u8]| -> Result<((SnapshotManifest, String), Vec<crate::content::Record>), String> {
         let (manifest, digest) = load_manifest(bytes, label).map_err(|e| match e {
@@ -273,6 +277,7 @@ mod tests {
             key: Some(m.key.clone()),
             compression: None,
             algorithm: Some(report.object_digest.algorithm()),
+            inline_writes: false,
         }
     }
 

@@ -74,6 +74,11 @@ pub struct ReadSpec<'a> {
     /// written files be read once more under it). With the manifest first, each file is
     /// hashed with its record's algorithm.
     pub algorithm: DigestAlgorithm,
+    /// Whether files are written by a few writer threads, so that decompression, hashing
+    /// and writing overlap (one large tree), or on the reading thread through one reused
+    /// buffer (many small trees installed side by side, where the callers already use
+    /// the cores and writer threads per tree would only add memory).
+    pub writer_threads: bool,
 }
 
 /// What [`extract`] wrote and verified.
@@ -363,7 +368,7 @@ pub fn extract<M>(
         seen: HashSet::new(),
         entries: 0,
         file_bytes: 0,
-        pool: WriterPool::new(),
+        pool: if spec.writer_threads { WriterPool::new() } else { WriterPool::inline() },
         written: Vec::new(),
         manifest: None,
         next: 0,

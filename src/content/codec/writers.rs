@@ -75,12 +75,15 @@ struct Output {
     error: Option<WriteError>,
 }
 
-/// A pool of writer threads.
+/// A pool of writer threads, or none: [`WriterPool::inline`] writes each file on the
+/// calling thread.
 pub(crate) struct WriterPool {
     senders: Vec<SyncSender<Message>>,
     handles: Vec<JoinHandle<Output>>,
     next: usize,
     failed: Arc<AtomicBool>,
+    /// Files written by [`WriterPool::inline`] (and its error); `None` for threads.
+    inline: Option<Output>,
 }
 
 fn run_writer(receiver: Receiver<Message>, failed: Arc<AtomicBool>) -> Output {
@@ -155,7 +158,21 @@ impl WriterPool {
             senders.push(sender);
             handles.push(std::thread::spawn(move || run_writer(receiver, failed)));
         }
-        Self { senders, handles, next: 0, failed }
+        Self { senders, handles, next: 0, failed, inline: None }
+    }
+
+    /// A pool that writes, hashes and chmods each file on the calling thread, through one
+    /// reused buffer: no threads and no chunks in flight. For trees installed side by side
+    /// (entry objects), where the callers already use the cores and threads per tree
+    /// would only add memory.
+    pub(crate) fn inline() -> Self {
+        Self {
+            senders: Vec::new(),
+            handles: Vec::new(),
+            next: 0,
+            failed: Arc::new(AtomicBool::new(false)),
+            inline: Some(Output { records: Vec::new(), error: None }),
+        }
     }
 
     /// A pool with no writers (a placeholder after [`WriterPool::finish`] took the real
@@ -166,6 +183,7 @@ impl WriterPool {
             handles: Vec::new(),
             next: 0,
             failed: Arc::new(AtomicBool::new(true)),
+            inline: None,
         }
     }
 
@@ -183,6 +201,9 @@ impl WriterPool {
         size: u64,
         data: &mut dyn Read,
     ) -> Result<(), FeedError> {
+        if let Some(out) = &mut self.inline {
+            return write_inline(out, &self.failed, file, size, data);
+        }
         let Some(sender) = self.senders.get(self.next % self.senders.len().max(1)) else {
             return Err(FeedError::WriterStopped);
         };
@@ -220,6 +241,12 @@ impl WriterPool {
 
     /// Waits for every writer; returns all records, or the first writer error.
     pub(crate) fn finish(self) -> Result<Vec<FileRecord>, WriteError> {
+        if let Some(out) = self.inline {
+            return match out.error {
+                Some(e) => Err(e),
+                None => Ok(out.records),
+            };
+        }
         drop(self.senders);
         let mut records = Vec::new();
         let mut first_error = None;
@@ -245,4 +272,67 @@ impl WriterPool {
             None => Ok(records),
         }
     }
+}
+
+/// [`WriterPool::write_file`] of an inline pool: creates the file, copies exactly `size`
+/// bytes of `data` into it while hashing them, sets its mode, and records it in `out`. A
+/// write failure is kept in `out` (reported by [`WriterPool::finish`]) and stops the feed.
+fn write_inline(
+    out: &mut Output,
+    failed: &AtomicBool,
+    new: NewFile,
+    size: u64,
+    data: &mut dyn Read,
+) -> Result<(), FeedError> {
+    if out.error.is_some() {
+        return Err(FeedError::WriterStopped);
+    }
+    let stop = |out: &mut Output, e: WriteError| {
+        out.error = Some(e);
+        failed.store(true, Ordering::Relaxed);
+        Err(FeedError::WriterStopped)
+    };
+    let mut file = match fs::create_new(&new.path, 0o600) {
+        Ok(file) => file,
+        Err(fs::Error::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {
+            return stop(out, WriteError::Exists(new.rel));
+        }
+        Err(e) => return stop(out, WriteError::Io(e)),
+    };
+    let mut hasher = ContentHasher::new(new.algorithm);
+    // Err(Ok(reason)): the archive's fault; Err(Err(e)): writing failed.
+    let copied = crate::digest::with_buffer(|buf| -> Result<(), Result<String, fs::Error>> {
+        let mut remaining = size;
+        while remaining > 0 {
+            let want = usize::try_from(remaining.min(buf.len() as u64)).unwrap_or(buf.len());
+            let slot = buf.get_mut(..want).unwrap_or_default();
+            let n = match data.read(slot) {
+                Ok(0) => return Err(Ok(format!("{}: the archive ends inside the file", new.rel))),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Ok(format!("{}: cannot read the archive: {e}", new.rel))),
+            };
+            let bytes = slot.get(..n).unwrap_or_default();
+            hasher.update(bytes);
+            file.write_all(bytes).map_err(|e| Err(fs::Error::io("write", &new.path, e)))?;
+            remaining -= n as u64;
+        }
+        Ok(())
+    });
+    match copied {
+        Ok(()) => {}
+        Err(Ok(reason)) => return Err(FeedError::Archive(reason)),
+        Err(Err(e)) => return stop(out, WriteError::Io(e)),
+    }
+    if let Err(e) = file.set_permissions(std::fs::Permissions::from_mode(new.mode)) {
+        return stop(out, WriteError::Io(fs::Error::io("chmod", &new.path, e)));
+    }
+    let size_bytes = hasher.len();
+    out.records.push(FileRecord {
+        path: new.rel,
+        size_bytes,
+        digest: hasher.finish(),
+        executable: new.executable,
+    });
+    Ok(())
 }

@@ -7,17 +7,21 @@
 //! BLAKE3 digest of its compressed bytes; a pack object is several entry objects one
 //! after another (each a whole zstd stream), and an index or ref gives each one's range.
 //!
-//! [`install_entry`] checks the bytes against their BLAKE3 digest, unpacks them under
-//! every rule of [`crate::snapshot::unpack`] into a staging directory of the cache root's
-//! machine-local `.local/`, checks that nothing lies outside the entry's own directory,
-//! and renames the entry into place without replacing anything: an entry that is already
-//! there (a concurrent build's, or one of different content) wins. Nothing is fsynced per
-//! entry: a restore syncs the filesystem once at the end.
+//! [`install_entry_from`] reads the entry object once, as a stream: it unpacks the bytes
+//! under every rule of [`crate::snapshot::unpack`] into a staging directory of the cache
+//! root's machine-local `.local/` while hashing them, then requires exactly the size and
+//! the BLAKE3 digest the location states and that nothing lies outside the entry's own
+//! directory, and only then renames the entry into place without replacing anything: an
+//! entry that is already there (a concurrent build's, or one of different content) wins.
+//! Nothing of a refused object leaves the staging directory, which is deleted. Memory does
+//! not grow with the entry. Nothing is fsynced per entry: a restore syncs the filesystem
+//! once at the end.
 
+use std::io::{self, Read};
 use std::path::Path;
 
 use crate::content::temp::{self, Purpose};
-use crate::digest::{ContentDigest, DigestAlgorithm};
+use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 use crate::fs::{self, RelPath};
 use crate::snapshot::pack::{PackOptions, pack};
 use crate::snapshot::unpack::{UnpackLimits, unpack_from};
@@ -89,33 +93,56 @@ fn within_entry(rel: &str, prefix: &str) -> bool {
         || prefix.strip_prefix(rel).is_some_and(|r| r.starts_with('/'))
 }
 
-/// Installs the entry object `bytes` (the range `location` describes) into `cache_root`
-/// (see the module docs).
+/// Installs the entry object `bytes` (the range `location` describes) into `cache_root`:
+/// [`install_entry_from`] over the bytes.
 ///
 /// # Errors
-/// [`Error::Corrupt`] naming the entry path if the bytes do not match the location's size
-/// or digest, fail any unpack check, hold anything outside the entry, or differ from the
-/// counts the location states; [`Error::Local`] for local failures. Nothing is left in
-/// the cache on error.
+/// As [`install_entry_from`].
 pub fn install_entry(
     cache_root: &Path,
     location: &EntryLocation,
     bytes: &[u8],
 ) -> Result<Installed, Error> {
-    let label = &location.path;
     if bytes.len() as u64 != location.size_bytes {
         return Err(Error::corrupt(
-            label,
+            &location.path,
             format!("the entry object has {} bytes, expected {}", bytes.len(), location.size_bytes),
         ));
     }
-    let actual = ContentDigest::of_bytes(DigestAlgorithm::Blake3, bytes);
-    if actual != location.digest {
-        return Err(Error::corrupt(
-            label,
-            format!("the entry object's digest is {actual}, expected {}", location.digest),
-        ));
+    install_entry_from(cache_root, location, &mut &bytes[..])
+}
+
+/// Reads through to `inner`, hashing and counting every byte it returns.
+struct Hashing<R> {
+    inner: R,
+    hasher: ContentHasher,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(buf.get(..n).unwrap_or_default());
+        Ok(n)
     }
+}
+
+/// Installs the entry object `location` describes, read from `input` (at most
+/// `location.size_bytes` bytes of it; the caller positions it at the object's start), into
+/// `cache_root` (see the module docs). An entry already at the path is left alone and
+/// nothing is read.
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the entry path if the bytes do not match the location's size
+/// or digest, fail any unpack check, hold anything outside the entry, or differ from the
+/// counts the location states (a digest mismatch is reported as such, whatever else the
+/// bytes broke); [`Error::Local`] for local failures. Nothing is left in the cache on
+/// error.
+pub fn install_entry_from(
+    cache_root: &Path,
+    location: &EntryLocation,
+    input: &mut dyn Read,
+) -> Result<Installed, Error> {
+    let label = &location.path;
     let entry_rel = RelPath::new(location.path.clone())?;
     let carried = cache_root.join(CARRIED_DIR);
     let dest = entry_rel.to_path(&carried);
@@ -133,8 +160,38 @@ pub fn install_entry(
         key: Some(entry_key(&location.path)),
         compression: Some(Compression::Zstd),
         algorithm: Some(DigestAlgorithm::Blake3),
+        // Entries are installed side by side, one per core: no writer threads per entry.
+        inline_writes: true,
     };
-    let report = unpack_from(&mut &bytes[..], staging.path(), &limits, label)?;
+    let mut reader = Hashing {
+        inner: input.take(location.size_bytes),
+        hasher: ContentHasher::new(DigestAlgorithm::Blake3),
+    };
+    let unpacked = unpack_from(&mut reader, staging.path(), &limits, label);
+    if let Err(Error::Local(e)) = unpacked {
+        return Err(Error::Local(e));
+    }
+    // The rest of the range (nothing, after a whole stream), so that the digest covers it.
+    let drained = io::copy(&mut reader, &mut io::sink());
+    let Hashing { hasher, .. } = reader;
+    let read = hasher.len();
+    let actual = hasher.finish();
+    if let Err(e) = drained {
+        return Err(Error::corrupt(label, format!("cannot read the entry object: {e}")));
+    }
+    if read != location.size_bytes {
+        return Err(Error::corrupt(
+            label,
+            format!("the entry object has {read} bytes, expected {}", location.size_bytes),
+        ));
+    }
+    if actual != location.digest {
+        return Err(Error::corrupt(
+            label,
+            format!("the entry object's digest is {actual}, expected {}", location.digest),
+        ));
+    }
+    let report = unpacked?;
     let prefix = format!("{CARRIED_DIR}/{}", location.path);
     if let Some(outside) =
         report.manifest.entries.iter().find(|r| !within_entry(r.path().as_str(), &prefix))
@@ -239,6 +296,43 @@ mod tests {
         assert!(install_entry(other.path(), &moved, &bytes).unwrap_err().is_corrupt());
         assert!(!other.path().join("actions-v1/third_party/zlib/k1").exists());
         assert!(!other.path().join("actions-v1/third_party/zlib/k2").exists());
+    }
+
+    /// Streamed from a file in which the object is followed by other bytes (as in a pack):
+    /// exactly its range is read; a file that ends early, or a flipped byte, installs
+    /// nothing and says why.
+    #[test]
+    fn an_entry_streams_from_its_range_of_a_larger_file() {
+        let src = tempfile::tempdir().unwrap();
+        let rel = "third_party/zlib/k1";
+        make_entry(src.path(), rel);
+        let out = src.path().join("object");
+        let packed = pack_entry(src.path(), rel, &out, 3).unwrap();
+        let location = location_of(rel, &packed);
+        let mut bytes = std::fs::read(&out).unwrap();
+        bytes.extend_from_slice(b"the next entry of the pack");
+        let dst = tempfile::tempdir().unwrap();
+        let mut input = &bytes[..];
+        assert_eq!(
+            install_entry_from(dst.path(), &location, &mut input).unwrap(),
+            Installed::Installed
+        );
+        assert_eq!(input, b"the next entry of the pack", "read exactly the range");
+        let entry = dst.path().join("actions-v1").join(rel);
+        assert_eq!(std::fs::read(entry.join("artifacts/lib/libz.a")).unwrap(), vec![7u8; 5000]);
+
+        let size = usize::try_from(packed.size_bytes).unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let short = &bytes[..size - 10];
+        let err = install_entry_from(other.path(), &location, &mut &short[..]).unwrap_err();
+        assert!(err.is_corrupt() && err.one_line().contains("expected"), "{}", err.one_line());
+        let mut flipped = bytes[..size].to_vec();
+        flipped[size / 2] ^= 0x10;
+        let err = install_entry_from(other.path(), &location, &mut &flipped[..]).unwrap_err();
+        assert!(err.one_line().contains("digest"), "{}", err.one_line());
+        assert!(!other.path().join("actions-v1").join(rel).exists());
+        let left = std::fs::read_dir(other.path().join(".local")).unwrap().count();
+        assert_eq!(left, 0, "staging removed");
     }
 
     #[test]

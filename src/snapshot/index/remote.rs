@@ -5,8 +5,9 @@
 //!
 //! Fetch: GET the ref (at most [`MAX_REF_BYTES`]), load and check it, require that it
 //! names the entry path asked for and, when a trust policy is configured, that a trusted
-//! key signed it; GET the entry object's byte range; [`install_entry`] verifies its BLAKE3
-//! digest and every unpack rule before the entry is renamed into place. Every failure is
+//! key signed it; GET the entry object's byte range (a large one into a temp file);
+//! [`install_entry_from`] verifies its BLAKE3 digest and every unpack rule before the
+//! entry is renamed into place. Every failure is
 //! [`FetchOutcome::Failed`] (a MISS with a warning), a missing ref is
 //! [`FetchOutcome::Absent`].
 //!
@@ -34,14 +35,15 @@ use crate::trust::{SigningKey, TrustPolicy};
 
 use super::entries::manifest_digest;
 use super::names::{entry_object_name, ref_name};
-use super::object::{Installed, install_entry, pack_entry};
+use super::object::{Installed, install_entry, install_entry_from, pack_entry};
 use super::record::{
     EntryLocation, EntryRef, MAX_REF_BYTES, REF_SIGNATURE_DOMAIN, load_ref, seal_ref,
 };
 
 /// Per-request timeout of the tier when `STRATA_REMOTE_TIMEOUT` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Largest entry object the tier fetches, in bytes (it is held in memory to be verified).
+/// Largest entry object the tier fetches, in bytes (2 GiB). One above 8 MiB goes to a temp
+/// file, not into memory.
 pub const MAX_ENTRY_OBJECT_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 /// zstd level of uploaded entry objects.
 const ENTRY_LEVEL: i32 = 3;
@@ -165,7 +167,7 @@ impl RemoteTier {
     fn try_fetch(&self, cache_root: &Path, entry_path: &str) -> Result<FetchOutcome, String> {
         let store = self.store()?;
         let ref_key = key(&ref_name(entry_path))?;
-        let Some(bytes) = get_bytes(store, cache_root, &ref_key, None)? else {
+        let Some(bytes) = get_ref_bytes(store, cache_root, &ref_key)? else {
             return Ok(FetchOutcome::Absent);
         };
         let entry_ref = load_ref(&bytes).map_err(|e| format!("{ref_key}: {}", one_line(&e)))?;
@@ -191,11 +193,17 @@ impl RemoteTier {
             ));
         }
         let object = key(&location.object)?;
-        let range = (location.offset, location.offset + location.size_bytes);
-        let Some(bytes) = get_bytes(store, cache_root, &object, Some(range))? else {
-            return Err(format!("{object}, named by {ref_key}, is not in the store"));
+        let installed = match get_entry_object(store, cache_root, &object, location)? {
+            EntryBytes::Absent => {
+                return Err(format!("{object}, named by {ref_key}, is not in the store"));
+            }
+            EntryBytes::Memory(bytes) => install_entry(cache_root, location, &bytes),
+            EntryBytes::File(path) => match fs::open(&path) {
+                Ok(mut file) => install_entry_from(cache_root, location, &mut file),
+                Err(e) => Err(e.into()),
+            },
         };
-        match install_entry(cache_root, location, &bytes) {
+        match installed {
             Ok(Installed::Installed | Installed::AlreadyPresent) => Ok(FetchOutcome::Installed),
             Err(e) => Err(format!("{object} ({entry_path}) refused: {}", one_line(&e))),
         }
@@ -282,13 +290,12 @@ fn local_dir(cache_root: &Path) -> Result<std::path::PathBuf, String> {
     Ok(local)
 }
 
-/// The bytes `start..end` of `key` (`range`), or the whole object of at most
-/// [`MAX_REF_BYTES`] (`None`); `Ok(None)` if there is no such object.
-fn get_bytes(
+/// The whole object `key` of at most [`MAX_REF_BYTES`] (a ref); `Ok(None)` if there is
+/// no such object.
+fn get_ref_bytes(
     store: &dyn ObjectStore,
     cache_root: &Path,
     key: &ObjectKey,
-    range: Option<(u64, u64)>,
 ) -> Result<Option<Vec<u8>>, String> {
     let failed = |e: &dyn std::error::Error| format!("{key}: {}", one_line(e));
     let local = local_dir(cache_root)?;
@@ -299,22 +306,69 @@ fn get_bytes(
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(failed(&e)),
     }
-    let Some((start, end)) = range else {
-        return match fs::read_capped_nofollow(&dest, MAX_REF_BYTES) {
-            Ok(Some(bytes)) => Ok(Some(bytes)),
-            Ok(None) => Err(format!("{key} is larger than {MAX_REF_BYTES} bytes")),
+    match fs::read_capped_nofollow(&dest, MAX_REF_BYTES) {
+        Ok(Some(bytes)) => Ok(Some(bytes)),
+        Ok(None) => Err(format!("{key} is larger than {MAX_REF_BYTES} bytes")),
+        Err(e) => Err(failed(&e)),
+    }
+}
+
+/// Where [`get_entry_object`] put an entry object's bytes.
+enum EntryBytes {
+    /// No such object.
+    Absent,
+    /// The range, in memory (at most [`MAX_IN_MEMORY_BYTES`]).
+    Memory(Vec<u8>),
+    /// A temp file under `.local/` (deleted on drop) that starts with the range.
+    File(tempfile::TempPath),
+}
+
+/// Entry objects up to this size are fetched into memory with one ranged GET (8 MiB;
+/// entries in packs are smaller than 4 MiB).
+const MAX_IN_MEMORY_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Fetches the range of `key` that `location` names: one ranged GET into memory when it
+/// is small; else into a temp file, the whole object when the range starts it (an entry
+/// object stored alone, downloaded in parallel parts), or ranged GETs of
+/// [`MAX_IN_MEMORY_BYTES`] one after another.
+fn get_entry_object(
+    store: &dyn ObjectStore,
+    cache_root: &Path,
+    key: &ObjectKey,
+    location: &EntryLocation,
+) -> Result<EntryBytes, String> {
+    let failed = |e: &crate::transport::Error| format!("{key}: {}", one_line(e));
+    let (start, end) = (location.offset, location.offset.saturating_add(location.size_bytes));
+    if location.size_bytes <= MAX_IN_MEMORY_BYTES {
+        return match store.get_range(key, start, end) {
+            Ok(bytes) => Ok(EntryBytes::Memory(bytes)),
+            Err(e) if e.is_not_found() => Ok(EntryBytes::Absent),
             Err(e) => Err(failed(&e)),
         };
-    };
-    let bytes = fs::read(&dest).map_err(|e| failed(&e))?;
-    let slice = usize::try_from(start)
-        .ok()
-        .zip(usize::try_from(end).ok())
-        .and_then(|(s, e)| bytes.get(s..e))
-        .ok_or_else(|| {
-            format!("{key} holds {} bytes, not the range {start}..{end}", bytes.len())
-        })?;
-    Ok(Some(slice.to_vec()))
+    }
+    let local = local_dir(cache_root)?;
+    let (mut file, dest) =
+        temp::create_file(&local, Purpose::Download, "entry", 0o600).map_err(|e| e.to_string())?;
+    if start == 0 {
+        return match store.get_to_file(key, &dest) {
+            Ok(_) => Ok(EntryBytes::File(dest)),
+            Err(e) if e.is_not_found() => Ok(EntryBytes::Absent),
+            Err(e) => Err(failed(&e)),
+        };
+    }
+    let mut at = start;
+    while at < end {
+        let to = end.min(at.saturating_add(MAX_IN_MEMORY_BYTES));
+        let bytes = match store.get_range(key, at, to) {
+            Ok(bytes) => bytes,
+            Err(e) if e.is_not_found() => return Ok(EntryBytes::Absent),
+            Err(e) => return Err(failed(&e)),
+        };
+        std::io::Write::write_all(&mut file, &bytes)
+            .map_err(|e| format!("{}: {e}", dest.display()))?;
+        at = to;
+    }
+    Ok(EntryBytes::File(dest))
 }
 
 /// Stores `bytes` under `key` unless an object is there.

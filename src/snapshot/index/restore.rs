@@ -12,10 +12,12 @@
 //!    the local entries; every indexed entry whose path is absent is fetched. Entries are
 //!    grouped by store object: when the bytes needed are at least half the object (its
 //!    size estimated as the furthest range the index names in it), the whole object is
-//!    downloaded into a temp file; otherwise each run of adjacent ranges is one ranged
-//!    GET. Eight fetches run at once; each installs its entries with
-//!    [`install_entry`] (checks the digest, unpacks into staging, refuses anything
-//!    outside the entry, renames into place without replacing);
+//!    downloaded into a temp file; otherwise each run of adjacent ranges (at most
+//!    [`MAX_RUN_BYTES`]) is one ranged GET into memory. Eight fetches run at once; each
+//!    installs its entries with [`install_entry_from`] (unpacks into staging while it
+//!    hashes, checks size and digest, refuses anything outside the entry, renames into
+//!    place without replacing), one install per core at a time over all fetches, so the
+//!    restore's memory is bounded whatever the entries' sizes;
 //! 3. an entry that cannot be fetched or fails verification is skipped with a note and
 //!    counted as failed: it is a MISS later, never a wrong file; the restore succeeds;
 //! 4. one `syncfs`, then the origin record (lineage for the next save) and the verified
@@ -27,15 +29,16 @@
 //! `.local/`, which are not entries.
 
 use std::collections::{BTreeMap, HashSet};
+use std::io::{Seek, SeekFrom};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::entries;
-use super::object::{Installed, install_entry};
+use super::object::{Installed, install_entry, install_entry_from};
 use super::record::{EntryLocation, MAX_INDEX_BYTES, SnapshotIndex, decompress_index, load_index};
 use super::save::write_parent;
-use super::work::{STORE_PARALLELISM, map_bounded};
+use super::work::{Permits, STORE_PARALLELISM, map_bounded};
 use crate::content::layout::LOCAL_DIR;
 use crate::content::temp::{self, Purpose};
 use crate::digest::ContentDigest;
@@ -47,6 +50,11 @@ use crate::transport::{ObjectKey, ObjectStore};
 
 /// Most per-entry failure notes a restore reports (the count covers all).
 const MAX_FAILURE_NOTES: usize = 5;
+
+/// Longest run of adjacent entries fetched with one ranged GET, in bytes (4 MiB; the run
+/// is held in memory until its entries are installed). An entry longer than this is a run
+/// of its own.
+pub const MAX_RUN_BYTES: u64 = 4 * 1024 * 1024;
 
 /// What an index restore did (besides [`crate::snapshot::RestoreReport`]'s common fields).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -188,7 +196,9 @@ fn plan<'a>(index: &'a SnapshotIndex, missing: &[&'a EntryLocation]) -> Vec<Fetc
         for e in members {
             let end = e.offset.saturating_add(e.size_bytes);
             match &mut current {
-                Some(Fetch { range: Some((_, run_end)), entries, .. }) if *run_end == e.offset => {
+                Some(Fetch { range: Some((run_start, run_end)), entries, .. })
+                    if *run_end == e.offset && end - *run_start <= MAX_RUN_BYTES =>
+                {
                     *run_end = end;
                     entries.push(e);
                 }
@@ -235,8 +245,12 @@ pub(crate) fn install_missing(
     let phase = Phase::begin(progress, "restore", total);
     let downloaded = AtomicU64::new(0);
     let started = Instant::now();
+    // Downloads wait on the network, installs on the CPU and the disk: many fetches, one
+    // install per core at a time (each install's memory is bounded, so this bounds the
+    // restore's).
+    let installs = Permits::new(std::thread::available_parallelism().map_or(1, |n| n.get()));
     let results = map_bounded(&fetches, STORE_PARALLELISM, |fetch| {
-        let outcome = fetch_and_install(store, cache_dir, fetch, &downloaded);
+        let outcome = fetch_and_install(store, cache_dir, fetch, &downloaded, &installs);
         phase.advance(fetch.entries.iter().map(|e| e.size_bytes).sum());
         outcome
     });
@@ -314,60 +328,81 @@ pub(crate) fn expands_too_much(entry: &EntryLocation) -> bool {
     declared > allowed
 }
 
-/// Fetches one request and installs its entries; one result per entry, in order (the
-/// failure's reason as text).
+/// Fetches one request and installs its entries, one after another (at most
+/// `installs.count()` installs run at once over all fetches); one result per entry, in
+/// order (the failure's reason as text).
+///
+/// A run of ranges arrives in memory (at most [`MAX_RUN_BYTES`] but for a single longer
+/// entry); a whole object is downloaded into a temp file under `.local/`, and each entry
+/// is streamed from its range of the file. Installs run on this fetch's thread: an
+/// install (an extraction) must not run on rayon's pool (`crate::parallel`).
 fn fetch_and_install(
     store: &dyn ObjectStore,
     cache_dir: &Path,
     fetch: &Fetch<'_>,
     downloaded: &AtomicU64,
+    installs: &Permits,
 ) -> Vec<Result<Installed, String>> {
     let fail_all = |reason: String| fetch.entries.iter().map(|_| Err(reason.clone())).collect();
     let key = match ObjectKey::new(fetch.object) {
         Ok(key) => key,
         Err(e) => return fail_all(e.to_string()),
     };
-    let (bytes, base) = match fetch.range {
-        Some((start, end)) => match store.get_range(&key, start, end) {
-            Ok(bytes) => (bytes, start),
-            Err(e) => return fail_all(format!("cannot download {}: {}", fetch.object, e)),
-        },
-        None => match whole_object(store, cache_dir, &key) {
-            Ok(bytes) => (bytes, 0),
-            Err(e) => return fail_all(e.one_line()),
-        },
-    };
-    downloaded.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-    let install = |entry: &&EntryLocation| {
-        let start = entry.offset.checked_sub(base).and_then(|s| usize::try_from(s).ok());
-        let slice = start.and_then(|s| {
-            let end = s.checked_add(usize::try_from(entry.size_bytes).ok()?)?;
-            bytes.get(s..end)
-        });
-        let Some(slice) = slice else {
-            return Err(format!(
-                "{} holds {} bytes, too few for the entry's range",
-                fetch.object,
-                bytes.len()
-            ));
-        };
-        install_entry(cache_dir, entry, slice).map_err(|e| e.one_line())
-    };
-    // One after another on this fetch's thread: the fetches already run side by side, and
-    // an install (an extraction) must not run on rayon's pool (`crate::parallel`).
-    fetch.entries.iter().map(install).collect()
+    match fetch.range {
+        Some((start, end)) => {
+            let bytes = match store.get_range(&key, start, end) {
+                Ok(bytes) => bytes,
+                Err(e) => return fail_all(format!("cannot download {}: {}", fetch.object, e)),
+            };
+            downloaded.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            let install = |entry: &&EntryLocation| {
+                let from = entry.offset.checked_sub(start).and_then(|s| usize::try_from(s).ok());
+                let slice = from.and_then(|s| {
+                    let end = s.checked_add(usize::try_from(entry.size_bytes).ok()?)?;
+                    bytes.get(s..end)
+                });
+                let Some(slice) = slice else {
+                    return Err(format!(
+                        "{} holds {} bytes, too few for the entry's range",
+                        fetch.object,
+                        bytes.len()
+                    ));
+                };
+                let _permit = installs.acquire();
+                install_entry(cache_dir, entry, slice).map_err(|e| e.one_line())
+            };
+            fetch.entries.iter().map(install).collect()
+        }
+        None => {
+            let download = match whole_object(store, cache_dir, &key) {
+                Ok(download) => download,
+                Err(e) => return fail_all(e.one_line()),
+            };
+            downloaded.fetch_add(download.1, Ordering::Relaxed);
+            let install = |entry: &&EntryLocation| {
+                let mut file = fs::open(&download.0).map_err(|e| e.to_string())?;
+                file.seek(SeekFrom::Start(entry.offset))
+                    .map_err(|e| format!("{}: {e}", download.0.display()))?;
+                let _permit = installs.acquire();
+                install_entry_from(cache_dir, entry, &mut file).map_err(|e| e.one_line())
+            };
+            fetch.entries.iter().map(install).collect()
+        }
+    }
 }
 
-/// Downloads the whole object `key` into a temp file under `.local/` and reads it.
+/// Downloads the whole object `key` into a temp file under `.local/` (deleted when the
+/// returned path drops); returns it and its size in bytes.
 fn whole_object(
     store: &dyn ObjectStore,
     cache_dir: &Path,
     key: &ObjectKey,
-) -> Result<Vec<u8>, Error> {
+) -> Result<(tempfile::TempPath, u64), Error> {
     let local = fs::create_dir_all_within(cache_dir, Path::new(LOCAL_DIR), 0o755)?;
     let (_, path) = temp::create_file(&local, Purpose::Download, "entries", 0o600)?;
-    store.get_to_file(key, &path).map_err(|e| Error::transport("download", key.as_str(), e))?;
-    Ok(fs::read(&path)?)
+    let (meta, _) =
+        store.get_to_file(key, &path).map_err(|e| Error::transport("download", key.as_str(), e))?;
+    Ok((path, meta.size_bytes))
 }
 
 /// Restores the index snapshot `sidecar` of `key` into `cache_dir` (module docs).
@@ -458,5 +493,49 @@ mod tests {
         let fetches = plan(&index, &[&e[4]]);
         assert_eq!(fetches.len(), 1);
         assert_eq!((fetches[0].range, fetches[0].entries.len()), (None, 1));
+    }
+
+    #[test]
+    fn a_run_of_ranges_stops_at_the_run_bound() {
+        let pack =
+            entry_object_name(&ContentDigest::of_bytes(DigestAlgorithm::Blake3, b"p")).unwrap();
+        let mib = 1 << 20;
+        // Twelve adjacent 1.5 MiB entries, then the rest of a 64 MiB pack.
+        let mut entries: Vec<EntryLocation> = (0..12)
+            .map(|i| location(&format!("a/a/{i}"), &pack, i * 3 * mib / 2, 3 * mib / 2))
+            .collect();
+        entries.push(location("a/a/rest", &pack, 18 * mib, 46 * mib));
+        // An entry longer than the bound is a run of its own.
+        entries.push(location("a/a/long", &pack, 64 * mib, 5 * mib));
+        let index = SnapshotIndex {
+            key: "k".into(),
+            created_at: "2026-12-01T00:00:00Z".into(),
+            producer: Default::default(),
+            parents: vec![],
+            entries,
+        };
+        let wanted: Vec<&EntryLocation> =
+            index.entries.iter().filter(|e| e.path != "a/a/rest").collect();
+        let fetches = plan(&index, &wanted);
+        let runs: Vec<(Option<(u64, u64)>, usize)> =
+            fetches.iter().map(|f| (f.range, f.entries.len())).collect();
+        let run = |from: u64, n: u64| (Some((from * 3 * mib / 2, (from + n) * 3 * mib / 2)), 2);
+        assert_eq!(
+            runs,
+            vec![
+                run(0, 2),
+                run(2, 2),
+                run(4, 2),
+                run(6, 2),
+                run(8, 2),
+                run(10, 2),
+                (Some((64 * mib, 69 * mib)), 1)
+            ]
+        );
+        assert!(
+            fetches.iter().all(|f| f
+                .range
+                .is_some_and(|(a, b)| b - a <= MAX_RUN_BYTES || f.entries.len() == 1))
+        );
     }
 }

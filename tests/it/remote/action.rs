@@ -346,3 +346,61 @@ fn remote_every_fault_on_the_ref_or_the_entry_object_is_a_miss_that_builds() {
         }
     }
 }
+
+/// An entry above the tier's in-memory bound (9 MiB of incompressible output) is fetched
+/// through a temp file: a byte-identical HIT; the same object with one byte flipped is a
+/// MISS that builds, and nothing of it stays under `.local/`.
+#[test]
+fn remote_a_large_entry_is_streamed_through_a_temp_file() {
+    let server = S3sServer::start();
+    let ctx = TestContext::new();
+    let big = |cache: &std::path::Path| {
+        action(&ctx, cache, "big")
+            .sh("mkdir -p out/lib && head -c 9437184 /dev/urandom > out/lib/big.bin \
+             && printf big > out/marker && echo big >> ran.log")
+    };
+    let run = ctx.run(&with_store(big(&ctx.cache), &server, None).switch("--remote-write"));
+    run.expect(&["MISS", "SAVED"]);
+    let key = run.key();
+    let built = tree_files(&ctx.path("out"));
+    assert_eq!(built.iter().find(|(p, _)| p == "lib/big.bin").map(|(_, b)| b.len()), Some(9437184));
+
+    clear_output(&ctx);
+    let consumer = ctx.path("consumer");
+    let run = ctx.run(&with_store(big(&consumer), &server, None));
+    run.expect(&["HIT"]);
+    assert!(run.warnings().is_empty(), "{}", run.stderr);
+    assert_eq!(tree_files(&ctx.path("out")), built);
+    assert!(!ctx.path("ran.log").exists());
+
+    let entry_ref: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(stored(
+            &server,
+            &strata::snapshot::index::names::ref_name(&format!("third_party/big/{key}")),
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let object = entry_ref["payload"]["location"]["object"].as_str().unwrap().to_owned();
+    let size = entry_ref["payload"]["location"]["size_bytes"].as_u64().unwrap();
+    assert!(size > 8 << 20, "the entry object has {size} bytes");
+    let object_path = stored(&server, &object);
+    let mut bytes = std::fs::read(&object_path).unwrap();
+    let at = bytes.len() * 3 / 4;
+    bytes[at] ^= 0x01;
+    std::fs::write(&object_path, &bytes).unwrap();
+    clear_output(&ctx);
+    let flipped = ctx.path("consumer-flipped");
+    let run = ctx.run(&with_store(big(&flipped), &server, None));
+    run.expect(&["MISS", "SAVED"]);
+    let warnings = remote_warnings(&run);
+    assert_eq!(warnings.len(), 1, "{}", run.stderr);
+    assert!(warnings[0].contains("digest"), "{}", run.stderr);
+    assert!(ctx.path("ran.log").exists(), "the build did not run");
+    let left: Vec<String> = std::fs::read_dir(flipped.join(".local"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -687,3 +687,112 @@ fn index_many_entries_of_several_mib_save_and_restore_within_a_bound() {
     );
     assert_eq!(entry_tree(&b_cache), entry_tree(&cache));
 }
+
+/// Crafted, self-consistent entry objects that break an unpack rule, each served as the
+/// one entry of an index snapshot with a correct BLAKE3 digest (so only the unpack rules,
+/// applied by the entry installer's writes on its own thread, stand between the object and
+/// the disk): each is skipped as failed, nothing is written outside the cache, the entry
+/// does not appear and no staging is left.
+#[test]
+fn index_malicious_entry_objects_are_refused_by_the_unpack_rules() {
+    use super::craft::{Entry, manifest_for, object};
+    let k1 = "k1"; // crafted tar names stay under 100 bytes
+    let entry = format!("actions-v1/third_party/zlib/{k1}");
+    let file = |path: String, data: &[u8]| Entry::File { path, mode: 0o644, data: data.to_vec() };
+    let layout = || {
+        vec![
+            Entry::Dir("actions-v1"),
+            Entry::Dir("actions-v1/third_party"),
+            Entry::Dir("actions-v1/third_party/zlib"),
+        ]
+    };
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let cases: Vec<(&str, Vec<Entry>, &str)> = vec![
+        ("dotdot", vec![file(format!("{entry}/../../../../../../outside/evil"), b"x")], "unsafe"),
+        (
+            "through a symlink",
+            vec![
+                Entry::Dir(leak(entry.clone())),
+                Entry::Dir(leak(format!("{entry}/artifacts"))),
+                Entry::Symlink {
+                    path: leak(format!("{entry}/artifacts/link")),
+                    target: "OUTSIDE".into(),
+                },
+                file(format!("{entry}/artifacts/link/evil"), b"x"),
+            ],
+            "writing through symlinks is not allowed",
+        ),
+        (
+            "hard link",
+            vec![Entry::HardLink {
+                path: leak(format!("{entry}/h")),
+                target: "/etc/passwd".into(),
+            }],
+            "hard link",
+        ),
+        ("device", vec![Entry::CharDevice(leak(format!("{entry}/null")))], "device"),
+        (
+            "twice",
+            vec![
+                file(format!("{entry}/manifest.json"), b"a"),
+                file(format!("{entry}/manifest.json"), b"b"),
+            ],
+            "twice",
+        ),
+    ];
+    for (what, body, reason) in cases {
+        let scratch = Scratch::new();
+        let env = vec![("STRATA_STORE", scratch.file_store())];
+        let outside = scratch.path("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let mut entries = layout();
+        let body: Vec<Entry> = body
+            .into_iter()
+            .map(|e| match e {
+                Entry::Symlink { path, .. } => {
+                    Entry::Symlink { path, target: outside.display().to_string() }
+                }
+                other => other,
+            })
+            .collect();
+        entries.extend(body);
+        let manifest = manifest_for(&entries, &format!("entry:third_party/zlib/{k1}"));
+        let (bytes, _) = object(&entries, &manifest);
+        let digest = strata::digest::ContentDigest::of_bytes(
+            strata::digest::DigestAlgorithm::Blake3,
+            &bytes,
+        );
+        let name = strata::snapshot::index::names::entry_object_name(&digest).unwrap();
+        let store = scratch.path("store");
+        std::fs::create_dir_all(store.join(&name).parent().unwrap()).unwrap();
+        std::fs::write(store.join(&name), &bytes).unwrap();
+        let location = EntryLocation {
+            path: format!("third_party/zlib/{k1}"),
+            manifest_digest: digest,
+            object: name,
+            offset: 0,
+            size_bytes: bytes.len() as u64,
+            digest,
+            file_count: manifest["files"].as_array().unwrap().len() as u64,
+            file_bytes: manifest["file_bytes"].as_u64().unwrap(),
+        };
+        let k = key(&scratch, "crafted");
+        publish_index(&store, &k, vec![location]);
+        let cache = scratch.path("b/cache");
+        let (run, v) = restore(&scratch, &cache, &k, &env);
+        assert_eq!(
+            (v["status"].as_str(), v["index"]["fetched"].as_u64(), v["index"]["failed"].as_u64()),
+            (Some("restored"), Some(0), Some(1)),
+            "{what}: {v}"
+        );
+        assert!(run.stderr.contains(reason), "{what}: expected {reason:?} in {}", run.stderr);
+        assert_eq!(tree(&outside), BTreeMap::new(), "{what}: written outside");
+        assert!(!cache.join(&entry).exists(), "{what}: the entry was installed");
+        let staging: Vec<String> = std::fs::read_dir(cache.join(".local"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(staging.is_empty(), "{what}: {staging:?}");
+    }
+}
