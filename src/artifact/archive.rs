@@ -153,10 +153,12 @@ pub fn unpack(
         max_file_bytes: u64::MAX,
         directories: false,
         root: None,
+        subtree: None,
         symlink_allowed: &no_symlinks,
         modes: Modes::of(Sharing::Private),
         algorithm: crate::content::DEFAULT_ALGORITHM,
         writer_threads: true,
+        input_bytes: None,
     };
     let parse = |bytes: &[u8]| {
         let (payload, digest) = manifest::decode_received(bytes)?;

@@ -552,7 +552,7 @@ fn restore_candidate(
         key: Some(found.key.clone()),
         compression: Some(sidecar.format),
         algorithm: Some(sidecar.object_digest.algorithm()),
-        inline_writes: false,
+        ..UnpackLimits::default()
     };
     let download = temp::temp_file_beside(cache_dir, Purpose::Download)?;
     let algorithm = sidecar.object_digest.algorithm();

@@ -85,6 +85,12 @@ pub struct UnpackLimits {
     /// Write files on the unpacking thread instead of a few writer threads (entry objects
     /// installed side by side; see [`ReadSpec::writer_threads`]). Default: writer threads.
     pub inline_writes: bool,
+    /// Unpack only this directory of the snapshot (`actions-v1/<entry path>`), as `dest`
+    /// itself: its ancestors are checked, not created ([`ReadSpec::subtree`]). Default:
+    /// the whole snapshot.
+    pub subtree: Option<String>,
+    /// The object's size in bytes, if known ([`ReadSpec::input_bytes`]).
+    pub object_bytes: Option<u64>,
 }
 
 /// What [`unpack`] restored.
@@ -156,10 +162,12 @@ pub fn unpack_from(
         max_file_bytes: limits.max_file_bytes,
         directories: true,
         root: Some(CARRIED_DIR),
+        subtree: limits.subtree.as_deref(),
         symlink_allowed: &symlink_allowed,
         modes: Modes { dir: 0o755, file: 0o644, executable: 0o755 },
         algorithm: limits.algorithm.unwrap_or(crate::content::DEFAULT_ALGORITHM),
         writer_threads: !limits.inline_writes,
+        input_bytes: limits.object_bytes,
     };
     let parse = |bytes: &[u8]| -> Result<((SnapshotManifest, String), Vec<crate::content::Record>), String> {
         let (manifest, digest) = load_manifest(bytes, label).map_err(|e| match e {
@@ -277,7 +285,7 @@ mod tests {
             key: Some(m.key.clone()),
             compression: None,
             algorithm: Some(report.object_digest.algorithm()),
-            inline_writes: false,
+            ..UnpackLimits::default()
         }
     }
 

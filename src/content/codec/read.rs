@@ -13,7 +13,13 @@ use crate::digest::DigestAlgorithm;
 use crate::fs::{self, RelPath};
 use crate::tar_entry::ExtensionLimit;
 
-const BUF_BYTES: usize = super::CHUNK_BYTES;
+/// Most bytes buffered in front of the decompressor, in bytes (1 MiB; less for a smaller
+/// input of known size, [`ReadSpec::input_bytes`]).
+const INPUT_BUF_BYTES: usize = super::CHUNK_BYTES;
+/// Bytes buffered behind the decompressor (64 KiB): tar headers are read in 512-byte
+/// blocks through it, file contents in chunks at least this large go past it. A fresh
+/// buffer is zeroed once, so this is paid per archive (entry objects are many and small).
+const OUTPUT_BUF_BYTES: usize = 64 * 1024;
 
 /// Zero padding accepted after the tar end-of-archive block, in bytes (tar implementations
 /// pad to a record of at most 20 blocks; 1 MiB is far above that).
@@ -65,6 +71,11 @@ pub struct ReadSpec<'a> {
     pub directories: bool,
     /// Every path must be this directory or lie below it, if given.
     pub root: Option<&'a str>,
+    /// The directory of the archive that `dest` stands for, if given: every path must be
+    /// one of its ancestors or itself (directory entries, checked but not created: `dest`
+    /// exists) or lie below it (written relative to `dest`). Records keep the archive's
+    /// paths. Without it `dest` is the archive's root.
+    pub subtree: Option<&'a str>,
     /// Whether a symlink may be at a path: `Err(why not)` rejects the archive.
     pub symlink_allowed: &'a dyn Fn(&RelPath) -> Result<(), String>,
     /// Modes of written directories and files.
@@ -79,6 +90,8 @@ pub struct ReadSpec<'a> {
     /// buffer (many small trees installed side by side, where the callers already use
     /// the cores and writer threads per tree would only add memory).
     pub writer_threads: bool,
+    /// The input's size in bytes, if known: a small input gets a buffer of its size.
+    pub input_bytes: Option<u64>,
 }
 
 /// What [`extract`] wrote and verified.
@@ -127,6 +140,27 @@ struct State<'a, M> {
 }
 
 impl<M> State<'_, M> {
+    /// Where `rel` is written, relative to the destination: `None` for the subtree and its
+    /// ancestors (nothing to create), else `rel` below the subtree, or `rel` itself
+    /// without one. A path outside the subtree is the archive's fault.
+    fn local(&self, rel: &RelPath) -> Result<Option<RelPath>, Error> {
+        let Some(subtree) = self.spec.subtree else { return Ok(Some(rel.clone())) };
+        let text = rel.as_str();
+        if subtree == text || subtree.strip_prefix(text).is_some_and(|r| r.starts_with('/')) {
+            return Ok(None);
+        }
+        match text.strip_prefix(subtree).and_then(|r| r.strip_prefix('/')) {
+            Some(below) => Ok(Some(RelPath::new(below)?)),
+            None => Err(bad(format!("{rel} is outside {subtree}/"))),
+        }
+    }
+
+    /// The file system path of `rel` ([`State::local`]); `None` for a directory that is
+    /// not created.
+    fn path_of(&self, rel: &RelPath) -> Result<Option<PathBuf>, Error> {
+        Ok(self.local(rel)?.map(|local| local.to_path(self.dest)))
+    }
+
     /// Maps a failure to create a path: a symlink or non-directory in the way is the
     /// archive's fault; anything else is local.
     fn create_error(&self, rel: &str, e: fs::Error) -> Error {
@@ -148,11 +182,10 @@ impl<M> State<'_, M> {
 
     /// Creates directory `dir` (and its parents) inside the destination, never through a
     /// symlink or file an earlier entry made.
-    fn ensure_dir(&mut self, dir: &RelPath) -> Result<PathBuf, Error> {
+    fn ensure_dir(&mut self, dir: &RelPath) -> Result<(), Error> {
         let rel = dir.as_str();
-        let path = dir.to_path(self.dest);
         if self.known_dirs.contains(rel) {
-            return Ok(path);
+            return Ok(());
         }
         let mut prefix_end = 0;
         for component in rel.split('/') {
@@ -174,13 +207,16 @@ impl<M> State<'_, M> {
         // A parent this extraction already made (or checked) is a real directory of the
         // private destination: only the last component is new, so skip the walk from the
         // root (one `lstat` per component per directory, most of the syscalls of an unpack).
-        let parent_known = dir.parent().is_some_and(|p| self.known_dirs.contains(p.as_str()));
-        if parent_known {
-            fs::create_dir_in_checked_parent(&path, self.spec.modes.dir)
-                .map_err(|e| self.create_error(rel, e))?;
-        } else {
-            fs::create_dir_all_within(self.dest, &dir.to_relative_path(), self.spec.modes.dir)
-                .map_err(|e| self.create_error(rel, e))?;
+        if let Some(local) = self.local(dir)? {
+            let parent_known = dir.parent().is_some_and(|p| self.known_dirs.contains(p.as_str()));
+            if parent_known {
+                fs::create_dir_in_checked_parent(&local.to_path(self.dest), self.spec.modes.dir)
+                    .map_err(|e| self.create_error(rel, e))?;
+            } else {
+                let within = local.to_relative_path();
+                fs::create_dir_all_within(self.dest, &within, self.spec.modes.dir)
+                    .map_err(|e| self.create_error(rel, e))?;
+            }
         }
         let mut current = rel;
         while self.known_dirs.insert(current.to_owned()) {
@@ -189,7 +225,7 @@ impl<M> State<'_, M> {
                 None => break,
             }
         }
-        Ok(path)
+        Ok(())
     }
 
     fn ensure_parent(&mut self, rel: &RelPath) -> Result<(), Error> {
@@ -267,7 +303,9 @@ impl<M> State<'_, M> {
             .and_then(|i| self.manifest.as_ref().and_then(|(_, r)| r.get(i)))
             .and_then(Record::as_file)
             .map_or(self.spec.algorithm, |f| f.digest.algorithm());
-        let path = rel.to_path(self.dest);
+        let Some(path) = self.path_of(&rel)? else {
+            return Err(Stop::Error(bad(format!("{rel} is a file where a directory must be"))));
+        };
         self.non_dirs.insert(rel.as_str().to_owned(), false);
         self.file_bytes += size;
         let executable = fs::perm::is_owner_exec(mode);
@@ -289,9 +327,11 @@ impl<M> State<'_, M> {
         }
         // Any bytes: the text is recorded in the name encoding and put back byte for byte.
         let target = fs::name::encode(target);
+        let Some(path) = self.path_of(&rel)? else {
+            return Err(bad(format!("{rel} is a symlink where a directory must be")));
+        };
         self.ensure_parent(&rel)?;
-        fs::symlink(&target, &rel.to_path(self.dest))
-            .map_err(|e| self.create_error(rel.as_str(), e))?;
+        fs::symlink(&target, &path).map_err(|e| self.create_error(rel.as_str(), e))?;
         self.non_dirs.insert(rel.as_str().to_owned(), true);
         self.written.push(Record::Symlink { path: rel, target });
         Ok(())
@@ -317,7 +357,10 @@ fn open_decoder<'r>(
     input: &'r mut dyn Read,
     spec: &ReadSpec<'_>,
 ) -> Result<Box<dyn Read + 'r>, Error> {
-    let mut reader = BufReader::with_capacity(BUF_BYTES, input);
+    let capacity = spec.input_bytes.map_or(INPUT_BUF_BYTES, |n| {
+        usize::try_from(n).unwrap_or(INPUT_BUF_BYTES).clamp(4096, INPUT_BUF_BYTES)
+    });
+    let mut reader = BufReader::with_capacity(capacity, input);
     let head = reader.fill_buf().map_err(|e| bad(format!("cannot read the object: {e}")))?;
     let Some(format) = Compression::detect(head) else {
         return Err(bad("neither zstd nor gzip (unknown magic number)"));
@@ -334,7 +377,7 @@ fn open_decoder<'r>(
         ),
         Compression::Gzip => Box::new(flate2::bufread::GzDecoder::new(reader)),
     };
-    Ok(Box::new(BufReader::with_capacity(BUF_BYTES, decoder)))
+    Ok(Box::new(BufReader::with_capacity(OUTPUT_BUF_BYTES, decoder)))
 }
 
 /// Reads the archive in `input` into `dest` (an existing empty directory) under every rule
@@ -401,9 +444,9 @@ pub fn extract<M>(
     }
     check_trailing(archive.into_inner().into_inner())?;
     let file_count = files.len() as u64;
-    let mut actual = state.written;
+    let mut actual = std::mem::take(&mut state.written);
     actual.extend(files.into_iter().map(Record::File));
-    compare(dest, &records, actual)?;
+    compare(&records, actual, |path| state.path_of(path))?;
     Ok(Extracted { manifest, records, files: file_count, file_bytes: state.file_bytes })
 }
 
@@ -431,8 +474,12 @@ fn check_trailing(mut rest: impl Read) -> Result<(), Error> {
 
 /// Requires the written records to equal the manifest's. A file hashed under another
 /// algorithm than its record names (the container expected another) is read once more
-/// from `dest` under the record's.
-fn compare(dest: &Path, listed: &[Record], actual: Vec<Record>) -> Result<(), Error> {
+/// from where it was written (`path_of`) under the record's.
+fn compare(
+    listed: &[Record],
+    actual: Vec<Record>,
+    path_of: impl Fn(&RelPath) -> Result<Option<PathBuf>, Error>,
+) -> Result<(), Error> {
     let mut actual: BTreeMap<RelPath, Record> =
         actual.into_iter().map(|r| (r.path().clone(), r)).collect();
     let mut expected: BTreeMap<&RelPath, &Record> = BTreeMap::new();
@@ -471,8 +518,10 @@ fn compare(dest: &Path, listed: &[Record], actual: Vec<Record>) -> Result<(), Er
                 let digest = if got.digest.algorithm() == want.digest.algorithm() {
                     got.digest
                 } else {
-                    let (d, _, _) =
-                        fs::hash_file_stable(&path.to_path(dest), want.digest.algorithm())?;
+                    let Some(written) = path_of(path)? else {
+                        return mismatch(format!("file {path} was not written"));
+                    };
+                    let (d, _, _) = fs::hash_file_stable(&written, want.digest.algorithm())?;
                     d
                 };
                 if digest != want.digest {

@@ -162,6 +162,10 @@ pub fn install_entry_from(
         algorithm: Some(DigestAlgorithm::Blake3),
         // Entries are installed side by side, one per core: no writer threads per entry.
         inline_writes: true,
+        // The staging directory is the entry directory: nothing above it is created (and
+        // removed again), and it is renamed into place whole.
+        subtree: Some(format!("{CARRIED_DIR}/{}", location.path)),
+        object_bytes: Some(location.size_bytes),
     };
     let mut reader = Hashing {
         inner: input.take(location.size_bytes),
@@ -210,15 +214,17 @@ pub fn install_entry_from(
             ),
         ));
     }
-    let unpacked = entry_rel.to_path(&staging.path().join(CARRIED_DIR));
     if let Some(parent) = entry_rel.parent() {
         fs::create_dir_all(&carried)?;
         fs::create_dir_all_within(&carried, &parent.to_relative_path(), 0o755)?;
     } else {
         return Err(Error::corrupt(label, "an entry path has at least three components"));
     }
-    match fs::rename_noreplace(&unpacked, &dest) {
-        Ok(()) => Ok(Installed::Installed),
+    match fs::rename_noreplace(staging.path(), &dest) {
+        Ok(()) => {
+            staging.keep();
+            Ok(Installed::Installed)
+        }
         Err(fs::Error::AlreadyExists { .. }) => Ok(Installed::AlreadyPresent),
         Err(e) => Err(e.into()),
     }
