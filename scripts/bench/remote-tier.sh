@@ -8,11 +8,13 @@
 # (scripts/s3-test-server.sh, its own state directory), lets a producer `strata action run
 # --remote-write` build and upload the entry, then alternates, ROUNDS times:
 #   local:  `strata action run` on the producer's cache (a local HIT), outputs removed first;
-#   remote: the same on a new empty cache with --remote-store (a remote HIT: HEAD + GET of
-#           the ref, one ranged GET of the entry object, verify, install, then the HIT).
-# Prints the CPU, the median wall time of each (whole process: start, key, lookup, restore),
-# the difference remote - local in ms and the ratio remote / local. STRATA_BIN=path uses
-# that binary instead of building the release one.
+#   remote: the same on a new empty cache with --remote-store (a remote HIT: one GET of the
+#           ref, one ranged GET of the entry object, verify, install, then the HIT).
+# Alternated with both: curl fetching the same ref and entry object over one connection
+# (the peer: what the two GETs cost any client of this server). Prints the CPU, the median
+# wall time of each (whole process: start, key, lookup, restore), the difference
+# remote - local in ms, the ratio remote / local, and what strata adds beyond the peer.
+# STRATA_BIN=path uses that binary instead of building the release one.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 . "$repo/scripts/bench/lib.sh"
@@ -20,7 +22,7 @@ bench_cpu
 rounds=${1:-15}
 entry_kib=${2:-1024}
 files=${3:-16}
-strata=${STRATA_BIN:-$(bench_strata)}
+strata=$(realpath "${STRATA_BIN:-$(bench_strata)}")
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-bench-remote-XXXXXX")
 export STRATA_S3_TEST_DIR="$work/s3"
@@ -44,9 +46,23 @@ run() { # run CACHE [extra flags...]
 run "$work/producer" --remote-store "$url" --remote-write 2>&1 | grep -E "SAVED|WARNING"
 echo "entry: $files files, $(( per_file * files )) bytes"
 
+# The peer: curl (SigV4) fetching the same two objects the tier reads, the ref and the
+# entry object, on one connection: what any HTTP/1.1 client pays this server for them.
+ref_file=$(cd "$STRATA_S3_TEST_DIR/data" && find . -path '*~refs/*' -type f | head -n 1)
+obj_file=$(cd "$STRATA_S3_TEST_DIR/data" && find . -path '*~entries/*' -type f | head -n 1)
+fetch_peer() {
+  curl -sf -o /dev/null -o /dev/null --http1.1 --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+    -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
+    "$STRATA_TEST_S3_ENDPOINT/${ref_file#./}" "$STRATA_TEST_S3_ENDPOINT/${obj_file#./}"
+}
+peer=true
+command -v curl >/dev/null && curl --help all 2>/dev/null | grep -q -- --aws-sigv4 && fetch_peer || peer=false
+
 ms() { awk -v s="$1" -v e="$2" 'BEGIN { printf "%.1f\n", (e - s) * 1000 }'; }
-local_ms=(); remote_ms=()
+local_ms=(); remote_ms=(); peer_ms=()
 for i in $(seq 1 "$rounds"); do
+  if $peer; then t0=$(date +%s.%N); fetch_peer; t1=$(date +%s.%N); peer_ms+=("$(ms "$t0" "$t1")"); fi
   t0=$(date +%s.%N); run "$work/producer" 2>"$work/local.err"; t1=$(date +%s.%N)
   grep -q "strata: HIT" "$work/local.err" || { cat "$work/local.err"; exit 1; }
   local_ms+=("$(ms "$t0" "$t1")")
@@ -59,3 +75,10 @@ l=$(bench_median "${local_ms[@]}"); r=$(bench_median "${remote_ms[@]}")
 echo "local HIT:  median $l ms  (${local_ms[*]})"
 echo "remote HIT: median $r ms  (${remote_ms[*]})"
 awk -v l="$l" -v r="$r" 'BEGIN { printf "remote - local: %.1f ms added (target <= 30 ms); remote / local: %.2fx\n", r - l, r / l }'
+if $peer; then
+  p=$(bench_median "${peer_ms[@]}")
+  echo "curl, the same ref + entry object on one connection: median $p ms  (${peer_ms[*]})"
+  awk -v l="$l" -v r="$r" -v p="$p" 'BEGIN { printf "added beyond what the two GETs take any client: %.1f ms\n", r - l - p }'
+else
+  echo "curl with --aws-sigv4 not found: no peer fetch measured"
+fi

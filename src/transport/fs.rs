@@ -214,6 +214,30 @@ impl ObjectStore for FsStore {
         Ok(buf)
     }
 
+    fn get_small(&self, key: &ObjectKey, max_bytes: u64) -> Result<Option<Vec<u8>>, Error> {
+        let location = self.path_of(key).display().to_string();
+        check_range(&location, 0, max_bytes)?;
+        let (file, metadata, src) = match self.open_object(key) {
+            Ok(opened) => opened,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let size = metadata.len();
+        if size > max_bytes {
+            return Err(Error::InvalidRange {
+                location,
+                start: 0,
+                end: max_bytes,
+                reason: format!(
+                    "the object holds {size} bytes, more than the {max_bytes} read whole"
+                ),
+            });
+        }
+        let mut buf = vec![0u8; usize::try_from(size).unwrap_or(usize::MAX)];
+        localfs::read_exact_at(&file, &src, &mut buf, 0)?;
+        Ok(Some(buf))
+    }
+
     fn put_file_if_absent_observed(
         &self,
         key: &ObjectKey,

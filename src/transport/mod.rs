@@ -269,6 +269,19 @@ pub trait ObjectStore: Send + Sync {
     /// ([`Error::Protocol`] when the server's answer does not match the range).
     fn get_range(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error>;
 
+    /// The whole object `key` if it holds at most `max_bytes` bytes (at most
+    /// [`MAX_RANGE_BYTES`]), or `None` if there is no such object: for small records
+    /// (refs). An S3 store sends one `GET` (no `HEAD` first, so a miss or a hit costs one
+    /// round trip), refuses a `Content-Length` above `max_bytes` before reading the body and
+    /// never reads more than `max_bytes` of it; a directory store reads the file. The
+    /// caller verifies the content.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRange`] (see [`Error::is_invalid_range`]) if the object holds more
+    /// than `max_bytes` bytes or `max_bytes` exceeds [`MAX_RANGE_BYTES`]; network,
+    /// permission and I/O errors.
+    fn get_small(&self, key: &ObjectKey, max_bytes: u64) -> Result<Option<Vec<u8>>, Error>;
+
     /// Stores `bytes` under `key` unless an object already exists there, with the
     /// never-overwrite guarantees of [`ObjectStore::put_file_if_absent`] (same outcomes,
     /// including `Created` after a refused retry of a write whose answer was lost). Meant

@@ -167,7 +167,7 @@ impl RemoteTier {
     fn try_fetch(&self, cache_root: &Path, entry_path: &str) -> Result<FetchOutcome, String> {
         let store = self.store()?;
         let ref_key = key(&ref_name(entry_path))?;
-        let Some(bytes) = get_ref_bytes(store, cache_root, &ref_key)? else {
+        let Some(bytes) = get_ref_bytes(store, &ref_key)? else {
             return Ok(FetchOutcome::Absent);
         };
         let entry_ref = load_ref(&bytes).map_err(|e| format!("{ref_key}: {}", one_line(&e)))?;
@@ -290,27 +290,10 @@ fn local_dir(cache_root: &Path) -> Result<std::path::PathBuf, String> {
     Ok(local)
 }
 
-/// The whole object `key` of at most [`MAX_REF_BYTES`] (a ref); `Ok(None)` if there is
-/// no such object.
-fn get_ref_bytes(
-    store: &dyn ObjectStore,
-    cache_root: &Path,
-    key: &ObjectKey,
-) -> Result<Option<Vec<u8>>, String> {
-    let failed = |e: &dyn std::error::Error| format!("{key}: {}", one_line(e));
-    let local = local_dir(cache_root)?;
-    let (_, dest) =
-        temp::create_file(&local, Purpose::Download, "entry", 0o600).map_err(|e| e.to_string())?;
-    match store.get_to_file(key, &dest) {
-        Ok(_) => {}
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(failed(&e)),
-    }
-    match fs::read_capped_nofollow(&dest, MAX_REF_BYTES) {
-        Ok(Some(bytes)) => Ok(Some(bytes)),
-        Ok(None) => Err(format!("{key} is larger than {MAX_REF_BYTES} bytes")),
-        Err(e) => Err(failed(&e)),
-    }
+/// The whole object `key` of at most [`MAX_REF_BYTES`] (a ref): one GET; `Ok(None)` if
+/// there is no such object.
+fn get_ref_bytes(store: &dyn ObjectStore, key: &ObjectKey) -> Result<Option<Vec<u8>>, String> {
+    store.get_small(key, MAX_REF_BYTES).map_err(|e| format!("{key}: {}", one_line(&e)))
 }
 
 /// Where [`get_entry_object`] put an entry object's bytes.

@@ -306,6 +306,11 @@ impl ObjectStore for S3Store {
         self.runtime.block_on(range::get_range(&self.inner, key, start, end, &retries))
     }
 
+    fn get_small(&self, key: &ObjectKey, max_bytes: u64) -> Result<Option<Vec<u8>>, Error> {
+        let retries = AtomicU32::new(0);
+        self.runtime.block_on(range::get_small(&self.inner, key, max_bytes, &retries))
+    }
+
     fn put_bytes_if_absent(
         &self,
         key: &ObjectKey,

@@ -1,5 +1,6 @@
 //! Ranged reads into memory ([`ObjectStore::get_range`](crate::transport::ObjectStore::get_range)):
-//! one `GET` with `Range: bytes=start-last`, retried like every request.
+//! one `GET` with `Range: bytes=start-last`, retried like every request; and small objects
+//! read whole ([`get_small`]): one `GET`, no `HEAD`.
 //!
 //! Accepted answers:
 //! * `206 Partial Content` whose `Content-Range` is `bytes start-last/total` for exactly the
@@ -198,5 +199,65 @@ mod tests {
         assert_eq!(content_range(&headers), None);
         headers.insert("content-range", "items 1-2/3".parse().unwrap());
         assert_eq!(content_range(&headers), None);
+    }
+}
+
+/// The whole object `key` of at most `max_bytes` bytes, or `None` if missing
+/// ([`ObjectStore::get_small`](crate::transport::ObjectStore::get_small)): one `GET`; a
+/// `Content-Length` above `max_bytes` is refused before the body is read, and a body that
+/// grows past it is refused without reading further.
+///
+/// # Errors
+/// [`Error::InvalidRange`] for an object above `max_bytes` (or `max_bytes` above
+/// `MAX_RANGE_BYTES`); network, HTTP and [`Error::Protocol`] errors.
+pub(crate) async fn get_small(
+    inner: &Inner,
+    key: &ObjectKey,
+    max_bytes: u64,
+    retries: &AtomicU32,
+) -> Result<Option<Vec<u8>>, Error> {
+    let location = inner.config.location(key.as_str());
+    check_range(&location, 0, max_bytes)?;
+    let call = Call::object(inner, Method::GET, key.as_str());
+    let too_large = |size: &str| {
+        let reason = format!("the object holds {size} bytes, more than the {max_bytes} read whole");
+        invalid_range(&location, 0, max_bytes, reason)
+    };
+    let result = inner
+        .send(&call, retries, |mut response| {
+            let location = location.clone();
+            let too_large = &too_large;
+            async move {
+                if response.status() != StatusCode::OK {
+                    let reason = format!("expected HTTP 200, got {}", response.status().as_u16());
+                    return Err(protocol_error("GET", &location, reason, false));
+                }
+                let declared = content_length(response.headers());
+                if let Some(size) = declared.filter(|n| *n > max_bytes) {
+                    return Err(too_large(&size.to_string()));
+                }
+                let mut body = Vec::with_capacity(
+                    usize::try_from(declared.unwrap_or(0).min(max_bytes)).unwrap_or(0),
+                );
+                while let Some(chunk) =
+                    response.chunk().await.map_err(|e| network_error("GET", &location, e))?
+                {
+                    if (body.len() + chunk.len()) as u64 > max_bytes {
+                        return Err(too_large("more than that"));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                if let Some(size) = declared.filter(|n| *n != body.len() as u64) {
+                    let reason = format!("body ended after {} of {size} bytes", body.len());
+                    return Err(protocol_error("GET", &location, reason, true));
+                }
+                Ok(body)
+            }
+        })
+        .await;
+    match result {
+        Ok(body) => Ok(Some(body)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
     }
 }

@@ -87,6 +87,79 @@ fn check_put_bytes(store: &dyn ObjectStore) {
     assert!(store.get_range(&key("empty"), 0, 1).unwrap_err().is_invalid_range());
 }
 
+/// Stores `data` under `small/ab/obj` and nothing under `small/ab/empty`.
+fn fill_small(store: &dyn ObjectStore, data: &[u8]) {
+    store.put_bytes_if_absent(&key("small/ab/obj"), data).unwrap();
+    store.put_bytes_if_absent(&key("small/ab/empty"), b"").unwrap();
+}
+
+/// `get_small` on `store` after [`fill_small`] with `data` (5,000 bytes): the whole object
+/// when it fits, `None` when missing, an invalid range when it is larger than asked.
+fn check_get_small(store: &dyn ObjectStore, data: &[u8]) {
+    let k = key("small/ab/obj");
+    let got = |max| store.get_small(&k, max).unwrap().map(|b| (b.len(), b == data));
+    assert_eq!(got(5000), Some((5000, true)));
+    assert_eq!(got(64 * 1024), Some((5000, true)));
+    assert_eq!(store.get_small(&key("small/ab/missing"), 64 * 1024).unwrap(), None);
+    let err = store.get_small(&k, 4999).unwrap_err();
+    assert!(err.is_invalid_range() && !err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("holds 5000 bytes, more than the 4999"), "{err}");
+    let err = store.get_small(&k, MAX_RANGE_BYTES + 1).unwrap_err();
+    assert!(err.is_invalid_range(), "{err}");
+    assert_eq!(store.get_small(&key("small/ab/empty"), 10).unwrap(), Some(Vec::new()));
+}
+
+#[test]
+fn transport_fs_get_small() {
+    let work = tempfile::tempdir().unwrap();
+    let store = fs_store(&work.path().join("store"));
+    let data = random_bytes(5000, 55);
+    fill_small(store.as_ref(), &data);
+    check_get_small(store.as_ref(), &data);
+}
+
+/// On S3, one GET per call and no HEAD; a body longer than its Content-Length claims is
+/// never read past the bound.
+#[test]
+fn transport_s3_get_small_is_one_get() {
+    let server = S3sServer::start();
+    let data = random_bytes(5000, 56);
+    fill_small(server.store("p", &fast_options()).as_ref(), &data);
+    let proxy = FaultProxy::start(&server.endpoint, Vec::new());
+    let store =
+        open_store_with_env(&url_for(&proxy.endpoint, "p"), &fast_options(), server.env()).unwrap();
+    check_get_small(store.as_ref(), &data);
+    let reads: Vec<String> = proxy
+        .seen()
+        .into_iter()
+        .filter(|r| r.starts_with("GET ") || r.starts_with("HEAD "))
+        .collect();
+    assert_eq!(
+        reads,
+        [
+            "GET /strata-test/p/small/ab/obj",
+            "GET /strata-test/p/small/ab/obj",
+            "GET /strata-test/p/small/ab/missing",
+            "GET /strata-test/p/small/ab/obj",
+            "GET /strata-test/p/small/ab/empty",
+        ]
+        .map(String::from),
+    );
+    // A cut-off answer is retried and then an error, never short bytes.
+    let rule = Rule {
+        method: "GET",
+        contains: "/p/small/ab/obj",
+        fault: Fault::Truncate(10),
+        times: None,
+    };
+    let proxy = FaultProxy::start(&server.endpoint, vec![rule]);
+    let store =
+        open_store_with_env(&url_for(&proxy.endpoint, "p"), &fast_options(), server.env()).unwrap();
+    let err = store.get_small(&key("small/ab/obj"), 64 * 1024).unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert_eq!(proxy.injected(), fast_options().max_retries + 1);
+}
+
 #[test]
 fn transport_fs_get_range_and_put_bytes() {
     let work = tempfile::tempdir().unwrap();
