@@ -184,24 +184,6 @@ async fn read_range(
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_content_range() {
-        let mut headers = HeaderMap::new();
-        headers.insert("content-range", "bytes 10-19/100".parse().unwrap());
-        assert_eq!(content_range(&headers), Some((10, 19, Some(100))));
-        headers.insert("content-range", "bytes 0-0/*".parse().unwrap());
-        assert_eq!(content_range(&headers), Some((0, 0, None)));
-        headers.insert("content-range", "bytes */100".parse().unwrap());
-        assert_eq!(content_range(&headers), None);
-        headers.insert("content-range", "items 1-2/3".parse().unwrap());
-        assert_eq!(content_range(&headers), None);
-    }
-}
-
 /// The whole object `key` of at most `max_bytes` bytes, or `None` if missing
 /// ([`ObjectStore::get_small`](crate::transport::ObjectStore::get_small)): one `GET`; a
 /// `Content-Length` above `max_bytes` is refused before the body is read, and a body that
@@ -259,5 +241,23 @@ pub(crate) async fn get_small(
         Ok(body) => Ok(Some(body)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_content_range() {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-range", "bytes 10-19/100".parse().unwrap());
+        assert_eq!(content_range(&headers), Some((10, 19, Some(100))));
+        headers.insert("content-range", "bytes 0-0/*".parse().unwrap());
+        assert_eq!(content_range(&headers), Some((0, 0, None)));
+        headers.insert("content-range", "bytes */100".parse().unwrap());
+        assert_eq!(content_range(&headers), None);
+        headers.insert("content-range", "items 1-2/3".parse().unwrap());
+        assert_eq!(content_range(&headers), None);
     }
 }
