@@ -16,9 +16,10 @@ use crate::snapshot::index::names::{
     ENTRIES_PREFIX, LEASES_PREFIX, REFS_PREFIX, entry_object_digest, lease_kind,
 };
 use crate::snapshot::index::record::{
-    MAX_INDEX_BYTES, MAX_REF_BYTES, decompress_index, load_index, load_ref,
+    EntryLocation, MAX_INDEX_BYTES, MAX_REF_BYTES, decompress_index, load_index, load_ref,
 };
-use crate::snapshot::key::{KeyParts, check_key_text};
+use crate::snapshot::key::{KeyParts, check_key_text, format_time};
+use crate::snapshot::lookup::MAX_FUTURE;
 use crate::snapshot::manifest::{MAX_SIDECAR_BYTES, Sidecar, SnapshotKind, load_sidecar};
 use crate::transport::{ObjectKey, ObjectMeta, ObjectStore};
 
@@ -103,6 +104,9 @@ struct Planner<'r, 'l, 's> {
     pruned: BTreeSet<String>,
     /// Entry objects that stay whatever their age.
     marked: BTreeSet<String>,
+    /// Entry paths (relative to `actions-v1/`) that a kept index snapshot lists: their
+    /// refs stay, and so do the objects those refs name.
+    kept_paths: BTreeSet<String>,
 }
 
 /// Plans a run (see the parent module's docs); renews `lease`, if given, on the way.
@@ -127,6 +131,7 @@ pub(super) fn plan<'s>(
         sidecars: BTreeMap::new(),
         pruned: BTreeSet::new(),
         marked: BTreeSet::new(),
+        kept_paths: BTreeSet::new(),
     };
     let groups = planner.load_sidecars()?;
     planner.prune(groups);
@@ -189,6 +194,15 @@ impl Planner<'_, '_, '_> {
                 && self.request.prefix.as_deref().is_none_or(|p| key.starts_with(p))
             {
                 let time = parts.suffix_time().to_owned();
+                if time > format_time(self.now + MAX_FUTURE) {
+                    // Restores ignore it, so it must not take the place of one they use;
+                    // it is not deleted either (its entry objects stay marked).
+                    let message = format!(
+                        "the snapshot {key} is dated {time}, more than a day in the future:                          restores ignore it, so it is neither counted among the kept nor                          deleted (a wrong clock or a crafted key; delete {key}.json by hand)"
+                    );
+                    self.warn(false, message);
+                    continue;
+                }
                 groups.entry(parts.compat_prefix()).or_default().push((time, key));
             }
         }
@@ -239,7 +253,12 @@ impl Planner<'_, '_, '_> {
         for sidecar in kept {
             self.keep_alive()?;
             match kept_index_objects(self.request.store, self.scratch.path(), &sidecar) {
-                Ok(objects) => self.marked.extend(objects),
+                Ok(entries) => {
+                    for entry in entries {
+                        self.marked.insert(entry.object);
+                        self.kept_paths.insert(entry.path);
+                    }
+                }
                 Err(e) if e.is_transport() => return Err(e),
                 Err(e) => {
                     let key = &sidecar.key;
@@ -256,8 +275,9 @@ impl Planner<'_, '_, '_> {
         Ok(())
     }
 
-    /// Reads every ref: a young one marks its object; old ones are returned with their
-    /// object.
+    /// Reads every ref: a young one, or one of an entry a kept index snapshot lists (the
+    /// first writer's ref may name another object than the index does), marks its object;
+    /// the others are returned with their object.
     fn read_refs(&mut self) -> Result<Vec<(ObjectMeta, String)>, Error> {
         let mut old = Vec::new();
         for meta in std::mem::take(&mut self.listing.refs) {
@@ -266,7 +286,10 @@ impl Planner<'_, '_, '_> {
                 .fetch((name, meta.size_bytes), MAX_REF_BYTES)
                 .and_then(|b| b.map(|b| load_ref(&b)).transpose());
             match loaded {
-                Ok(Some(entry_ref)) if age_of(&meta, self.now) < self.request.grace => {
+                Ok(Some(entry_ref))
+                    if age_of(&meta, self.now) < self.request.grace
+                        || self.kept_paths.contains(&entry_ref.location.path) =>
+                {
                     self.marked.insert(entry_ref.location.object);
                 }
                 Ok(Some(entry_ref)) => old.push((meta, entry_ref.location.object)),
@@ -330,12 +353,12 @@ impl Planner<'_, '_, '_> {
 }
 
 /// Downloads the index object `sidecar` names, verifies it against the sidecar (size,
-/// digest, manifest digest) and returns the entry objects it references.
+/// digest, manifest digest) and returns the entries it lists.
 fn kept_index_objects(
     store: &dyn ObjectStore,
     scratch: &Path,
     sidecar: &Sidecar,
-) -> Result<BTreeSet<String>, Error> {
+) -> Result<Vec<EntryLocation>, Error> {
     let key = &sidecar.key;
     let name = sidecar.object_name();
     let bytes = fetch(store, scratch, (name, sidecar.object_size_bytes), MAX_INDEX_BYTES)?
@@ -370,5 +393,5 @@ fn kept_index_objects(
             ),
         ));
     }
-    Ok(index.entries.into_iter().map(|e| e.object).collect())
+    Ok(index.entries)
 }

@@ -500,3 +500,57 @@ fn a_strata_sidecar_that_does_not_load_blocks_the_sweep_and_foreign_json_does_no
     assert!(f.listing().contains(&orphan) && f.listing().contains(&own));
     assert!(f.listing().contains("tool-state.json"));
 }
+
+/// A ref written first (by the remote tier, say) may name another object than the one a
+/// later index snapshot lists for the same entry: while a kept index lists the entry, the
+/// ref and the object it names stay, however old (else the tier would miss an entry the
+/// snapshot still has).
+#[test]
+fn refs_of_entries_a_kept_index_lists_stay_with_their_objects() {
+    let f = Fixture::file();
+    let first = f.entry_object(10);
+    let packed = f.entry_object(11);
+    let kept = key(NS_A, 2);
+    f.index_snapshot(&kept, &[&packed]);
+    let entry_ref = f.entry_ref(&format!("third_party/u0/{kept}"), &first, OLD);
+    // An old ref of an entry no kept index lists goes, with its object.
+    let stale_object = f.entry_object(12);
+    let stale_ref = f.entry_ref("third_party/gone/x", &stale_object, OLD);
+    let report = f.gc(&["--keep", "1"]);
+    assert_eq!(report["status"], "done", "{report:#}");
+    let listing = f.listing();
+    for name in [&first, &packed, &entry_ref] {
+        assert!(listing.contains(name), "{name} was deleted: {report:#}");
+    }
+    assert_eq!(deleted(&report, "ref"), BTreeSet::from([stale_ref]));
+    assert_eq!(deleted(&report, "entry_object"), BTreeSet::from([stale_object]));
+}
+
+/// A snapshot dated more than a day ahead (a wrong clock, a crafted key), which restores
+/// ignore, is neither counted among the kept nor deleted, and its entry objects stay; the
+/// snapshots restores use are ranked as if it were not there.
+#[test]
+fn a_future_dated_snapshot_neither_takes_a_kept_place_nor_goes() {
+    let f = Fixture::file();
+    let future = format!("strata-l1-schema1-{NS_A}-srcF-20301201T000000Z-local-1-4242-abff");
+    let future_object = f.entry_object(20);
+    let future_index = f.index_snapshot(&future, &[&future_object]);
+    let older = key(NS_A, 1);
+    let newer = key(NS_A, 2);
+    let older_object = f.entry_object(21);
+    let newer_object = f.entry_object(22);
+    f.index_snapshot(&older, &[&older_object]);
+    f.index_snapshot(&newer, &[&newer_object]);
+    let report = f.gc(&["--keep", "1"]);
+    assert_eq!(report["status"], "done", "{report:#}");
+    let namespace = &report["namespaces"][0];
+    assert_eq!(namespace["kept"], serde_json::json!([newer]), "{report:#}");
+    assert_eq!(namespace["deleted"], serde_json::json!([older]), "{report:#}");
+    let listing = f.listing();
+    for name in [format!("{future}.json"), future_index, future_object, newer_object] {
+        assert!(listing.contains(&name), "{name} was deleted: {report:#}");
+    }
+    assert!(!listing.contains(&older_object));
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains(&future) && warnings.contains("in the future"), "{warnings}");
+}
