@@ -77,9 +77,12 @@ impl RestoreOutcome {
         }
     }
 
-    /// True if the exact key was restored (actions/cache's `cache-hit`).
+    /// True if the exact key was restored whole (actions/cache's `cache-hit`): an index
+    /// snapshot of which an entry was skipped is restored, but not a hit.
     pub fn cache_hit(&self) -> bool {
-        self.report.level == MatchLevel::Exact && self.report.restored
+        self.report.level == MatchLevel::Exact
+            && self.report.restored
+            && self.report.index.as_ref().is_none_or(|c| c.failed == 0)
     }
 
     /// The rejected candidates to warn about one by one: all of them, except the last when

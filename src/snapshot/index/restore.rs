@@ -19,7 +19,9 @@
 //!    place without replacing), one install per core at a time over all fetches, so the
 //!    restore's memory is bounded whatever the entries' sizes;
 //! 3. an entry that cannot be fetched or fails verification is skipped with a note and
-//!    counted as failed: it is a MISS later, never a wrong file; the restore succeeds;
+//!    counted as failed: it is a MISS later, never a wrong file; the restore succeeds
+//!    (without `cache-hit`), unless every entry failed and none was already present: then
+//!    the candidate is rejected ([`Error::Corrupt`]) and the next one is tried;
 //! 4. one `syncfs`, then the origin record (lineage for the next save) and the verified
 //!    index record at `.local/snapshot-index.json` (the parent of the next save), both
 //!    replaced atomically.
@@ -419,6 +421,19 @@ pub(crate) fn restore_index(
     let (index, manifest_digest, record, index_bytes) =
         fetch_index(store, cache_dir, key, sidecar)?;
     let mut restored = install_missing(store, cache_dir, &index, index_bytes, progress)?;
+    let counts = &restored.counts;
+    if counts.failed > 0 && counts.fetched == 0 && counts.present == 0 {
+        // Nothing of it is here: not a restore (the next candidate is tried, and a workflow
+        // is not told it has a cache).
+        return Err(Error::corrupt(
+            key,
+            format!(
+                "none of its {} entries could be fetched and verified: {}",
+                counts.failed,
+                restored.notes.join("; ")
+            ),
+        ));
+    }
     write_parent(cache_dir, &record);
     restored.manifest_digest = manifest_digest;
     restored.record = record;

@@ -167,14 +167,22 @@ fn index_restore_survives_every_fault_on_every_object_it_reads() {
                     // Each fault loses the entries it hits, never the restore. Entries are
                     // verified one by one: a byte flipped near the start of the pack (or of
                     // the ranged GET into it) loses one of its entries, plus the big one.
+                    // A runner that ends up with nothing of the snapshot was not restored:
+                    // the candidate is rejected (status error, no cache-hit).
                     Target::EntryObjects => {
                         assert!(injected >= 1, "{label}: no fault was injected");
-                        assert_eq!(status, "restored", "{label}: {v}");
-                        let expected = match fault {
-                            Fault::FlipByte(_) => (4 - held, 2),
-                            _ => (0, 6 - held),
-                        };
-                        assert_eq!((fetched, failed), expected, "{label}: {v}");
+                        let flip = matches!(fault, Fault::FlipByte(_));
+                        if held == 0 && !flip {
+                            assert_eq!(status, "error", "{label}: {v}");
+                            let reason = v["rejected"][0]["reason"].to_string();
+                            assert!(reason.contains("none of its 6 entries"), "{label}: {v}");
+                            assert_eq!(got, before, "{label}");
+                        } else {
+                            assert_eq!(status, "restored", "{label}: {v}");
+                            let expected = if flip { (4 - held, 2) } else { (0, 6 - held) };
+                            assert_eq!((fetched, failed), expected, "{label}: {v}");
+                            assert_eq!(v["cache_hit"], false, "{label}: {v}");
+                        }
                     }
                     Target::RangedGets => {
                         assert_eq!(status, "restored", "{label}: {v}");
@@ -226,12 +234,14 @@ fn index_restore_of_entries_from_a_stalled_server_ends_within_the_timeout() {
     let v = restore(&scratch, &cache, &k, &env);
     let took = started.elapsed();
     assert!(took < Duration::from_secs(20), "took {took:?}");
-    assert_eq!(
-        (v["status"].as_str(), v["index"]["fetched"].as_u64(), v["index"]["failed"].as_u64()),
-        (Some("restored"), Some(0), Some(3)),
-        "{v}"
-    );
+    assert_eq!(v["status"], "error", "{v}");
+    assert!(v["rejected"][0]["reason"].to_string().contains("none of its 3 entries"), "{v}");
     assert!(proxy.injected() >= 1);
     assert_eq!(entries_of(&cache), BTreeMap::new());
+    // A job that needs the cache is told: nothing was restored.
+    let args =
+        ["snapshot", "restore", "--cache-dir", &arg(&cache), "--key", &k, "--fail-on-cache-miss"];
+    let run = strata(&scratch, &args, &env);
+    assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(leftovers(&cache), Vec::<String>::new());
 }
