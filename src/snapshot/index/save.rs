@@ -7,9 +7,12 @@
 //!    `actions-v1/` outside every entry (not carried);
 //! 2. read the parent index `<cache>/.local/snapshot-index.json` (the verified record the
 //!    last index restore or save of this cache wrote); an entry whose path and manifest
-//!    digest equal the parent's keeps the parent's location once a HEAD of its object
-//!    (one per distinct object, in parallel) shows the store still holds it with enough
-//!    bytes; otherwise it is new;
+//!    digest equal the parent's keeps the parent's location; any other entry whose ref in
+//!    the store (`~refs/`, written by the remote tier or by a save from any cache) names
+//!    the same path and manifest digest, signed by this save's key when it signs, takes
+//!    the ref's location. Either is kept once a HEAD of its object (one per distinct
+//!    object, in parallel) shows the store still holds it with enough bytes; otherwise
+//!    the entry is new;
 //! 3. pack every new entry (in parallel, one per core), group them into store objects
 //!    (an entry object of at least 4 MiB alone, smaller ones concatenated into packs of
 //!    at most 32 MiB, named by the BLAKE3 of their bytes) and upload those with
@@ -57,8 +60,12 @@ pub const PARENT_INDEX_FILE: &str = "snapshot-index.json";
 pub struct IndexSaveCounts {
     /// Entries in the snapshot.
     pub entries: u64,
-    /// Entries whose object the parent index named and the store still holds.
+    /// Entries whose object the store still holds: named by the parent index, or by the
+    /// store's ref of the entry (`reused_refs` of them).
     pub reused: u64,
+    /// Of `reused`, entries found through their ref in the store (uploaded by the remote
+    /// tier, or by a save from another cache).
+    pub reused_refs: u64,
     /// Entries packed and uploaded by this save.
     pub new: u64,
     /// Entry objects and packs this save created in the store.
@@ -130,8 +137,10 @@ pub(crate) fn save_index(request: &IndexSave<'_>) -> Result<IndexSaved, Error> {
     counts.list_seconds = phase.elapsed().as_secs_f64();
 
     let phase = Instant::now();
-    let (mut locations, new) = reuse(store, &local, parent.as_ref());
+    let signer = request.signing_key.map(|k| k.public_key());
+    let (mut locations, new, from_refs) = reuse(store, &local, parent.as_ref(), signer);
     counts.reused = locations.len() as u64;
+    counts.reused_refs = from_refs;
     counts.new = new.len() as u64;
     counts.check_seconds = phase.elapsed().as_secs_f64();
 
@@ -227,26 +236,61 @@ pub(crate) fn write_parent(cache_dir: &Path, bytes: &[u8]) {
     }
 }
 
-/// Splits `local` into the locations reused from `parent` (confirmed by a HEAD of each
-/// distinct object) and the entries to upload.
+/// New entries up to this count look their refs up one GET each; more list `~refs/` first
+/// (one request per 1,000 refs) and GET only the refs that exist.
+const REF_GETS_WITHOUT_LISTING: usize = 256;
+
+/// Splits `local` into reused locations and the entries to upload; returns both and how
+/// many reused locations came from refs. A location is reused when the parent index names
+/// it for the entry's path and manifest digest, or else when the store's ref of the entry
+/// names it with the same manifest digest (signed by `signer` when the save signs: the
+/// index vouches for what it lists), and a HEAD of its object (one per distinct object, in
+/// parallel) shows the store still holds enough bytes.
 fn reuse(
     store: &dyn ObjectStore,
     local: &[LocalEntry],
     parent: Option<&SnapshotIndex>,
-) -> (Vec<EntryLocation>, Vec<LocalEntry>) {
-    let Some(parent) = parent else { return (Vec::new(), local.to_vec()) };
-    let by_path: HashMap<&str, &EntryLocation> =
-        parent.entries.iter().map(|e| (e.path.as_str(), e)).collect();
-    let mut candidates: Vec<(&LocalEntry, &EntryLocation)> = Vec::new();
-    let mut new = Vec::new();
+    signer: Option<&crate::trust::PublicKey>,
+) -> (Vec<EntryLocation>, Vec<LocalEntry>, u64) {
+    let by_path: HashMap<&str, &EntryLocation> = parent
+        .map_or_else(HashMap::new, |p| p.entries.iter().map(|e| (e.path.as_str(), e)).collect());
+    let mut from_parent: Vec<(&LocalEntry, EntryLocation)> = Vec::new();
+    let mut unknown: Vec<&LocalEntry> = Vec::new();
     for entry in local {
         match by_path.get(entry.path.as_str()) {
             Some(loc) if loc.manifest_digest == entry.manifest_digest => {
-                candidates.push((entry, loc));
+                from_parent.push((entry, (*loc).clone()));
             }
-            _ => new.push(entry.clone()),
+            _ => unknown.push(entry),
         }
     }
+    let (mut reused, gone) = confirm(store, from_parent);
+    // What the parent does not vouch for, or names in objects this store lacks (the parent
+    // may be another store's), may still be in this store under its ref.
+    unknown.extend(gone);
+    let found = from_refs(store, &unknown, signer);
+    let mut by_ref = Vec::new();
+    let mut new = Vec::new();
+    for (entry, location) in unknown.into_iter().zip(found) {
+        match location {
+            Some(location) => by_ref.push((entry, location)),
+            None => new.push(entry.clone()),
+        }
+    }
+    let (from_refs, gone) = confirm(store, by_ref);
+    let reused_refs = from_refs.len() as u64;
+    reused.extend(from_refs);
+    new.extend(gone.into_iter().cloned());
+    new.sort_by(|a, b| a.path.cmp(&b.path));
+    (reused, new, reused_refs)
+}
+
+/// Splits `candidates` into the locations whose object the store holds with enough bytes
+/// (one HEAD per distinct object, in parallel) and the entries of the others.
+fn confirm<'e>(
+    store: &dyn ObjectStore,
+    candidates: Vec<(&'e LocalEntry, EntryLocation)>,
+) -> (Vec<EntryLocation>, Vec<&'e LocalEntry>) {
     // The bytes each object must hold: the end of the furthest range that uses it.
     let mut needed: BTreeMap<&str, u64> = BTreeMap::new();
     for (_, loc) in &candidates {
@@ -269,18 +313,73 @@ fn reuse(
             }
         }
     });
-    let present: std::collections::HashSet<&str> =
-        objects.iter().zip(held).filter(|(_, held)| *held).map(|((name, _), _)| *name).collect();
-    let mut reused = Vec::new();
+    let present: std::collections::HashSet<String> = objects
+        .iter()
+        .zip(held)
+        .filter(|(_, held)| *held)
+        .map(|((name, _), _)| (*name).to_owned())
+        .collect();
+    let (mut kept, mut gone) = (Vec::new(), Vec::new());
     for (entry, loc) in candidates {
         if present.contains(loc.object.as_str()) {
-            reused.push((*loc).clone());
+            kept.push(loc);
         } else {
-            new.push(entry.clone());
+            gone.push(entry);
         }
     }
-    new.sort_by(|a, b| a.path.cmp(&b.path));
-    (reused, new)
+    (kept, gone)
+}
+
+/// The location the store's ref of each entry names, where the ref loads, names the
+/// entry's path and manifest digest and, when `signer` is given, carries its valid
+/// signature; `None` for the others (absent, unreadable or not vouched for: uploaded
+/// again). Failures are logged, never errors.
+fn from_refs(
+    store: &dyn ObjectStore,
+    entries: &[&LocalEntry],
+    signer: Option<&crate::trust::PublicKey>,
+) -> Vec<Option<EntryLocation>> {
+    if entries.is_empty() {
+        return Vec::new();
+    }
+    let listed: Option<std::collections::HashSet<String>> = (entries.len()
+        > REF_GETS_WITHOUT_LISTING)
+        .then(|| match store.list(super::names::REFS_PREFIX) {
+            Ok(refs) => Some(refs.into_iter().map(|m| m.key.as_str().to_owned()).collect()),
+            Err(e) => {
+                tracing::warn!("cannot list the entry refs ({e}); every new entry is uploaded");
+                None
+            }
+        })
+        .map(|listed| listed.unwrap_or_default());
+    map_bounded(entries, STORE_PARALLELISM, |entry| {
+        let name = ref_name(&entry.path);
+        if listed.as_ref().is_some_and(|l| !l.contains(&name)) {
+            return None;
+        }
+        let key = ObjectKey::new(name.clone()).ok()?;
+        let bytes = match store.get_small(&key, record::MAX_REF_BYTES) {
+            Ok(bytes) => bytes?,
+            Err(e) => {
+                tracing::warn!("cannot read the entry ref {name} ({e}); the entry is uploaded");
+                return None;
+            }
+        };
+        let entry_ref = record::load_ref(&bytes).ok()?;
+        let location = &entry_ref.location;
+        if location.path != entry.path || location.manifest_digest != entry.manifest_digest {
+            return None;
+        }
+        if let Some(signer) = signer {
+            let signature = entry_ref.signature.as_ref()?;
+            if signature.key_id != signer.id()
+                || !signer.verifies(REF_SIGNATURE_DOMAIN, &entry_ref.statement(), signature)
+            {
+                return None;
+            }
+        }
+        Some(entry_ref.location)
+    })
 }
 
 /// Writes one ref per new location (put-if-absent, [`STORE_PARALLELISM`] at a time);

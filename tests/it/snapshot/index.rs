@@ -793,3 +793,90 @@ fn index_malicious_entry_objects_are_refused_by_the_unpack_rules() {
         assert!(staging.is_empty(), "{what}: {staging:?}");
     }
 }
+
+/// A save that has no parent index for the store (another cache, or the same cache saved
+/// to another store first) reuses the entries the store's refs name with the same
+/// manifest digest instead of uploading them again; a signing save takes only refs
+/// carrying its own signature.
+#[test]
+fn index_save_reuses_entries_the_stores_refs_name() {
+    let scratch = Scratch::new();
+    let store_a = vec![("STRATA_STORE", scratch.file_store())];
+    let store_b_dir = scratch.path("store-b");
+    std::fs::create_dir_all(&store_b_dir).unwrap();
+    let store_b = vec![("STRATA_STORE", format!("file://{}", store_b_dir.display()))];
+    let a = scratch.path("a/cache");
+    for seed in 1..=6 {
+        fill_cache(&a, seed);
+    }
+    let k1 = key(&scratch, "refs1");
+    let v = save(&scratch, &a, &k1, &store_a);
+    assert_eq!(
+        (v["index"]["new"].as_u64(), v["index"]["reused_refs"].as_u64()),
+        (Some(6), Some(0)),
+        "{v}"
+    );
+    // The same cache to another store: nothing there yet.
+    let v = save(&scratch, &a, &key(&scratch, "refs1b"), &store_b);
+    assert_eq!(v["index"]["new"], 6, "{v}");
+    // Three more entries: only they are uploaded to A (the other six are the parent's
+    // objects, or those A's refs name).
+    for seed in 7..=9 {
+        fill_cache(&a, seed);
+    }
+    let v = save(&scratch, &a, &key(&scratch, "refs2"), &store_a);
+    assert_eq!(
+        (v["index"]["new"].as_u64(), v["index"]["reused"].as_u64()),
+        (Some(3), Some(6)),
+        "{v}"
+    );
+    // Another cache holding the same nine entries and no parent index at all.
+    let b = scratch.path("b/cache");
+    for seed in 1..=9 {
+        fill_cache(&b, seed);
+    }
+    let k3 = key(&scratch, "refs3");
+    let v = save(&scratch, &b, &k3, &store_a);
+    assert_eq!(
+        (
+            v["index"]["new"].as_u64(),
+            v["index"]["reused_refs"].as_u64(),
+            v["index"]["objects_uploaded"].as_u64()
+        ),
+        (Some(0), Some(9), Some(0)),
+        "{v}"
+    );
+    let fresh = scratch.path("fresh/cache");
+    let (_, v) = restore(&scratch, &fresh, &k3, &store_a);
+    assert_eq!(
+        (v["status"].as_str(), v["index"]["fetched"].as_u64()),
+        (Some("restored"), Some(9)),
+        "{v}"
+    );
+    assert_eq!(entry_tree(&fresh), entry_tree(&b));
+    // A signing save does not vouch for unsigned refs: it uploads its own.
+    let keyfile = scratch.path("producer.key");
+    strata(&scratch, &["key", "generate", "--out", &arg(&keyfile)], &[]).assert_ok();
+    let mut signed = store_a.clone();
+    signed.push(("STRATA_SIGNING_KEY", std::fs::read_to_string(&keyfile).unwrap()));
+    let c = scratch.path("c/cache");
+    fill_cache(&c, 1);
+    let v = save(&scratch, &c, &key(&scratch, "refs4"), &signed);
+    assert_eq!(
+        (v["index"]["new"].as_u64(), v["index"]["reused_refs"].as_u64()),
+        (Some(1), Some(0)),
+        "{v}"
+    );
+    // A new entry's ref is this key's: a second signing cache reuses it.
+    fill_cache(&c, 10);
+    let v = save(&scratch, &c, &key(&scratch, "refs5"), &signed);
+    assert_eq!(v["index"]["new"], 1, "{v}");
+    let d = scratch.path("d/cache");
+    fill_cache(&d, 10);
+    let v = save(&scratch, &d, &key(&scratch, "refs6"), &signed);
+    assert_eq!(
+        (v["index"]["new"].as_u64(), v["index"]["reused_refs"].as_u64()),
+        (Some(0), Some(1)),
+        "{v}"
+    );
+}
