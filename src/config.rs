@@ -54,6 +54,20 @@ pub fn var(name: &str) -> Option<OsString> {
     std::env::var_os(name).filter(|v| !v.is_empty())
 }
 
+/// Parses an on/off setting (`STRATA_REMOTE_WRITE`, `STRATA_EXPLAIN`, …) like clap's
+/// boolish values: `1 true yes on y t` / `0 false no off n f`, in any case; empty or blank
+/// means off.
+///
+/// # Errors
+/// Any other text, as a message for `NAME=<text>: …`.
+pub fn parse_switch(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "" | "0" | "false" | "no" | "off" | "n" | "f" => Ok(false),
+        "1" | "true" | "yes" | "on" | "y" | "t" => Ok(true),
+        _ => Err(format!("{text:?} is not on or off (use 1 or 0, true or false)")),
+    }
+}
+
 /// A variable of the process environment as text; `None` when unset, empty or not UTF-8.
 pub fn var_text(name: &str) -> Option<String> {
     var(name).and_then(|v| v.into_string().ok())
@@ -167,6 +181,19 @@ pub fn event_log(flag: Option<&Path>) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn switches_parse_in_any_case_and_refuse_other_text() {
+        for on in ["1", "true", "TRUE", " Yes ", "on", "Y", "t"] {
+            assert_eq!(parse_switch(on), Ok(true), "{on}");
+        }
+        for off in ["", " ", "0", "false", "False", "no", "OFF", "n", "f"] {
+            assert_eq!(parse_switch(off), Ok(false), "{off}");
+        }
+        for bad in ["banana", "2", "enable", "yess"] {
+            assert!(parse_switch(bad).unwrap_err().contains("not on or off"), "{bad}");
+        }
+    }
+
     use super::*;
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {

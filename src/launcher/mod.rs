@@ -108,8 +108,14 @@ impl Config {
     /// As [`Config::from_env`].
     pub fn from_env_with(overrides: &Overrides) -> Result<Self, String> {
         let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-        let flag = |name: &str| {
-            var(name).is_some_and(|v| matches!(v.to_str(), Some("1" | "true" | "on" | "yes")))
+        let flag = |name: &str| -> Result<bool, String> {
+            match var(name) {
+                Some(v) => {
+                    let text = v.to_string_lossy();
+                    crate::config::parse_switch(&text).map_err(|why| format!("{name}: {why}"))
+                }
+                None => Ok(false),
+            }
         };
         let cache_root = match overrides
             .cache_root
@@ -137,9 +143,9 @@ impl Config {
             cache_root,
             base_dirs,
             digest,
-            tool_content: overrides.tool_content || flag("STRATA_TOOL_CONTENT"),
-            disabled: flag("STRATA_DISABLE"),
-            explain: flag("STRATA_EXPLAIN"),
+            tool_content: overrides.tool_content || flag("STRATA_TOOL_CONTENT")?,
+            disabled: flag("STRATA_DISABLE")?,
+            explain: flag("STRATA_EXPLAIN")?,
             remote: overrides.remote.clone(),
         })
     }

@@ -50,14 +50,9 @@ const DEFAULT_LOCK_TIMEOUT_SECONDS: u64 = 3600;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LockTimeout(Option<u64>);
 
-/// Parses `--read-only` / `STRATA_ARTIFACT_READ_ONLY` like clap's boolish values
-/// (`1 true yes on y t` / `0 false no off n f`, any case); empty means unset (false).
+/// Parses `--read-only` / `STRATA_ARTIFACT_READ_ONLY` ([`strata::config::parse_switch`]).
 fn parse_read_only(text: &str) -> Result<bool, String> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "" | "0" | "false" | "no" | "off" | "n" | "f" => Ok(false),
-        "1" | "true" | "yes" | "on" | "y" | "t" => Ok(true),
-        _ => Err(format!("{text:?} is not a boolean (use true or false)")),
-    }
+    strata::config::parse_switch(text)
 }
 
 /// Parses `--lock-timeout` / `STRATA_ARTIFACT_LOCK_TIMEOUT`: whole seconds; empty means

@@ -67,7 +67,7 @@ pub struct RemoteConfig {
 
 impl RemoteConfig {
     /// The configuration of the environment: `STRATA_REMOTE_STORE` (unset or empty:
-    /// `Ok(None)`), `STRATA_REMOTE_WRITE` (`1`, `true`, `on`, `yes`),
+    /// `Ok(None)`), `STRATA_REMOTE_WRITE` (on or off, [`crate::config::parse_switch`]),
     /// `STRATA_REMOTE_TIMEOUT` (seconds, a decimal number from 0.05 to 600),
     /// `STRATA_TRUSTED_KEYS`, and the writer credentials of the URL. Reads no file.
     ///
@@ -76,8 +76,11 @@ impl RemoteConfig {
     pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
         let get = |name: &str| env(name).filter(|v| !v.trim().is_empty());
         let Some(url) = get("STRATA_REMOTE_STORE") else { return Ok(None) };
-        let write = get("STRATA_REMOTE_WRITE")
-            .is_some_and(|v| matches!(v.trim(), "1" | "true" | "on" | "yes"));
+        let write = match get("STRATA_REMOTE_WRITE") {
+            Some(text) => crate::config::parse_switch(&text)
+                .map_err(|reason| format!("STRATA_REMOTE_WRITE={text:?}: {reason}"))?,
+            None => false,
+        };
         let timeout = match get("STRATA_REMOTE_TIMEOUT") {
             Some(text) => parse_timeout(&text)
                 .map_err(|reason| format!("STRATA_REMOTE_TIMEOUT={text:?}: {reason}"))?,

@@ -404,3 +404,29 @@ fn remote_a_large_entry_is_streamed_through_a_temp_file() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// `STRATA_REMOTE_WRITE` takes any case of the usual switches; anything else is a usage
+/// error, never a silent "off".
+#[test]
+fn remote_write_switch_in_any_case_and_a_bad_value_is_a_usage_error() {
+    let server = S3sServer::start();
+    let ctx = TestContext::new();
+    let run = ctx.run(
+        &with_store(action(&ctx, &ctx.cache, "zlib"), &server, None)
+            .env("STRATA_REMOTE_WRITE", "TRUE"),
+    );
+    run.expect(&["MISS", "SAVED"]);
+    assert_eq!(stats(&ctx, &ctx.cache)["third_party"]["remote"]["uploaded"], 1);
+    clear_output(&ctx);
+    let cache = ctx.path("cache-bad");
+    let run = ctx.run(
+        &with_store(action(&ctx, &cache, "zlib"), &server, None)
+            .env("STRATA_REMOTE_WRITE", "banana"),
+    );
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("STRATA_REMOTE_WRITE") && run.stderr.contains("banana"),
+        "{}",
+        run.stderr
+    );
+}
