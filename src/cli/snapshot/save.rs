@@ -92,7 +92,8 @@ pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
         }
         None => {
             let reason = skip_reason.unwrap_or(SkipReason::NoKey);
-            SaveEnd::Report(snapshot::save::skipped_report(&literal_dir, Some(&args.key), reason))
+            let report = snapshot::save::skipped_report(&literal_dir, Some(&args.key), reason);
+            SaveEnd::Report(SaveReport { kind: format, ..report })
         }
     };
     end.emit(&events);
@@ -162,6 +163,7 @@ fn saved_or_skipped(
         value["status"] = json!(status);
         if let SaveOutcome::Skipped { .. } = report.outcome {
             value["message"] = json!(reason);
+            value["reason"] = json!(reason);
         }
         print_json(&value)?;
     } else if let SaveOutcome::Saved = report.outcome {
@@ -208,6 +210,8 @@ fn failed(
             "outcome": {"status": "error"},
             "error": error.one_line(),
             "message": error.one_line(),
+            "reason": error.one_line(),
+            "kind": snapshot_format(args.format.as_deref()).map_or("", |k| k.as_str()),
             "key": args.key,
             "cache_dir": shown.literal_dir.display().to_string(),
             "store": shown.store,

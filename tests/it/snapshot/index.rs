@@ -880,3 +880,23 @@ fn index_save_reuses_entries_the_stores_refs_name() {
         "{v}"
     );
 }
+
+/// A skipped save reports the format it would have written, and why, at the top level.
+#[test]
+fn index_a_skipped_save_reports_its_kind_and_reason() {
+    let scratch = Scratch::new();
+    let cache = scratch.path("a/cache");
+    fill_cache(&cache, 1);
+    std::fs::remove_file(cache.join(".updated")).unwrap();
+    let env = indexed(&[("STRATA_STORE", scratch.file_store())]);
+    let k = key(&scratch, "skip");
+    let run = strata(
+        &scratch,
+        &["snapshot", "save", "--cache-dir", &arg(&cache), "--key", &k, "--json"],
+        &env,
+    );
+    run.assert_ok();
+    let v = run.json();
+    assert_eq!((v["status"].as_str(), v["kind"].as_str()), (Some("skipped"), Some("index")), "{v}");
+    assert!(v["reason"].as_str().is_some_and(|r| r.contains(".updated")), "{v}");
+}
