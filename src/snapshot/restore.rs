@@ -291,21 +291,27 @@ pub(crate) const MAYBE_TRANSIENT: &str = "this may be a transient transfer error
      damaged in transit): retry the restore; only if every retry fails the same way is the \
      stored copy damaged";
 
-fn read_sidecar(
-    store: &dyn ObjectStore,
-    found: &Candidate,
-    temp: &Path,
-) -> Result<(Sidecar, String), Error> {
+/// Reads the candidate's sidecar into memory (one GET of at most [`MAX_SIDECAR_BYTES`]; no
+/// temp file, so nothing is written beside the cache for it) and loads it.
+fn read_sidecar(store: &dyn ObjectStore, found: &Candidate) -> Result<(Sidecar, String), Error> {
     if found.sidecar.size_bytes > MAX_SIDECAR_BYTES {
         return Err(Error::corrupt(&found.key, "the sidecar is larger than 1 MiB"));
     }
     let name = format!("{}.json", found.key);
-    store
-        .get_to_file(&object_key(&name)?, temp)
-        .map_err(|e| Error::transport("download", &name, e))?;
-    // The listing's size is the store's claim; read at most the bound, whatever arrived.
-    let Some(bytes) = fs::read_capped_nofollow(temp, MAX_SIDECAR_BYTES)? else {
-        return Err(Error::corrupt(&found.key, "the sidecar is larger than 1 MiB"));
+    // The listing's size is the store's claim; at most the bound is read, whatever comes.
+    let bytes = match store.get_small(&object_key(&name)?, MAX_SIDECAR_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            let e = crate::transport::Error::NotFound {
+                location: name.clone(),
+                attempts: Default::default(),
+            };
+            return Err(Error::transport("download", &name, e));
+        }
+        Err(e) if e.is_invalid_range() => {
+            return Err(Error::corrupt(&found.key, "the sidecar is larger than 1 MiB"));
+        }
+        Err(e) => return Err(Error::transport("download", &name, e)),
     };
     let (sidecar_digest, sidecar): (_, Sidecar) = manifest::load_sidecar(&bytes).map_err(|e| {
         let problem = match &e {
@@ -326,16 +332,14 @@ fn read_sidecar(
     Ok((sidecar, sidecar_digest))
 }
 
-/// For a lookup with trusted keys: reads the candidate's sidecar into a temp file outside the
-/// cache's parent and checks its producer ([`check_producer`]). Without trusted keys there
+/// For a lookup with trusted keys: reads the candidate's sidecar (into memory) and checks
+/// its producer ([`check_producer`]). Without trusted keys there
 /// is nothing to check.
 fn lookup_producer(request: &RestoreRequest<'_>, found: &Candidate) -> Result<(), Error> {
     if request.trust.is_empty() {
         return Ok(());
     }
-    let temp = tempfile::NamedTempFile::new()
-        .map_err(|e| fs::Error::io("create a temporary file in", std::env::temp_dir(), e))?;
-    let (sidecar, _) = read_sidecar(request.store, found, temp.path())?;
+    let (sidecar, _) = read_sidecar(request.store, found)?;
     check_producer(&request.trust, &found.key, &sidecar)
 }
 
@@ -514,9 +518,7 @@ fn restore_candidate(
     found: &Candidate,
     report: &mut RestoreReport,
 ) -> Result<Restored, Error> {
-    let sidecar_temp = temp::temp_file_beside(cache_dir, Purpose::Sidecar)?;
-    let (sidecar, _) = read_sidecar(request.store, found, &sidecar_temp)?;
-    drop(sidecar_temp);
+    let (sidecar, _) = read_sidecar(request.store, found)?;
     check_producer(&request.trust, &found.key, &sidecar)?;
     if report.matched_key.as_deref() == Some(found.key.as_str()) {
         report.object_size_bytes = sidecar.object_size_bytes;

@@ -272,7 +272,13 @@ impl ObjectStore for FsStore {
         }
         let mut out = Vec::new();
         for entry in localfs::walk(&start) {
-            let entry = entry?;
+            let entry = match entry {
+                Ok(entry) => entry,
+                // Deleted between the directory read and its `lstat` (a concurrent gc or
+                // lease release): not in the listing, as on S3.
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e.into()),
+            };
             if entry.kind != localfs::EntryKind::File || is_temp_name(&entry.path) {
                 continue;
             }

@@ -214,6 +214,19 @@ pub fn install_entry_from(
             ),
         ));
     }
+    // The index (or ref) vouches for the entry by its manifest too: an object holding
+    // another manifest under this path is not the entry it names.
+    let manifest = super::entries::manifest_digest(staging.path())?;
+    if manifest.as_ref() != Some(&location.manifest_digest) {
+        let found = manifest.map_or_else(|| "none".to_owned(), |d| d.to_string());
+        return Err(Error::corrupt(
+            label,
+            format!(
+                "the entry's manifest.json has digest {found}, the index records {}",
+                location.manifest_digest
+            ),
+        ));
+    }
     if let Some(parent) = entry_rel.parent() {
         fs::create_dir_all(&carried)?;
         fs::create_dir_all_within(&carried, &parent.to_relative_path(), 0o755)?;
@@ -247,7 +260,10 @@ mod tests {
     fn location_of(rel: &str, packed: &PackedEntry) -> EntryLocation {
         EntryLocation {
             path: rel.into(),
-            manifest_digest: ContentDigest::of_bytes(DigestAlgorithm::Blake3, b"m"),
+            manifest_digest: ContentDigest::of_bytes(
+                DigestAlgorithm::Blake3,
+                format!("{{\"entry\":\"{rel}\"}}").as_bytes(),
+            ),
             object: entry_object_name(&packed.digest).unwrap(),
             offset: 0,
             size_bytes: packed.size_bytes,
@@ -336,6 +352,14 @@ mod tests {
         flipped[size / 2] ^= 0x10;
         let err = install_entry_from(other.path(), &location, &mut &flipped[..]).unwrap_err();
         assert!(err.one_line().contains("digest"), "{}", err.one_line());
+        // The bytes the location names, but another manifest than it records.
+        let other_manifest = EntryLocation {
+            manifest_digest: ContentDigest::of_bytes(DigestAlgorithm::Blake3, b"{}"),
+            ..location.clone()
+        };
+        let err =
+            install_entry_from(other.path(), &other_manifest, &mut &bytes[..size]).unwrap_err();
+        assert!(err.one_line().contains("manifest.json has digest"), "{}", err.one_line());
         assert!(!other.path().join("actions-v1").join(rel).exists());
         let left = std::fs::read_dir(other.path().join(".local")).unwrap().count();
         assert_eq!(left, 0, "staging removed");

@@ -762,6 +762,10 @@ fn actions_trusted_keys_pass_over_a_poisoned_newer_snapshot() {
         let cache = ws.join(".strata-l1");
         super::fill_cache(&cache, 5);
         std::fs::write(entry(&cache).join("artifacts/out.txt"), text).unwrap();
+        // A real entry's manifest records its artifacts' digests, so B's differs too (an
+        // index save may reuse what the store holds for an equal path and manifest).
+        std::fs::write(entry(&cache).join("manifest.json"), format!("{{\"out\":\"{text}\"}}"))
+            .unwrap();
         std::fs::write(cache.join(".updated"), "").unwrap();
         if who == "b" {
             std::thread::sleep(std::time::Duration::from_millis(1100));
