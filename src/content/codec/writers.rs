@@ -116,22 +116,9 @@ fn run_writer(receiver: Receiver<Message>, failed: Arc<AtomicBool>) -> Output {
                 None => Ok(()),
             },
             Message::Close => match current.take() {
-                Some((file, new, hasher)) => match file
-                    .set_permissions(std::fs::Permissions::from_mode(new.mode))
-                    .map_err(|e| fs::Error::io("chmod", &new.path, e))
-                {
-                    Ok(()) => {
-                        let size_bytes = hasher.len();
-                        out.records.push(FileRecord {
-                            path: new.rel,
-                            size_bytes,
-                            digest: hasher.finish(),
-                            executable: new.executable,
-                        });
-                        Ok(())
-                    }
-                    Err(e) => Err(WriteError::Io(e)),
-                },
+                Some((file, new, hasher)) => close_file(&file, new, hasher).map(|record| {
+                    out.records.push(record);
+                }),
                 None => Ok(()),
             },
         };
@@ -324,15 +311,25 @@ fn write_inline(
         Err(Ok(reason)) => return Err(FeedError::Archive(reason)),
         Err(Err(e)) => return stop(out, WriteError::Io(e)),
     }
-    if let Err(e) = file.set_permissions(std::fs::Permissions::from_mode(new.mode)) {
-        return stop(out, WriteError::Io(fs::Error::io("chmod", &new.path, e)));
+    match close_file(&file, new, hasher) {
+        Ok(record) => {
+            out.records.push(record);
+            Ok(())
+        }
+        Err(e) => stop(out, e),
     }
+}
+
+/// Sets the final mode of a written file and returns its record (size and digest of the
+/// bytes hashed while it was written).
+fn close_file(file: &File, new: NewFile, hasher: ContentHasher) -> Result<FileRecord, WriteError> {
+    file.set_permissions(std::fs::Permissions::from_mode(new.mode))
+        .map_err(|e| WriteError::Io(fs::Error::io("chmod", &new.path, e)))?;
     let size_bytes = hasher.len();
-    out.records.push(FileRecord {
+    Ok(FileRecord {
         path: new.rel,
         size_bytes,
         digest: hasher.finish(),
         executable: new.executable,
-    });
-    Ok(())
+    })
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{action, remote_warnings, stats, store_files, stored, with_store};
+use super::{action, remote_warnings, staging_left, stats, store_files, stored, with_store};
 use crate::engine::{TestContext, tree_files};
 use crate::transport::proxy::{Fault, FaultProxy, Rule};
 use crate::transport::server::S3sServer;
@@ -172,12 +172,7 @@ fn remote_flipped_byte_and_a_ref_naming_another_path_install_nothing() {
     assert!(warnings[0].contains("digest"), "{}", run.stderr);
     assert!(ctx.path("ran.log").exists(), "the build did not run");
     // Nothing but the entry the build saved, and no staging leftovers.
-    let local = std::fs::read_dir(cache.join(".local")).unwrap();
-    let left: Vec<String> = local
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with('.'))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(staging_left(&cache), Vec::<String>::new());
 }
 
 #[test]
@@ -337,12 +332,7 @@ fn remote_every_fault_on_the_ref_or_the_entry_object_is_a_miss_that_builds() {
                 outputs(producer_entry.clone()),
                 "{label}"
             );
-            let staging: Vec<String> = std::fs::read_dir(cache.join(".local"))
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with('.'))
-                .collect();
-            assert!(staging.is_empty(), "{label}: {staging:?}");
+            assert_eq!(staging_left(&cache), Vec::<String>::new(), "{label}");
         }
     }
 }
@@ -397,12 +387,7 @@ fn remote_a_large_entry_is_streamed_through_a_temp_file() {
     assert_eq!(warnings.len(), 1, "{}", run.stderr);
     assert!(warnings[0].contains("digest"), "{}", run.stderr);
     assert!(ctx.path("ran.log").exists(), "the build did not run");
-    let left: Vec<String> = std::fs::read_dir(flipped.join(".local"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with('.'))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(staging_left(&flipped), Vec::<String>::new());
 }
 
 /// `STRATA_REMOTE_WRITE` takes any case of the usual switches; anything else is a usage

@@ -84,3 +84,13 @@ pub fn stats(ctx: &TestContext, cache: &Path) -> serde_json::Value {
 pub fn remote_warnings(run: &RunResult) -> Vec<&str> {
     run.warnings().into_iter().filter(|l| l.contains("WARNING remote")).collect()
 }
+
+/// Names under `<cache>/.local` that look like staging or temp files (a leading dot): a
+/// finished run leaves none.
+pub fn staging_left(cache: &Path) -> Vec<String> {
+    std::fs::read_dir(cache.join(".local"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
+}
