@@ -10,8 +10,8 @@
 #   local:  `strata action run` on the producer's cache (a local HIT), outputs removed first;
 #   remote: the same on a new empty cache with --remote-store (a remote HIT: one GET of the
 #           ref, one ranged GET of the entry object, verify, install, then the HIT).
-# Alternated with both: curl fetching the same ref and entry object over one connection
-# (the peer: what the two GETs cost any client of this server). Prints the CPU, the median
+# Alternated with both: curl fetching the same ref and entry object over one connection with
+# the same headers (the peer: what the two GETs cost any client of this server). Prints the CPU, the median
 # wall time of each (whole process: start, key, lookup, restore), the difference
 # remote - local in ms, the ratio remote / local, and what strata adds beyond the peer.
 # STRATA_BIN=path uses that binary instead of building the release one.
@@ -47,14 +47,16 @@ run "$work/producer" --remote-store "$url" --remote-write 2>&1 | grep -E "SAVED|
 echo "entry: $files files, $(( per_file * files )) bytes"
 
 # The peer: curl (SigV4) fetching the same two objects the tier reads, the ref and the
-# entry object, on one connection: what any HTTP/1.1 client pays this server for them.
+# entry object, on one connection, the second with `Connection: close` as the tier sends it
+# (get_range_last): what any HTTP/1.1 client pays this server for them. Without that header
+# s3s-fs (Nagle on) holds the answer's tail until the client's delayed ACK, up to 40 ms.
 ref_file=$(cd "$STRATA_S3_TEST_DIR/data" && find . -path '*~refs/*' -type f | head -n 1)
 obj_file=$(cd "$STRATA_S3_TEST_DIR/data" && find . -path '*~entries/*' -type f | head -n 1)
+sig=(--http1.1 --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"
+  -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
 fetch_peer() {
-  curl -sf -o /dev/null -o /dev/null --http1.1 --aws-sigv4 "aws:amz:us-east-1:s3" \
-    --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
-    -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
-    "$STRATA_TEST_S3_ENDPOINT/${ref_file#./}" "$STRATA_TEST_S3_ENDPOINT/${obj_file#./}"
+  curl -sf -o /dev/null "${sig[@]}" "$STRATA_TEST_S3_ENDPOINT/${ref_file#./}" \
+    --next -sf -o /dev/null "${sig[@]}" -H "Connection: close" "$STRATA_TEST_S3_ENDPOINT/${obj_file#./}"
 }
 peer=true
 command -v curl >/dev/null && curl --help all 2>/dev/null | grep -q -- --aws-sigv4 && fetch_peer || peer=false
@@ -77,7 +79,7 @@ echo "remote HIT: median $r ms  (${remote_ms[*]})"
 awk -v l="$l" -v r="$r" 'BEGIN { printf "remote - local: %.1f ms added (target <= 30 ms); remote / local: %.2fx\n", r - l, r / l }'
 if $peer; then
   p=$(bench_median "${peer_ms[@]}")
-  echo "curl, the same ref + entry object on one connection: median $p ms  (${peer_ms[*]})"
+  echo "curl, the same ref + entry object on one connection, the same headers: median $p ms  (${peer_ms[*]})"
   awk -v l="$l" -v r="$r" -v p="$p" 'BEGIN { printf "added beyond what the two GETs take any client: %.1f ms\n", r - l - p }'
 else
   echo "curl with --aws-sigv4 not found: no peer fetch measured"

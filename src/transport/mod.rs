@@ -269,6 +269,22 @@ pub trait ObjectStore: Send + Sync {
     /// ([`Error::Protocol`] when the server's answer does not match the range).
     fn get_range(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error>;
 
+    /// [`ObjectStore::get_range`] as the last request a short-lived process makes of the
+    /// store (the remote entry tier's entry object): an S3 store adds `Connection: close`, so
+    /// the server closes the connection once it has answered and sends the answer's tail at
+    /// once. Over a kept-alive connection a server that leaves Nagle's algorithm on (s3s-fs
+    /// does) holds the last segment of a large answer until the client acknowledges the
+    /// earlier ones, and Linux delays that acknowledgement by up to 40 ms once a connection
+    /// carries requests and answers in turn. Closing costs nothing when no request follows;
+    /// a later request on the same store opens a new connection. A directory store reads as
+    /// [`ObjectStore::get_range`] does.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get_range`].
+    fn get_range_last(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error> {
+        self.get_range(key, start, end)
+    }
+
     /// The whole object `key` if it holds at most `max_bytes` bytes (at most
     /// [`MAX_RANGE_BYTES`]), or `None` if there is no such object: for small records
     /// (refs). An S3 store sends one `GET` (no `HEAD` first, so a miss or a hit costs one

@@ -326,7 +326,8 @@ fn get_entry_object(
     let failed = |e: &crate::transport::Error| format!("{key}: {}", one_line(e));
     let (start, end) = (location.offset, location.offset.saturating_add(location.size_bytes));
     if location.size_bytes <= MAX_IN_MEMORY_BYTES {
-        return match store.get_range(key, start, end) {
+        // The last request of the lookup (see `get_range_last`).
+        return match store.get_range_last(key, start, end) {
             Ok(bytes) => Ok(EntryBytes::Memory(bytes)),
             Err(e) if e.is_not_found() => Ok(EntryBytes::Absent),
             Err(e) => Err(failed(&e)),

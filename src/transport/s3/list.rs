@@ -235,6 +235,7 @@ pub(crate) async fn list_all(
             headers: Vec::new(),
             payload: super::sign::Payload::Empty,
             location: location.clone(),
+            close_connection: false,
         };
         let page = inner
             .send(&call, retries, |response| {

@@ -75,6 +75,9 @@ pub(crate) struct Call {
     pub payload: Payload,
     /// `s3://bucket/prefix/key` for errors and logs.
     pub location: String,
+    /// Send `Connection: close` (not signed: a hop-by-hop header), so that the server
+    /// closes the connection once it has answered. See [`ObjectStore::get_range_last`].
+    pub close_connection: bool,
 }
 
 impl Call {
@@ -87,6 +90,7 @@ impl Call {
             headers: Vec::new(),
             payload: Payload::Empty,
             location: inner.config.location(key),
+            close_connection: false,
         }
     }
 }
@@ -122,11 +126,12 @@ impl Inner {
             None => request.anonymous()?,
         };
         let method = call.method.as_str();
-        let response = signed
-            .into_builder(&self.client)
-            .send()
-            .await
-            .map_err(|e| network_error(method, &call.location, e))?;
+        let mut builder = signed.into_builder(&self.client);
+        if call.close_connection {
+            builder = builder.header(reqwest::header::CONNECTION, "close");
+        }
+        let response =
+            builder.send().await.map_err(|e| network_error(method, &call.location, e))?;
         if response.status().is_success() {
             Ok(response)
         } else {
@@ -303,7 +308,12 @@ impl ObjectStore for S3Store {
 
     fn get_range(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error> {
         let retries = AtomicU32::new(0);
-        self.runtime.block_on(range::get_range(&self.inner, key, start, end, &retries))
+        self.runtime.block_on(range::get_range(&self.inner, key, start, end, false, &retries))
+    }
+
+    fn get_range_last(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error> {
+        let retries = AtomicU32::new(0);
+        self.runtime.block_on(range::get_range(&self.inner, key, start, end, true, &retries))
     }
 
     fn get_small(&self, key: &ObjectKey, max_bytes: u64) -> Result<Option<Vec<u8>>, Error> {

@@ -47,7 +47,8 @@ fn invalid_range(location: &str, start: u64, end: u64, reason: String) -> Error 
     Error::InvalidRange { location: location.to_owned(), start, end, reason }
 }
 
-/// Bytes `start..end` of `key` (see the module docs).
+/// Bytes `start..end` of `key` (see the module docs), with `Connection: close` when
+/// `close_connection` is set ([`ObjectStore::get_range_last`]).
 ///
 /// # Errors
 /// [`Error::InvalidRange`] for bounds [`check_range`] refuses or a range past the end of the
@@ -57,6 +58,7 @@ pub(crate) async fn get_range(
     key: &ObjectKey,
     start: u64,
     end: u64,
+    close_connection: bool,
     retries: &AtomicU32,
 ) -> Result<Vec<u8>, Error> {
     let location = inner.config.location(key.as_str());
@@ -75,6 +77,7 @@ pub(crate) async fn get_range(
     }
     let mut call = Call::object(inner, Method::GET, key.as_str());
     call.headers.push(("range", format!("bytes={start}-{}", end - 1)));
+    call.close_connection = close_connection;
     let result = inner
         .send(&call, retries, |response| {
             let location = location.clone();

@@ -323,3 +323,78 @@ fn transport_s3_put_bytes_whose_answer_was_lost_is_created() {
     assert_eq!((proxy.injected(), stats.retries), (1, 1));
     assert_eq!(store.get_range(&key("lease.json"), 0, 11).unwrap(), b"{\"lease\":1}");
 }
+
+/// A keep-alive HTTP/1.1 server on 127.0.0.1 that answers every request with the 4-byte
+/// range `0-3` of a 10-byte object and records `(connection number, lower-cased head)`;
+/// it keeps a connection open until the client asks to close it or goes away.
+fn keep_alive_range_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<(usize, String)>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for (number, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { return };
+            let record = record.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                loop {
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        head.push_str(&line.to_ascii_lowercase());
+                    }
+                    let close = head.contains("\r\nconnection: close\r\n");
+                    record.lock().unwrap().push((number, head));
+                    let answer = "HTTP/1.1 206 Partial Content\r\ncontent-range: bytes 0-3/10\r\n\
+                                  content-length: 4\r\n\r\nabcd";
+                    if stream.write_all(answer.as_bytes()).is_err() || close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (endpoint, seen)
+}
+
+#[test]
+fn transport_s3_get_range_last_asks_the_server_to_close_the_connection() {
+    // get_range keeps the connection for the next request; get_range_last sends
+    // `Connection: close` (unsigned), so the request after it opens a new connection.
+    let (endpoint, seen) = keep_alive_range_server();
+    let env = |name: &str| match name {
+        "AWS_ACCESS_KEY_ID" => Some("stub-access".to_owned()),
+        "AWS_SECRET_ACCESS_KEY" => Some("stub-secret".to_owned()),
+        _ => None,
+    };
+    let store = open_store_with_env(&url_for(&endpoint, "p"), &fast_options(), env).unwrap();
+    assert_eq!(store.get_range(&key("k"), 0, 4).unwrap(), b"abcd");
+    assert_eq!(store.get_range_last(&key("k"), 0, 4).unwrap(), b"abcd");
+    assert_eq!(store.get_range(&key("k"), 0, 4).unwrap(), b"abcd");
+    let seen = seen.lock().unwrap().clone();
+    let connections: Vec<usize> = seen.iter().map(|(n, _)| *n).collect();
+    let closing: Vec<bool> =
+        seen.iter().map(|(_, head)| head.contains("\r\nconnection: close\r\n")).collect();
+    assert_eq!(connections, [0, 0, 1], "{seen:?}");
+    assert_eq!(closing, [false, true, false], "{seen:?}");
+    let signed = seen[1].1.lines().find(|l| l.starts_with("authorization:")).unwrap().to_owned();
+    assert!(signed.contains("signedheaders=host;range;"), "{signed}");
+    assert!(!signed.contains("connection"), "{signed}");
+}
+
+#[test]
+fn transport_fs_get_range_last_reads_as_get_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fs_store(dir.path());
+    store.put_bytes_if_absent(&key("k"), b"0123456789").unwrap();
+    assert_eq!(store.get_range_last(&key("k"), 2, 5).unwrap(), b"234");
+    assert!(store.get_range_last(&key("k"), 8, 12).unwrap_err().is_invalid_range());
+}
