@@ -324,14 +324,17 @@ fn transport_s3_put_bytes_whose_answer_was_lost_is_created() {
     assert_eq!(store.get_range(&key("lease.json"), 0, 11).unwrap(), b"{\"lease\":1}");
 }
 
+/// What [`keep_alive_range_server`] saw: `(connection number, lower-cased head)` per request.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(usize, String)>>>;
+
 /// A keep-alive HTTP/1.1 server on 127.0.0.1 that answers every request with the 4-byte
 /// range `0-3` of a 10-byte object and records `(connection number, lower-cased head)`;
 /// it keeps a connection open until the client asks to close it or goes away.
-fn keep_alive_range_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<(usize, String)>>>) {
+fn keep_alive_range_server() -> (String, Seen) {
     use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Seen::default();
     let record = seen.clone();
     std::thread::spawn(move || {
         for (number, stream) in listener.incoming().enumerate() {
