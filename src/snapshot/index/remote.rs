@@ -29,6 +29,7 @@ use crate::content::remote::{EntrySource, FetchOutcome, OfferOutcome};
 use crate::content::temp::{self, Purpose};
 use crate::fs;
 use crate::message::one_line;
+use crate::snapshot::Error;
 use crate::snapshot::manifest::{Producer, now_rfc3339};
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome, TransportOptions};
 use crate::trust::{SigningKey, TrustPolicy};
@@ -173,7 +174,18 @@ impl RemoteTier {
         let Some(bytes) = get_ref_bytes(store, &ref_key)? else {
             return Ok(FetchOutcome::Absent);
         };
-        let entry_ref = load_ref(&bytes).map_err(|e| format!("{ref_key}: {}", one_line(&e)))?;
+        let entry_ref = load_ref(&bytes).map_err(|e| {
+            let problem = match &e {
+                Error::Record { source, .. } => source.problem(),
+                other => one_line(other),
+            };
+            format!(
+                "{ref_key} did not verify ({problem}); the entry is built here. If every \
+                 lookup of it fails the same way, the stored ref is damaged: refs are never \
+                 replaced, so delete that object from the store and a producer's next upload \
+                 writes it again"
+            )
+        })?;
         let location = &entry_ref.location;
         if location.path != entry_path {
             return Err(format!(
@@ -208,7 +220,13 @@ impl RemoteTier {
         };
         match installed {
             Ok(Installed::Installed | Installed::AlreadyPresent) => Ok(FetchOutcome::Installed),
-            Err(e) => Err(format!("{object} ({entry_path}) refused: {}", one_line(&e))),
+            Err(e) => {
+                let why = match &e {
+                    Error::Corrupt { reason, .. } => reason.clone(),
+                    other => one_line(other),
+                };
+                Err(format!("{object} ({entry_path}) refused: {why}"))
+            }
         }
     }
 
