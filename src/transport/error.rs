@@ -51,6 +51,16 @@ impl fmt::Display for NetworkErrorKind {
     }
 }
 
+/// What to check after a 403: the credentials, or that there are none.
+fn denied_advice(anonymous: bool) -> &'static str {
+    if anonymous {
+        "no credentials are set, so the request was anonymous: set AWS_ACCESS_KEY_ID and \
+         AWS_SECRET_ACCESS_KEY, or allow anonymous reads on the bucket"
+    } else {
+        "check the credentials / signature / clock skew"
+    }
+}
+
 fn detail(code: &Option<String>, message: &Option<String>) -> String {
     match (code, message) {
         (Some(code), Some(message)) => format!(": {code}: {message}"),
@@ -131,7 +141,8 @@ pub enum Error {
     },
     /// HTTP 403 (or 401): bad key, bad signature, clock skew, or a policy denies access.
     #[error(
-        "access denied (check the credentials / signature / clock skew) for {location}: {method} got HTTP {status}{}{attempts}",
+        "access denied ({}) for {location}: {method} got HTTP {status}{}{attempts}",
+        denied_advice(*anonymous),
         detail(code, message)
     )]
     AccessDenied {
@@ -145,6 +156,8 @@ pub enum Error {
         code: Option<String>,
         /// The S3 error message, if sent.
         message: Option<String>,
+        /// No credentials were set, so the request went out unsigned.
+        anonymous: bool,
         /// Retries and elapsed time.
         attempts: Attempts,
     },
@@ -357,10 +370,27 @@ mod tests {
             status: 403,
             code: Some("SignatureDoesNotMatch".into()),
             message: None,
+            anonymous: false,
             attempts: Attempts { retries: 0, elapsed: Duration::from_millis(20) },
         };
         assert!(denied.is_auth() && !denied.is_retryable() && !denied.is_not_found());
         assert!(denied.to_string().starts_with("access denied (check the credentials"), "{denied}");
+        let unsigned = Error::AccessDenied {
+            method: "GET".into(),
+            location: "s3://b/k".into(),
+            status: 403,
+            code: None,
+            message: None,
+            anonymous: true,
+            attempts: Attempts::default(),
+        };
+        assert!(
+            unsigned.to_string().starts_with(
+                "access denied (no credentials are set, so the request was anonymous: set \
+                 AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            ),
+            "{unsigned}"
+        );
         let missing =
             Error::NotFound { location: "s3://b/k".into(), attempts: Attempts::default() };
         assert!(missing.is_not_found());

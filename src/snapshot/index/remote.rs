@@ -180,10 +180,8 @@ impl RemoteTier {
                 other => one_line(other),
             };
             format!(
-                "{ref_key} did not verify ({problem}); the entry is built here. If every \
-                 lookup of it fails the same way, the stored ref is damaged: refs are never \
-                 replaced, so delete that object from the store and a producer's next upload \
-                 writes it again"
+                "{ref_key} did not verify ({problem}); the entry is built here. {}",
+                repair(&ref_key)
             )
         })?;
         let location = &entry_ref.location;
@@ -210,7 +208,11 @@ impl RemoteTier {
         let object = key(&location.object)?;
         let installed = match get_entry_object(store, cache_root, &object, location)? {
             EntryBytes::Absent => {
-                return Err(format!("{object}, named by {ref_key}, is not in the store"));
+                return Err(format!(
+                    "{object}, named by {ref_key}, is not in the store; the entry is built \
+                     here. {}",
+                    repair(&ref_key)
+                ));
             }
             EntryBytes::Memory(bytes) => install_entry(cache_root, location, &bytes),
             EntryBytes::File(path) => match fs::open(&path) {
@@ -225,7 +227,10 @@ impl RemoteTier {
                     Error::Corrupt { reason, .. } => reason.clone(),
                     other => one_line(other),
                 };
-                Err(format!("{object} ({entry_path}) refused: {why}"))
+                Err(format!(
+                    "{object} ({entry_path}) refused: {why}; the entry is built here. {}",
+                    repair(&ref_key)
+                ))
             }
         }
     }
@@ -298,6 +303,17 @@ impl EntrySource for RemoteTier {
         }
         self.try_offer(cache_root, entry_path).unwrap_or_else(OfferOutcome::Failed)
     }
+}
+
+/// The advice of a fetch that failed on what the store holds: a ref is never replaced, so
+/// a damaged ref, or a ref whose entry object is damaged or gone, stays broken until the
+/// ref is deleted; a producer's next upload then writes the entry object and the ref again.
+fn repair(ref_key: &ObjectKey) -> String {
+    format!(
+        "If every lookup of it fails the same way (not a transfer error), the store's copy is \
+         damaged: refs are never replaced, so delete {ref_key} from the store and a \
+         producer's next upload writes the entry again"
+    )
 }
 
 fn key(name: &str) -> Result<ObjectKey, String> {

@@ -2,7 +2,7 @@
 //! helpers shared by the other submodules.
 //!
 //! Mapping:
-//! * 403/401 → [`Error::AccessDenied`] ("check the credentials / signature / clock skew");
+//! * 403/401 → [`Error::AccessDenied`] ("check the credentials / signature / clock skew", or that none are set);
 //! * 404 `NoSuchBucket` → [`Error::NoSuchBucket`]; other 404 → [`Error::NotFound`];
 //! * 301, `PermanentRedirect`, `AuthorizationHeaderMalformed` or
 //!   `IllegalLocationConstraintException` → [`Error::WrongRegion`], naming the bucket's
@@ -146,6 +146,7 @@ pub(crate) fn classify(
             status: status.as_u16(),
             code: body.code,
             message: body.message,
+            anonymous: config.credentials.is_none(),
             attempts,
         },
         _ => Error::Http {
@@ -179,13 +180,23 @@ pub(crate) fn xml_escape(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn config() -> S3Config {
+    /// The store `s3://bkt/p`, with stub credentials when `signed`, else anonymous.
+    fn config_with(signed: bool) -> S3Config {
         let url = match "s3://bkt/p?region=us-east-1".parse::<crate::transport::StoreUrl>().unwrap()
         {
             crate::transport::StoreUrl::S3(s3) => s3,
             other => panic!("{other:?}"),
         };
-        S3Config::from_url(&url, &|_| None).unwrap()
+        let env = |name: &str| match name {
+            "AWS_ACCESS_KEY_ID" if signed => Some("stub-access".to_owned()),
+            "AWS_SECRET_ACCESS_KEY" if signed => Some("stub-secret".to_owned()),
+            _ => None,
+        };
+        S3Config::from_url(&url, &env).unwrap()
+    }
+
+    fn config() -> S3Config {
+        config_with(false)
     }
 
     fn map(status: u16, body: &str, headers: &[(&'static str, &'static str)]) -> Error {
@@ -216,6 +227,19 @@ mod tests {
             &[],
         );
         assert!(e.is_auth());
+        assert!(
+            e.to_string().contains("access denied (no credentials are set, so the request was"),
+            "{e}"
+        );
+        let body = "<Error><Code>SignatureDoesNotMatch</Code><Message>sig</Message></Error>";
+        let e = classify(
+            "GET",
+            "s3://bkt/p/k",
+            &config_with(true),
+            StatusCode::FORBIDDEN,
+            &HeaderMap::new(),
+            parse_error_body(body).unwrap_or_default(),
+        );
         assert!(
             e.to_string().contains(
                 "access denied (check the credentials / signature / clock skew) for s3://bkt/p/k"

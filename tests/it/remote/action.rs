@@ -175,6 +175,47 @@ fn remote_flipped_byte_and_a_ref_naming_another_path_install_nothing() {
     assert_eq!(staging_left(&cache), Vec::<String>::new());
 }
 
+/// A ref whose entry object is gone stays broken (refs are never replaced: a producer's
+/// upload finds the ref and skips); the warning says to delete the ref, and once it is
+/// deleted the producer's next upload repairs the store and a consumer HITs again.
+#[test]
+fn remote_a_lost_entry_object_is_repaired_by_deleting_its_ref_as_the_warning_says() {
+    let server = S3sServer::start();
+    let ctx = TestContext::new();
+    let key = produce(&ctx, &server, "zlib", &[]);
+    let built = tree_files(&ctx.path("out"));
+    let path = format!("third_party/zlib/{key}");
+    let ref_name = strata::snapshot::index::names::ref_name(&path);
+    std::fs::remove_file(stored(&server, "~entries/")).unwrap();
+
+    // A producer with a fresh cache: MISS, builds, and its upload is skipped.
+    clear_output(&ctx);
+    let producer = with_store(action(&ctx, &ctx.path("cache-2"), "zlib"), &server, None)
+        .switch("--remote-write");
+    let run = ctx.run(&producer);
+    run.expect(&["MISS", "SAVED"]);
+    let warnings = remote_warnings(&run);
+    assert_eq!(warnings.len(), 1, "{}", run.stderr);
+    assert!(warnings[0].contains("is not in the store"), "{}", warnings[0]);
+    assert!(warnings[0].contains(&format!("delete {ref_name} from the store")), "{}", warnings[0]);
+    assert!(store_files(&server).keys().all(|k| !k.contains("~entries/")), "re-uploaded");
+
+    // As advised: delete the ref; the next producer uploads entry object and ref again.
+    std::fs::remove_file(stored(&server, &ref_name)).unwrap();
+    clear_output(&ctx);
+    let producer = with_store(action(&ctx, &ctx.path("cache-3"), "zlib"), &server, None)
+        .switch("--remote-write");
+    let run = ctx.run(&producer);
+    run.expect(&["MISS", "SAVED"]);
+    assert!(run.warnings().is_empty(), "{}", run.stderr);
+    clear_output(&ctx);
+    let run = ctx.run(&with_store(action(&ctx, &ctx.path("cache-4"), "zlib"), &server, None));
+    run.expect(&["HIT"]);
+    assert!(run.warnings().is_empty(), "{}", run.stderr);
+    assert!(!ctx.path("ran.log").exists(), "the build ran on a remote HIT");
+    assert_eq!(tree_files(&ctx.path("out")), built);
+}
+
 #[test]
 fn remote_trust_policy_refuses_unsigned_refs_and_accepts_trusted_signatures() {
     let server = S3sServer::start();
@@ -314,9 +355,11 @@ fn remote_every_fault_on_the_ref_or_the_entry_object_is_a_miss_that_builds() {
             // A damaged ref says how to repair the store (refs are never replaced), not
             // the local record advice; a refused entry object is no "snapshot … rejected".
             if (target, what) == ("/~refs/", "flipped byte") {
+                assert!(warnings[0].contains("did not verify"), "{label}: {}", warnings[0]);
+            }
+            if what == "flipped byte" {
                 assert!(
-                    warnings[0].contains("did not verify")
-                        && warnings[0].contains("delete that object from the store"),
+                    warnings[0].contains("refs are never replaced, so delete ~refs/"),
                     "{label}: {}",
                     warnings[0]
                 );
