@@ -45,12 +45,14 @@
 # `cc c++`: snapshots of that key would then be shared with builds of another compiler.
 # Include the module after project(), so the compilers are known.
 #
-#   strata_enable_launcher([LANGUAGES <lang>...] [BASE_DIRS <dir>...])
+#   strata_enable_launcher([LANGUAGES <lang>...] [BASE_DIRS <dir>...] [NO_ARCHIVES])
 #
 # compiles every target created after it (in this directory and below) through strata's
 # compiler launcher: CMAKE_<LANG>_COMPILER_LAUNCHER becomes
 # `strata compile --cache-root ${STRATA_CACHE_DIR} --base-dir <dir>... --` for LANGUAGES
-# (default C CXX). BASE_DIRS (default ${CMAKE_SOURCE_DIR} and ${CMAKE_BINARY_DIR}) are the
+# (default C CXX). Unless NO_ARCHIVES is given, the same command is put in front of the
+# archive rules (CMAKE_<LANG>_ARCHIVE_CREATE, _ARCHIVE_APPEND, _ARCHIVE_FINISH and their _IPO
+# forms), so the `ar` and `ranlib` steps of static libraries are cached too. BASE_DIRS (default ${CMAKE_SOURCE_DIR} and ${CMAKE_BINARY_DIR}) are the
 # directories whose absolute paths are made relative in keys, so a checkout or build tree at
 # another path hits. With STRATA_TOOL_CONTENT ON the compilers are identified by content too.
 # Call it after project() and before the targets (docs/launcher.md).
@@ -303,7 +305,7 @@ endfunction()
 
 # strata_enable_launcher([LANGUAGES <lang>...] [BASE_DIRS <dir>...]): see the top of this file.
 macro(strata_enable_launcher)
-  cmake_parse_arguments(_strata_l "" "" "LANGUAGES;BASE_DIRS" ${ARGN})
+  cmake_parse_arguments(_strata_l "NO_ARCHIVES" "" "LANGUAGES;BASE_DIRS" ${ARGN})
   if(_strata_l_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "strata_enable_launcher: unknown arguments ${_strata_l_UNPARSED_ARGUMENTS}")
   endif()
@@ -325,8 +327,36 @@ macro(strata_enable_launcher)
     list(APPEND _strata_l_cmd --tool-content)
   endif()
   list(APPEND _strata_l_cmd --)
+  # The archive rules are command strings, not lists: each word of the command quoted.
+  set(_strata_l_rule "")
+  foreach(_strata_l_word IN LISTS _strata_l_cmd)
+    string(APPEND _strata_l_rule "\"${_strata_l_word}\" ")
+  endforeach()
   foreach(_strata_l_lang IN LISTS _strata_l_LANGUAGES)
     set(CMAKE_${_strata_l_lang}_COMPILER_LAUNCHER "${_strata_l_cmd}")
+    if(NOT _strata_l_NO_ARCHIVES)
+      foreach(_strata_l_var ARCHIVE_CREATE ARCHIVE_APPEND ARCHIVE_FINISH
+                            ARCHIVE_CREATE_IPO ARCHIVE_APPEND_IPO ARCHIVE_FINISH_IPO)
+        set(_strata_l_name CMAKE_${_strata_l_lang}_${_strata_l_var})
+        # Each command of the rule (a list) gets the prefix once: calling the macro again
+        # changes nothing.
+        if(DEFINED ${_strata_l_name} AND NOT "${${_strata_l_name}}" STREQUAL "")
+          set(_strata_l_rules "")
+          foreach(_strata_l_one IN LISTS ${_strata_l_name})
+            # Only a command that runs the archiver or ranlib CMake found (not `:` where a
+            # platform has no ranlib).
+            if(_strata_l_one MATCHES "^\"?<(CMAKE_(${_strata_l_lang}_COMPILER_)?(AR|RANLIB))>\"? ")
+              set(_strata_l_tool "${${CMAKE_MATCH_1}}")
+              if(_strata_l_tool AND NOT _strata_l_tool STREQUAL ":" AND NOT _strata_l_tool MATCHES "-NOTFOUND$")
+                set(_strata_l_one "${_strata_l_rule}${_strata_l_one}")
+              endif()
+            endif()
+            list(APPEND _strata_l_rules "${_strata_l_one}")
+          endforeach()
+          set(${_strata_l_name} "${_strata_l_rules}")
+        endif()
+      endforeach()
+    endif()
   endforeach()
   message(STATUS "strata: compiler launcher on for ${_strata_l_LANGUAGES} (cache ${STRATA_CACHE_DIR})")
 endmacro()

@@ -49,6 +49,8 @@
 #          HIT, hyperfine -N alternating, three rounds, ratio of medians.
 #
 # Environment: BENCH_COLD_ROUNDS (default 1; order reversed every other round),
+# BENCH_STRATA_ARCHIVES (default 1: strata also caches the archive steps through
+# CMAKE_<LANG>_ARCHIVE_CREATE/_FINISH, as strata_enable_launcher() does; 0: compiles only),
 # BENCH_WARM_ROUNDS (default 3), BENCH_WARM_REPEATS (default 10), BENCH_WORK (scratch directory; default a new temp
 # directory, removed at the end unless BENCH_KEEP=1). Takes about 15-20 minutes on 2 cores.
 set -euo pipefail
@@ -107,6 +109,15 @@ configure() {
     "-DCMAKE_C_FLAGS=-ffile-prefix-map=$ck=." "-DCMAKE_CXX_FLAGS=-ffile-prefix-map=$ck=.")
   [ "$project" != zstd ] || args+=(-DZSTD_BUILD_PROGRAMS=OFF -DZSTD_BUILD_SHARED=OFF -DZSTD_BUILD_TESTS=OFF)
   [ -z "$launcher" ] || args+=("-DCMAKE_C_COMPILER_LAUNCHER=$launcher" "-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher")
+  # strata also caches the archive steps (ar, ranlib), as strata_enable_launcher() sets up;
+  # BENCH_STRATA_ARCHIVES=0 measures the compile launcher alone.
+  if [ "$tool" = strata ] && [ "${BENCH_STRATA_ARCHIVES:-1}" = 1 ]; then
+    local lang
+    for lang in C CXX; do
+      args+=("-DCMAKE_${lang}_ARCHIVE_CREATE=$S <CMAKE_AR> qc <TARGET> <LINK_FLAGS> <OBJECTS>"
+        "-DCMAKE_${lang}_ARCHIVE_FINISH=$S <CMAKE_RANLIB> <TARGET>")
+    done
+  fi
   cmake "${args[@]}" >"$build.configure.log" 2>&1 || { tail -n 20 "$build.configure.log" >&2; exit 1; }
 }
 

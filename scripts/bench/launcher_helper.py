@@ -17,9 +17,10 @@ import time
 
 
 def strata_counters(cache):
-    """Sum of the launcher counters (`<cache>/.local/launcher-stats/*.json`)."""
+    """Sum of strata's counters (`<cache>/.local/counters/*.json`, `{"<domain>": {"<name>":
+    n}}`): the launcher's compile counters by name, the archive steps' as `archive_<name>`."""
     total = {}
-    d = os.path.join(cache, ".local", "launcher-stats")
+    d = os.path.join(cache, ".local", "counters")
     if os.path.isdir(d):
         for name in sorted(os.listdir(d)):
             try:
@@ -27,8 +28,9 @@ def strata_counters(cache):
                     shard = json.load(f)
             except (OSError, ValueError):
                 continue
-            for k, v in shard.items():
-                total[k] = total.get(k, 0) + v
+            for domain, prefix in (("compile", ""), ("archive", "archive_")):
+                for k, v in shard.get(domain, {}).items():
+                    total[prefix + k] = total.get(prefix + k, 0) + v
     return total
 
 

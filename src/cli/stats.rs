@@ -54,13 +54,11 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
     if !compile.remote.is_empty() {
         outln!("  {}", compile.remote.describe())?;
     }
-    for (name, n) in &compile.counters {
-        if name != "hit" && name != "miss" && !name.starts_with("remote_") {
-            let name = name
-                .strip_prefix("uncacheable:")
-                .map_or(name.clone(), |r| format!("not cached: {r}"));
-            outln!("  {name}: {n}")?;
-        }
+    print_reasons(&compile.counters)?;
+    let archive = &compile.archive;
+    if !archive.counters.is_empty() {
+        outln!("archive steps (ar, ranlib): {}", archive.rate.describe())?;
+        print_reasons(&archive.counters)?;
     }
     outln!("operator namespaces: {}", s.operator_namespaces)?;
     outln!("leftovers (removed by prune): {}", s.leftovers)?;
@@ -69,4 +67,18 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
         errln!("strata: WARNING stats: {w}");
     }
     Ok(0)
+}
+
+/// The counters other than hits, misses and the remote tier's, one per line
+/// (`  not cached: <reason>: n`).
+fn print_reasons(counters: &strata::content::counters::Counters) -> Result<(), Failure> {
+    for (name, n) in counters {
+        if name != "hit" && name != "miss" && !name.starts_with("remote_") {
+            let name = name
+                .strip_prefix("uncacheable:")
+                .map_or(name.clone(), |r| format!("not cached: {r}"));
+            outln!("  {name}: {n}")?;
+        }
+    }
+    Ok(())
 }

@@ -23,6 +23,7 @@
 //!
 //! A cache problem never fails a build: the launcher warns and runs the compiler.
 
+pub mod archive;
 pub mod args;
 pub mod depfile;
 pub mod entry;
@@ -203,6 +204,9 @@ pub fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrides) -> 
             return exec(compiler, args);
         }
     };
+    if let Some(tool) = archive::tool_of(compiler) {
+        return archive::main(&config, &cache, compiler, tool, args);
+    }
     let compile = match args::classify(args) {
         Classified::Cacheable(c) => c,
         Classified::Uncacheable(reason) => {

@@ -39,14 +39,31 @@ pub struct CompileStats {
     pub rate: HitRate,
     /// The remote entry tier's counts (docs/remote-tier.md).
     pub remote: crate::content::remote::RemoteCounts,
+    /// The archive steps' counters (domain `archive`, [`super::archive`]); their entries
+    /// are counted with the compile entries above.
+    pub archive: ArchiveStats,
+}
+
+/// The archive steps' counters.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ArchiveStats {
+    /// `hit`, `miss`, `archive_failed`, `uncacheable:<reason>`, …
+    pub counters: Counters,
+    /// Hits, misses and the hit rate (JSON: `hits`, `misses`, `hit_rate_percent`).
+    #[serde(flatten)]
+    pub rate: HitRate,
 }
 
 /// Reads the compile domain of `cache` and the launcher counters.
 pub fn stats(cache: &CacheRoot) -> CompileStats {
-    let counters = counters::read(cache).remove(COMPILE).unwrap_or_default();
+    let mut all = counters::read(cache);
+    let counters = all.remove(COMPILE).unwrap_or_default();
     let rate = HitRate::of(Some(&counters));
     let remote = crate::content::remote::RemoteCounts::of(Some(&counters));
-    let mut out = CompileStats { counters, rate, remote, ..CompileStats::default() };
+    let archive_counters = all.remove(super::archive::ARCHIVE).unwrap_or_default();
+    let archive =
+        ArchiveStats { rate: HitRate::of(Some(&archive_counters)), counters: archive_counters };
+    let mut out = CompileStats { counters, rate, remote, archive, ..CompileStats::default() };
     for e in entries(cache) {
         out.entries += 1;
         out.object_bytes += e.bytes;

@@ -9,6 +9,7 @@
 //! `uncacheable:<reason>`, `compile_failed`) is known exactly. Every process is bounded in
 //! time ([`RUN_TIMEOUT`]).
 
+mod archive;
 mod basics;
 mod cmake;
 mod concurrency;

@@ -1,0 +1,532 @@
+//! Archive steps through the launcher (docs/launcher.md "Static libraries"): `strata ar qc
+//! lib.a a.o b.o` and `strata ranlib lib.a`, as the archive rules of CMake run them once
+//! `strata_enable_launcher()` has set `CMAKE_<LANG>_ARCHIVE_CREATE` / `_ARCHIVE_FINISH`
+//! (or `AR="strata ar"` for Make). On a warm build the compile steps HIT in a few
+//! milliseconds each, and binutils' `ar` and `ranlib` then take 30-50 ms each, mostly their
+//! own start-up (loading the LTO plugin): in a chain of static libraries that is most of the
+//! build. An archive step is a pure function of its inputs, so it is cached like a
+//! compilation.
+//!
+//! The key (64 hex, BLAKE3) covers the tool's identity (the real program's `--version`,
+//! memoised by stamp; with `STRATA_TOOL_CONTENT` its bytes), its name as given, the
+//! arguments relocated like a compiler's ([`super::location`]), the digest of every input
+//! file in order (the members for `ar`, the archive for `ranlib`), the digest of an archive
+//! `ar` adds to (or that there was none), and `ZERO_AR_DATE` / `SOURCE_DATE_EPOCH`. An entry
+//! (`actions-v1/compile/…`, the record format of [`super::entry`], one candidate without
+//! headers) holds the archive and the tool's messages; a HIT places the archive verified
+//! and replays the messages. Cached: `ar` with operation `q` or `r` and modifiers from
+//! `c s S D v`; `ranlib` with one archive and at most `-D`. Anything else (`u`, `T` thin
+//! archives, `U` member dates, `--plugin`, response files, extraction, listing) runs the
+//! tool unchanged and counts why, as the compile steps do (domain [`ARCHIVE`]).
+
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::SystemTime;
+
+use crate::content::VerifyMemo;
+use crate::content::counters;
+use crate::content::layout::CacheRoot;
+use crate::digest::{ContentDigest, DigestAlgorithm};
+use crate::fs::{self, LockWait, Placement};
+
+use super::entry::{self, Candidate, CompileManifest, EntryPlace, Output};
+use super::location::Location;
+use super::{Config, FsClock, exec, exit_code, warn};
+
+/// The counter domain of archive steps (`hit`, `miss`, `archive_failed`, `save_failed`,
+/// `input_changed`, `error`, `uncacheable:<reason>`).
+pub const ARCHIVE: &str = "archive";
+
+/// Modifiers of `ar q`/`ar r` whose result depends only on the inputs.
+const PURE_MODIFIERS: &[u8] = b"csSDv";
+
+/// Environment variables that change what an archiver writes.
+const KEY_ENVIRONMENT: &[&str] = &["ZERO_AR_DATE", "SOURCE_DATE_EPOCH"];
+
+/// Which archive tool a program is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// `ar`, `<triple>-ar`, `gcc-ar`, `llvm-ar` (a trailing `-<version>` allowed).
+    Ar,
+    /// `ranlib`, `<triple>-ranlib`, `gcc-ranlib`, `llvm-ranlib`.
+    Ranlib,
+}
+
+/// The archive tool `program` (a name or path) names, if it names one.
+pub fn tool_of(program: &OsStr) -> Option<Tool> {
+    let name = Path::new(program).file_name()?.to_str()?;
+    // `gcc-ar-12`, `llvm-ranlib-15`: a version suffix.
+    let name = match name.rsplit_once('-') {
+        Some((stem, version))
+            if !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit() || b == b'.') =>
+        {
+            stem
+        }
+        _ => name,
+    };
+    let is = |tool: &str| {
+        name == tool || (name.len() > tool.len() + 1 && name.ends_with(&format!("-{tool}")))
+    };
+    if is("ar") {
+        Some(Tool::Ar)
+    } else if is("ranlib") {
+        Some(Tool::Ranlib)
+    } else {
+        None
+    }
+}
+
+/// One cacheable archive step: the files it reads and the archive it writes (all as given,
+/// relative to the working directory or absolute).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// The archive written (for `ranlib`, also read).
+    pub archive: PathBuf,
+    /// The members `ar` adds, in order (empty for `ranlib`).
+    pub members: Vec<PathBuf>,
+}
+
+/// Classifies the arguments of an archive tool: a [`Step`] it can cache, or the reason (a
+/// counter name without the `uncacheable:` prefix) it cannot.
+///
+/// # Errors
+/// The reason, when the step is not cached.
+pub fn classify(tool: Tool, args: &[OsString]) -> Result<Step, &'static str> {
+    let text: Vec<&str> = args
+        .iter()
+        .map(|a| a.to_str().ok_or("archive_non_utf8_argument"))
+        .collect::<Result<_, _>>()?;
+    if text.iter().any(|a| a.starts_with('@')) {
+        return Err("archive_response_file");
+    }
+    match tool {
+        Tool::Ar => {
+            let (ops, rest) = text.split_first().ok_or("archive_no_operation")?;
+            let ops = ops.strip_prefix('-').unwrap_or(ops).as_bytes();
+            if ops.is_empty() || ops.starts_with(b"-") {
+                return Err("archive_option");
+            }
+            let operations = ops.iter().filter(|b| b"dmpqrtx".contains(b)).count();
+            let pure = ops.iter().all(|b| b"qr".contains(b) || PURE_MODIFIERS.contains(b));
+            if operations != 1 || !pure || !ops.iter().any(|b| b"qr".contains(b)) {
+                return Err("archive_operation");
+            }
+            let (archive, members) = rest.split_first().ok_or("archive_no_archive")?;
+            if archive.starts_with('-') || members.iter().any(|m| m.starts_with('-')) {
+                return Err("archive_option");
+            }
+            Ok(Step {
+                archive: PathBuf::from(archive),
+                members: members.iter().map(PathBuf::from).collect(),
+            })
+        }
+        Tool::Ranlib => {
+            let mut archives = text.iter().filter(|a| *a != &"-D");
+            match (archives.next(), archives.next()) {
+                (Some(a), None) if !a.starts_with('-') => {
+                    Ok(Step { archive: PathBuf::from(a), members: Vec::new() })
+                }
+                (Some(a), None) if a.starts_with('-') => Err("archive_option"),
+                _ => Err("archive_not_one_archive"),
+            }
+        }
+    }
+}
+
+/// Runs `program` (an archive tool, [`tool_of`]) with `args` through the cache; returns the
+/// exit code to end with. Problems of the cache never fail the step: the tool runs unchanged.
+pub(super) fn main(
+    config: &Config,
+    cache: &CacheRoot,
+    program: &OsStr,
+    tool: Tool,
+    args: &[OsString],
+) -> i32 {
+    let what = || super::command_line(program, args);
+    let step = match classify(tool, args) {
+        Ok(step) => step,
+        Err(reason) => {
+            return not_cached(
+                config,
+                cache,
+                &format!("uncacheable:{reason}"),
+                &what(),
+                program,
+                args,
+            );
+        }
+    };
+    let Some(resolved) = program.to_str().and_then(|p| crate::toolchain::resolve_tool(p, None))
+    else {
+        return not_cached(config, cache, "uncacheable:archiver_not_found", &what(), program, args);
+    };
+    let run = Archive { config, cache, program, resolved: &resolved, tool, args, step: &step };
+    match run.go() {
+        Ok((code, name)) => {
+            counters::bump(cache, ARCHIVE, name);
+            if config.explain {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "strata: {name} archive {}",
+                    step.archive.display()
+                );
+            }
+            code
+        }
+        Err(Skip::Quietly(reason)) => {
+            not_cached(config, cache, reason, &step.archive.display(), program, args)
+        }
+        Err(Skip::Loudly(e)) => {
+            warn(&format!("{e}; running {} without the cache", program.to_string_lossy()));
+            counters::bump(cache, ARCHIVE, "error");
+            exec(program, args)
+        }
+    }
+}
+
+fn not_cached(
+    config: &Config,
+    cache: &CacheRoot,
+    reason: &str,
+    what: &dyn std::fmt::Display,
+    program: &OsStr,
+    args: &[OsString],
+) -> i32 {
+    counters::bump(cache, ARCHIVE, reason);
+    if config.explain {
+        let _ = writeln!(std::io::stderr(), "strata: {reason} {what}");
+    }
+    exec(program, args)
+}
+
+/// Why a step runs without the cache.
+enum Skip {
+    /// Said once as a warning.
+    Loudly(String),
+    /// Counted under this name only.
+    Quietly(&'static str),
+}
+
+struct Archive<'a> {
+    config: &'a Config,
+    cache: &'a CacheRoot,
+    program: &'a OsStr,
+    resolved: &'a Path,
+    tool: Tool,
+    args: &'a [OsString],
+    step: &'a Step,
+}
+
+/// An input file as the key hashed it.
+struct Input {
+    path: PathBuf,
+    stamp: fs::FileStamp,
+}
+
+impl Archive<'_> {
+    fn go(&self) -> Result<(i32, &'static str), Skip> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| Skip::Loudly(format!("cannot read the working directory: {e}")))?;
+        let here = Location::new(&cwd, &self.config.base_dirs);
+        let archive = cwd.join(&self.step.archive);
+        let clock = FsClock::start(&archive);
+        let existing = match fs::symlink_metadata_opt(&archive) {
+            Ok(None) => None,
+            Ok(Some(meta)) if meta.is_file() => Some(()),
+            _ => return Err(Skip::Quietly("uncacheable:output_not_regular_file")),
+        };
+        // The files read, in order: the archive itself when the tool changes it in place
+        // (`ranlib`, or `ar` adding to an archive), then the members.
+        let mut read: Vec<PathBuf> = Vec::new();
+        if existing.is_some() {
+            read.push(archive.clone());
+        }
+        read.extend(self.step.members.iter().map(|m| cwd.join(m)));
+        if self.tool == Tool::Ranlib && existing.is_none() {
+            return Err(Skip::Quietly("uncacheable:archive_missing"));
+        }
+        let mut inputs = Vec::with_capacity(read.len());
+        let mut digests = Vec::with_capacity(read.len());
+        for path in read {
+            let (digest, _, stamp) = fs::hash_file_stable(&path, DigestAlgorithm::Blake3)
+                .map_err(|_| Skip::Quietly("uncacheable:archive_input_unreadable"))?;
+            digests.push(digest);
+            inputs.push(Input { path, stamp });
+        }
+        let key = self.key(&here, existing.is_some(), &digests).map_err(Skip::Loudly)?;
+        let place = EntryPlace::new(self.cache, &key);
+        let began = SystemTime::now();
+        let mut memo = VerifyMemo::load(&place.memo, &place.rel);
+        match entry::load(&place, &key) {
+            Ok(Some(manifest)) => {
+                if let Some(candidate) = manifest.candidates.first() {
+                    match self.restore(&place, candidate, &archive, &mut memo, began) {
+                        Ok(()) => {
+                            let _ = fs::touch(&place.manifest());
+                            super::save_memo(&memo, &place);
+                            return Ok((0, "hit"));
+                        }
+                        Err(e) => warn(&format!(
+                            "cached result of {} unusable ({e}); running {}",
+                            place.rel,
+                            self.program.to_string_lossy()
+                        )),
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => warn(&format!(
+                "archive entry {} unusable ({e}); running {}",
+                place.rel,
+                self.program.to_string_lossy()
+            )),
+        }
+        let started = clock.marker();
+        let mut cmd = Command::new(self.resolved);
+        cmd.arg0(self.program).args(self.args).stdin(Stdio::inherit());
+        let output = match cmd.output() {
+            Ok(o) => o,
+            Err(e) => {
+                warn(&format!("cannot run {}: {e}", self.resolved.display()));
+                return Ok((1, "error"));
+            }
+        };
+        let _ = std::io::stdout().write_all(&output.stdout);
+        let _ = std::io::stderr().write_all(&output.stderr);
+        let code = exit_code(output.status);
+        if code != 0 {
+            return Ok((code, "archive_failed"));
+        }
+        // The inputs must be what the key hashed: unchanged since, and not written in the
+        // clock tick the tool started in (the archive itself is the tool's to change).
+        let changed = inputs.iter().filter(|i| i.path != archive).any(|i| {
+            fs::metadata(&i.path)
+                .map(|m| fs::FileStamp::of(&m))
+                .map_or(true, |now| now != i.stamp || now.ctime_ns >= started)
+        });
+        let archive_raced =
+            inputs.first().is_some_and(|i| i.path == archive && i.stamp.ctime_ns >= started);
+        if changed || archive_raced {
+            return Ok((0, "input_changed"));
+        }
+        match self.save(&here, &place, &key, &archive, &output) {
+            Ok(()) => {
+                super::save_memo(&memo, &place);
+                Ok((0, "miss"))
+            }
+            Err(e) => {
+                warn(&format!(
+                    "{} ran, but its archive is not cached: {e}",
+                    self.program.to_string_lossy()
+                ));
+                Ok((0, "save_failed"))
+            }
+        }
+    }
+
+    /// The key (64 hex): see the module docs.
+    fn key(
+        &self,
+        here: &Location,
+        adds_to_existing: bool,
+        inputs: &[ContentDigest],
+    ) -> Result<String, String> {
+        let memo_dir = self.cache.memo_dir();
+        let version = crate::toolchain::tool_version(self.resolved, Some(&memo_dir))
+            .map_err(|e| e.to_string())?;
+        let mut h = blake3::Hasher::new();
+        let mut field = |name: &str, bytes: &[u8]| {
+            h.update(name.as_bytes());
+            h.update(&[0]);
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        field("strata.archive_key", b"1");
+        field("tool_version", version.as_bytes());
+        if self.config.tool_content {
+            let content = crate::toolchain::tool_content(self.resolved, Some(&memo_dir))
+                .map_err(|e| e.to_string())?;
+            field("tool_content", content.as_bytes());
+        }
+        let name = Path::new(self.program).file_name().unwrap_or(self.program);
+        field("tool_name", name.as_bytes());
+        for arg in self.args {
+            field("arg", here.relocate_arg(arg).as_bytes());
+        }
+        field("existing_archive", if adds_to_existing { b"1" } else { b"0" });
+        for digest in inputs {
+            field("input", digest.to_string().as_bytes());
+        }
+        for name in KEY_ENVIRONMENT {
+            if let Some(value) = std::env::var_os(name) {
+                field(name, value.as_bytes());
+            }
+        }
+        Ok(h.finalize().to_hex().to_string())
+    }
+
+    fn restore(
+        &self,
+        place: &EntryPlace,
+        candidate: &Candidate,
+        archive: &Path,
+        memo: &mut VerifyMemo,
+        began: SystemTime,
+    ) -> Result<(), String> {
+        let [output] = candidate.outputs.as_slice() else {
+            return Err(format!(
+                "it holds {} outputs, an archive step writes 1",
+                candidate.outputs.len()
+            ));
+        };
+        if output.role != "archive" {
+            return Err(format!("it holds a {} output, not an archive", output.role));
+        }
+        let stdout =
+            candidate.stdout.as_ref().map(|o| super::read_verified(place, o)).transpose()?;
+        let stderr =
+            candidate.stderr.as_ref().map(|o| super::read_verified(place, o)).transpose()?;
+        // As the tool does: the archive is replaced (removed first, see `Run::restore`).
+        let _ = fs::remove_file(archive);
+        let name = entry::object_memo_name(&output.digest);
+        let placed = fs::place_file_checked(
+            &place.object(&output.digest),
+            archive,
+            Placement { expected: output.digest, mode: 0o644, sync: false },
+            &|stamp| memo.vouches(&name, stamp, &output.digest),
+        )
+        .map_err(|e| e.to_string())?;
+        if placed.hashed {
+            memo.remember(&name, placed.stamp, output.digest, began);
+        }
+        if let Some(bytes) = stdout {
+            let _ = std::io::stdout().write_all(&bytes);
+        }
+        if let Some(bytes) = stderr {
+            let _ = std::io::stderr().write_all(&bytes);
+        }
+        Ok(())
+    }
+
+    fn save(
+        &self,
+        here: &Location,
+        place: &EntryPlace,
+        key: &str,
+        archive: &Path,
+        run: &std::process::Output,
+    ) -> Result<(), String> {
+        fs::create_dir_all(&self.cache.actions_dir()).map_err(|e| e.to_string())?;
+        fs::create_dir_all_within(&self.cache.actions_dir(), Path::new(&place.rel), 0o755)
+            .map_err(|e| e.to_string())?;
+        if let Some(dir) = place.lock.parent() {
+            fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        let _lock = fs::lock_exclusive(
+            &place.lock,
+            LockWait::Timeout(std::time::Duration::from_secs(30)),
+            &mut |_| {},
+        )
+        .map_err(|e| e.to_string())?;
+        let objects = place.dir.join("objects");
+        fs::create_dir_all(&objects).map_err(|e| e.to_string())?;
+        let tmp =
+            crate::content::temp::TempName::new(crate::content::temp::Purpose::Staging, "object")
+                .path_in(&objects);
+        let (digest, size) = fs::copy_new_file(archive, &tmp, 0o644, false, self.config.digest)
+            .map_err(|e| format!("archive {}: {e}", archive.display()))?;
+        fs::rename(&tmp, &place.object(&digest)).map_err(|e| e.to_string())?;
+        let message = |bytes: &[u8]| -> Result<Option<Output>, String> {
+            if bytes.is_empty() {
+                return Ok(None);
+            }
+            let digest = ContentDigest::of_bytes(self.config.digest, bytes);
+            entry::store_bytes(place, &digest, bytes).map_err(|e| e.to_string())?;
+            Ok(Some(Output { role: "message".into(), digest, size_bytes: bytes.len() as u64 }))
+        };
+        let candidate = Candidate {
+            headers: Vec::new(),
+            absent: Vec::new(),
+            pins: Vec::new(),
+            origin_cwd: entry::encode_path(&here.cwd),
+            origin_base_dirs: here.base_dirs.iter().map(|b| entry::encode_path(b)).collect(),
+            outputs: vec![Output { role: "archive".into(), digest, size_bytes: size }],
+            stdout: message(&run.stdout)?,
+            stderr: message(&run.stderr)?,
+            created_at: super::now_rfc3339(),
+        };
+        let manifest = CompileManifest { key: key.to_owned(), candidates: vec![candidate] };
+        entry::store(place, &manifest).map_err(|e| e.to_string())?;
+        super::remove_unreferenced(place, &manifest);
+        let _ = fs::touch(&self.cache.updated_marker());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &[&str]) -> Vec<OsString> {
+        text.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn archive_tools_are_known_by_name() {
+        for name in [
+            "ar",
+            "/usr/bin/ar",
+            "x86_64-linux-gnu-ar",
+            "gcc-ar",
+            "gcc-ar-12",
+            "llvm-ar-15",
+            "aarch64-linux-gnu-gcc-ar-12",
+        ] {
+            assert_eq!(tool_of(OsStr::new(name)), Some(Tool::Ar), "{name}");
+        }
+        for name in ["ranlib", "/usr/bin/x86_64-linux-gnu-ranlib", "gcc-ranlib-12", "llvm-ranlib"] {
+            assert_eq!(tool_of(OsStr::new(name)), Some(Tool::Ranlib), "{name}");
+        }
+        for name in ["gcc", "c++", "clang-15", "star", "tar", "ar.sh", "bar", "ranlib2", "-ar"] {
+            assert_eq!(tool_of(OsStr::new(name)), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn cmake_and_make_archive_commands_are_cached() {
+        let step = classify(Tool::Ar, &args(&["qc", "lib/libgtest.a", "a.o", "sub/b.o"])).unwrap();
+        assert_eq!(step.archive, PathBuf::from("lib/libgtest.a"));
+        assert_eq!(step.members, vec![PathBuf::from("a.o"), PathBuf::from("sub/b.o")]);
+        for ops in ["rcs", "-rcs", "crs", "qcD", "rv", "qcS"] {
+            assert!(classify(Tool::Ar, &args(&[ops, "l.a", "a.o"])).is_ok(), "{ops}");
+        }
+        let step = classify(Tool::Ranlib, &args(&["-D", "lib.a"])).unwrap();
+        assert_eq!((step.archive, step.members), (PathBuf::from("lib.a"), vec![]));
+    }
+
+    #[test]
+    fn other_archive_commands_run_unchanged_with_a_reason() {
+        let cases: &[(Tool, &[&str], &str)] = &[
+            (Tool::Ar, &["t", "l.a"], "archive_operation"),
+            (Tool::Ar, &["x", "l.a"], "archive_operation"),
+            (Tool::Ar, &["rcu", "l.a", "a.o"], "archive_operation"),
+            (Tool::Ar, &["qcT", "l.a", "a.o"], "archive_operation"),
+            (Tool::Ar, &["rcU", "l.a", "a.o"], "archive_operation"),
+            (Tool::Ar, &["rd", "l.a", "a.o"], "archive_operation"),
+            (Tool::Ar, &["--plugin", "p.so", "rc", "l.a"], "archive_option"),
+            (Tool::Ar, &["rc", "l.a", "@objs.rsp"], "archive_response_file"),
+            (Tool::Ar, &["rc"], "archive_no_archive"),
+            (Tool::Ar, &[], "archive_no_operation"),
+            (Tool::Ranlib, &["a.a", "b.a"], "archive_not_one_archive"),
+            (Tool::Ranlib, &["-t", "a.a"], "archive_not_one_archive"),
+            (Tool::Ranlib, &["-U"], "archive_option"),
+        ];
+        for (tool, argv, reason) in cases {
+            assert_eq!(classify(*tool, &args(argv)), Err(*reason), "{argv:?}");
+        }
+    }
+}
