@@ -83,8 +83,10 @@ phase() { # name src build [cache]
   "$build/gtest_smoke" --gtest_brief=1 | tail -n 1
   local stats compiles chits cmisses
   stats=$("$strata" stats --cache-root "$cache" --json)
-  chits=$(printf '%s\n' "$stats" | sed -n 's/^ *"hit": \([0-9]*\).*/\1/p'); chits=${chits:-0}
-  cmisses=$(printf '%s\n' "$stats" | sed -n 's/^ *"miss": \([0-9]*\).*/\1/p'); cmisses=${cmisses:-0}
+  # compile.counters is the one object at this depth with "hit"/"miss" (the archive steps'
+  # counters, compile.archive.counters, are one level deeper).
+  chits=$(printf '%s\n' "$stats" | sed -n 's/^      "hit": \([0-9]*\).*/\1/p'); chits=${chits:-0}
+  cmisses=$(printf '%s\n' "$stats" | sed -n 's/^      "miss": \([0-9]*\).*/\1/p'); cmisses=${cmisses:-0}
   compiles=$((chits + cmisses))
   local hits misses actions
   hits=$(grep -c '"status":"HIT"' "$events" || true)

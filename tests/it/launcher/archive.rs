@@ -277,4 +277,15 @@ fn launcher_cmake_archive_steps_hit_in_another_build_directory() {
     let app =
         super::run_bounded(std::process::Command::new(ctx.path("b2/app")), Duration::from_secs(10));
     assert_eq!((app.code, app.stdout.as_str()), (0, "53\n"));
+    // `strata stats` reports them apart from the compiles, text and JSON.
+    let stats = l.run(&src, &["stats"]);
+    assert!(
+        stats.stdout.contains("\narchive steps (ar, ranlib): 4 hits, 6 misses (40.0 % hit rate)\n"),
+        "{}",
+        stats.stdout
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&l.run(&src, &["stats", "--json"]).stdout).unwrap();
+    assert_eq!(json["compile"]["archive"]["hits"], 4, "{json}");
+    assert_eq!(json["compile"]["archive"]["counters"]["miss"], 6, "{json}");
 }
