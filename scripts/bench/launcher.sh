@@ -143,7 +143,7 @@ setup() {
   zstd)
     local manifest
     manifest=$(cargo metadata --format-version 1 --locked --manifest-path "$repo/Cargo.toml" 2>/dev/null |
-      tr ',' '\n' | sed -n 's/.*"manifest_path":"\([^"]*zstd-sys-[^"]*Cargo.toml\)".*/\1/p' | head -n 1)
+      tr ',' '\n' | sed -n 's/.*"manifest_path":"\([^"]*zstd-sys-[^"]*Cargo.toml\)".*/\1/p' | sed -n 1p)
     local z
     z="$(dirname "$manifest")/zstd"
     [ -f "$z/build/cmake/CMakeLists.txt" ] || { echo "zstd sources not found via cargo metadata ($manifest)" >&2; exit 1; }
@@ -288,7 +288,7 @@ shadow_test() {
 tu_test() {
   local p=$1 a="$work/$1/a"
   local build="$a/cold-plain-1" cmd
-  cmd=$(ninja -C "$build" -t commands | grep -m1 -- '-c .*gtest-all\.cc$')
+  cmd=$(ninja -C "$build" -t commands | grep -- '-c .*gtest-all\.cc$' | sed -n 1p)
   echo "== $p: HIT latency of one TU: $(basename "${cmd##* }") ($(cd "$build" && bench_time sh -c "$cmd") s plain compile)"
   export CCACHE_DIR="$work/cache/$p-ccache-1" CCACHE_BASEDIR=$work
   export STRATA_CACHE_ROOT="$work/cache/$p-strata-1" STRATA_BASE_DIRS=$work

@@ -50,8 +50,8 @@ echo "entry: $files files, $(( per_file * files )) bytes"
 # entry object, on one connection, the second with `Connection: close` as the tier sends it
 # (get_range_last): what any HTTP/1.1 client pays this server for them. Without that header
 # s3s-fs (Nagle on) holds the answer's tail until the client's delayed ACK, up to 40 ms.
-ref_file=$(cd "$STRATA_S3_TEST_DIR/data" && find . -path '*~refs/*' -type f | head -n 1)
-obj_file=$(cd "$STRATA_S3_TEST_DIR/data" && find . -path '*~entries/*' -type f | head -n 1)
+ref_file=$(cd "$STRATA_S3_TEST_DIR/data" && find . -path '*~refs/*' -type f | sed -n 1p)
+obj_file=$(cd "$STRATA_S3_TEST_DIR/data" && find . -path '*~entries/*' -type f | sed -n 1p)
 sig=(--http1.1 --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"
   -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
 fetch_peer() {
