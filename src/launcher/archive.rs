@@ -9,6 +9,7 @@
 //!
 //! The key (64 hex, BLAKE3) covers the tool's identity (the real program's `--version`,
 //! memoised by stamp; with `STRATA_TOOL_CONTENT` its bytes), its name as given, the
+//! plugins binutils loads from `<bindir>/../lib/bfd-plugins` (name and BLAKE3 of each), the
 //! arguments relocated like a compiler's ([`super::location`]), the digest of every input
 //! file in order (the members for `ar`, the archive for `ranlib`), the digest of an archive
 //! `ar` adds to (or that there was none), and `ZERO_AR_DATE` / `SOURCE_DATE_EPOCH`. An entry
@@ -17,7 +18,13 @@
 //! and replays the messages. Cached: `ar` with operation `q` or `r` and modifiers from
 //! `c s S D v`; `ranlib` with one archive and at most `-D`. Anything else (`u`, `T` thin
 //! archives, `U` member dates, `--plugin`, response files, extraction, listing) runs the
-//! tool unchanged and counts why, as the compile steps do (domain [`ARCHIVE`]).
+//! tool unchanged and counts why, as the compile steps do (domain [`ARCHIVE`]); so does a
+//! thin archive (`!<thin>`) found where the tool would read one.
+//!
+//! The tool never sees the build's archive: an existing one is copied (and hashed in the
+//! same pass) to a private temp file beside it, the tool runs on that file, and the result
+//! replaces the archive by rename. So the archive the key hashed is the one the tool read,
+//! and a HIT that fails verification leaves the archive as it was.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -31,11 +38,11 @@ use crate::content::VerifyMemo;
 use crate::content::counters;
 use crate::content::layout::CacheRoot;
 use crate::digest::{ContentDigest, DigestAlgorithm};
-use crate::fs::{self, LockWait, Placement};
+use crate::fs::{self, LockWait};
 
 use super::entry::{self, Candidate, CompileManifest, EntryPlace, Output};
 use super::location::Location;
-use super::{Config, FsClock, exec, exit_code, warn};
+use super::{Config, FsClock, KeyBuilder, exec, exit_code, warn};
 
 /// The counter domain of archive steps (`hit`, `miss`, `archive_failed`, `save_failed`,
 /// `input_changed`, `error`, `uncacheable:<reason>`).
@@ -86,6 +93,8 @@ pub fn tool_of(program: &OsStr) -> Option<Tool> {
 pub struct Step {
     /// The archive written (for `ranlib`, also read).
     pub archive: PathBuf,
+    /// Where [`Step::archive`] is in the arguments (0-based).
+    pub archive_index: usize,
     /// The members `ar` adds, in order (empty for `ranlib`).
     pub members: Vec<PathBuf>,
 }
@@ -121,16 +130,21 @@ pub fn classify(tool: Tool, args: &[OsString]) -> Result<Step, &'static str> {
             }
             Ok(Step {
                 archive: PathBuf::from(archive),
+                archive_index: 1,
                 members: members.iter().map(PathBuf::from).collect(),
             })
         }
         Tool::Ranlib => {
-            let mut archives = text.iter().filter(|a| *a != &"-D");
+            if text.iter().any(|a| a.starts_with('-') && *a != "-D") {
+                return Err("archive_option");
+            }
+            let mut archives = text.iter().enumerate().filter(|(_, a)| **a != "-D");
             match (archives.next(), archives.next()) {
-                (Some(a), None) if !a.starts_with('-') => {
-                    Ok(Step { archive: PathBuf::from(a), members: Vec::new() })
-                }
-                (Some(a), None) if a.starts_with('-') => Err("archive_option"),
+                (Some((index, a)), None) => Ok(Step {
+                    archive: PathBuf::from(a),
+                    archive_index: index,
+                    members: Vec::new(),
+                }),
                 _ => Err("archive_not_one_archive"),
             }
         }
@@ -221,6 +235,87 @@ struct Archive<'a> {
     step: &'a Step,
 }
 
+/// The private file an archive step works on: a temp name in the archive's directory
+/// (`.<archive name>.strata-<16 hex>.tmp`, [`crate::content::temp`]), as given (relative
+/// when the archive is).
+struct Private {
+    given: PathBuf,
+    name: String,
+}
+
+impl Private {
+    fn new(archive: &Path) -> Private {
+        let stem = archive.file_name().map_or("archive".into(), |n| n.to_string_lossy());
+        let name =
+            crate::content::temp::TempName::new(crate::content::temp::Purpose::Placement, &stem)
+                .to_string();
+        let given = match archive.parent() {
+            Some(dir) => dir.join(&name),
+            None => PathBuf::from(&name),
+        };
+        Private { given, name }
+    }
+
+    /// `bytes` (a message of the tool) with the private file's name replaced by the
+    /// archive's.
+    fn unname(&self, bytes: &[u8], archive: &Path) -> Vec<u8> {
+        let Some(real) = archive.file_name() else { return bytes.to_vec() };
+        let finder = memchr::memmem::Finder::new(self.name.as_bytes());
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut rest = bytes;
+        while let Some(at) = finder.find(rest) {
+            out.extend_from_slice(&rest[..at]);
+            out.extend_from_slice(real.as_bytes());
+            rest = &rest[at + self.name.len()..];
+        }
+        out.extend_from_slice(rest);
+        out
+    }
+}
+
+/// Removes a file when dropped (the private file of a step that ended early).
+struct RemoveOnDrop<'a>(&'a Path);
+
+impl Drop for RemoveOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(self.0);
+    }
+}
+
+/// The plugins binutils' `ar` and `ranlib` load by themselves, from `<bindir>/../lib/bfd-plugins`
+/// of the real program (Debian: `liblto_plugin.so`, `LLVMgold-14.so`): they decide which
+/// symbols of LTO objects the archive index lists, so they are part of the tool. Each as
+/// (file name, 64 hex BLAKE3 of its bytes, or `unreadable`), sorted by name; empty when the
+/// directory does not exist (`llvm-ar` has none).
+fn plugins(resolved: &Path) -> Vec<(String, String)> {
+    let Ok(real) = fs::canonicalize(resolved) else { return Vec::new() };
+    let Some(dir) = real.parent().and_then(Path::parent).map(|p| p.join("lib/bfd-plugins")) else {
+        return Vec::new();
+    };
+    let Ok(entries) = fs::read_dir(&dir) else { return Vec::new() };
+    let mut found: Vec<(String, String)> = entries
+        .iter()
+        .map(|path| {
+            let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let digest = fs::read(path).map_or_else(
+                |_| "unreadable".to_owned(),
+                |b| blake3::hash(&b).to_hex().to_string(),
+            );
+            (name, digest)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Whether the archive at `path` is a thin archive (`!<thin>` magic): its members are
+/// references to other files, which the key does not hash.
+fn is_thin(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    fs::open(path).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok()) && &magic == b"!<thin>\n"
+}
+
 /// An input file as the key hashed it.
 struct Input {
     path: PathBuf,
@@ -236,22 +331,35 @@ impl Archive<'_> {
         let clock = FsClock::start(&archive);
         let existing = match fs::symlink_metadata_opt(&archive) {
             Ok(None) => None,
-            Ok(Some(meta)) if meta.is_file() => Some(()),
+            Ok(Some(meta)) if meta.is_file() => Some(meta),
             _ => return Err(Skip::Quietly("uncacheable:output_not_regular_file")),
         };
-        // The files read, in order: the archive itself when the tool changes it in place
-        // (`ranlib`, or `ar` adding to an archive), then the members.
-        let mut read: Vec<PathBuf> = Vec::new();
-        if existing.is_some() {
-            read.push(archive.clone());
-        }
-        read.extend(self.step.members.iter().map(|m| cwd.join(m)));
         if self.tool == Tool::Ranlib && existing.is_none() {
             return Err(Skip::Quietly("uncacheable:archive_missing"));
         }
-        let mut inputs = Vec::with_capacity(read.len());
-        let mut digests = Vec::with_capacity(read.len());
-        for path in read {
+        // The tool never sees the user's archive: it works on a private file beside it (a
+        // copy, hashed as it is made, when the archive already exists), which replaces the
+        // archive once the step is done. So the archive the key hashed is the one the tool
+        // reads, whatever happens to the user's file meanwhile, and a HIT whose stored copy
+        // fails verification leaves the archive as it was.
+        let private = Private::new(&self.step.archive);
+        let private_path = cwd.join(&private.given);
+        let mut digests = Vec::with_capacity(self.step.members.len() + 1);
+        if let Some(meta) = &existing {
+            let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777;
+            let (digest, _) =
+                fs::copy_new_file(&archive, &private_path, mode, false, DigestAlgorithm::Blake3)
+                    .map_err(|_| Skip::Quietly("uncacheable:archive_not_copyable"))?;
+            if is_thin(&private_path) {
+                let _ = fs::remove_file(&private_path);
+                return Err(Skip::Quietly("uncacheable:archive_thin"));
+            }
+            digests.push(digest);
+        }
+        let private_guard = RemoveOnDrop(&private_path);
+        let mut inputs = Vec::with_capacity(self.step.members.len());
+        for member in &self.step.members {
+            let path = cwd.join(member);
             let (digest, _, stamp) = fs::hash_file_stable(&path, DigestAlgorithm::Blake3)
                 .map_err(|_| Skip::Quietly("uncacheable:archive_input_unreadable"))?;
             digests.push(digest);
@@ -271,7 +379,7 @@ impl Archive<'_> {
                             return Ok((0, "hit"));
                         }
                         Err(e) => warn(&format!(
-                            "cached result of {} unusable ({e}); running {}",
+                            "cached archive of {} unusable ({e}); running {}",
                             place.rel,
                             self.program.to_string_lossy()
                         )),
@@ -286,46 +394,59 @@ impl Archive<'_> {
             )),
         }
         let started = clock.marker();
+        let mut args = self.args.to_vec();
+        args[self.step.archive_index] = private.given.clone().into_os_string();
         let mut cmd = Command::new(self.resolved);
-        cmd.arg0(self.program).args(self.args).stdin(Stdio::inherit());
-        let output = match cmd.output() {
+        cmd.arg0(self.program).args(&args).stdin(Stdio::inherit());
+        let mut output = match cmd.output() {
             Ok(o) => o,
             Err(e) => {
                 warn(&format!("cannot run {}: {e}", self.resolved.display()));
                 return Ok((1, "error"));
             }
         };
+        // The messages name the archive as the build gave it, not the private file.
+        output.stdout = private.unname(&output.stdout, &self.step.archive);
+        output.stderr = private.unname(&output.stderr, &self.step.archive);
         let _ = std::io::stdout().write_all(&output.stdout);
         let _ = std::io::stderr().write_all(&output.stderr);
         let code = exit_code(output.status);
         if code != 0 {
             return Ok((code, "archive_failed"));
         }
-        // The inputs must be what the key hashed: unchanged since, and not written in the
-        // clock tick the tool started in (the archive itself is the tool's to change).
-        let changed = inputs.iter().filter(|i| i.path != archive).any(|i| {
+        // The members must be what the key hashed: unchanged since, and not written in the
+        // clock tick the tool started in.
+        let changed = inputs.iter().any(|i| {
             fs::metadata(&i.path)
                 .map(|m| fs::FileStamp::of(&m))
                 .map_or(true, |now| now != i.stamp || now.ctime_ns >= started)
         });
-        let archive_raced =
-            inputs.first().is_some_and(|i| i.path == archive && i.stamp.ctime_ns >= started);
-        if changed || archive_raced {
-            return Ok((0, "input_changed"));
-        }
-        match self.save(&here, &place, &key, &archive, &output) {
-            Ok(()) => {
-                super::save_memo(&memo, &place);
-                Ok((0, "miss"))
+        let counted = if changed {
+            "input_changed"
+        } else {
+            match self.save(&here, &place, &key, &private_path, &output) {
+                Ok(()) => {
+                    super::save_memo(&memo, &place);
+                    "miss"
+                }
+                Err(e) => {
+                    warn(&format!(
+                        "{} ran, but its archive is not cached: {e}",
+                        self.program.to_string_lossy()
+                    ));
+                    "save_failed"
+                }
             }
-            Err(e) => {
-                warn(&format!(
-                    "{} ran, but its archive is not cached: {e}",
-                    self.program.to_string_lossy()
-                ));
-                Ok((0, "save_failed"))
-            }
+        };
+        // The tool's result replaces the archive (removed first: on ext4 a rename over a
+        // file with data makes the kernel flush the new one, `auto_da_alloc`).
+        let _ = fs::remove_file(&archive);
+        if let Err(e) = fs::rename(&private_path, &archive) {
+            warn(&format!("{} ran, but {e}", self.program.to_string_lossy()));
+            return Ok((1, "error"));
         }
+        drop(private_guard);
+        Ok((0, counted))
     }
 
     /// The key (64 hex): see the module docs.
@@ -335,38 +456,21 @@ impl Archive<'_> {
         adds_to_existing: bool,
         inputs: &[ContentDigest],
     ) -> Result<String, String> {
-        let memo_dir = self.cache.memo_dir();
-        let version = crate::toolchain::tool_version(self.resolved, Some(&memo_dir))
-            .map_err(|e| e.to_string())?;
-        let mut h = blake3::Hasher::new();
-        let mut field = |name: &str, bytes: &[u8]| {
-            h.update(name.as_bytes());
-            h.update(&[0]);
-            h.update(&(bytes.len() as u64).to_le_bytes());
-            h.update(bytes);
-        };
-        field("strata.archive_key", b"1");
-        field("tool_version", version.as_bytes());
-        if self.config.tool_content {
-            let content = crate::toolchain::tool_content(self.resolved, Some(&memo_dir))
-                .map_err(|e| e.to_string())?;
-            field("tool_content", content.as_bytes());
+        let mut key = KeyBuilder::new("strata.archive_key");
+        key.tool(self.cache, self.config, self.resolved, self.program, "tool")?;
+        for (name, digest) in plugins(self.resolved) {
+            key.field("plugin", name.as_bytes());
+            key.field("plugin_digest", digest.as_bytes());
         }
-        let name = Path::new(self.program).file_name().unwrap_or(self.program);
-        field("tool_name", name.as_bytes());
         for arg in self.args {
-            field("arg", here.relocate_arg(arg).as_bytes());
+            key.field("arg", here.relocate_arg(arg).as_bytes());
         }
-        field("existing_archive", if adds_to_existing { b"1" } else { b"0" });
+        key.field("existing_archive", if adds_to_existing { b"1" } else { b"0" });
         for digest in inputs {
-            field("input", digest.to_string().as_bytes());
+            key.field("input", digest.to_string().as_bytes());
         }
-        for name in KEY_ENVIRONMENT {
-            if let Some(value) = std::env::var_os(name) {
-                field(name, value.as_bytes());
-            }
-        }
-        Ok(h.finalize().to_hex().to_string())
+        key.environment(KEY_ENVIRONMENT);
+        Ok(key.finish())
     }
 
     fn restore(
@@ -390,19 +494,14 @@ impl Archive<'_> {
             candidate.stdout.as_ref().map(|o| super::read_verified(place, o)).transpose()?;
         let stderr =
             candidate.stderr.as_ref().map(|o| super::read_verified(place, o)).transpose()?;
-        // As the tool does: the archive is replaced (removed first, see `Run::restore`).
+        // Placed verified beside the archive first, so a stored copy that fails verification
+        // leaves the archive as it was (the tool then runs on it); then it replaces the
+        // archive, removed first (see `Run::restore`).
+        let beside = Private::new(archive);
+        let _guard = RemoveOnDrop(&beside.given);
+        super::place_output(place, output, &beside.given, memo, began)?;
         let _ = fs::remove_file(archive);
-        let name = entry::object_memo_name(&output.digest);
-        let placed = fs::place_file_checked(
-            &place.object(&output.digest),
-            archive,
-            Placement { expected: output.digest, mode: 0o644, sync: false },
-            &|stamp| memo.vouches(&name, stamp, &output.digest),
-        )
-        .map_err(|e| e.to_string())?;
-        if placed.hashed {
-            memo.remember(&name, placed.stamp, output.digest, began);
-        }
+        fs::rename(&beside.given, archive).map_err(|e| e.to_string())?;
         if let Some(bytes) = stdout {
             let _ = std::io::stdout().write_all(&bytes);
         }
@@ -499,13 +598,16 @@ mod tests {
     #[test]
     fn cmake_and_make_archive_commands_are_cached() {
         let step = classify(Tool::Ar, &args(&["qc", "lib/libgtest.a", "a.o", "sub/b.o"])).unwrap();
-        assert_eq!(step.archive, PathBuf::from("lib/libgtest.a"));
+        assert_eq!((step.archive, step.archive_index), (PathBuf::from("lib/libgtest.a"), 1));
         assert_eq!(step.members, vec![PathBuf::from("a.o"), PathBuf::from("sub/b.o")]);
         for ops in ["rcs", "-rcs", "crs", "qcD", "rv", "qcS"] {
             assert!(classify(Tool::Ar, &args(&[ops, "l.a", "a.o"])).is_ok(), "{ops}");
         }
         let step = classify(Tool::Ranlib, &args(&["-D", "lib.a"])).unwrap();
-        assert_eq!((step.archive, step.members), (PathBuf::from("lib.a"), vec![]));
+        assert_eq!((step.archive, step.archive_index), (PathBuf::from("lib.a"), 1));
+        assert!(step.members.is_empty());
+        let step = classify(Tool::Ranlib, &args(&["lib.a", "-D"])).unwrap();
+        assert_eq!((step.archive, step.archive_index), (PathBuf::from("lib.a"), 0));
     }
 
     #[test]
@@ -522,7 +624,7 @@ mod tests {
             (Tool::Ar, &["rc"], "archive_no_archive"),
             (Tool::Ar, &[], "archive_no_operation"),
             (Tool::Ranlib, &["a.a", "b.a"], "archive_not_one_archive"),
-            (Tool::Ranlib, &["-t", "a.a"], "archive_not_one_archive"),
+            (Tool::Ranlib, &["-t", "a.a"], "archive_option"),
             (Tool::Ranlib, &["-U"], "archive_option"),
         ];
         for (tool, argv, reason) in cases {

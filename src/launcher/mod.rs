@@ -66,6 +66,95 @@ pub const KEY_ENVIRONMENT: &[&str] = &[
     "LC_CTYPE",
 ];
 
+/// Places the stored object of `output` at `dest` (mode 0644, no fsync), verified against
+/// its digest unless `memo` vouches for the stored file's stamp; a file that had to be
+/// hashed is remembered in `memo` as of `began`. Errors: the object is missing or its bytes
+/// do not match the digest, or `dest` cannot be written (the message says which).
+fn place_output(
+    place: &EntryPlace,
+    output: &Output,
+    dest: &Path,
+    memo: &mut VerifyMemo,
+    began: SystemTime,
+) -> Result<(), String> {
+    let name = entry::object_memo_name(&output.digest);
+    let placed = fs::place_file_checked(
+        &place.object(&output.digest),
+        dest,
+        Placement { expected: output.digest, mode: 0o644, sync: false },
+        &|stamp| memo.vouches(&name, stamp, &output.digest),
+    )
+    .map_err(|e| e.to_string())?;
+    if placed.hashed {
+        memo.remember(&name, placed.stamp, output.digest, began);
+    }
+    Ok(())
+}
+
+/// A launcher key being built: BLAKE3 over named, length-prefixed fields (`name`, a 0 byte,
+/// the value's length as 8 bytes little-endian, the value), the first naming the domain
+/// (`strata.compile_key`, `strata.archive_key`), so no two field sequences and no two
+/// domains hash the same bytes. [`KeyBuilder::finish`] gives 64 lowercase hex.
+pub(crate) struct KeyBuilder(blake3::Hasher);
+
+impl KeyBuilder {
+    /// A key of the domain `domain` (version 1).
+    pub(crate) fn new(domain: &str) -> KeyBuilder {
+        let mut key = KeyBuilder(blake3::Hasher::new());
+        key.field(domain, b"1");
+        key
+    }
+
+    /// Adds one field.
+    pub(crate) fn field(&mut self, name: &str, bytes: &[u8]) {
+        self.0.update(name.as_bytes());
+        self.0.update(&[0]);
+        self.0.update(&(bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+    }
+
+    /// Adds the tool's identity: `<prefix>_version` (the real program's `--version`,
+    /// memoised by stamp under the cache's memo directory), `<prefix>_content` (its bytes'
+    /// digest, when [`Config::tool_content`] is set) and `<prefix>_name` (the file name the
+    /// build invoked, e.g. `gcc` or `x86_64-linux-gnu-ar`). Errors: the tool cannot be run
+    /// or read (the message names it).
+    pub(crate) fn tool(
+        &mut self,
+        cache: &CacheRoot,
+        config: &Config,
+        resolved: &Path,
+        invoked: &OsStr,
+        prefix: &str,
+    ) -> Result<(), String> {
+        let memo_dir = cache.memo_dir();
+        let version =
+            crate::toolchain::tool_version(resolved, Some(&memo_dir)).map_err(|e| e.to_string())?;
+        self.field(&format!("{prefix}_version"), version.as_bytes());
+        if config.tool_content {
+            let content = crate::toolchain::tool_content(resolved, Some(&memo_dir))
+                .map_err(|e| e.to_string())?;
+            self.field(&format!("{prefix}_content"), content.as_bytes());
+        }
+        let name = Path::new(invoked).file_name().unwrap_or(invoked);
+        self.field(&format!("{prefix}_name"), name.as_bytes());
+        Ok(())
+    }
+
+    /// Adds each variable of `names` that is set, as a field named after it.
+    pub(crate) fn environment(&mut self, names: &[&str]) {
+        for name in names {
+            if let Some(value) = std::env::var_os(name) {
+                self.field(name, value.as_bytes());
+            }
+        }
+    }
+
+    /// The key: 64 lowercase hex.
+    pub(crate) fn finish(self) -> String {
+        self.0.finalize().to_hex().to_string()
+    }
+}
+
 /// Environment variables that make the compiler write files the launcher does not know.
 const UNCACHEABLE_ENVIRONMENT: &[&str] = &["DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"];
 
@@ -400,26 +489,9 @@ impl Run<'_> {
 
     /// The key (64 hex): see the module docs.
     fn key(&self, here: &Location, source: &ContentDigest) -> Result<String, String> {
-        let memo_dir = self.cache.memo_dir();
-        let version = crate::toolchain::tool_version(self.tool, Some(&memo_dir))
-            .map_err(|e| e.to_string())?;
-        let mut h = blake3::Hasher::new();
-        let mut field = |name: &str, bytes: &[u8]| {
-            h.update(name.as_bytes());
-            h.update(&[0]);
-            h.update(&(bytes.len() as u64).to_le_bytes());
-            h.update(bytes);
-        };
-        field("strata.compile_key", b"1");
-        field("compiler_version", version.as_bytes());
-        if self.config.tool_content {
-            let content = crate::toolchain::tool_content(self.tool, Some(&memo_dir))
-                .map_err(|e| e.to_string())?;
-            field("compiler_content", content.as_bytes());
-        }
-        let name = Path::new(self.compiler).file_name().unwrap_or(self.compiler);
-        field("compiler_name", name.as_bytes());
-        field(
+        let mut key = KeyBuilder::new("strata.compile_key");
+        key.tool(self.cache, self.config, self.tool, self.compiler, "compiler")?;
+        key.field(
             "language",
             match self.compile.language {
                 Language::C => b"c",
@@ -427,15 +499,11 @@ impl Run<'_> {
             },
         );
         for arg in self.args {
-            field("arg", here.relocate_arg(arg).as_bytes());
+            key.field("arg", here.relocate_arg(arg).as_bytes());
         }
-        field("source", source.to_string().as_bytes());
-        for name in KEY_ENVIRONMENT {
-            if let Some(value) = std::env::var_os(name) {
-                field(name, value.as_bytes());
-            }
-        }
-        Ok(h.finalize().to_hex().to_string())
+        key.field("source", source.to_string().as_bytes());
+        key.environment(KEY_ENVIRONMENT);
+        Ok(key.finish())
     }
 
     /// The files a compilation writes, with their roles, as paths here.
@@ -481,17 +549,7 @@ impl Run<'_> {
                 fs::write_atomic_nosync(dest, &rewritten, 0o644).map_err(|e| e.to_string())?;
                 continue;
             }
-            let name = entry::object_memo_name(&output.digest);
-            let placed = fs::place_file_checked(
-                &place.object(&output.digest),
-                dest,
-                Placement { expected: output.digest, mode: 0o644, sync: false },
-                &|stamp| memo.vouches(&name, stamp, &output.digest),
-            )
-            .map_err(|e| e.to_string())?;
-            if placed.hashed {
-                memo.remember(&name, placed.stamp, output.digest, began);
-            }
+            place_output(place, output, dest, memo, began)?;
         }
         if let Some(bytes) = stdout {
             let _ = std::io::stdout().write_all(&origin.text(&bytes));

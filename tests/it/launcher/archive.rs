@@ -145,13 +145,174 @@ fn launcher_a_damaged_stored_archive_is_a_miss_with_a_warning_never_a_wrong_file
     std::fs::write(&stored, &bytes).unwrap();
     std::fs::remove_file(dir.join("lib.a")).unwrap();
     let r = expect(&l, &dir, &ar, "miss");
-    assert!(r.stderr.contains("strata: warning: cached result of compile/"), "{}", r.stderr);
+    assert!(r.stderr.contains("strata: warning: cached archive of compile/"), "{}", r.stderr);
     assert!(r.stderr.contains("running ar"), "{}", r.stderr);
     assert_same_bytes("lib.a after the damaged HIT", &read(&dir.join("lib.a")), &want);
     // The MISS stored a sound copy again.
     std::fs::remove_file(dir.join("lib.a")).unwrap();
     expect(&l, &dir, &ar, "hit");
     assert_same_bytes("lib.a after the repair", &read(&dir.join("lib.a")), &want);
+}
+
+/// Flips one byte in the middle of every stored archive of `l`'s cache.
+fn damage_stored_archives(l: &Launcher) {
+    for entry in l.entries() {
+        let stored = entry.output(&l.cache, "archive");
+        let mut bytes = read(&stored);
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x40;
+        std::fs::write(&stored, &bytes).unwrap();
+    }
+}
+
+#[test]
+fn launcher_a_damaged_stored_archive_of_a_step_that_reads_the_archive_leaves_it_intact() {
+    // `ranlib lib.a` and `ar r lib.a c.o` read the archive they rewrite: a HIT whose stored
+    // copy fails verification must leave the archive as it was, so that the tool then runs
+    // on it (it was once removed first: ranlib failed with "No such file", and `ar r` wrote
+    // an archive of c.o alone and stored it under the old archive's key).
+    require_tool("gcc", "apt-get install gcc");
+    require_tool("ar", "apt-get install binutils");
+    let ctx = TestContext::new();
+    let dir = ctx.path("p");
+    objects_in(&dir, 8);
+    write_file(&dir.join("c.c"), "int c(void) { return 3; }\n");
+    plain(&dir, &["gcc", "-O2", "-c", "c.c", "-o", "c.o"], &[]).expect_code(0);
+    plain(&dir, &["ar", "qc", "seed.a", "a.o", "b.o"], &[]).expect_code(0);
+    let seed = read(&dir.join("seed.a"));
+    let reference = |argv: &[&str]| {
+        std::fs::write(dir.join("ref.a"), &seed).unwrap();
+        plain(&dir, argv, &[]).expect_code(0);
+        read(&dir.join("ref.a"))
+    };
+    let want_ranlib = reference(&["ranlib", "ref.a"]);
+    let want_add = reference(&["ar", "r", "ref.a", "c.o"]);
+    let l = Launcher::new(&ctx.cache);
+    for (argv, want) in
+        [(&["ranlib", "lib.a"][..], &want_ranlib), (&["ar", "r", "lib.a", "c.o"][..], &want_add)]
+    {
+        std::fs::write(dir.join("lib.a"), &seed).unwrap();
+        expect(&l, &dir, argv, "miss");
+        assert_same_bytes("the MISS", &read(&dir.join("lib.a")), want);
+    }
+    damage_stored_archives(&l);
+    for (argv, want) in
+        [(&["ranlib", "lib.a"][..], &want_ranlib), (&["ar", "r", "lib.a", "c.o"][..], &want_add)]
+    {
+        std::fs::write(dir.join("lib.a"), &seed).unwrap();
+        let r = expect(&l, &dir, argv, "miss");
+        assert!(r.stderr.contains("strata: warning: cached archive of compile/"), "{}", r.stderr);
+        assert_same_bytes(
+            &format!("{argv:?} after the damaged HIT"),
+            &read(&dir.join("lib.a")),
+            want,
+        );
+        // Repaired: the next one is a HIT with the right bytes.
+        std::fs::write(dir.join("lib.a"), &seed).unwrap();
+        expect(&l, &dir, argv, "hit");
+        assert_same_bytes(&format!("{argv:?} after the repair"), &read(&dir.join("lib.a")), want);
+    }
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".strata-"))
+        .collect();
+    assert!(left.is_empty(), "private files left beside the archive: {left:?}");
+}
+
+#[test]
+fn launcher_an_archive_replaced_while_ar_runs_never_poisons_the_cache() {
+    // The tool works on a private copy of the archive the key hashed, so whatever happens
+    // to the user's file meanwhile, the stored result is the tool's result for that key.
+    require_tool("gcc", "apt-get install gcc");
+    require_tool("ar", "apt-get install binutils");
+    let ctx = TestContext::new();
+    let dir = ctx.path("p");
+    objects_in(&dir, 9);
+    write_file(&dir.join("c.c"), "int c(void) { return 3; }\n");
+    plain(&dir, &["gcc", "-O2", "-c", "c.c", "-o", "c.o"], &[]).expect_code(0);
+    plain(&dir, &["ar", "qc", "one.a", "a.o"], &[]).expect_code(0);
+    plain(&dir, &["ar", "qc", "two.a", "b.o"], &[]).expect_code(0);
+    std::fs::copy(dir.join("one.a"), dir.join("ref.a")).unwrap();
+    plain(&dir, &["ar", "r", "ref.a", "c.o"], &[]).expect_code(0);
+    let want = read(&dir.join("ref.a"));
+    // A slow `ar` (its --version answers at once, as the key needs it).
+    let slow = ctx.path("slow");
+    std::fs::create_dir_all(&slow).unwrap();
+    let ar = which("ar");
+    write_file(
+        &slow.join("ar"),
+        format!(
+            "#!/bin/sh\ncase \"$1\" in --version) exec {ar} --version;; esac\nsleep 1\nexec {ar} \"$@\"\n"
+        ),
+    );
+    std::fs::set_permissions(slow.join("ar"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let slow_ar = s(&slow.join("ar"));
+    let l = Launcher::new(&ctx.cache);
+    std::fs::copy(dir.join("one.a"), dir.join("lib.a")).unwrap();
+    let mut child = l.command(&dir, &[slow_ar.as_str(), "r", "lib.a", "c.o"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::copy(dir.join("two.a"), dir.join("lib.a.new")).unwrap();
+    std::fs::rename(dir.join("lib.a.new"), dir.join("lib.a")).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(archive_counters(&l.cache), counts(&[("miss", 1)]));
+    // The stored result is that of one.a + c.o, the archive the key hashed.
+    std::fs::copy(dir.join("one.a"), dir.join("lib.a")).unwrap();
+    expect(&l, &dir, &[slow_ar.as_str(), "r", "lib.a", "c.o"], "hit");
+    assert_same_bytes("HIT after the race", &read(&dir.join("lib.a")), &want);
+}
+
+#[test]
+fn launcher_thin_archives_and_other_ar_plugins_are_never_confused() {
+    require_tool("gcc", "apt-get install gcc");
+    require_tool("ar", "apt-get install binutils");
+    let ctx = TestContext::new();
+    let dir = ctx.path("p");
+    objects_in(&dir, 4);
+    let l = Launcher::new(&ctx.cache);
+    // A thin archive holds references to its members, which the key does not hash: ranlib
+    // (or `ar r`) on one runs unchanged.
+    plain(&dir, &["ar", "qcT", "thin.a", "a.o"], &[]).expect_code(0);
+    expect(&l, &dir, &["ranlib", "thin.a"], "uncacheable:archive_thin");
+    // (GNU ar refuses this one; its exit code and message come through unchanged.)
+    let (r, outcome) = step(&l, &dir, &["ar", "r", "thin.a", "b.o"]);
+    assert_eq!((r.code, outcome.as_str()), (1, "uncacheable:archive_thin"), "{}", r.stderr);
+    assert!(r.stderr.contains("thin.a"), "{}", r.stderr);
+    // binutils' ar loads the plugins in <bindir>/../lib/bfd-plugins by itself: the same ar
+    // with another plugin set is another tool.
+    let real = std::fs::canonicalize(which("ar")).unwrap();
+    let bare = ctx.path("bare/bin");
+    let with = ctx.path("with/bin");
+    let plugins = ctx.path("with/lib/bfd-plugins");
+    for d in [&bare, &with, &plugins] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::copy(&real, bare.join("ar")).unwrap();
+    std::fs::copy(&real, with.join("ar")).unwrap();
+    let system = real.parent().unwrap().parent().unwrap().join("lib/bfd-plugins");
+    let plugin = std::fs::read_dir(&system)
+        .ok()
+        .and_then(|mut d| d.find_map(|e| e.ok().filter(|e| e.path().is_file())))
+        .map(|e| e.path());
+    let Some(plugin) = plugin else {
+        eprintln!("skipped the plugin half: no plugin in {}", system.display());
+        return;
+    };
+    std::fs::copy(&plugin, plugins.join(plugin.file_name().unwrap())).unwrap();
+    for (ar, outcome) in [(&bare, "miss"), (&with, "miss"), (&bare, "hit"), (&with, "hit")] {
+        let _ = std::fs::remove_file(dir.join("lib.a"));
+        expect(&l, &dir, &[s(&ar.join("ar")).as_str(), "qc", "lib.a", "a.o", "b.o"], outcome);
+    }
+}
+
+/// The absolute path of `tool` on PATH.
+fn which(tool: &str) -> String {
+    let out = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 #[test]
@@ -248,6 +409,9 @@ fn launcher_cmake_archive_steps_hit_in_another_build_directory() {
             format!("-DSTRATA_CACHE_DIR={}", s(&ctx.cache)),
         ];
         args.push(format!("-DSTRATA_EXECUTABLE={}", strata_exe()));
+        if dir.starts_with("ipo") {
+            args.push("-DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON".into());
+        }
         run(&args);
         let before = archive_counters(&l.cache);
         let r = run(&["--build".into(), s(&ctx.path(dir)), "-j".into(), "2".into()]);
@@ -288,4 +452,18 @@ fn launcher_cmake_archive_steps_hit_in_another_build_directory() {
         serde_json::from_str(&l.run(&src, &["stats", "--json"]).stdout).unwrap();
     assert_eq!(json["compile"]["archive"]["hits"], 4, "{json}");
     assert_eq!(json["compile"]["archive"]["counters"]["miss"], 6, "{json}");
+    // With LTO, CMake's _IPO rules run gcc-ar and gcc-ranlib, their paths written into the
+    // rule: cached as well.
+    assert_eq!(build("ipo1"), counts(&[("miss", 4)]), "IPO cold");
+    assert_eq!(build("ipo2"), counts(&[("hit", 4)]), "IPO, another build directory");
+    let app = super::run_bounded(
+        std::process::Command::new(ctx.path("ipo2/app")),
+        Duration::from_secs(10),
+    );
+    assert_eq!((app.code, app.stdout.as_str()), (0, "53\n"));
+    let rules = read(&ctx.path("ipo2/CMakeFiles/rules.ninja"));
+    assert!(
+        String::from_utf8_lossy(&rules).contains("gcc-ar"),
+        "the IPO build does not run gcc-ar"
+    );
 }
