@@ -393,6 +393,28 @@ impl Archive<'_> {
                 self.program.to_string_lossy()
             )),
         }
+        let result = self.run_and_save(&here, &place, &key, &private, &archive, &inputs, &clock);
+        if result.is_ok() {
+            super::save_memo(&memo, &place);
+        }
+        drop(private_guard);
+        result
+    }
+
+    /// The MISS: runs the tool on the private file, saves its result under `key` unless it
+    /// failed or a member changed meanwhile, and renames the result over the archive.
+    #[allow(clippy::too_many_arguments)]
+    fn run_and_save(
+        &self,
+        here: &Location,
+        place: &EntryPlace,
+        key: &str,
+        private: &Private,
+        archive: &Path,
+        inputs: &[Input],
+        clock: &FsClock,
+    ) -> Result<(i32, &'static str), Skip> {
+        let private_path = here.cwd.join(&private.given);
         let started = clock.marker();
         let mut args = self.args.to_vec();
         args[self.step.archive_index] = private.given.clone().into_os_string();
@@ -424,11 +446,8 @@ impl Archive<'_> {
         let counted = if changed {
             "input_changed"
         } else {
-            match self.save(&here, &place, &key, &private_path, &output) {
-                Ok(()) => {
-                    super::save_memo(&memo, &place);
-                    "miss"
-                }
+            match self.save(here, place, key, &private_path, &output) {
+                Ok(()) => "miss",
                 Err(e) => {
                     warn(&format!(
                         "{} ran, but its archive is not cached: {e}",
@@ -440,12 +459,11 @@ impl Archive<'_> {
         };
         // The tool's result replaces the archive (removed first: on ext4 a rename over a
         // file with data makes the kernel flush the new one, `auto_da_alloc`).
-        let _ = fs::remove_file(&archive);
-        if let Err(e) = fs::rename(&private_path, &archive) {
+        let _ = fs::remove_file(archive);
+        if let Err(e) = fs::rename(&private_path, archive) {
             warn(&format!("{} ran, but {e}", self.program.to_string_lossy()));
             return Ok((1, "error"));
         }
-        drop(private_guard);
         Ok((0, counted))
     }
 
