@@ -210,11 +210,7 @@ fn not_cached(
     program: &OsStr,
     args: &[OsString],
 ) -> i32 {
-    counters::bump(cache, ARCHIVE, reason);
-    if config.explain {
-        let _ = writeln!(std::io::stderr(), "strata: {reason} {what}");
-    }
-    exec(program, args)
+    super::not_cached_in(ARCHIVE, config, cache, reason, what, program, args)
 }
 
 /// Why a step runs without the cache.

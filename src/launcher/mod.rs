@@ -373,11 +373,24 @@ fn not_cached(
     compiler: &OsStr,
     args: &[OsString],
 ) -> i32 {
-    counters::bump(cache, COMPILE, reason);
+    not_cached_in(COMPILE, config, cache, reason, what, compiler, args)
+}
+
+/// [`not_cached`] for a step of the counter domain `domain` (compile or archive).
+fn not_cached_in(
+    domain: &str,
+    config: &Config,
+    cache: &CacheRoot,
+    reason: &str,
+    what: &dyn std::fmt::Display,
+    program: &OsStr,
+    args: &[OsString],
+) -> i32 {
+    counters::bump(cache, domain, reason);
     if config.explain {
         let _ = writeln!(std::io::stderr(), "strata: {reason} {what}");
     }
-    exec(compiler, args)
+    exec(program, args)
 }
 
 /// The command as one line, for `STRATA_EXPLAIN` when no single source names it.
