@@ -21,9 +21,9 @@
 //! tool unchanged and counts why, as the compile steps do (domain [`ARCHIVE`]); so does a
 //! thin archive (`!<thin>`) found where the tool would read one.
 //!
-//! The tool never sees the build's archive: an existing one is copied (and hashed in the
-//! same pass) to a private temp file beside it, the tool runs on that file, and the result
-//! replaces the archive by rename. So the archive the key hashed is the one the tool read,
+//! The tool never sees the build's archive: on a MISS an existing one is copied (and hashed
+//! in the same pass, to the digest the lookup hashed in place) to a private temp file beside
+//! it, the tool runs on that file, and the result replaces the archive by rename. So the archive the key hashed is the one the tool read,
 //! and a HIT that fails verification leaves the archive as it was.
 
 use std::ffi::{OsStr, OsString};
@@ -164,7 +164,8 @@ pub(super) fn main(
     let step = match classify(tool, args) {
         Ok(step) => step,
         Err(reason) => {
-            return not_cached(
+            return super::not_cached_in(
+                ARCHIVE,
                 config,
                 cache,
                 &format!("uncacheable:{reason}"),
@@ -176,7 +177,15 @@ pub(super) fn main(
     };
     let Some(resolved) = program.to_str().and_then(|p| crate::toolchain::resolve_tool(p, None))
     else {
-        return not_cached(config, cache, "uncacheable:archiver_not_found", &what(), program, args);
+        return super::not_cached_in(
+            ARCHIVE,
+            config,
+            cache,
+            "uncacheable:archiver_not_found",
+            &what(),
+            program,
+            args,
+        );
     };
     let run = Archive { config, cache, program, resolved: &resolved, tool, args, step: &step };
     match run.go() {
@@ -191,26 +200,21 @@ pub(super) fn main(
             }
             code
         }
-        Err(Skip::Quietly(reason)) => {
-            not_cached(config, cache, reason, &step.archive.display(), program, args)
-        }
+        Err(Skip::Quietly(reason)) => super::not_cached_in(
+            ARCHIVE,
+            config,
+            cache,
+            reason,
+            &step.archive.display(),
+            program,
+            args,
+        ),
         Err(Skip::Loudly(e)) => {
             warn(&format!("{e}; running {} without the cache", program.to_string_lossy()));
             counters::bump(cache, ARCHIVE, "error");
             exec(program, args)
         }
     }
-}
-
-fn not_cached(
-    config: &Config,
-    cache: &CacheRoot,
-    reason: &str,
-    what: &dyn std::fmt::Display,
-    program: &OsStr,
-    args: &[OsString],
-) -> i32 {
-    super::not_cached_in(ARCHIVE, config, cache, reason, what, program, args)
 }
 
 /// Why a step runs without the cache.
@@ -232,15 +236,19 @@ struct Archive<'a> {
 }
 
 /// The private file an archive step works on: a temp name in the archive's directory
-/// (`.<archive name>.strata-<16 hex>.tmp`, [`crate::content::temp`]), as given (relative
-/// when the archive is).
+/// (`.<archive name>.strata-<16 hex>.tmp`, [`crate::content::temp`]).
 struct Private {
+    /// As the archive was given (relative when it is): what the tool is told.
     given: PathBuf,
+    /// Under the working directory.
+    path: PathBuf,
+    /// The file name alone.
     name: String,
 }
 
 impl Private {
-    fn new(archive: &Path) -> Private {
+    /// The private file for `archive` (as given), `cwd` being the working directory.
+    fn new(archive: &Path, cwd: &Path) -> Private {
         let stem = archive.file_name().map_or("archive".into(), |n| n.to_string_lossy());
         let name =
             crate::content::temp::TempName::new(crate::content::temp::Purpose::Placement, &stem)
@@ -249,7 +257,7 @@ impl Private {
             Some(dir) => dir.join(&name),
             None => PathBuf::from(&name),
         };
-        Private { given, name }
+        Private { path: cwd.join(&given), given, name }
     }
 
     /// `bytes` (a message of the tool) with the private file's name replaced by the
@@ -333,26 +341,17 @@ impl Archive<'_> {
         if self.tool == Tool::Ranlib && existing.is_none() {
             return Err(Skip::Quietly("uncacheable:archive_missing"));
         }
-        // The tool never sees the user's archive: it works on a private file beside it (a
-        // copy, hashed as it is made, when the archive already exists), which replaces the
-        // archive once the step is done. So the archive the key hashed is the one the tool
-        // reads, whatever happens to the user's file meanwhile, and a HIT whose stored copy
-        // fails verification leaves the archive as it was.
-        let private = Private::new(&self.step.archive);
-        let private_path = cwd.join(&private.given);
+        // The existing archive is an input (`ranlib`, or `ar` adding to it). Hashed in place
+        // for the lookup; a MISS copies it for the tool and checks the copy has these bytes.
         let mut digests = Vec::with_capacity(self.step.members.len() + 1);
-        if let Some(meta) = &existing {
-            let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777;
-            let (digest, _) =
-                fs::copy_new_file(&archive, &private_path, mode, false, DigestAlgorithm::Blake3)
-                    .map_err(|_| Skip::Quietly("uncacheable:archive_not_copyable"))?;
-            if is_thin(&private_path) {
-                let _ = fs::remove_file(&private_path);
+        if existing.is_some() {
+            if is_thin(&archive) {
                 return Err(Skip::Quietly("uncacheable:archive_thin"));
             }
+            let (digest, _, _) = fs::hash_file_stable(&archive, DigestAlgorithm::Blake3)
+                .map_err(|_| Skip::Quietly("uncacheable:archive_input_unreadable"))?;
             digests.push(digest);
         }
-        let private_guard = RemoveOnDrop(&private_path);
         let mut inputs = Vec::with_capacity(self.step.members.len());
         for member in &self.step.members {
             let path = cwd.join(member);
@@ -389,16 +388,40 @@ impl Archive<'_> {
                 self.program.to_string_lossy()
             )),
         }
-        let result = self.run_and_save(&here, &place, &key, &private, &archive, &inputs, &clock);
+        // The tool never sees the user's archive: it works on a private file beside it (a
+        // copy, hashed as it is made, of an existing archive), which replaces the archive
+        // once the step is done. So the archive the key hashed is the one the tool read,
+        // whatever happens to the user's file meanwhile; a copy with other bytes (the archive
+        // was replaced since the lookup) is run but not saved.
+        let private = Private::new(&self.step.archive, &cwd);
+        let mut archive_moved = false;
+        if let Some(meta) = &existing {
+            let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777;
+            let (copied, _) =
+                fs::copy_new_file(&archive, &private.path, mode, false, DigestAlgorithm::Blake3)
+                    .map_err(|_| Skip::Quietly("uncacheable:archive_not_copyable"))?;
+            archive_moved = digests.first() != Some(&copied);
+        }
+        let _guard = RemoveOnDrop(&private.path);
+        let result = self.run_and_save(
+            &here,
+            &place,
+            &key,
+            &private,
+            &archive,
+            &inputs,
+            archive_moved,
+            &clock,
+        );
         if result.is_ok() {
             super::save_memo(&memo, &place);
         }
-        drop(private_guard);
         result
     }
 
     /// The MISS: runs the tool on the private file, saves its result under `key` unless it
-    /// failed or a member changed meanwhile, and renames the result over the archive.
+    /// failed, a member changed meanwhile or the archive copied is not the one the key hashed
+    /// (`archive_moved`), and renames the result over the archive.
     #[allow(clippy::too_many_arguments)]
     fn run_and_save(
         &self,
@@ -408,9 +431,9 @@ impl Archive<'_> {
         private: &Private,
         archive: &Path,
         inputs: &[Input],
+        archive_moved: bool,
         clock: &FsClock,
     ) -> Result<(i32, &'static str), Skip> {
-        let private_path = here.cwd.join(&private.given);
         let started = clock.marker();
         let mut args = self.args.to_vec();
         args[self.step.archive_index] = private.given.clone().into_os_string();
@@ -434,15 +457,16 @@ impl Archive<'_> {
         }
         // The members must be what the key hashed: unchanged since, and not written in the
         // clock tick the tool started in.
-        let changed = inputs.iter().any(|i| {
-            fs::metadata(&i.path)
-                .map(|m| fs::FileStamp::of(&m))
-                .map_or(true, |now| now != i.stamp || now.ctime_ns >= started)
-        });
+        let changed = archive_moved
+            || inputs.iter().any(|i| {
+                fs::metadata(&i.path)
+                    .map(|m| fs::FileStamp::of(&m))
+                    .map_or(true, |now| now != i.stamp || now.ctime_ns >= started)
+            });
         let counted = if changed {
             "input_changed"
         } else {
-            match self.save(here, place, key, &private_path, &output) {
+            match self.save(here, place, key, &private.path, &output) {
                 Ok(()) => "miss",
                 Err(e) => {
                     warn(&format!(
@@ -456,7 +480,7 @@ impl Archive<'_> {
         // The tool's result replaces the archive (removed first: on ext4 a rename over a
         // file with data makes the kernel flush the new one, `auto_da_alloc`).
         let _ = fs::remove_file(archive);
-        if let Err(e) = fs::rename(&private_path, archive) {
+        if let Err(e) = fs::rename(&private.path, archive) {
             warn(&format!("{} ran, but {e}", self.program.to_string_lossy()));
             return Ok((1, "error"));
         }
@@ -511,11 +535,11 @@ impl Archive<'_> {
         // Placed verified beside the archive first, so a stored copy that fails verification
         // leaves the archive as it was (the tool then runs on it); then it replaces the
         // archive, removed first (see `Run::restore`).
-        let beside = Private::new(archive);
-        let _guard = RemoveOnDrop(&beside.given);
-        super::place_output(place, output, &beside.given, memo, began)?;
+        let beside = Private::new(archive, Path::new("/"));
+        let _guard = RemoveOnDrop(&beside.path);
+        super::place_output(place, output, &beside.path, memo, began)?;
         let _ = fs::remove_file(archive);
-        fs::rename(&beside.given, archive).map_err(|e| e.to_string())?;
+        fs::rename(&beside.path, archive).map_err(|e| e.to_string())?;
         if let Some(bytes) = stdout {
             let _ = std::io::stdout().write_all(&bytes);
         }

@@ -239,11 +239,14 @@ fn launcher_an_archive_replaced_while_ar_runs_never_poisons_the_cache() {
     // A slow `ar` (its --version answers at once, as the key needs it).
     let slow = ctx.path("slow");
     std::fs::create_dir_all(&slow).unwrap();
+    // It says when it has started (the archive is then replaced while it sleeps).
     let ar = which("ar");
+    let started = ctx.path("started");
     write_file(
         &slow.join("ar"),
         format!(
-            "#!/bin/sh\ncase \"$1\" in --version) exec {ar} --version;; esac\nsleep 1\nexec {ar} \"$@\"\n"
+            "#!/bin/sh\ncase \"$1\" in --version) exec {ar} --version;; esac\n: > {}\nsleep 1\nexec {ar} \"$@\"\n",
+            s(&started)
         ),
     );
     std::fs::set_permissions(slow.join("ar"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -252,7 +255,11 @@ fn launcher_an_archive_replaced_while_ar_runs_never_poisons_the_cache() {
     let l = Launcher::new(&ctx.cache);
     std::fs::copy(dir.join("one.a"), dir.join("lib.a")).unwrap();
     let mut child = l.command(&dir, &[slow_ar.as_str(), "r", "lib.a", "c.o"]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "the slow ar never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     std::fs::copy(dir.join("two.a"), dir.join("lib.a.new")).unwrap();
     std::fs::rename(dir.join("lib.a.new"), dir.join("lib.a")).unwrap();
     assert!(child.wait().unwrap().success());
