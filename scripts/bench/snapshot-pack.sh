@@ -62,4 +62,4 @@ for ((r = 1; r <= runs; r++)); do
   cat "$work/out/peer.tzst" >/dev/null; p+=" $(bench_time unpack_peer "$r")"
 done
 bench_report "extract (strata vs zstd -d|tar -x)" "$s" "$p"
-rm -rf "$work"
+[ -n "${KEEP:-}" ] || rm -rf "$work"

@@ -45,6 +45,7 @@
 //! returns. Nothing is fsynced file by file: a container that publishes the tree makes it
 //! durable once (snapshots: one `syncfs` before the swap).
 
+mod ahead;
 pub mod read;
 pub(crate) mod writers;
 

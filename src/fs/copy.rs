@@ -231,13 +231,17 @@ pub fn place_symlink_atomic(target: &str, dest: &Path) -> Result<()> {
 /// Creates the directory `path` (mode `dir_mode`, exactly) whose parent the caller has
 /// already made or checked to be a real directory it controls (e.g. a private staging
 /// tree being filled by one extraction). An existing real directory is accepted; a file or
-/// symlink there is an error, never followed.
+/// symlink there is an error, never followed. `chmod: false` skips the `chmod` after the
+/// `mkdir`: only for a caller that knows the `mkdir` gives exactly `dir_mode` (the umask
+/// keeps it, [`super::perm::umask_keeps`], and no setgid directory is above `path`).
 ///
 /// # Errors
 /// [`Error::NotADirectory`] / [`Error::SymlinkInPath`] when something else is at `path`;
 /// I/O errors naming the path.
-pub fn create_dir_in_checked_parent(path: &Path, dir_mode: u32) -> Result<()> {
-    match fs::create_dir(path) {
+pub fn create_dir_in_checked_parent(path: &Path, dir_mode: u32, chmod: bool) -> Result<()> {
+    match std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), dir_mode).create(path)
+    {
+        Ok(()) if !chmod => Ok(()),
         Ok(()) => fs::set_permissions(path, fs::Permissions::from_mode(dir_mode))
             .map_err(|e| Error::io("chmod", path, e)),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {

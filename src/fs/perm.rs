@@ -41,6 +41,24 @@ pub fn is_owner_exec(mode: u32) -> bool {
     mode & 0o100 != 0
 }
 
+/// The process's file mode creation mask (`Umask:` of `/proc/self/status`, Linux 4.7 and
+/// later), read once; `None` if it cannot be read. strata never changes its umask.
+pub fn umask() -> Option<u32> {
+    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+        u32::from_str_radix(line.trim(), 8).ok()
+    })
+}
+
+/// True if a file or directory created with permission bits `mode` (0o777 at most) gets
+/// exactly `mode`: the umask is known and clears none of its bits. Then no `chmod` is
+/// needed after the create (the caller knows that no setgid parent adds a bit).
+pub fn umask_keeps(mode: u32) -> bool {
+    mode & !0o777 == 0 && umask().is_some_and(|mask| mode & mask == 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +70,13 @@ mod tests {
         assert_eq!(Sharing::Shared.dir_mode(), 0o755);
         assert!(is_owner_exec(0o4755));
         assert!(!is_owner_exec(0o644));
+    }
+
+    #[test]
+    fn the_umask_is_read_and_keeps_only_the_bits_it_does_not_clear() {
+        let mask = umask().expect("Linux has Umask: in /proc/self/status");
+        assert!(mask <= 0o777, "{mask:o}");
+        assert_eq!(umask_keeps(0o755), 0o755 & mask == 0);
+        assert!(!umask_keeps(0o4755), "special bits always need a chmod");
     }
 }

@@ -479,7 +479,7 @@ fn download_and_unpack(
     download: &Path,
     algorithm: DigestAlgorithm,
     progress: &dyn Progress,
-    consume: impl FnOnce(&mut dyn std::io::Read) -> Result<UnpackReport, Error>,
+    consume: impl FnOnce(&mut (dyn std::io::Read + Send)) -> Result<UnpackReport, Error>,
 ) -> Result<Streamed, Error> {
     let (object, size_bytes) = object;
     let phase = Phase::begin(progress, "restore", size_bytes);

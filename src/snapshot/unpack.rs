@@ -146,7 +146,7 @@ pub fn unpack(
 /// As [`unpack`]; a failure to read `input` is [`Error::Corrupt`] (a restore reports its
 /// download's own error first).
 pub fn unpack_from(
-    input: &mut dyn Read,
+    input: &mut (dyn Read + Send),
     dest: &Path,
     limits: &UnpackLimits,
     label: &str,

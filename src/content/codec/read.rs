@@ -6,7 +6,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::Compression;
-use super::writers::{FeedError, WriteError, WriterPool};
+use super::writers::{DirSpec, FeedError, WriteError, WriterPool};
 use crate::content::record::{FileRecord, Record};
 use crate::content::verify::Modes;
 use crate::digest::DigestAlgorithm;
@@ -16,9 +16,11 @@ use crate::tar_entry::ExtensionLimit;
 /// Most bytes buffered in front of the decompressor, in bytes (1 MiB; less for a smaller
 /// input of known size, [`ReadSpec::input_bytes`]).
 const INPUT_BUF_BYTES: usize = super::CHUNK_BYTES;
-/// Bytes buffered behind the decompressor (64 KiB): tar headers are read in 512-byte
-/// blocks through it, file contents in chunks at least this large go past it. A fresh
-/// buffer is zeroed once, so this is paid per archive (entry objects are many and small).
+/// Bytes buffered behind the decompressor when it runs on the parsing thread (64 KiB): tar
+/// headers are read in 512-byte blocks through it, file contents in chunks at least this
+/// large go past it. A fresh buffer is zeroed once, so this is paid per archive (entry
+/// objects are many and small). With writer threads the decompressor runs ahead on its
+/// own thread instead (`ahead.rs`).
 const OUTPUT_BUF_BYTES: usize = 64 * 1024;
 
 /// Zero padding accepted after the tar end-of-archive block, in bytes (tar implementations
@@ -137,6 +139,11 @@ struct State<'a, M> {
     manifest: Option<(M, Vec<Record>)>,
     /// With the manifest first: index of the record the next entry must be.
     next: usize,
+    /// How directories are made.
+    dirs: DirSpec,
+    /// With writer threads: directories admitted and not yet handed to a writer, parents
+    /// first (they go with the next file; the rest are made at the end).
+    pending: Vec<PathBuf>,
 }
 
 impl<M> State<'_, M> {
@@ -180,8 +187,9 @@ impl<M> State<'_, M> {
         }
     }
 
-    /// Creates directory `dir` (and its parents) inside the destination, never through a
-    /// symlink or file an earlier entry made.
+    /// Admits directory `dir` (and its parents) inside the destination, never through a
+    /// symlink or file an earlier entry made: with writer threads they join
+    /// [`State::pending`] (the next file's writer makes them), else they are made here.
     fn ensure_dir(&mut self, dir: &RelPath) -> Result<(), Error> {
         let rel = dir.as_str();
         if self.known_dirs.contains(rel) {
@@ -204,13 +212,31 @@ impl<M> State<'_, M> {
             }
             prefix_end += 1;
         }
-        // A parent this extraction already made (or checked) is a real directory of the
-        // private destination: only the last component is new, so skip the walk from the
-        // root (one `lstat` per component per directory, most of the syscalls of an unpack).
-        if let Some(local) = self.local(dir)? {
+        if self.spec.writer_threads {
+            // The private destination holds only what this extraction made, so the record
+            // of admitted directories decides: the missing ones, top-down.
+            let mut missing = Vec::new();
+            let mut current = rel;
+            while !self.known_dirs.contains(current) {
+                missing.push(current);
+                match current.rsplit_once('/') {
+                    Some((parent, _)) => current = parent,
+                    None => break,
+                }
+            }
+            for name in missing.into_iter().rev() {
+                if let Some(local) = self.local(&RelPath::new(name)?)? {
+                    self.pending.push(local.to_path(self.dest));
+                }
+            }
+        } else if let Some(local) = self.local(dir)? {
+            // A parent this extraction already made (or checked) is a real directory of
+            // the private destination: only the last component is new, so skip the walk
+            // from the root (one `lstat` per component per directory).
             let parent_known = dir.parent().is_some_and(|p| self.known_dirs.contains(p.as_str()));
             if parent_known {
-                fs::create_dir_in_checked_parent(&local.to_path(self.dest), self.spec.modes.dir)
+                let path = local.to_path(self.dest);
+                fs::create_dir_in_checked_parent(&path, self.dirs.mode, self.dirs.chmod)
                     .map_err(|e| self.create_error(rel, e))?;
             } else {
                 let within = local.to_relative_path();
@@ -224,6 +250,18 @@ impl<M> State<'_, M> {
                 Some((parent, _)) => current = parent,
                 None => break,
             }
+        }
+        Ok(())
+    }
+
+    /// Makes the [`State::pending`] directories here (a symlink's parent must exist now;
+    /// the rest at the end). One a writer is making too is accepted as it finds it.
+    fn make_pending(&mut self) -> Result<(), Error> {
+        for dir in std::mem::take(&mut self.pending) {
+            self.dirs.make(&dir).map_err(|e| {
+                let rel = dir.strip_prefix(self.dest).unwrap_or(&dir).display().to_string();
+                self.create_error(&rel, e)
+            })?;
         }
         Ok(())
     }
@@ -295,6 +333,9 @@ impl<M> State<'_, M> {
                 self.spec.max_file_bytes
             ))));
         }
+        if self.known_dirs.contains(rel.as_str()) {
+            return Err(Stop::Error(bad(format!("{rel}: conflicts with an earlier entry"))));
+        }
         self.ensure_parent(&rel)?;
         if self.pool.failed() {
             return Err(Stop::Writer);
@@ -310,7 +351,8 @@ impl<M> State<'_, M> {
         self.file_bytes += size;
         let executable = fs::perm::is_owner_exec(mode);
         let mode = if executable { self.spec.modes.executable } else { self.spec.modes.file };
-        let file = super::writers::NewFile { rel, path, executable, mode, algorithm };
+        let dirs = std::mem::take(&mut self.pending);
+        let file = super::writers::NewFile { rel, path, executable, mode, algorithm, dirs };
         match self.pool.write_file(file, size, data) {
             Ok(()) => Ok(()),
             Err(FeedError::Archive(reason)) => Err(Stop::Error(bad(reason))),
@@ -330,7 +372,17 @@ impl<M> State<'_, M> {
         let Some(path) = self.path_of(&rel)? else {
             return Err(bad(format!("{rel} is a symlink where a directory must be")));
         };
+        if self.known_dirs.contains(rel.as_str()) {
+            return Err(bad(format!("{rel}: conflicts with an earlier entry")));
+        }
         self.ensure_parent(&rel)?;
+        self.make_pending()?;
+        if self.spec.writer_threads
+            && let Some(parent) = path.parent().filter(|p| *p != self.dest)
+        {
+            // A writer may not have made the parent yet (it went with an earlier file).
+            self.dirs.make(parent).map_err(|e| self.create_error(rel.as_str(), e))?;
+        }
         fs::symlink(&target, &path).map_err(|e| self.create_error(rel.as_str(), e))?;
         self.non_dirs.insert(rel.as_str().to_owned(), true);
         self.written.push(Record::Symlink { path: rel, target });
@@ -354,9 +406,9 @@ impl<M> State<'_, M> {
 
 /// Wraps `input` in the decoder its magic number names.
 fn open_decoder<'r>(
-    input: &'r mut dyn Read,
+    input: &'r mut (dyn Read + Send),
     spec: &ReadSpec<'_>,
-) -> Result<Box<dyn Read + 'r>, Error> {
+) -> Result<Box<dyn Read + Send + 'r>, Error> {
     let capacity = spec.input_bytes.map_or(INPUT_BUF_BYTES, |n| {
         usize::try_from(n).unwrap_or(INPUT_BUF_BYTES).clamp(4096, INPUT_BUF_BYTES)
     });
@@ -370,14 +422,14 @@ fn open_decoder<'r>(
     {
         return Err(bad(format!("the object is {format}, expected {expected}")));
     }
-    let decoder: Box<dyn Read + 'r> = match format {
+    let decoder: Box<dyn Read + Send + 'r> = match format {
         Compression::Zstd => Box::new(
             zstd::stream::read::Decoder::with_buffer(reader)
                 .map_err(|e| bad(format!("cannot start zstd: {e}")))?,
         ),
         Compression::Gzip => Box::new(flate2::bufread::GzDecoder::new(reader)),
     };
-    Ok(Box::new(BufReader::with_capacity(OUTPUT_BUF_BYTES, decoder)))
+    Ok(decoder)
 }
 
 /// Reads the archive in `input` into `dest` (an existing empty directory) under every rule
@@ -395,14 +447,35 @@ fn open_decoder<'r>(
 /// In debug builds, when called on a thread of rayon's pool (`crate::parallel`: the
 /// writers hash on the pool, so extracting there can deadlock).
 pub fn extract<M>(
-    input: &mut dyn Read,
+    input: &mut (dyn Read + Send),
     dest: &Path,
     spec: &ReadSpec<'_>,
     parse: impl FnMut(&[u8]) -> Result<(M, Vec<Record>), String>,
 ) -> Result<Extracted<M>, Error> {
     crate::parallel::assert_off_pool("archive extraction");
     let decoder = open_decoder(input, spec)?;
-    let mut archive = tar::Archive::new(ExtensionLimit::new(decoder, spec.kind_of_archive));
+    if spec.writer_threads {
+        std::thread::scope(|scope| {
+            super::ahead::read_ahead(scope, decoder, |ahead| extract_from(ahead, dest, spec, parse))
+        })
+    } else {
+        extract_from(BufReader::with_capacity(OUTPUT_BUF_BYTES, decoder), dest, spec, parse)
+    }
+}
+
+/// [`extract`] of the decoded tar stream `decoded`.
+fn extract_from<M>(
+    decoded: impl Read,
+    dest: &Path,
+    spec: &ReadSpec<'_>,
+    parse: impl FnMut(&[u8]) -> Result<(M, Vec<Record>), String>,
+) -> Result<Extracted<M>, Error> {
+    let mut archive = tar::Archive::new(ExtensionLimit::new(decoded, spec.kind_of_archive));
+    let dirs = DirSpec {
+        root: dest.to_path_buf(),
+        mode: spec.modes.dir,
+        chmod: !fs::perm::umask_keeps(spec.modes.dir) || is_setgid(dest),
+    };
     let mut state = State {
         dest,
         spec,
@@ -411,10 +484,12 @@ pub fn extract<M>(
         seen: HashSet::new(),
         entries: 0,
         file_bytes: 0,
-        pool: if spec.writer_threads { WriterPool::new() } else { WriterPool::inline() },
+        pool: if spec.writer_threads { WriterPool::new(&dirs) } else { WriterPool::inline(&dirs) },
         written: Vec::new(),
         manifest: None,
         next: 0,
+        dirs,
+        pending: Vec::new(),
     };
     let looped = read_entries(&mut state, &mut archive, parse);
     // Always wait for the writers, so that nothing writes into `dest` after we return.
@@ -424,6 +499,10 @@ pub fn extract<M>(
         Ok(()) => {}
         Err(Stop::Error(e)) => return Err(e),
         Err(Stop::Writer) => {}
+    }
+    if written.is_ok() {
+        // Directories no file followed (empty ones, the last ones).
+        state.make_pending()?;
     }
     let files = written.map_err(|e| match e {
         WriteError::Exists(rel) => bad(format!("{rel}: conflicts with an earlier entry")),
@@ -448,6 +527,12 @@ pub fn extract<M>(
     actual.extend(files.into_iter().map(Record::File));
     compare(&records, actual, |path| state.path_of(path))?;
     Ok(Extracted { manifest, records, files: file_count, file_bytes: state.file_bytes })
+}
+
+/// True if `dir` has the setgid bit (or cannot be examined: then assume it has).
+fn is_setgid(dir: &Path) -> bool {
+    fs::symlink_metadata(dir)
+        .map_or(true, |m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o2000 != 0)
 }
 
 /// After the end-of-archive block only zero padding may follow, in this compressed stream

@@ -4,12 +4,20 @@
 //! reader names), and set its mode. So decompression, hashing and writing overlap.
 //!
 //! All checks on an entry (path, type, limits, parent directories) happen on the parsing
-//! thread *before* the file is handed over; a writer only creates the file with
-//! `O_CREAT|O_EXCL` under a parent that is already a real directory. Files are assigned
-//! round-robin; the chunks of one file go to one writer in order.
+//! thread *before* the file is handed over, against its record of what the extraction has
+//! made so far (the destination is private: nothing else writes there); a writer only
+//! creates the file with `O_CREAT|O_EXCL`. The directories the parsing thread has
+//! admitted but not yet created travel with the next file ([`NewFile::dirs`]), so the
+//! writers create them too (`mkdir` costs the kernel as much as a file, and one thread
+//! making them all was the bottleneck of an unpack): in order, before the file. A
+//! directory whose parent another writer has not made yet gets its missing ancestors
+//! made first; a `mkdir` that finds a directory already there accepts it, anything else
+//! there is an error. Files are assigned round-robin; the chunks of one file go to one
+//! writer in order.
 //!
 //! Memory is bounded: each writer's queue holds at most [`QUEUE_CHUNKS`] chunks of at most
-//! [`CHUNK_BYTES`], whatever the snapshot size.
+//! [`CHUNK_BYTES`], whatever the snapshot size. Written chunks go back to the parsing
+//! thread and are filled again, so a chunk is allocated (and zeroed) once, not per file.
 //!
 //! Disk use follows the data: a file grows only by bytes that have arrived from the
 //! archive. Nothing is reserved or pre-sized from the size an entry's header declares (a
@@ -19,7 +27,7 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -44,11 +52,83 @@ pub(crate) struct NewFile {
     pub(crate) executable: bool,
     pub(crate) mode: u32,
     pub(crate) algorithm: DigestAlgorithm,
+    /// Directories to create first, parents before children (admitted by the parsing
+    /// thread since the previous file).
+    pub(crate) dirs: Vec<PathBuf>,
+}
+
+/// How the directories handed over with files are created: below `root` (the
+/// destination, which exists), with `mode`, and a `chmod` after the `mkdir` if `chmod`.
+#[derive(Debug, Clone)]
+pub(crate) struct DirSpec {
+    pub(crate) root: PathBuf,
+    pub(crate) mode: u32,
+    pub(crate) chmod: bool,
+}
+
+impl DirSpec {
+    /// Creates `dir` (a directory the parsing thread admitted, below the root); if its
+    /// parent is not there yet (another writer's directory), its missing ancestors first.
+    /// A directory already there is accepted.
+    ///
+    /// # Errors
+    /// [`fs::Error::SymlinkInPath`] / [`fs::Error::NotADirectory`] when something else is
+    /// there; I/O errors.
+    pub(crate) fn make(&self, dir: &Path) -> Result<(), fs::Error> {
+        match fs::create_dir_in_checked_parent(dir, self.mode, self.chmod) {
+            Err(fs::Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                self.make_ancestors(dir)?;
+                fs::create_dir_in_checked_parent(dir, self.mode, self.chmod)
+            }
+            done => done,
+        }
+    }
+
+    /// Creates every missing directory strictly between the root and `path`, top-down.
+    fn make_ancestors(&self, path: &Path) -> Result<(), fs::Error> {
+        let Some(parent) = path.parent() else { return Ok(()) };
+        let Ok(below) = parent.strip_prefix(&self.root) else { return Ok(()) };
+        let mut current = self.root.clone();
+        for component in below.components() {
+            current.push(component);
+            fs::create_dir_in_checked_parent(&current, self.mode, self.chmod)?;
+        }
+        Ok(())
+    }
+
+    /// Creates the directories of `new` and then the file itself (`O_EXCL`, with its
+    /// final mode); a parent another writer has not made yet is made here.
+    fn create_file(&self, new: &NewFile) -> Result<File, WriteError> {
+        let dir_error = |e: fs::Error| match e {
+            fs::Error::SymlinkInPath { .. } | fs::Error::NotADirectory { .. } => {
+                WriteError::Exists(new.rel.clone())
+            }
+            other => WriteError::Io(other),
+        };
+        for dir in &new.dirs {
+            self.make(dir).map_err(dir_error)?;
+        }
+        let created = match fs::create_new(&new.path, new.mode) {
+            Err(fs::Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                self.make_ancestors(&new.path).map_err(dir_error)?;
+                fs::create_new(&new.path, new.mode)
+            }
+            created => created,
+        };
+        match created {
+            Ok(file) => Ok(file),
+            Err(fs::Error::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {
+                Err(WriteError::Exists(new.rel.clone()))
+            }
+            Err(e) => Err(WriteError::Io(e)),
+        }
+    }
 }
 
 enum Message {
     Open(NewFile),
-    Data(Vec<u8>),
+    /// A chunk and the number of its leading bytes that are the file's.
+    Data(Vec<u8>, usize),
     Close,
 }
 
@@ -79,14 +159,23 @@ struct Output {
 /// calling thread.
 pub(crate) struct WriterPool {
     senders: Vec<SyncSender<Message>>,
+    /// Chunks the writers are done with, to be filled again.
+    spare: Option<Receiver<Vec<u8>>>,
     handles: Vec<JoinHandle<Output>>,
     next: usize,
     failed: Arc<AtomicBool>,
     /// Files written by [`WriterPool::inline`] (and its error); `None` for threads.
     inline: Option<Output>,
+    /// How [`WriterPool::inline`] makes directories.
+    inline_dirs: Option<DirSpec>,
 }
 
-fn run_writer(receiver: Receiver<Message>, failed: Arc<AtomicBool>) -> Output {
+fn run_writer(
+    receiver: Receiver<Message>,
+    spare: SyncSender<Vec<u8>>,
+    dirs: &DirSpec,
+    failed: Arc<AtomicBool>,
+) -> Output {
     let mut out = Output { records: Vec::new(), error: None };
     let mut current: Option<(File, NewFile, ContentHasher)> = None;
     for message in receiver {
@@ -94,27 +183,25 @@ fn run_writer(receiver: Receiver<Message>, failed: Arc<AtomicBool>) -> Output {
             continue; // drain so the sender never blocks
         }
         let result: Result<(), WriteError> = match message {
-            Message::Open(new) => match fs::create_new(&new.path, 0o600) {
-                Ok(file) => {
-                    let hasher = ContentHasher::new(new.algorithm);
-                    current = Some((file, new, hasher));
-                    Ok(())
-                }
-                Err(fs::Error::Io { source, .. })
-                    if source.kind() == io::ErrorKind::AlreadyExists =>
-                {
-                    Err(WriteError::Exists(new.rel))
-                }
-                Err(e) => Err(WriteError::Io(e)),
-            },
-            Message::Data(bytes) => match current.as_mut() {
-                Some((file, new, hasher)) => {
-                    hasher.update(&bytes);
-                    file.write_all(&bytes)
-                        .map_err(|e| WriteError::Io(fs::Error::io("write", new.path.as_path(), e)))
-                }
-                None => Ok(()),
-            },
+            Message::Open(new) => dirs.create_file(&new).map(|file| {
+                let hasher = ContentHasher::new(new.algorithm);
+                current = Some((file, new, hasher));
+            }),
+            Message::Data(chunk, len) => {
+                let written = match current.as_mut() {
+                    Some((file, new, hasher)) => {
+                        let bytes = chunk.get(..len).unwrap_or_default();
+                        hasher.update(bytes);
+                        file.write_all(bytes).map_err(|e| {
+                            WriteError::Io(fs::Error::io("write", new.path.as_path(), e))
+                        })
+                    }
+                    None => Ok(()),
+                };
+                // A full return queue means enough spares: this one is dropped.
+                let _ = spare.try_send(chunk);
+                written
+            }
             Message::Close => match current.take() {
                 Some((file, new, hasher)) => close_file(&file, new, hasher).map(|record| {
                     out.records.push(record);
@@ -132,29 +219,44 @@ fn run_writer(receiver: Receiver<Message>, failed: Arc<AtomicBool>) -> Output {
 }
 
 impl WriterPool {
-    /// Starts one writer per CPU (at most [`MAX_WRITERS`], at least one).
-    pub(crate) fn new() -> Self {
+    /// Starts one writer per CPU (at most [`MAX_WRITERS`], at least one), creating the
+    /// directories handed over with files as `dirs` says.
+    pub(crate) fn new(dirs: &DirSpec) -> Self {
         let count =
             std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_WRITERS);
         let failed = Arc::new(AtomicBool::new(false));
         let mut senders = Vec::with_capacity(count);
         let mut handles = Vec::with_capacity(count);
+        // Every chunk in a queue or in a writer's hands can come back.
+        let (spare_sender, spare) = sync_channel(count * (QUEUE_CHUNKS + 1));
         for _ in 0..count {
             let (sender, receiver) = sync_channel(QUEUE_CHUNKS);
             let failed = Arc::clone(&failed);
+            let spare = spare_sender.clone();
+            let dirs = dirs.clone();
             senders.push(sender);
-            handles.push(std::thread::spawn(move || run_writer(receiver, failed)));
+            handles.push(std::thread::spawn(move || run_writer(receiver, spare, &dirs, failed)));
         }
-        Self { senders, handles, next: 0, failed, inline: None }
+        Self {
+            senders,
+            spare: Some(spare),
+            handles,
+            next: 0,
+            failed,
+            inline: None,
+            inline_dirs: None,
+        }
     }
 
     /// A pool that writes, hashes and chmods each file on the calling thread, through one
     /// reused buffer: no threads and no chunks in flight. For trees installed side by side
     /// (entry objects), where the callers already use the cores and threads per tree
-    /// would only add memory.
-    pub(crate) fn inline() -> Self {
+    /// would only add memory. The files' directories are made as `dirs` says.
+    pub(crate) fn inline(dirs: &DirSpec) -> Self {
         Self {
+            inline_dirs: Some(dirs.clone()),
             senders: Vec::new(),
+            spare: None,
             handles: Vec::new(),
             next: 0,
             failed: Arc::new(AtomicBool::new(false)),
@@ -167,10 +269,12 @@ impl WriterPool {
     pub(crate) fn empty() -> Self {
         Self {
             senders: Vec::new(),
+            spare: None,
             handles: Vec::new(),
             next: 0,
             failed: Arc::new(AtomicBool::new(true)),
             inline: None,
+            inline_dirs: None,
         }
     }
 
@@ -188,8 +292,8 @@ impl WriterPool {
         size: u64,
         data: &mut dyn Read,
     ) -> Result<(), FeedError> {
-        if let Some(out) = &mut self.inline {
-            return write_inline(out, &self.failed, file, size, data);
+        if let (Some(out), Some(dirs)) = (&mut self.inline, &self.inline_dirs) {
+            return write_inline(out, dirs, &self.failed, file, size, data);
         }
         let Some(sender) = self.senders.get(self.next % self.senders.len().max(1)) else {
             return Err(FeedError::WriterStopped);
@@ -201,10 +305,10 @@ impl WriterPool {
         let mut remaining = size;
         while remaining > 0 {
             let want = usize::try_from(remaining.min(CHUNK_BYTES as u64)).unwrap_or(CHUNK_BYTES);
-            let mut chunk = vec![0u8; want];
+            let mut chunk = self.spare_chunk(want);
             let mut filled = 0;
             while filled < want {
-                let slot = chunk.get_mut(filled..).unwrap_or_default();
+                let slot = chunk.get_mut(filled..want).unwrap_or_default();
                 match data.read(slot) {
                     Ok(0) => {
                         return Err(FeedError::Archive(format!(
@@ -221,9 +325,19 @@ impl WriterPool {
                 }
             }
             remaining -= want as u64;
-            send(Message::Data(chunk))?;
+            send(Message::Data(chunk, want))?;
         }
         send(Message::Close)
+    }
+
+    /// A chunk of at least `want` bytes: one a writer is done with, or a new one (a whole
+    /// [`CHUNK_BYTES`] if `want` is small, so that it serves any later file).
+    fn spare_chunk(&self, want: usize) -> Vec<u8> {
+        let mut chunk = self.spare.as_ref().and_then(|s| s.try_recv().ok()).unwrap_or_default();
+        if chunk.len() < want {
+            chunk = vec![0u8; want.max(CHUNK_BYTES / 4)];
+        }
+        chunk
     }
 
     /// Waits for every writer; returns all records, or the first writer error.
@@ -266,6 +380,7 @@ impl WriterPool {
 /// write failure is kept in `out` (reported by [`WriterPool::finish`]) and stops the feed.
 fn write_inline(
     out: &mut Output,
+    dirs: &DirSpec,
     failed: &AtomicBool,
     new: NewFile,
     size: u64,
@@ -279,12 +394,9 @@ fn write_inline(
         failed.store(true, Ordering::Relaxed);
         Err(FeedError::WriterStopped)
     };
-    let mut file = match fs::create_new(&new.path, 0o600) {
+    let mut file = match dirs.create_file(&new) {
         Ok(file) => file,
-        Err(fs::Error::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {
-            return stop(out, WriteError::Exists(new.rel));
-        }
-        Err(e) => return stop(out, WriteError::Io(e)),
+        Err(e) => return stop(out, e),
     };
     let mut hasher = ContentHasher::new(new.algorithm);
     // Err(Ok(reason)): the archive's fault; Err(Err(e)): writing failed.
@@ -320,11 +432,14 @@ fn write_inline(
     }
 }
 
-/// Sets the final mode of a written file and returns its record (size and digest of the
-/// bytes hashed while it was written).
+/// Sets the final mode of a written file (created with it: only if the umask cleared some
+/// of its bits) and returns its record (size and digest of the bytes hashed while it was
+/// written).
 fn close_file(file: &File, new: NewFile, hasher: ContentHasher) -> Result<FileRecord, WriteError> {
-    file.set_permissions(std::fs::Permissions::from_mode(new.mode))
-        .map_err(|e| WriteError::Io(fs::Error::io("chmod", &new.path, e)))?;
+    if !fs::perm::umask_keeps(new.mode) {
+        file.set_permissions(std::fs::Permissions::from_mode(new.mode))
+            .map_err(|e| WriteError::Io(fs::Error::io("chmod", &new.path, e)))?;
+    }
     let size_bytes = hasher.len();
     Ok(FileRecord {
         path: new.rel,

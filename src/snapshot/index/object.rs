@@ -140,7 +140,7 @@ impl<R: Read> Read for Hashing<R> {
 pub fn install_entry_from(
     cache_root: &Path,
     location: &EntryLocation,
-    input: &mut dyn Read,
+    input: &mut (dyn Read + Send),
 ) -> Result<Installed, Error> {
     let label = &location.path;
     let entry_rel = RelPath::new(location.path.clone())?;

@@ -256,6 +256,21 @@ fn snapshot_rejects_entries_outside_the_layout_and_duplicates() {
     }
 }
 
+/// A file or a symlink at a path that an earlier entry's parent made a directory (no
+/// directory entry of its own): the writer threads may not have made that directory yet
+/// when the later entry comes, so the record of admitted directories must reject it.
+#[test]
+fn snapshot_rejects_an_entry_where_an_earlier_entry_needed_a_directory() {
+    let dir = "actions-v1/third_party/u/k/artifacts/d";
+    let link = Entry::Symlink { path: dir, target: "elsewhere".to_owned() };
+    for later in [file(dir, b"2"), link] {
+        let v = Victim::new();
+        let entries = [Entry::Dir("actions-v1"), file(&format!("{dir}/f"), b"1"), later];
+        publish_entries(&v.store(), &v.key, &entries);
+        v.assert_rejected("conflicts with an earlier entry");
+    }
+}
+
 #[test]
 fn snapshot_rejection_is_an_annotation_under_github_actions() {
     let v = Victim::new();
