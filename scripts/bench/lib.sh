@@ -42,12 +42,6 @@ bench_report() {
     'BEGIN { printf "%-34s strata %6.3f s  peer %6.3f s  speed-up %.2fx   (strata:%s | peer:%s)\n", l, s, p, p / s, sl, pl }'
 }
 
-# Prints the CPU model, its core count and whether it has SHA extensions (sha_ni): SHA-256
-# costs several times more without them, so every figure depends on it.
-bench_cpu() {
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores," \
-    "sha_ni: $(grep -q -w sha_ni /proc/cpuinfo && echo yes || echo no)"
-}
 
 # Reads every file under the given paths once (warms the page cache before a run).
 bench_warm() {

@@ -3,11 +3,13 @@
 # tree, strata vs `tar | zstd -3 -T0` and `zstd -d | tar -x`.
 #
 #   bash scripts/bench/snapshot-pack.sh [RUNS]      (default 5 runs each, alternated)
+#   BENCH_ONLY=extract bash scripts/bench/snapshot-pack.sh 9   (extraction only)
 #
 # The tree: ~2,000 ELF binaries and libraries picked evenly (by sorted path) from /usr/lib,
 # /usr/libexec and /usr/bin files of 24 KiB to 3 MiB, laid out like an L1 cache
 # (actions-v1/third_party/<unit>/<key>/artifacts/<file>). Inputs are read once before
-# every pack run; every extraction goes into a new directory (all deleted at the end).
+# every pack run; every extraction goes into a new directory (all deleted at the end), after
+# a `sync`.
 # Prints speed-ups (peer median / strata median); strata runs at its default zstd level 1
 # and, for comparison at equal level, at level 3.
 set -euo pipefail
@@ -40,6 +42,7 @@ pack_peer() { tar -C "$work/cache" -cf - actions-v1 | zstd -3 -T0 -q -f -o "$wor
 bench_warm "$work/cache"; pack_strata >/dev/null 2>&1; pack_peer
 s=""; p=""; s3=""
 for ((r = 1; r <= runs; r++)); do
+  [ "${BENCH_ONLY:-}" != extract ] || break
   bench_warm "$work/cache"; s+=" $(bench_time pack_strata)"
   bench_warm "$work/cache"; p+=" $(bench_time pack_peer)"
   bench_warm "$work/cache"; s3+=" $(bench_time pack_strata --level 3)"
@@ -48,8 +51,10 @@ pack_strata >/dev/null 2>&1
 strata_size=$(stat -c %s "$work/out/strata.tzst"); peer_size=$(stat -c %s "$work/out/peer.tzst")
 echo "sizes: strata level 1 $strata_size B, zstd -3 $peer_size B, ratio strata/zstd-3 =" \
   "$(awk -v s="$strata_size" -v p="$peer_size" 'BEGIN { printf "%.3f", s / p }')"
-bench_report "pack (strata zstd-1 vs tar|zstd -3)" "$s" "$p"
-bench_report "pack (strata zstd-3 vs tar|zstd -3)" "$s3" "$p"
+if [ "${BENCH_ONLY:-}" != extract ]; then
+  bench_report "pack (strata zstd-1 vs tar|zstd -3)" "$s" "$p"
+  bench_report "pack (strata zstd-3 vs tar|zstd -3)" "$s3" "$p"
+fi
 
 unpack_strata() { "$strata" snapshot unpack --input "$work/out/strata.tzst" --dest "$work/x/s$1"; }
 unpack_peer() { mkdir -p "$work/x/p$1" && zstd -d -c -q "$work/out/peer.tzst" | tar -x -C "$work/x/p$1"; }
@@ -57,9 +62,11 @@ mkdir -p "$work/x"
 cat "$work/out/strata.tzst" "$work/out/peer.tzst" >/dev/null
 unpack_strata w >/dev/null 2>&1; unpack_peer w
 s=""; p=""
+# Before every extraction: the object in the page cache, and no dirty pages of the run
+# before (`sync`, untimed), so that neither side pays for the other's writeback.
 for ((r = 1; r <= runs; r++)); do
-  cat "$work/out/strata.tzst" >/dev/null; s+=" $(bench_time unpack_strata "$r")"
-  cat "$work/out/peer.tzst" >/dev/null; p+=" $(bench_time unpack_peer "$r")"
+  cat "$work/out/strata.tzst" >/dev/null; sync; s+=" $(bench_time unpack_strata "$r")"
+  cat "$work/out/peer.tzst" >/dev/null; sync; p+=" $(bench_time unpack_peer "$r")"
 done
 bench_report "extract (strata vs zstd -d|tar -x)" "$s" "$p"
 [ -n "${KEEP:-}" ] || rm -rf "$work"

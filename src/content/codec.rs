@@ -40,10 +40,13 @@
 //! * at the end, what was written (kind, path, size, owner-exec bit, link text and the
 //!   digest of the bytes actually written) must equal the manifest's records exactly.
 //!
-//! Files are written and hashed by a few writer threads (`writers.rs`), so decompression,
-//! hashing and writing overlap; the writers are always joined before [`read::extract`]
-//! returns. Nothing is fsynced file by file: a container that publishes the tree makes it
-//! durable once (snapshots: one `syncfs` before the swap).
+//! For one large tree the decompressor runs ahead on its own thread (`ahead.rs`), the
+//! calling thread parses and checks the entries, and a few writer threads (`writers.rs`)
+//! create the directories and files, hash and write the bytes; so decompression, parsing,
+//! hashing and the kernel's work of creating thousands of inodes overlap. Every thread
+//! is joined before [`read::extract`] returns. Nothing is fsynced file by file: a
+//! container that publishes the tree makes it durable once (snapshots: one `syncfs`
+//! before the swap).
 
 mod ahead;
 pub mod read;

@@ -1,7 +1,8 @@
-//! Parallel file writers for [`super::read::extract`]: the thread that decompresses and
-//! parses the archive hands each regular file's bytes to one of a few writer threads, which
-//! create the file, hash and write the bytes (each byte hashed once, under the algorithm the
-//! reader names), and set its mode. So decompression, hashing and writing overlap.
+//! Parallel file writers for [`super::read::extract`]: the thread that parses the archive
+//! hands each regular file's bytes to one of a few writer threads, which create the file
+//! (with its final mode; a `chmod` only where the umask clears bits of it), hash and write
+//! the bytes (each byte hashed once, under the algorithm the reader names). So
+//! decompression, parsing, hashing and writing overlap.
 //!
 //! All checks on an entry (path, type, limits, parent directories) happen on the parsing
 //! thread *before* the file is handed over, against its record of what the extraction has
