@@ -89,21 +89,6 @@ impl Drop for Ahead {
     }
 }
 
-/// Fills `block` from `decoder` until it is full or the stream ends; returns the bytes
-/// filled.
-fn fill(decoder: &mut dyn Read, block: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while let Some(slot) = block.get_mut(filled..).filter(|s| !s.is_empty()) {
-        match decoder.read(slot) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
-}
-
 /// The decoding side: fills blocks (spent ones first, new ones while fewer than
 /// [`BLOCKS`] exist) and sends them until the stream ends, the decoder fails or the
 /// parser is gone.
@@ -127,7 +112,7 @@ fn decode(
             },
             Err(TryRecvError::Disconnected) => return,
         };
-        match fill(decoder, &mut block) {
+        match crate::digest::read_full(&mut &mut *decoder, &mut block) {
             Ok(0) => return,
             Ok(n) => {
                 let full = n == block.len();
