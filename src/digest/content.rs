@@ -405,10 +405,7 @@ impl io::Write for ContentHasher {
 }
 
 /// Reads until `buf` is full or `reader` ends; returns the bytes read. Retries `Interrupted`.
-///
-/// # Errors
-/// The first read error other than `Interrupted`.
-pub(crate) fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
         match reader.read(rest) {

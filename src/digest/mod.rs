@@ -55,7 +55,6 @@ use std::str::FromStr;
 
 mod content;
 
-pub(crate) use content::read_full;
 pub use content::{
     CONTENT_DIGEST_LEN, ContentDigest, ContentHasher, DigestAlgorithm, LARGE_INPUT_BYTES,
     RAYON_THRESHOLD_BYTES,

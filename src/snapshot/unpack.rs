@@ -403,6 +403,62 @@ mod tests {
         assert_eq!(inventory(&dest), [("actions-v1".to_owned(), "dir".to_owned())]);
     }
 
+    /// Bytes after the compressed tar stream, in either compression: another member or
+    /// frame with data, or garbage, rejects the object as data after the tar stream (not as
+    /// damage inside an earlier entry); a member of zero padding does not.
+    #[test]
+    fn bytes_after_the_stream_are_rejected_in_both_compressions() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(src.path().join("actions-v1/a")).unwrap();
+        // More than one 256 KiB block of the decoder that runs ahead.
+        std::fs::write(src.path().join("actions-v1/a/f"), vec![5u8; 600_000]).unwrap();
+        let gzip = |data: &[u8]| {
+            let mut encoder =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            std::io::Write::write_all(&mut encoder, data).unwrap();
+            encoder.finish().unwrap()
+        };
+        let zstd = |data: &[u8]| zstd::encode_all(data, 1).unwrap();
+        for compression in [Compression::Zstd, Compression::Gzip] {
+            let work = tempfile::tempdir().unwrap();
+            let object = work.path().join("o");
+            let options = PackOptions { compression, level: 1, ..PackOptions::new("k") };
+            pack(src.path(), &object, &options).unwrap();
+            let original = std::fs::read(&object).unwrap();
+            let member = |data: &[u8]| match compression {
+                Compression::Zstd => zstd(data),
+                Compression::Gzip => gzip(data),
+            };
+            for (what, tail, expect) in [
+                ("garbage", b"JUNKJUNK".to_vec(), Some("after the tar stream")),
+                ("data", member(b"smuggled"), Some("data after the end of the tar stream")),
+                ("zero padding", member(&[0u8; 4096]), None),
+            ] {
+                let mut bytes = original.clone();
+                bytes.extend_from_slice(&tail);
+                let tampered = work.path().join(format!("tampered-{what}"));
+                std::fs::write(&tampered, &bytes).unwrap();
+                let dest = work.path().join(format!("dest-{what}"));
+                let result = unpack_into_new(&tampered, &dest);
+                match expect {
+                    Some(reason) => {
+                        let e = result.expect_err(&format!("{compression} {what}"));
+                        let text = e.one_line();
+                        assert!(text.contains(reason), "{compression} {what}: {text}");
+                        assert!(!dest.exists(), "{compression} {what}");
+                    }
+                    None => {
+                        result.unwrap();
+                        assert_eq!(
+                            std::fs::read(dest.join("actions-v1/a/f")).unwrap().len(),
+                            600_000
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn limits_are_enforced() {
         let src = tempfile::tempdir().unwrap();

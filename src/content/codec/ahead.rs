@@ -89,6 +89,23 @@ impl Drop for Ahead {
     }
 }
 
+/// Fills `block` from `decoder` until it is full, the stream ends or the decoder fails;
+/// returns the bytes filled (kept even when an error follows them) and that error.
+fn fill(decoder: &mut dyn Read, block: &mut [u8]) -> (usize, Option<io::Error>) {
+    let mut filled = 0;
+    loop {
+        let Some(slot) = block.get_mut(filled..).filter(|s| !s.is_empty()) else {
+            return (filled, None);
+        };
+        match decoder.read(slot) {
+            Ok(0) => return (filled, None),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (filled, Some(e)),
+        }
+    }
+}
+
 /// The decoding side: fills blocks (spent ones first, new ones while fewer than
 /// [`BLOCKS`] exist) and sends them until the stream ends, the decoder fails or the
 /// parser is gone.
@@ -112,18 +129,19 @@ fn decode(
             },
             Err(TryRecvError::Disconnected) => return,
         };
-        match crate::digest::read_full(&mut &mut *decoder, &mut block) {
-            Ok(0) => return,
-            Ok(n) => {
-                let full = n == block.len();
-                if filled.send(Ok((block, n))).is_err() || !full {
-                    return;
-                }
-            }
-            Err(e) => {
-                let _ = filled.send(Err(e));
-                return;
-            }
+        let (n, error) = fill(decoder, &mut block);
+        let full = n == block.len();
+        // The bytes before an error go first: the parser reports the error where the
+        // stream broke (e.g. after the end of the tar stream), not inside an earlier entry.
+        if n > 0 && filled.send(Ok((block, n))).is_err() {
+            return;
+        }
+        if let Some(e) = error {
+            let _ = filled.send(Err(e));
+            return;
+        }
+        if !full {
+            return;
         }
     }
 }
@@ -205,7 +223,7 @@ mod tests {
                 (got.len(), error.to_string())
             })
         });
-        assert_eq!(before, BLOCK_BYTES);
+        assert_eq!(before, BLOCK_BYTES + 5, "every byte before the error is handed on");
         assert_eq!(error, "broken frame");
     }
 

@@ -427,7 +427,9 @@ fn open_decoder<'r>(
             zstd::stream::read::Decoder::with_buffer(reader)
                 .map_err(|e| bad(format!("cannot start zstd: {e}")))?,
         ),
-        Compression::Gzip => Box::new(flate2::bufread::GzDecoder::new(reader)),
+        // Every member: bytes after the first one (another member, or garbage) reach the
+        // trailing-data check instead of being ignored.
+        Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(reader)),
     };
     Ok(decoder)
 }
