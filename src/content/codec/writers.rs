@@ -165,10 +165,9 @@ pub(crate) struct WriterPool {
     handles: Vec<JoinHandle<Output>>,
     next: usize,
     failed: Arc<AtomicBool>,
-    /// Files written by [`WriterPool::inline`] (and its error); `None` for threads.
-    inline: Option<Output>,
-    /// How [`WriterPool::inline`] makes directories.
-    inline_dirs: Option<DirSpec>,
+    /// Files written by [`WriterPool::inline`] (and its error) and how it makes
+    /// directories; `None` for threads.
+    inline: Option<(Output, DirSpec)>,
 }
 
 fn run_writer(
@@ -238,15 +237,7 @@ impl WriterPool {
             senders.push(sender);
             handles.push(std::thread::spawn(move || run_writer(receiver, spare, &dirs, failed)));
         }
-        Self {
-            senders,
-            spare: Some(spare),
-            handles,
-            next: 0,
-            failed,
-            inline: None,
-            inline_dirs: None,
-        }
+        Self { senders, spare: Some(spare), handles, next: 0, failed, inline: None }
     }
 
     /// A pool that writes, hashes and chmods each file on the calling thread, through one
@@ -255,13 +246,12 @@ impl WriterPool {
     /// would only add memory. The files' directories are made as `dirs` says.
     pub(crate) fn inline(dirs: &DirSpec) -> Self {
         Self {
-            inline_dirs: Some(dirs.clone()),
             senders: Vec::new(),
             spare: None,
             handles: Vec::new(),
             next: 0,
             failed: Arc::new(AtomicBool::new(false)),
-            inline: Some(Output { records: Vec::new(), error: None }),
+            inline: Some((Output { records: Vec::new(), error: None }, dirs.clone())),
         }
     }
 
@@ -275,7 +265,6 @@ impl WriterPool {
             next: 0,
             failed: Arc::new(AtomicBool::new(true)),
             inline: None,
-            inline_dirs: None,
         }
     }
 
@@ -293,7 +282,7 @@ impl WriterPool {
         size: u64,
         data: &mut dyn Read,
     ) -> Result<(), FeedError> {
-        if let (Some(out), Some(dirs)) = (&mut self.inline, &self.inline_dirs) {
+        if let Some((out, dirs)) = &mut self.inline {
             return write_inline(out, dirs, &self.failed, file, size, data);
         }
         let Some(sender) = self.senders.get(self.next % self.senders.len().max(1)) else {
@@ -343,7 +332,7 @@ impl WriterPool {
 
     /// Waits for every writer; returns all records, or the first writer error.
     pub(crate) fn finish(self) -> Result<Vec<FileRecord>, WriteError> {
-        if let Some(out) = self.inline {
+        if let Some((out, _)) = self.inline {
             return match out.error {
                 Some(e) => Err(e),
                 None => Ok(out.records),

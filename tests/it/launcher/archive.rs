@@ -56,6 +56,13 @@ fn objects_in(dir: &Path, value: u32) {
     }
 }
 
+/// [`objects_in`] plus `c.o`, for the steps that add a member to an existing archive.
+fn three_objects_in(dir: &Path, value: u32) {
+    objects_in(dir, value);
+    write_file(&dir.join("c.c"), "int c(void) { return 3; }\n");
+    plain(dir, &["gcc", "-O2", "-c", "c.c", "-o", "c.o"], &[]).expect_code(0);
+}
+
 /// The archive `ar qc` + `ranlib` write of `members` in `dir` (removed afterwards).
 fn plain_archive(dir: &Path, members: &[&str]) -> Vec<u8> {
     let mut argv = vec!["ar", "qc", "ref.a"];
@@ -175,9 +182,7 @@ fn launcher_a_damaged_stored_archive_of_a_step_that_reads_the_archive_leaves_it_
     require_tool("ar", "apt-get install binutils");
     let ctx = TestContext::new();
     let dir = ctx.path("p");
-    objects_in(&dir, 8);
-    write_file(&dir.join("c.c"), "int c(void) { return 3; }\n");
-    plain(&dir, &["gcc", "-O2", "-c", "c.c", "-o", "c.o"], &[]).expect_code(0);
+    three_objects_in(&dir, 8);
     plain(&dir, &["ar", "qc", "seed.a", "a.o", "b.o"], &[]).expect_code(0);
     let seed = read(&dir.join("seed.a"));
     let reference = |argv: &[&str]| {
@@ -188,17 +193,15 @@ fn launcher_a_damaged_stored_archive_of_a_step_that_reads_the_archive_leaves_it_
     let want_ranlib = reference(&["ranlib", "ref.a"]);
     let want_add = reference(&["ar", "r", "ref.a", "c.o"]);
     let l = Launcher::new(&ctx.cache);
-    for (argv, want) in
-        [(&["ranlib", "lib.a"][..], &want_ranlib), (&["ar", "r", "lib.a", "c.o"][..], &want_add)]
-    {
+    let steps =
+        [(&["ranlib", "lib.a"][..], &want_ranlib), (&["ar", "r", "lib.a", "c.o"][..], &want_add)];
+    for (argv, want) in steps {
         std::fs::write(dir.join("lib.a"), &seed).unwrap();
         expect(&l, &dir, argv, "miss");
         assert_same_bytes("the MISS", &read(&dir.join("lib.a")), want);
     }
     damage_stored_archives(&l);
-    for (argv, want) in
-        [(&["ranlib", "lib.a"][..], &want_ranlib), (&["ar", "r", "lib.a", "c.o"][..], &want_add)]
-    {
+    for (argv, want) in steps {
         std::fs::write(dir.join("lib.a"), &seed).unwrap();
         let r = expect(&l, &dir, argv, "miss");
         assert!(r.stderr.contains("strata: warning: cached archive of compile/"), "{}", r.stderr);
@@ -228,9 +231,7 @@ fn launcher_an_archive_replaced_while_ar_runs_never_poisons_the_cache() {
     require_tool("ar", "apt-get install binutils");
     let ctx = TestContext::new();
     let dir = ctx.path("p");
-    objects_in(&dir, 9);
-    write_file(&dir.join("c.c"), "int c(void) { return 3; }\n");
-    plain(&dir, &["gcc", "-O2", "-c", "c.c", "-o", "c.o"], &[]).expect_code(0);
+    three_objects_in(&dir, 9);
     plain(&dir, &["ar", "qc", "one.a", "a.o"], &[]).expect_code(0);
     plain(&dir, &["ar", "qc", "two.a", "b.o"], &[]).expect_code(0);
     std::fs::copy(dir.join("one.a"), dir.join("ref.a")).unwrap();
