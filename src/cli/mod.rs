@@ -15,6 +15,7 @@
 mod action;
 mod artifact;
 mod key;
+mod launch;
 mod log;
 mod output;
 mod progress;
@@ -247,7 +248,7 @@ pub fn main() -> i32 {
         let args: Vec<std::ffi::OsString> = argv.collect();
         let overrides =
             strata::launcher::Overrides { remote: remote::launcher_tier(), ..Default::default() };
-        return strata::launcher::main_with(&first, &args, &overrides);
+        return launch::main_with(&first, &args, &overrides);
     }
     // `strata compile` runs once per compilation: parse its few options without building
     // the whole clap tree; anything unusual (help, a typo) goes to clap below.
@@ -255,7 +256,7 @@ pub fn main() -> i32 {
         && let Some((compiler, args)) = command.split_first()
     {
         overrides.remote = remote::launcher_tier();
-        return strata::launcher::main_with(compiler, args, &overrides);
+        return launch::main_with(compiler, args, &overrides);
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -296,7 +297,7 @@ pub fn main() -> i32 {
                 tool_content,
                 remote,
             };
-            return strata::launcher::main_with(&compiler, &command[1..], &overrides);
+            return launch::main_with(&compiler, &command[1..], &overrides);
         }
     };
     match result {

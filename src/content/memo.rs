@@ -58,6 +58,10 @@ struct MemoRecord {
     subject: String,
     /// Remembered files, sorted by path.
     files: Vec<MemoFile>,
+    /// Which of the subject's parts were used, most recently used first (the compiler
+    /// launcher's candidates; [`VerifyMemo::mark_used`]). Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    used: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,13 +95,19 @@ impl MemoFile {
 pub struct VerifyMemo {
     subject: String,
     files: BTreeMap<RelPath, (FileStamp, ContentDigest)>,
+    used: Vec<String>,
     changed: bool,
 }
 
 impl VerifyMemo {
     /// An empty memo about `subject`.
     pub fn new(subject: &str) -> Self {
-        Self { subject: subject.to_owned(), files: BTreeMap::new(), changed: false }
+        Self {
+            subject: subject.to_owned(),
+            files: BTreeMap::new(),
+            used: Vec::new(),
+            changed: false,
+        }
     }
 
     /// Loads the memo at `path` about `subject`. Missing, unreadable, oversized, corrupt
@@ -118,6 +128,7 @@ impl VerifyMemo {
             Ok((_, r)) if r.subject == subject => {
                 memo.files =
                     r.files.iter().map(|f| (f.path.clone(), (f.stamp(), f.digest))).collect();
+                memo.used = r.used;
             }
             Ok(_) => tracing::debug!("verification memo {} names another subject", path.display()),
             Err(e) => tracing::debug!("verification memo {} ignored: {e}", path.display()),
@@ -135,6 +146,23 @@ impl VerifyMemo {
     /// True if `rel` was verified to have `digest` while it had exactly `stamp`.
     pub fn vouches(&self, rel: &RelPath, stamp: &FileStamp, digest: &ContentDigest) -> bool {
         self.files.get(rel).is_some_and(|(s, d)| s == stamp && d == digest)
+    }
+
+    /// The parts marked used ([`VerifyMemo::mark_used`]), most recently used first.
+    pub fn used(&self) -> &[String] {
+        &self.used
+    }
+
+    /// Marks the part `id` (an opaque name, e.g. a candidate's id) as the most recently
+    /// used; keeps at most `keep` names. Changes the memo only if `id` was not first.
+    pub fn mark_used(&mut self, id: &str, keep: usize) {
+        if self.used.first().map(String::as_str) == Some(id) {
+            return;
+        }
+        self.used.retain(|u| u != id);
+        self.used.insert(0, id.to_owned());
+        self.used.truncate(keep);
+        self.changed = true;
     }
 
     /// Number of files remembered.
@@ -219,7 +247,7 @@ impl VerifyMemo {
     /// # Errors
     /// A record error if the memo cannot be encoded.
     pub fn to_bytes(&self) -> Result<Option<Vec<u8>>, record::Error> {
-        if self.files.is_empty() {
+        if self.files.is_empty() && self.used.is_empty() {
             return Ok(None);
         }
         let files = self
@@ -238,7 +266,7 @@ impl VerifyMemo {
                 })
             })
             .collect();
-        let record = MemoRecord { subject: self.subject.clone(), files };
+        let record = MemoRecord { subject: self.subject.clone(), files, used: self.used.clone() };
         let envelope = Envelope::seal(&VERIFY_MEMO_SCHEMA, Vec::new(), &record)?;
         Ok(Some(envelope.to_bytes()))
     }

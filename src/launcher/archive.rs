@@ -27,7 +27,6 @@
 //! and a HIT that fails verification leaves the archive as it was.
 
 use std::ffi::{OsStr, OsString};
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -40,9 +39,12 @@ use crate::content::layout::CacheRoot;
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, LockWait};
 
+use super::compile::{FsClock, save_memo};
 use super::entry::{self, Candidate, CompileManifest, EntryPlace, Output};
 use super::location::Location;
-use super::{Config, FsClock, KeyBuilder, exec, exit_code, warn};
+use super::restore::{place_output, read_verified};
+use super::save::remove_unreferenced;
+use super::{Config, KeyBuilder, Messages, Step as Next, exit_code};
 
 /// The counter domain of archive steps (`hit`, `miss`, `archive_failed`, `save_failed`,
 /// `input_changed`, `error`, `uncacheable:<reason>`).
@@ -151,68 +153,45 @@ pub fn classify(tool: Tool, args: &[OsString]) -> Result<Step, &'static str> {
     }
 }
 
-/// Runs `program` (an archive tool, [`tool_of`]) with `args` through the cache; returns the
-/// exit code to end with. Problems of the cache never fail the step: the tool runs unchanged.
+/// Runs `program` (an archive tool, [`tool_of`]) with `args` through the cache; returns
+/// what the command line does next. Problems of the cache never fail the step: the tool
+/// runs unchanged.
 pub(super) fn main(
     config: &Config,
     cache: &CacheRoot,
     program: &OsStr,
     tool: Tool,
     args: &[OsString],
-) -> i32 {
+    out: &Messages,
+) -> Next {
     let what = || super::command_line(program, args);
+    let unchanged = || Next::Exec { program: program.to_owned(), args: args.to_vec() };
+    let skip = |reason: &str, what: &dyn std::fmt::Display| {
+        super::not_cached_in(ARCHIVE, config, cache, reason, what, out);
+        unchanged()
+    };
     let step = match classify(tool, args) {
         Ok(step) => step,
-        Err(reason) => {
-            return super::not_cached_in(
-                ARCHIVE,
-                config,
-                cache,
-                &format!("uncacheable:{reason}"),
-                &what(),
-                program,
-                args,
-            );
-        }
+        Err(reason) => return skip(&format!("uncacheable:{reason}"), &what()),
     };
     let Some(resolved) = program.to_str().and_then(|p| crate::toolchain::resolve_tool(p, None))
     else {
-        return super::not_cached_in(
-            ARCHIVE,
-            config,
-            cache,
-            "uncacheable:archiver_not_found",
-            &what(),
-            program,
-            args,
-        );
+        return skip("uncacheable:archiver_not_found", &what());
     };
-    let run = Archive { config, cache, program, resolved: &resolved, tool, args, step: &step };
+    let run = Archive { config, cache, program, resolved: &resolved, tool, args, step: &step, out };
     match run.go() {
-        Ok((code, name)) => {
+        Ok((name, next)) => {
             counters::bump(cache, ARCHIVE, name);
             if config.explain {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "strata: {name} archive {}",
-                    step.archive.display()
-                );
+                out.explain(format!("{name} archive {}", step.archive.display()));
             }
-            code
+            next
         }
-        Err(Skip::Quietly(reason)) => super::not_cached_in(
-            ARCHIVE,
-            config,
-            cache,
-            reason,
-            &step.archive.display(),
-            program,
-            args,
-        ),
+        Err(Skip::Quietly(reason)) => skip(reason, &step.archive.display()),
         Err(Skip::Loudly(e)) => {
-            warn(&format!("{e}; running {} without the cache", program.to_string_lossy()));
+            out.warn(format!("{e}; running {} without the cache", program.to_string_lossy()));
             counters::bump(cache, ARCHIVE, "error");
-            exec(program, args)
+            unchanged()
         }
     }
 }
@@ -233,6 +212,7 @@ struct Archive<'a> {
     tool: Tool,
     args: &'a [OsString],
     step: &'a Step,
+    out: &'a Messages,
 }
 
 /// The private file an archive step works on: a temp name in the archive's directory
@@ -327,7 +307,7 @@ struct Input {
 }
 
 impl Archive<'_> {
-    fn go(&self) -> Result<(i32, &'static str), Skip> {
+    fn go(&self) -> Result<(&'static str, Next), Skip> {
         let cwd = std::env::current_dir()
             .map_err(|e| Skip::Loudly(format!("cannot read the working directory: {e}")))?;
         let here = Location::new(&cwd, &self.config.base_dirs);
@@ -368,12 +348,12 @@ impl Archive<'_> {
             Ok(Some(manifest)) => {
                 if let Some(candidate) = manifest.candidates.first() {
                     match self.restore(&place, candidate, &archive, &mut memo, began) {
-                        Ok(()) => {
+                        Ok((stdout, stderr)) => {
                             let _ = fs::touch(&place.manifest());
-                            super::save_memo(&memo, &place);
-                            return Ok((0, "hit"));
+                            save_memo(&memo, &place);
+                            return Ok(("hit", Next::Exit { code: 0, stdout, stderr }));
                         }
-                        Err(e) => warn(&format!(
+                        Err(e) => self.out.warn(format!(
                             "cached archive of {} unusable ({e}); running {}",
                             place.rel,
                             self.program.to_string_lossy()
@@ -382,11 +362,7 @@ impl Archive<'_> {
                 }
             }
             Ok(None) => {}
-            Err(e) => warn(&format!(
-                "archive entry {} unusable ({e}); running {}",
-                place.rel,
-                self.program.to_string_lossy()
-            )),
+            Err(e) => self.out.warn(format!("{e}; running {}", self.program.to_string_lossy())),
         }
         // The tool never sees the user's archive: it works on a private file beside it (a
         // copy, hashed as it is made, of an existing archive), which replaces the archive
@@ -414,7 +390,7 @@ impl Archive<'_> {
             &clock,
         );
         if result.is_ok() {
-            super::save_memo(&memo, &place);
+            save_memo(&memo, &place);
         }
         result
     }
@@ -433,7 +409,7 @@ impl Archive<'_> {
         inputs: &[Input],
         archive_moved: bool,
         clock: &FsClock,
-    ) -> Result<(i32, &'static str), Skip> {
+    ) -> Result<(&'static str, Next), Skip> {
         let started = clock.marker();
         let mut args = self.args.to_vec();
         args[self.step.archive_index] = private.given.clone().into_os_string();
@@ -442,18 +418,20 @@ impl Archive<'_> {
         let mut output = match cmd.output() {
             Ok(o) => o,
             Err(e) => {
-                warn(&format!("cannot run {}: {e}", self.resolved.display()));
-                return Ok((1, "error"));
+                self.out.warn(format!("cannot run {}: {e}", self.resolved.display()));
+                return Ok((
+                    "error",
+                    Next::Exit { code: 1, stdout: Vec::new(), stderr: Vec::new() },
+                ));
             }
         };
         // The messages name the archive as the build gave it, not the private file.
         output.stdout = private.unname(&output.stdout, &self.step.archive);
         output.stderr = private.unname(&output.stderr, &self.step.archive);
-        let _ = std::io::stdout().write_all(&output.stdout);
-        let _ = std::io::stderr().write_all(&output.stderr);
         let code = exit_code(output.status);
         if code != 0 {
-            return Ok((code, "archive_failed"));
+            let next = Next::Exit { code, stdout: output.stdout, stderr: output.stderr };
+            return Ok(("archive_failed", next));
         }
         // The members must be what the key hashed: unchanged since, and not written in the
         // clock tick the tool started in.
@@ -469,7 +447,7 @@ impl Archive<'_> {
             match self.save(here, place, key, &private.path, &output) {
                 Ok(()) => "miss",
                 Err(e) => {
-                    warn(&format!(
+                    self.out.warn(format!(
                         "{} ran, but its archive is not cached: {e}",
                         self.program.to_string_lossy()
                     ));
@@ -481,10 +459,13 @@ impl Archive<'_> {
         // file with data makes the kernel flush the new one, `auto_da_alloc`).
         let _ = fs::remove_file(archive);
         if let Err(e) = fs::rename(&private.path, archive) {
-            warn(&format!("{} ran, but {e}", self.program.to_string_lossy()));
-            return Ok((1, "error"));
+            self.out.warn(format!("{} ran, but {e}", self.program.to_string_lossy()));
+            return Ok((
+                "error",
+                Next::Exit { code: 1, stdout: output.stdout, stderr: output.stderr },
+            ));
         }
-        Ok((0, counted))
+        Ok((counted, Next::Exit { code: 0, stdout: output.stdout, stderr: output.stderr }))
     }
 
     /// The key (64 hex): see the module docs.
@@ -495,7 +476,8 @@ impl Archive<'_> {
         inputs: &[ContentDigest],
     ) -> Result<String, String> {
         let mut key = KeyBuilder::new("strata.archive_key");
-        key.tool(self.cache, self.config, self.resolved, self.program, "tool")?;
+        key.tool(self.cache, self.config, self.resolved, self.program, "tool")
+            .map_err(|e| e.to_string())?;
         for (name, digest) in plugins(self.resolved) {
             key.field("plugin", name.as_bytes());
             key.field("plugin_digest", digest.as_bytes());
@@ -518,7 +500,7 @@ impl Archive<'_> {
         archive: &Path,
         memo: &mut VerifyMemo,
         began: SystemTime,
-    ) -> Result<(), String> {
+    ) -> Result<(Vec<u8>, Vec<u8>), String> {
         let [output] = candidate.outputs.as_slice() else {
             return Err(format!(
                 "it holds {} outputs, an archive step writes 1",
@@ -528,25 +510,18 @@ impl Archive<'_> {
         if output.role != "archive" {
             return Err(format!("it holds a {} output, not an archive", output.role));
         }
-        let stdout =
-            candidate.stdout.as_ref().map(|o| super::read_verified(place, o)).transpose()?;
-        let stderr =
-            candidate.stderr.as_ref().map(|o| super::read_verified(place, o)).transpose()?;
+        let read = |o: &Output| read_verified(place, o).map_err(|e| e.to_string());
+        let stdout = candidate.stdout.as_ref().map(read).transpose()?;
+        let stderr = candidate.stderr.as_ref().map(read).transpose()?;
         // Placed verified beside the archive first, so a stored copy that fails verification
         // leaves the archive as it was (the tool then runs on it); then it replaces the
         // archive, removed first (see `Run::restore`).
         let beside = Private::new(archive, Path::new("/"));
         let _guard = RemoveOnDrop(&beside.path);
-        super::place_output(place, output, &beside.path, memo, began)?;
+        place_output(place, output, &beside.path, memo, began).map_err(|e| e.to_string())?;
         let _ = fs::remove_file(archive);
         fs::rename(&beside.path, archive).map_err(|e| e.to_string())?;
-        if let Some(bytes) = stdout {
-            let _ = std::io::stdout().write_all(&bytes);
-        }
-        if let Some(bytes) = stderr {
-            let _ = std::io::stderr().write_all(&bytes);
-        }
-        Ok(())
+        Ok((stdout.unwrap_or_default(), stderr.unwrap_or_default()))
     }
 
     fn save(
@@ -583,22 +558,31 @@ impl Archive<'_> {
             }
             let digest = ContentDigest::of_bytes(self.config.digest, bytes);
             entry::store_bytes(place, &digest, bytes).map_err(|e| e.to_string())?;
-            Ok(Some(Output { role: "message".into(), digest, size_bytes: bytes.len() as u64 }))
+            Ok(Some(Output {
+                role: "message".into(),
+                digest,
+                size_bytes: bytes.len() as u64,
+                path: None,
+            }))
         };
         let candidate = Candidate {
-            headers: Vec::new(),
+            observed_by: "archive".into(),
+            inputs: Vec::new(),
             absent: Vec::new(),
+            present: Vec::new(),
+            listed: Vec::new(),
             pins: Vec::new(),
-            origin_cwd: entry::encode_path(&here.cwd),
-            origin_base_dirs: here.base_dirs.iter().map(|b| entry::encode_path(b)).collect(),
-            outputs: vec![Output { role: "archive".into(), digest, size_bytes: size }],
+            names: None,
+            origin: entry::Origin::of(here),
+            outputs: vec![Output { role: "archive".into(), digest, size_bytes: size, path: None }],
+            depfile: None,
             stdout: message(&run.stdout)?,
             stderr: message(&run.stderr)?,
             created_at: super::now_rfc3339(),
         };
         let manifest = CompileManifest { key: key.to_owned(), candidates: vec![candidate] };
         entry::store(place, &manifest).map_err(|e| e.to_string())?;
-        super::remove_unreferenced(place, &manifest);
+        remove_unreferenced(place, &manifest);
         let _ = fs::touch(&self.cache.updated_marker());
         Ok(())
     }

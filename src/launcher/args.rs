@@ -53,6 +53,8 @@ pub enum Depfile {
         path: PathBuf,
         /// False for `-MMD` (system headers left out).
         system_headers: bool,
+        /// `-MP`: a phony rule for every header.
+        phony: bool,
     },
 }
 
@@ -80,6 +82,28 @@ pub struct Compile {
     pub side_outputs: Vec<PathBuf>,
     /// Include directories, in order.
     pub include_dirs: Vec<IncludeDir>,
+    /// `-MT`/`-MQ` targets, in order (empty: the compiler's default target, the object).
+    pub dep_targets: Vec<(TargetOption, OsString)>,
+    /// The arguments that go into the key: all but the ones that only name outputs (`-o`,
+    /// `-MF`, `-MT`, `-MQ` and their values), so a renamed object or depfile finds the same
+    /// entry and a HIT writes the outputs under the current names.
+    pub key_args: Vec<OsString>,
+    /// `-include`/`-imacros` files, in order (as given).
+    pub forced_includes: Vec<PathBuf>,
+    /// The first flag only a traced compile can vouch for (it reads or writes files the
+    /// dependency output does not list: profile data, `-B` components, `-aux-info`,
+    /// `-fdump-…`, assembler listings, `-MJ`, `-fcallgraph-info`): the fallback model does not
+    /// cache the compile, and says why.
+    pub needs_trace: Option<Reason>,
+}
+
+/// How a depfile target was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetOption {
+    /// `-MT`: written as given.
+    Mt,
+    /// `-MQ`: quoted for Make.
+    Mq,
 }
 
 /// Why a command is not cached (the launcher counts these, like `ccache -s`).
@@ -103,6 +127,9 @@ pub enum Reason {
     /// (profile data, sanitizer lists, spec files, plugins, compiler components from
     /// `-B`, clang modules), with the flag: a change to that file would not be noticed.
     UntrackedInput(String),
+    /// A flag that makes the compiler write a file the launcher would not know of without
+    /// tracing (an assembler listing, `-aux-info`, `-fdump-…`, `-MJ`), with the flag.
+    UntrackedOutput(String),
     /// A response file (`@file`).
     ResponseFile,
     /// The source is standard input.
@@ -125,6 +152,7 @@ impl Reason {
             Reason::PrecompiledHeader => "precompiled_header",
             Reason::UncacheableFlag(_) => "uncacheable_flag",
             Reason::UntrackedInput(_) => "untracked_input",
+            Reason::UntrackedOutput(_) => "untracked_output",
             Reason::ResponseFile => "response_file",
             Reason::StandardInput => "standard_input",
             Reason::MissingValue(_) => "missing_value",
@@ -137,7 +165,7 @@ impl Reason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Classified {
     /// One cacheable compilation.
-    Cacheable(Compile),
+    Cacheable(Box<Compile>),
     /// Run the compiler unchanged, for this reason.
     Uncacheable(Reason),
 }
@@ -171,6 +199,7 @@ const WITH_VALUE: &[&str] = &[
     "-MJ",
     "--param",
     "-aux-info",
+    "-B",
 ];
 
 /// Include-directory options recorded in order.
@@ -187,7 +216,8 @@ fn language_of(path: &Path) -> Result<Language, Reason> {
 }
 
 /// Prefixes of flags that make the compiler read a file the dependency output does not
-/// list ([`Reason::UntrackedInput`]).
+/// list ([`Reason::UntrackedInput`]): cacheable only when the compile is traced, which sees
+/// every file it reads.
 const UNTRACKED_INPUT_FLAGS: &[&str] = &[
     "-fprofile-use",
     "-fauto-profile",
@@ -206,14 +236,35 @@ const UNTRACKED_INPUT_FLAGS: &[&str] = &[
     "-fxray-never-instrument",
     "-specs",
     "--specs",
-    "-fplugin",
-    "-fmodule",
-    "-fprebuilt-module-path",
     "-B",
+    "-include-pch",
+    "-fembed-dir",
+];
+
+/// Prefixes of flags that load code into the compiler or share state between compiles
+/// (plugins, module caches): never cached, traced or not.
+const UNCACHEABLE_INPUT_FLAGS: &[&str] =
+    &["-fplugin", "-fpass-plugin", "-fmodule", "-fprebuilt-module-path", "-fimplicit-modules"];
+
+/// Prefixes of flags that make the compiler write files beside the object that only a
+/// traced compile discovers ([`Reason::UntrackedOutput`]).
+const UNTRACKED_OUTPUT_FLAGS: &[&str] = &[
+    "-aux-info",
+    "-fdump-",
+    "-fcallgraph-info",
+    "-fopt-info",
+    "-MJ",
+    "-Wa,-a",
+    "-Wa,--MD",
+    "-Wa,-MD",
+    "-fsave-optimization-record",
+    "-foptimization-record-file",
+    "-ftime-trace",
+    "-fstats-file",
 ];
 
 fn flag_reason(arg: &str) -> Option<Reason> {
-    if UNTRACKED_INPUT_FLAGS.iter().any(|f| arg.starts_with(f)) {
+    if UNCACHEABLE_INPUT_FLAGS.iter().any(|f| arg.starts_with(f)) {
         return Some(Reason::UntrackedInput(arg.to_owned()));
     }
     let uncacheable = arg.starts_with("-save-temps")
@@ -231,63 +282,75 @@ fn flag_reason(arg: &str) -> Option<Reason> {
     uncacheable.then(|| Reason::UncacheableFlag(arg.to_owned()))
 }
 
+/// The reason a traced compile is needed for `arg`, if any.
+fn trace_reason(arg: &str) -> Option<Reason> {
+    if UNTRACKED_INPUT_FLAGS.iter().any(|f| arg.starts_with(f)) {
+        return Some(Reason::UntrackedInput(arg.to_owned()));
+    }
+    UNTRACKED_OUTPUT_FLAGS
+        .iter()
+        .any(|f| arg.starts_with(f))
+        .then(|| Reason::UntrackedOutput(arg.to_owned()))
+}
+
+/// Options whose value only names an output: left out of the key.
+const OUTPUT_NAMING: &[&str] = &["-o", "-MF", "-MT", "-MQ"];
+
 /// Classifies the arguments `args` (without the compiler itself) of one compiler run.
 pub fn classify(args: &[OsString]) -> Classified {
     let mut scan = Scan::default();
-    let Scan {
-        compile_only,
-        sources,
-        object,
-        md,
-        mf,
-        forced,
-        includes,
-        split_dwarf,
-        coverage,
-        stack_usage,
-    } = &mut scan;
     let mut i = 0;
+    let mut options_ended = false;
     while let Some(raw) = args.get(i) {
         i += 1;
         let Some(arg) = raw.to_str() else {
             // A source path may hold any bytes; an option may not.
-            if raw.as_bytes().first() == Some(&b'-') {
+            if raw.as_bytes().first() == Some(&b'-') && !options_ended {
                 return Classified::Uncacheable(Reason::NotText);
             }
-            sources.push((PathBuf::from(raw), forced.clone().and_then(Result::ok)));
+            scan.sources.push((PathBuf::from(raw), scan.forced.clone().and_then(Result::ok)));
+            scan.key_args.push(raw.clone());
             continue;
         };
-        if arg.starts_with('@') {
-            return Classified::Uncacheable(Reason::ResponseFile);
-        }
-        if arg == "-" {
-            return Classified::Uncacheable(Reason::StandardInput);
-        }
-        if let Some(reason) = flag_reason(arg) {
-            return Classified::Uncacheable(reason);
-        }
-        match arg {
-            "-c" => *compile_only = true,
-            "-E" | "-S" => return Classified::Uncacheable(Reason::NotObjectOutput(arg.to_owned())),
-            "-M" | "-MM" => {
-                return Classified::Uncacheable(Reason::NotObjectOutput(arg.to_owned()));
+        if options_ended || !arg.starts_with('-') || arg.len() == 1 {
+            if arg.starts_with('@') && !options_ended {
+                return Classified::Uncacheable(Reason::ResponseFile);
             }
-            "-MD" => *md = Some(true),
-            "-MMD" => *md = Some(false),
-            "-MP" | "-MG" => {}
-            "-gsplit-dwarf" => *split_dwarf = true,
-            "-ftest-coverage" | "--coverage" => *coverage = true,
-            "-fstack-usage" => *stack_usage = true,
-            _ => {}
-        }
-        if !arg.starts_with('-') || arg.len() == 1 {
-            let language = match &*forced {
+            if arg == "-" {
+                return Classified::Uncacheable(Reason::StandardInput);
+            }
+            let language = match &scan.forced {
                 Some(Ok(language)) => Some(*language),
                 Some(Err(reason)) => return Classified::Uncacheable(reason.clone()),
                 None => None,
             };
-            sources.push((PathBuf::from(arg), language));
+            scan.sources.push((PathBuf::from(arg), language));
+            scan.key_args.push(raw.clone());
             continue;
+        }
+        if arg == "--" {
+            options_ended = true;
+            scan.key_args.push(raw.clone());
+            continue;
+        }
+        if let Some(reason) = flag_reason(arg) {
+            return Classified::Uncacheable(reason);
+        }
+        if scan.needs_trace.is_none() {
+            scan.needs_trace = trace_reason(arg);
+        }
+        match arg {
+            "-c" => scan.compile_only = true,
+            "-E" | "-S" | "-M" | "-MM" => {
+                return Classified::Uncacheable(Reason::NotObjectOutput(arg.to_owned()));
+            }
+            "-MD" => scan.md = Some(true),
+            "-MMD" => scan.md = Some(false),
+            "-MP" => scan.phony = true,
+            "-gsplit-dwarf" => scan.split_dwarf = true,
+            "-ftest-coverage" | "--coverage" => scan.coverage = true,
+            "-fstack-usage" => scan.stack_usage = true,
+            _ => {}
         }
         // Options with a value: separate, or joined for the one-letter/`-M?` forms.
         let name = WITH_VALUE
@@ -295,7 +358,7 @@ pub fn classify(args: &[OsString]) -> Classified {
             .find(|o| arg == **o)
             .copied()
             .or_else(|| {
-                ["-o", "-I", "-D", "-U", "-MF", "-MT", "-MQ", "-x"]
+                ["-o", "-I", "-D", "-U", "-MF", "-MT", "-MQ", "-x", "-B"]
                     .into_iter()
                     .find(|o| arg.starts_with(o) && arg.len() > o.len())
             })
@@ -304,28 +367,41 @@ pub fn classify(args: &[OsString]) -> Classified {
                     .into_iter()
                     .find(|o| arg.starts_with(o) && arg.len() > o.len())
             });
-        let Some(name) = name else { continue };
+        let Some(name) = name else {
+            scan.key_args.push(raw.clone());
+            continue;
+        };
         let value: OsString = if arg == name {
             match args.get(i) {
                 Some(v) => {
                     i += 1;
+                    if !OUTPUT_NAMING.contains(&name) {
+                        scan.key_args.push(raw.clone());
+                        scan.key_args.push(v.clone());
+                    }
                     v.clone()
                 }
                 None => return Classified::Uncacheable(Reason::MissingValue(arg.to_owned())),
             }
         } else {
+            if !OUTPUT_NAMING.contains(&name) {
+                scan.key_args.push(raw.clone());
+            }
             OsString::from(arg.get(name.len()..).unwrap_or_default())
         };
         match name {
-            "-o" => *object = Some(PathBuf::from(value)),
-            "-MF" => *mf = Some(PathBuf::from(value)),
+            "-o" => scan.object = Some(PathBuf::from(value)),
+            "-MF" => scan.mf = Some(PathBuf::from(value)),
+            "-MT" => scan.dep_targets.push((TargetOption::Mt, value)),
+            "-MQ" => scan.dep_targets.push((TargetOption::Mq, value)),
+            "-include" | "-imacros" => scan.forced_includes.push(PathBuf::from(value)),
             "-x" => {
-                *forced = Some(match value.to_str() {
+                scan.forced = Some(match value.to_str() {
                     Some("c") => Ok(Language::C),
                     Some("c++") => Ok(Language::Cxx),
                     Some("c-header" | "c++-header") => Err(Reason::PrecompiledHeader),
                     Some("none") => {
-                        *forced = None;
+                        scan.forced = None;
                         continue;
                     }
                     other => {
@@ -334,7 +410,7 @@ pub fn classify(args: &[OsString]) -> Classified {
                 });
             }
             option if INCLUDE_OPTIONS.contains(&option) => {
-                includes.push(IncludeDir {
+                scan.includes.push(IncludeDir {
                     option: INCLUDE_OPTIONS.iter().find(|o| **o == option).copied().unwrap_or("-I"),
                     dir: PathBuf::from(value),
                 });
@@ -354,11 +430,16 @@ struct Scan {
     /// `Some(system_headers)` for `-MD` (true) / `-MMD` (false).
     md: Option<bool>,
     mf: Option<PathBuf>,
+    phony: bool,
     forced: Option<Result<Language, Reason>>,
     includes: Vec<IncludeDir>,
     split_dwarf: bool,
     coverage: bool,
     stack_usage: bool,
+    dep_targets: Vec<(TargetOption, OsString)>,
+    key_args: Vec<OsString>,
+    forced_includes: Vec<PathBuf>,
+    needs_trace: Option<Reason>,
 }
 
 impl Scan {
@@ -370,11 +451,16 @@ impl Scan {
             object,
             md,
             mf,
+            phony,
             forced: _,
             includes,
             split_dwarf,
             coverage,
             stack_usage,
+            dep_targets,
+            key_args,
+            forced_includes,
+            needs_trace,
         } = self;
         if !compile_only {
             return Classified::Uncacheable(Reason::NotCompileOnly);
@@ -405,6 +491,7 @@ impl Scan {
             Some(system_headers) => Depfile::Requested {
                 path: mf.unwrap_or_else(|| object.with_extension("d")),
                 system_headers,
+                phony,
             },
         };
         let mut side_outputs = Vec::new();
@@ -417,14 +504,18 @@ impl Scan {
         if stack_usage {
             side_outputs.push(object.with_extension("su"));
         }
-        Classified::Cacheable(Compile {
+        Classified::Cacheable(Box::new(Compile {
             source,
             language,
             object,
             depfile,
             side_outputs,
             include_dirs: includes,
-        })
+            dep_targets,
+            key_args,
+            forced_includes,
+            needs_trace,
+        }))
     }
 }
 
@@ -438,7 +529,7 @@ mod tests {
 
     fn cacheable(text: &str) -> Compile {
         match classify(&args(text)) {
-            Classified::Cacheable(c) => c,
+            Classified::Cacheable(c) => *c,
             other => panic!("{text}: {other:?}"),
         }
     }
@@ -460,7 +551,11 @@ mod tests {
         assert_eq!(c.object, PathBuf::from("obj/a.o"));
         assert_eq!(
             c.depfile,
-            Depfile::Requested { path: PathBuf::from("obj/a.o.d"), system_headers: true }
+            Depfile::Requested {
+                path: PathBuf::from("obj/a.o.d"),
+                system_headers: true,
+                phony: false
+            }
         );
         assert_eq!(
             c.include_dirs,
@@ -474,7 +569,7 @@ mod tests {
         assert_eq!((c.object.clone(), c.language), (PathBuf::from("x.o"), Language::C));
         assert_eq!(
             c.depfile,
-            Depfile::Requested { path: PathBuf::from("x.d"), system_headers: false }
+            Depfile::Requested { path: PathBuf::from("x.d"), system_headers: false, phony: false }
         );
         assert_eq!(c.include_dirs, [IncludeDir { option: "-I", dir: PathBuf::from("inc") }]);
         assert_eq!(cacheable("-c a.c -o a.o").depfile, Depfile::NotRequested);
@@ -508,14 +603,6 @@ mod tests {
             ("-c a.c -save-temps", "uncacheable_flag"),
             ("-c a.c -fprofile-generate", "uncacheable_flag"),
             ("-c a.c -fprofile-arcs", "uncacheable_flag"),
-            ("-c a.c -fprofile-use", "untracked_input"),
-            ("-c a.c -fprofile-use=prof/", "untracked_input"),
-            ("-c a.c -fauto-profile=a.afdo", "untracked_input"),
-            ("-c a.c -fprofile-instr-use=a.profdata", "untracked_input"),
-            ("-c a.c -fsanitize=address -fsanitize-ignorelist=ign.txt", "untracked_input"),
-            ("-c a.c -specs=my.specs", "untracked_input"),
-            ("-c a.c -B /opt/other-cc1/", "untracked_input"),
-            ("-c a.c -B/opt/other-cc1/", "untracked_input"),
             ("-c a.c -fplugin=./plugin.so", "untracked_input"),
             ("-c a.cpp -fmodules", "untracked_input"),
             ("-c a.c -march=native", "uncacheable_flag"),
@@ -527,5 +614,47 @@ mod tests {
         ] {
             assert_eq!(reason(text).name(), name, "{text}");
         }
+    }
+
+    /// Cached only when traced: the model cannot see what these read or write.
+    #[test]
+    fn some_flags_need_a_traced_compile() {
+        for (text, name) in [
+            ("-c a.c -fprofile-use", "untracked_input"),
+            ("-c a.c -fprofile-use=prof/", "untracked_input"),
+            ("-c a.c -fauto-profile=a.afdo", "untracked_input"),
+            ("-c a.c -fprofile-instr-use=a.profdata", "untracked_input"),
+            ("-c a.c -fsanitize=address -fsanitize-ignorelist=ign.txt", "untracked_input"),
+            ("-c a.c -specs=my.specs", "untracked_input"),
+            ("-c a.c -B /opt/other-cc1/", "untracked_input"),
+            ("-c a.c -B/opt/other-cc1/", "untracked_input"),
+            ("-c a.c -fcallgraph-info", "untracked_output"),
+            ("-c a.c -Wa,-adhln=a.lst", "untracked_output"),
+            ("-c a.c -aux-info a.aux", "untracked_output"),
+            ("-c a.c -fdump-tree-original", "untracked_output"),
+            ("-c a.c -MJ a.json", "untracked_output"),
+        ] {
+            let c = cacheable(text);
+            assert_eq!(c.needs_trace.map(|r| r.name()), Some(name), "{text}");
+        }
+        assert_eq!(cacheable("-c a.c -O2").needs_trace, None);
+    }
+
+    /// Output names stay out of the key; `--` ends the options.
+    #[test]
+    fn key_arguments_leave_out_output_names() {
+        let c = cacheable("-O2 -MD -MT tgt -MQ q -MF dep.d -o out/x.o -c x.c -Iinc");
+        assert_eq!(
+            c.key_args,
+            args("-O2 -MD -c x.c -Iinc"),
+            "-o, -MF, -MT, -MQ and their values are not in the key"
+        );
+        assert_eq!(
+            c.dep_targets,
+            [(TargetOption::Mt, OsString::from("tgt")), (TargetOption::Mq, OsString::from("q"))]
+        );
+        let c = cacheable("-c -ox.o -MFx.d -MD -- -odd.c");
+        assert_eq!(c.source, PathBuf::from("-odd.c"));
+        assert_eq!(c.key_args, args("-c -MD -- -odd.c"));
     }
 }

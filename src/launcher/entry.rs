@@ -1,109 +1,236 @@
-//! Compile entries: what one cached compilation keeps in the L1
-//! cache, and how a lookup decides that a candidate still applies.
+//! Compile entries: what one cached compilation keeps in the L1 cache (docs/format.md
+//! "Compile entries").
 //!
 //! ```text
 //! <cache root>/actions-v1/compile/<first 2 hex of key>/<key>/
-//!   manifest.json        strata.compile_entry record: candidates, newest first
-//!   objects/<hex>        outputs by content digest (object, depfile, side outputs,
-//!                        stdout, stderr), shared by the candidates
+//!   manifest.json        strata.compile_entry v2 record: candidates, newest first
+//!   objects/<hex>        outputs by content digest (object, side outputs, messages),
+//!                        shared by the candidates
 //! ```
 //!
-//! The key (64 hex, BLAKE3) covers the toolchain identity, the relocated arguments, the
-//! source's digest and the environment that changes a compilation. Under one key, a
-//! *candidate* is one result together with what it depended on:
+//! The key (64 hex, BLAKE3) covers the toolchain identity, the family, the arguments (in
+//! their record form, output names left out), the source's digest and the environment that
+//! changes a compilation. Under one key, a *candidate* is one result together with
+//! everything the compile looked at, as facts that must all still hold for a HIT:
 //!
-//! * `headers`: every header the compiler read (from its own dependency output), with its
-//!   digest; all must still have it;
-//! * `absent`: for each header, the same name in every earlier include directory, where it
-//!   was not found; none may exist now (a header created there would shadow the one read:
-//!   a MISS where ccache's direct mode gives a false HIT);
+//! * `inputs`: every file it read (headers, `.incbin` data, a precompiled header, the
+//!   programs it ran), with its digest;
+//! * `absent`: every path it looked up and did not find (a header in an earlier include
+//!   directory, `__has_include("opt.h")`, `x.h.gch` next to each header): none may exist;
+//! * `present`: paths it looked up that existed and were not read (include directories),
+//!   with what they were;
+//! * `listed`: directories whose entries it read, with the digest of the names;
 //! * `pins`: the absolute paths under the working or a base directory that the outputs
-//!   embed (`__FILE__`, debug information); each must resolve to itself here, so an object
-//!   naming `/w/a/src/x.c` is never handed to a checkout at `/w/b`;
-//! * `outputs`: role, digest and size of each output; `stdout`/`stderr`: the compiler's
-//!   messages, replayed on a HIT.
+//!   embed (`__FILE__`, debug information); each must name itself here;
+//! * `names`: the object's path at the origin, when an output depends on it;
+//! * `outputs`, `depfile`, `stdout`/`stderr`: what a HIT writes and replays.
+//!
+//! Paths are in their record form ([`super::location::Spelled`]): relative to the working
+//! directory, anchored to it when under a base directory, else absolute.
+//!
+//! `observed_by` says how the facts were learnt: `trace` (the compiler's process tree was
+//! traced: exactly what it touched) or `model` (where tracing is refused: the dependency
+//! output and the family's model of include search; see [`super::model`]).
 //!
 //! Readers take no lock: `manifest.json` and every object are replaced by rename, so a
 //! reader sees a whole old or a whole new file, and every byte handed back is hashed
 //! against the candidate's digest on the way out (or vouched for by the entry's
-//! verification memo, [`crate::content::memo`]). Writers hold the entry lock
-//! (`.locks/entry/…`) while they read, extend and rewrite the manifest. Objects and the
-//! manifest are not fsynced: after a power cut, a damaged object fails its digest and is a
-//! MISS.
+//! verification memo, [`crate::content::memo`]). Writers hold the entry lock while they
+//! read, extend and rewrite the manifest. A version 1 manifest (strata before issue 24)
+//! holds no observed facts: it loads as no entry, and the next save replaces it.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::content::VerifyMemo;
 use crate::content::layout::CacheRoot;
 use crate::digest::{ContentDigest, Sha256Digest};
 use crate::fs::{self, FileStamp, RelPath};
 use crate::record::{self, Envelope, Schema};
 
+use super::Error;
 use super::location::Location;
 
 /// Schema of a compile entry's manifest.
 pub const COMPILE_ENTRY_SCHEMA: Schema =
-    Schema { name: "strata.compile_entry", version: 1, features: &[] };
+    Schema { name: "strata.compile_entry", version: 2, features: &[] };
 
 /// The domain directory under `actions-v1`.
 pub const COMPILE_DIR: &str = "compile";
 
-/// Most candidates kept under one key (the oldest are dropped).
-pub const MAX_CANDIDATES: usize = 8;
+/// Most candidates kept under one key. Candidates used on this machine are kept first,
+/// most recently used first (the entry's verification memo remembers the order), then the
+/// newest: a header edited and reverted, or two branches built in turn, find their
+/// earlier result however many edits came in between, up to this many distinct ones.
+pub const MAX_CANDIDATES: usize = 16;
 
 /// Largest manifest read, in bytes.
 pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
 
-/// A header a candidate read: its path (relocated: relative to the working directory when
-/// it lies under a base directory; in the name encoding of [`crate::fs::name`]) and digest.
+/// A file a candidate read: its path (record form) and digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Header {
-    /// Path, relocated and name-encoded.
+pub struct Input {
+    /// Path, in record form.
     pub path: String,
-    /// Content digest.
+    /// Content digest (of the file; of its sorted names for a listed directory).
     pub digest: ContentDigest,
+}
+
+/// What a looked-up path was, for a fact of [`Candidate::present`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A directory (following symlinks).
+    Directory,
+    /// A regular file (following symlinks) that was not read.
+    File,
+    /// Something else (a device, a fifo, a socket).
+    Other,
+    /// A symbolic link, looked at without following it.
+    Symlink,
+}
+
+/// A path that existed when the compile looked it up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Present {
+    /// Path, in record form.
+    pub path: String,
+    /// What it was.
+    pub kind: Kind,
 }
 
 /// One output file of a candidate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Output {
-    /// `object`, `depfile`, or the extension of a side output (`dwo`, `gcno`, `su`).
+    /// `object`; `depfile` (a verbatim depfile); the extension of a file named after the
+    /// object (`dwo`, `gcno`, `su`, `ci`); `file` for a file at [`Output::path`]; `message`
+    /// for stdout/stderr.
     pub role: String,
     /// Content digest (the file is `objects/<hex>`).
     pub digest: ContentDigest,
     /// Size in bytes.
     pub size_bytes: u64,
+    /// For role `file`: where it goes (record form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
-/// One cached result and what it depends on (see the module docs).
+/// How a HIT writes the depfile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepfileRecord {
+    /// `rendered`: written anew by the family's depfile writer for the current targets and
+    /// paths (the compiler's own file was checked to be exactly what the writer renders);
+    /// `verbatim`: the stored `depfile` output, only where the names and places are the
+    /// origin's.
+    pub form: String,
+    /// The dependencies in the compiler's order, source first, in record form.
+    pub deps: Vec<String>,
+    /// `-MP` phony rules.
+    pub phony: bool,
+    /// For the `verbatim` form: the targets the stored file names (name-encoded bytes),
+    /// which the current command must give too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
+}
+
+/// Where a candidate was saved: what maps its paths to another place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Origin {
+    /// The physical working directory (name-encoded).
+    pub cwd: String,
+    /// The logical one, if the compile used it (name-encoded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pwd: Option<String>,
+    /// Every spelling of the base directories (name-encoded).
+    pub bases: Vec<String>,
+}
+
+impl Origin {
+    /// The record of `here`.
+    pub fn of(here: &Location) -> Self {
+        Origin {
+            cwd: encode_path(&here.cwd),
+            pwd: here.pwd.as_deref().map(encode_path),
+            bases: here.base_spellings().map(encode_path).collect(),
+        }
+    }
+
+    /// The location it describes (nothing looked up on disk).
+    pub fn location(&self) -> Location {
+        Location::recorded(
+            decode_path(&self.cwd),
+            self.pwd.as_deref().map(decode_path),
+            self.bases.iter().map(|b| decode_path(b)).collect(),
+        )
+    }
+}
+
+/// One cached result and everything it depends on (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Candidate {
-    /// Headers read, in the order the compiler listed them.
-    pub headers: Vec<Header>,
-    /// Paths (name-encoded) that must not exist: relative to the working directory when
-    /// the include directory was given relative or lies under a base directory, else
-    /// absolute.
+    /// `trace` or `model`.
+    pub observed_by: String,
+    /// Files read, with digests, in the order first read.
+    pub inputs: Vec<Input>,
+    /// Paths (record form) that must not exist.
     pub absent: Vec<String>,
-    /// Absolute paths (name-encoded) the outputs embed; each must resolve to itself.
+    /// Paths that must exist as they were.
+    pub present: Vec<Present>,
+    /// Directories whose names were read.
+    pub listed: Vec<Input>,
+    /// Absolute paths (name-encoded) the outputs embed; each must name itself here.
     pub pins: Vec<String>,
-    /// The working directory of the compilation that saved it (name-encoded).
-    pub origin_cwd: String,
-    /// Its base directories (name-encoded), to move the paths a depfile or message names.
-    pub origin_base_dirs: Vec<String>,
+    /// The object's path at the origin (record form), when an output depends on it: the
+    /// candidate applies only where the object has that path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<String>,
+    /// Where it was saved.
+    pub origin: Origin,
     /// Outputs, in the order the launcher writes them.
     pub outputs: Vec<Output>,
+    /// The depfile, when the build asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depfile: Option<DepfileRecord>,
     /// The compiler's standard output, if it wrote any.
     pub stdout: Option<Output>,
     /// The compiler's standard error, if it wrote any.
     pub stderr: Option<Output>,
     /// Save time, UTC RFC 3339.
     pub created_at: String,
+}
+
+impl Candidate {
+    /// A short stable name of this candidate (16 hex of BLAKE3 over its facts and outputs),
+    /// for the memo's record of which candidates were used.
+    pub fn id(&self) -> String {
+        let bytes = serde_json::to_vec(&(
+            &self.inputs,
+            &self.absent,
+            &self.present,
+            &self.listed,
+            &self.pins,
+            &self.outputs,
+            &self.origin,
+        ))
+        .unwrap_or_default();
+        blake3::hash(&bytes).to_hex()[..16].to_owned()
+    }
+
+    /// True if the two have the same facts (a new save replaces the old one).
+    pub fn same_facts(&self, other: &Candidate) -> bool {
+        self.inputs == other.inputs
+            && self.absent == other.absent
+            && self.present == other.present
+            && self.listed == other.listed
+            && self.pins == other.pins
+            && self.names == other.names
+    }
 }
 
 /// The payload of `manifest.json`.
@@ -114,6 +241,56 @@ pub struct CompileManifest {
     pub key: String,
     /// Candidates, newest first.
     pub candidates: Vec<Candidate>,
+}
+
+impl CompileManifest {
+    /// The candidates in the order a lookup tries them: those `used` names (most recently
+    /// used first), then the others, newest first.
+    pub fn lookup_order<'a>(&'a self, used: &[String]) -> Vec<&'a Candidate> {
+        let ids: Vec<String> = self.candidates.iter().map(Candidate::id).collect();
+        let mut order: Vec<&Candidate> = Vec::with_capacity(self.candidates.len());
+        for u in used {
+            if let Some(k) = ids.iter().position(|id| id == u) {
+                order.push(&self.candidates[k]);
+            }
+        }
+        for (k, c) in self.candidates.iter().enumerate() {
+            if !used.contains(&ids[k]) {
+                order.push(c);
+            }
+        }
+        order
+    }
+
+    /// Adds `candidate` as the newest, replacing one with the same facts, and keeps at most
+    /// [`MAX_CANDIDATES`]: the new one, then those `used` names in that order, then the
+    /// newest of the rest.
+    pub fn add(&mut self, candidate: Candidate, used: &[String]) {
+        self.candidates.retain(|c| !c.same_facts(&candidate));
+        let old = std::mem::take(&mut self.candidates);
+        let ids: Vec<String> = old.iter().map(Candidate::id).collect();
+        let mut keep: Vec<usize> = Vec::new();
+        for u in used {
+            if let Some(k) = ids.iter().position(|id| id == u)
+                && !keep.contains(&k)
+            {
+                keep.push(k);
+            }
+        }
+        for k in 0..old.len() {
+            if !keep.contains(&k) {
+                keep.push(k);
+            }
+        }
+        keep.truncate(MAX_CANDIDATES - 1);
+        keep.sort_unstable();
+        self.candidates.push(candidate);
+        for (k, c) in old.into_iter().enumerate() {
+            if keep.contains(&k) {
+                self.candidates.push(c);
+            }
+        }
+    }
 }
 
 /// Where one key's entry lives.
@@ -158,30 +335,53 @@ pub fn object_memo_name(digest: &ContentDigest) -> RelPath {
     RelPath::new(format!("objects/{}", digest.to_hex())).expect("hex is a valid relative path")
 }
 
-/// The memo name of a header (its absolute path, hashed).
+/// The memo name of an input file (its absolute path, hashed).
 pub fn header_memo_name(path: &Path) -> RelPath {
     let h = Sha256Digest::of_bytes(path.as_os_str().as_encoded_bytes());
     RelPath::new(format!("headers/{}", h.to_hex())).expect("hex is a valid relative path")
 }
 
-/// Reads the manifest at `place`. `Ok(None)` when there is none; an error (a reason) when it
-/// cannot be used (the entry is then rewritten by the next save).
-pub fn load(place: &EntryPlace, key: &str) -> Result<Option<CompileManifest>, String> {
+/// The memo name of a group of facts about the names in one directory (its absolute path
+/// and the facts' digest, hashed).
+pub fn directory_memo_name(dir: &Path, facts: &ContentDigest) -> RelPath {
+    let mut bytes = dir.as_os_str().as_encoded_bytes().to_vec();
+    bytes.push(0);
+    bytes.extend_from_slice(facts.to_hex().as_bytes());
+    let h = Sha256Digest::of_bytes(&bytes);
+    RelPath::new(format!("dirs/{}", h.to_hex())).expect("hex is a valid relative path")
+}
+
+/// Reads the manifest at `place`. `Ok(None)` when there is none, or when it is an older
+/// version of the record (it holds no observed facts; the next save replaces it).
+///
+/// # Errors
+/// [`Error::Entry`] when it cannot be used (the entry is then rewritten by the next save).
+pub fn load(place: &EntryPlace, key: &str) -> Result<Option<CompileManifest>, Error> {
+    let unusable = |reason: String| Error::Entry { entry: place.rel.clone(), reason };
     let bytes = match fs::read_capped_nofollow(&place.manifest(), MAX_MANIFEST_BYTES) {
         Ok(Some(bytes)) => bytes,
-        Ok(None) => return Err("manifest.json is larger than 16 MiB".into()),
+        Ok(None) => return Err(unusable("manifest.json is larger than 16 MiB".into())),
         Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(unusable(e.to_string())),
     };
-    let (_, manifest) = record::load_as::<CompileManifest>(&bytes, &COMPILE_ENTRY_SCHEMA)
-        .map_err(|e| format!("manifest.json: {e}"))?;
+    let manifest = match record::load_as::<CompileManifest>(&bytes, &COMPILE_ENTRY_SCHEMA) {
+        Ok((_, manifest)) => manifest,
+        Err(record::Error::UnknownSchema { found_name, found_version, .. })
+            if found_name == COMPILE_ENTRY_SCHEMA.name
+                && found_version < COMPILE_ENTRY_SCHEMA.version =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(unusable(format!("manifest.json: {e}"))),
+    };
     if manifest.key != key {
-        return Err(format!("manifest.json names key {}, not {key}", manifest.key));
+        return Err(unusable(format!("manifest.json names key {}, not {key}", manifest.key)));
     }
     Ok(Some(manifest))
 }
 
-/// Writes `manifest` at `place` (temp file and rename).
+/// Writes `manifest` at `place`: a temp file renamed over the old one, after the objects it
+/// names (not fsynced: after a power cut a torn manifest fails its digest and is a MISS).
 ///
 /// # Errors
 /// I/O errors naming the path.
@@ -206,12 +406,12 @@ pub fn store_bytes(
     fs::write_atomic_nosync(&path, bytes, 0o644)
 }
 
-/// Reads a header (following symlinks, as the compiler does) and returns its digest and
+/// Reads a file (following symlinks, as the compiler does) and returns its digest and
 /// bytes, with the stamp it had; a change while reading is an error.
 ///
 /// # Errors
 /// I/O errors naming the path; [`fs::Error::ChangedWhileReading`].
-pub fn read_header(
+pub fn read_input(
     path: &Path,
     algorithm: crate::digest::DigestAlgorithm,
 ) -> Result<(ContentDigest, Vec<u8>, FileStamp), fs::Error> {
@@ -228,58 +428,6 @@ pub fn read_header(
     Ok((ContentDigest::of_bytes(algorithm, &bytes), bytes, stamp))
 }
 
-/// Why a candidate does not apply here (for `STRATA_LOG=debug` and tests).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mismatch {
-    /// An embedded absolute path would differ here.
-    Pinned(String),
-    /// A header that would shadow a recorded one exists now.
-    Shadowed(PathBuf),
-    /// A header is missing, unreadable or has other content.
-    Header(PathBuf),
-}
-
-/// Checks `candidate` at `here`: pins, then shadow probes, then header digests (a header
-/// whose stamp the memo vouches for is not re-read). Headers read in full are remembered
-/// in `memo` (from `began`).
-pub fn check(
-    candidate: &Candidate,
-    here: &Location,
-    memo: &mut VerifyMemo,
-    began: SystemTime,
-) -> Result<(), Mismatch> {
-    let origin_cwd = decode_path(&candidate.origin_cwd);
-    for pin in &candidate.pins {
-        let pin_path = decode_path(pin);
-        if here.translate(&origin_cwd, &pin_path) != pin_path {
-            return Err(Mismatch::Pinned(pin.clone()));
-        }
-    }
-    for absent in &candidate.absent {
-        let path = here.resolve(&decode_path(absent));
-        if fs::symlink_metadata_opt(&path).ok().flatten().is_some() {
-            return Err(Mismatch::Shadowed(path));
-        }
-    }
-    for header in &candidate.headers {
-        let path = here.resolve(&decode_path(&header.path));
-        let name = header_memo_name(&path);
-        let stamp = fs::metadata(&path).map(|m| FileStamp::of(&m));
-        match stamp {
-            Ok(stamp) if memo.vouches(&name, &stamp, &header.digest) => continue,
-            Ok(_) => {}
-            Err(_) => return Err(Mismatch::Header(path)),
-        }
-        match read_header(&path, header.digest.algorithm()) {
-            Ok((digest, _, stamp)) if digest == header.digest => {
-                memo.remember(&name, stamp, digest, began);
-            }
-            _ => return Err(Mismatch::Header(path)),
-        }
-    }
-    Ok(())
-}
-
 /// A name-encoded path ([`crate::fs::name`]) back as a path.
 pub fn decode_path(text: &str) -> PathBuf {
     match fs::name::decode_os(text) {
@@ -294,60 +442,50 @@ pub fn encode_path(path: &Path) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::digest::DigestAlgorithm;
 
-    #[test]
-    fn candidates_check_pins_probes_and_headers() {
-        let d = tempfile::tempdir().unwrap();
-        let root = d.path();
-        std::fs::create_dir_all(root.join("a/src/inc")).unwrap();
-        std::fs::create_dir_all(root.join("a/src/first")).unwrap();
-        std::fs::create_dir_all(root.join("a/build")).unwrap();
-        std::fs::write(root.join("a/src/inc/x.h"), b"int x;\n").unwrap();
-        let here = Location::new(&root.join("a/build"), &[root.join("a")]);
-        let digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, b"int x;\n");
-        let cand = Candidate {
-            headers: vec![Header { path: "../src/inc/x.h".into(), digest }],
-            absent: vec!["../src/first/x.h".into()],
+    fn candidate(n: u8) -> Candidate {
+        Candidate {
+            observed_by: "trace".into(),
+            inputs: vec![Input {
+                path: format!("h{n}.h"),
+                digest: ContentDigest::of_bytes(DigestAlgorithm::Blake3, &[n]),
+            }],
+            absent: vec![],
+            present: vec![],
+            listed: vec![],
             pins: vec![],
-            origin_cwd: encode_path(&root.join("a/build")),
-            origin_base_dirs: vec![encode_path(&root.join("a"))],
+            names: None,
+            origin: Origin { cwd: "/w".into(), pwd: None, bases: vec![] },
             outputs: vec![],
+            depfile: None,
             stdout: None,
             stderr: None,
             created_at: String::new(),
-        };
-        let mut memo = VerifyMemo::new("t");
-        assert_eq!(check(&cand, &here, &mut memo, SystemTime::now()), Ok(()));
-        // A header created earlier on the search path shadows it.
-        std::fs::write(root.join("a/src/first/x.h"), b"int y;\n").unwrap();
-        assert_eq!(
-            check(&cand, &here, &mut memo, SystemTime::now()),
-            Err(Mismatch::Shadowed(root.join("a/src/first/x.h")))
-        );
-        std::fs::remove_file(root.join("a/src/first/x.h")).unwrap();
-        // Changed content.
-        std::fs::write(root.join("a/src/inc/x.h"), b"int z;\n").unwrap();
-        assert_eq!(
-            check(&cand, &here, &mut memo, SystemTime::now()),
-            Err(Mismatch::Header(root.join("a/src/inc/x.h")))
-        );
-        // A pin on the origin's source directory fails elsewhere, holds at the origin.
-        let pinned = Candidate { pins: vec![encode_path(&root.join("a/src"))], ..cand };
-        std::fs::write(root.join("a/src/inc/x.h"), b"int x;\n").unwrap();
-        assert_eq!(check(&pinned, &here, &mut memo, SystemTime::now()), Ok(()));
-        std::fs::create_dir_all(root.join("b/build")).unwrap();
-        std::fs::create_dir_all(root.join("b/src/inc")).unwrap();
-        std::fs::write(root.join("b/src/inc/x.h"), b"int x;\n").unwrap();
-        let there = Location::new(&root.join("b/build"), &[root.join("b")]);
-        assert!(matches!(
-            check(&pinned, &there, &mut memo, SystemTime::now()),
-            Err(Mismatch::Pinned(_))
-        ));
-        let unpinned = Candidate { pins: vec![], ..pinned };
-        assert_eq!(check(&unpinned, &there, &mut memo, SystemTime::now()), Ok(()));
+        }
+    }
+
+    /// The candidates kept are the ones used, then the newest; a used one survives any
+    /// number of newer ones.
+    #[test]
+    fn candidates_are_kept_by_use_then_age() {
+        let mut m = CompileManifest { key: "k".into(), candidates: vec![] };
+        m.add(candidate(0), &[]);
+        let used = vec![candidate(0).id()];
+        for n in 1..40 {
+            m.add(candidate(n), &used);
+        }
+        assert_eq!(m.candidates.len(), MAX_CANDIDATES);
+        assert_eq!(m.candidates[0], candidate(39), "the newest first");
+        assert!(m.candidates.contains(&candidate(0)), "the used one is kept");
+        assert!(!m.candidates.contains(&candidate(1)), "the oldest unused one is not");
+        let order = m.lookup_order(&used);
+        assert_eq!(*order[0], candidate(0), "the used one is tried first");
+        assert_eq!(*order[1], candidate(39));
+        // The same facts again replace the old candidate.
+        m.add(candidate(39), &used);
+        assert_eq!(m.candidates.iter().filter(|c| **c == candidate(39)).count(), 1);
     }
 }

@@ -3,7 +3,8 @@
 //! checked candidate by candidate like any local entry; a new entry is offered to it. With
 //! no tier configured, none of this runs (no syscall is added to the hit path).
 
-use super::{EntryPlace, Run, warn};
+use super::compile::Run;
+use super::entry::EntryPlace;
 use crate::content::counters::{self, COMPILE};
 use crate::content::remote::{FetchOutcome, OfferOutcome};
 
@@ -26,7 +27,7 @@ pub(super) fn fetch(run: &Run<'_>, place: &EntryPlace) -> bool {
         }
         FetchOutcome::Failed(reason) => {
             count(run, counter::ERROR);
-            warn(&format!("remote entry not used; compiling: {reason}"));
+            run.out.warn(format!("remote entry not used; compiling: {reason}"));
             false
         }
     }
@@ -39,7 +40,7 @@ pub(super) fn offer(run: &Run<'_>, place: &EntryPlace) {
         OfferOutcome::Uploaded => count(run, counter::UPLOADED),
         OfferOutcome::Failed(reason) => {
             count(run, counter::UPLOAD_ERROR);
-            warn(&format!("compiled and cached locally, not uploaded: {reason}"));
+            run.out.warn(format!("compiled and cached locally, not uploaded: {reason}"));
         }
         OfferOutcome::AlreadyPresent | OfferOutcome::ReadOnly => {}
     }

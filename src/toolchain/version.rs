@@ -147,10 +147,28 @@ pub fn resolve_tool(spec: &str, path_var: Option<&std::ffi::OsStr>) -> Option<Pa
 /// # Errors
 /// [`Error::ToolVersion`] if the tool cannot be started, times out or prints nothing.
 pub fn tool_version(canonical: &Path, memo_dir: Option<&Path>) -> Result<String, Error> {
+    memoised(canonical, memo_dir, "", || run_version(canonical))
+}
+
+/// A text `compute` derives from the tool at `canonical` (its `--version`, what it reports
+/// about itself), memoised under `memo_dir` by the tool's stamp (see the module docs):
+/// `<memo_dir>/<what><sha256 of the path>.json`, where `what` names the kind of text
+/// (`""` for the version, else e.g. `"family-v1-"`). A memo whose stamp differs from the
+/// tool's now, or that does not load, is recomputed and rewritten; a memo that cannot be
+/// written only costs a run next time.
+///
+/// # Errors
+/// [`Error::Fs`] when the tool cannot be `stat`ed; whatever `compute` returns.
+pub fn memoised(
+    canonical: &Path,
+    memo_dir: Option<&Path>,
+    what: &str,
+    compute: impl FnOnce() -> Result<String, Error>,
+) -> Result<String, Error> {
     let meta = fs::metadata(canonical)?;
     let memo_path = memo_dir.map(|d| {
         let key = Sha256Digest::of_bytes(canonical.as_os_str().as_encoded_bytes());
-        d.join(format!("{}.json", key.to_hex()))
+        d.join(format!("{what}{}.json", key.to_hex()))
     });
     if let Some(path) = &memo_path
         && let Ok(bytes) = fs::read(path)
@@ -160,7 +178,7 @@ pub fn tool_version(canonical: &Path, memo_dir: Option<&Path>) -> Result<String,
     {
         return Ok(memo.version);
     }
-    let version = run_version(canonical)?;
+    let version = compute()?;
     if let Some(path) = &memo_path {
         let memo = Memo {
             path: fs::name::encode_os(canonical.as_os_str()),

@@ -1,0 +1,286 @@
+//! Does a candidate still apply here? Every fact it recorded must hold now
+//! ([`super::entry`]); this is the whole cost of a HIT besides placing the outputs, so it is
+//! built to be cheap:
+//!
+//! * facts about names (absent, present) are grouped by the directory that holds them; a
+//!   directory whose stamp (device, inode, size, mtime, ctime) is the one it had when all of
+//!   its group's facts were last verified, at least 2 s after its last change, vouches for
+//!   them (a directory gains, loses or renames an entry only by changing its mtime and
+//!   ctime), so each group costs one `stat`; only a changed directory has its names looked
+//!   up one by one;
+//! * input files whose stamp the memo vouches for are not read; others are hashed.
+//!
+//! Both memos live in the entry's verification memo ([`crate::content::memo`]),
+//! machine-local: on another machine the first HIT checks everything once.
+
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::content::VerifyMemo;
+use crate::digest::{ContentDigest, DigestAlgorithm};
+use crate::fs::{self, FileStamp};
+
+use super::entry::{self, Candidate, Kind};
+use super::location::{Location, Spelled};
+
+/// Why a candidate does not apply here (for `STRATA_EXPLAIN` and tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mismatch {
+    /// An output embeds an absolute path that would differ here.
+    Pinned(String),
+    /// The outputs depend on the object's name, which differs here.
+    Names(String),
+    /// A recorded path has no place here (anchored at a `$PWD` there is none of).
+    Unplaceable(String),
+    /// A path that was absent exists now.
+    Appeared(PathBuf),
+    /// A path that existed is gone or changed kind.
+    Changed(PathBuf),
+    /// An input is missing, unreadable or has other content.
+    Input(PathBuf),
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mismatch::Pinned(p) => write!(f, "output embeds {p}"),
+            Mismatch::Names(o) => write!(f, "its outputs name the object {o}"),
+            Mismatch::Unplaceable(p) => write!(f, "{p} has no place here"),
+            Mismatch::Appeared(p) => write!(f, "{} exists now", p.display()),
+            Mismatch::Changed(p) => write!(f, "{} changed kind", p.display()),
+            Mismatch::Input(p) => write!(f, "{} changed", p.display()),
+        }
+    }
+}
+
+/// Checks `candidate` at `here`: names, pins, then facts about names (grouped by
+/// directory), then input digests. Files hashed and directories verified are remembered in
+/// `memo` (from `began`). `object` is the object's path as given now.
+///
+/// # Errors
+/// The first [`Mismatch`] found.
+pub fn check(
+    candidate: &Candidate,
+    here: &Location,
+    object: &Path,
+    memo: &mut VerifyMemo,
+    began: SystemTime,
+) -> Result<(), Mismatch> {
+    if let Some(names) = &candidate.names
+        && here.encode(object.as_os_str()) != *names
+    {
+        return Err(Mismatch::Names(names.clone()));
+    }
+    if !candidate.pins.is_empty() {
+        let origin = candidate.origin.location();
+        for pin in &candidate.pins {
+            let path = entry::decode_path(pin);
+            let moved = here.here(&origin.spell(path.as_os_str()));
+            if moved.as_deref() != Some(path.as_os_str()) {
+                return Err(Mismatch::Pinned(pin.clone()));
+            }
+        }
+    }
+    let place = |text: &str| -> Result<PathBuf, Mismatch> {
+        let spelled = Spelled::decode(text).map_err(|_| Mismatch::Unplaceable(text.into()))?;
+        let path = here.here(&spelled).ok_or_else(|| Mismatch::Unplaceable(text.into()))?;
+        Ok(here.absolute(Path::new(&path)))
+    };
+    // Facts about names, by directory.
+    let mut groups: BTreeMap<PathBuf, Vec<(PathBuf, Option<Kind>)>> = BTreeMap::new();
+    for a in &candidate.absent {
+        let path = place(a)?;
+        groups.entry(parent(&path)).or_default().push((path, None));
+    }
+    for p in &candidate.present {
+        let path = place(&p.path)?;
+        groups.entry(parent(&path)).or_default().push((path, Some(p.kind)));
+    }
+    for (dir, facts) in &groups {
+        check_group(dir, facts, memo, began)?;
+    }
+    for input in &candidate.inputs {
+        let path = place(&input.path)?;
+        check_input(&path, &input.digest, memo, began)?;
+    }
+    for listed in &candidate.listed {
+        let path = place(&listed.path)?;
+        if listing_digest(&path, listed.digest.algorithm()).as_ref() != Some(&listed.digest) {
+            return Err(Mismatch::Changed(path));
+        }
+    }
+    Ok(())
+}
+
+/// The directory holding `path` (by string: the kernel resolves it when it is `stat`ed).
+fn parent(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// Checks one directory's facts: vouched for by its stamp, else one by one.
+fn check_group(
+    dir: &Path,
+    facts: &[(PathBuf, Option<Kind>)],
+    memo: &mut VerifyMemo,
+    began: SystemTime,
+) -> Result<(), Mismatch> {
+    let stamp = fs::metadata(dir).ok().map(|m| FileStamp::of(&m));
+    let digest = group_digest(facts);
+    let name = entry::directory_memo_name(dir, &digest);
+    if let Some(stamp) = &stamp
+        && memo.vouches(&name, stamp, &digest)
+    {
+        return Ok(());
+    }
+    for (path, kind) in facts {
+        let now = match kind {
+            None | Some(Kind::Symlink) => fs::symlink_metadata_opt(path).ok().flatten(),
+            Some(_) => fs::metadata(path).ok(),
+        };
+        match (kind, now) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(Mismatch::Appeared(path.clone())),
+            (Some(kind), Some(meta)) if kind_of(&meta) == *kind => {}
+            (Some(_), _) => return Err(Mismatch::Changed(path.clone())),
+        }
+    }
+    // Remembered only if the directory did not change while it was checked.
+    if let Some(stamp) = stamp
+        && fs::metadata(dir).ok().map(|m| FileStamp::of(&m)) == Some(stamp)
+    {
+        memo.remember(&name, stamp, digest, began);
+    }
+    Ok(())
+}
+
+/// What `meta` is, as a [`Kind`].
+pub fn kind_of(meta: &std::fs::Metadata) -> Kind {
+    let t = meta.file_type();
+    if t.is_dir() {
+        Kind::Directory
+    } else if t.is_file() {
+        Kind::File
+    } else if t.is_symlink() {
+        Kind::Symlink
+    } else {
+        Kind::Other
+    }
+}
+
+/// The digest of a directory's facts (their order does not matter).
+fn group_digest(facts: &[(PathBuf, Option<Kind>)]) -> ContentDigest {
+    let mut lines: Vec<Vec<u8>> = facts
+        .iter()
+        .map(|(p, k)| {
+            let mut line = p.file_name().unwrap_or(p.as_os_str()).as_bytes().to_vec();
+            line.push(0);
+            line.extend_from_slice(format!("{k:?}").as_bytes());
+            line
+        })
+        .collect();
+    lines.sort();
+    lines.dedup();
+    ContentDigest::of_bytes(DigestAlgorithm::Blake3, &lines.join(&b'\n'))
+}
+
+/// Checks one input file: its stamp vouched for, else its bytes hashed.
+fn check_input(
+    path: &Path,
+    digest: &ContentDigest,
+    memo: &mut VerifyMemo,
+    began: SystemTime,
+) -> Result<(), Mismatch> {
+    let name = entry::header_memo_name(path);
+    match fs::metadata(path) {
+        Ok(m) if memo.vouches(&name, &FileStamp::of(&m), digest) => return Ok(()),
+        Ok(m) if m.is_file() => {}
+        _ => return Err(Mismatch::Input(path.to_path_buf())),
+    }
+    match entry::read_input(path, digest.algorithm()) {
+        Ok((actual, _, stamp)) if actual == *digest => {
+            memo.remember(&name, stamp, actual, began);
+            Ok(())
+        }
+        _ => Err(Mismatch::Input(path.to_path_buf())),
+    }
+}
+
+/// The digest of a directory's entry names (sorted, one per line), or `None` if it cannot
+/// be read.
+pub fn listing_digest(dir: &Path, algorithm: DigestAlgorithm) -> Option<ContentDigest> {
+    let mut names: Vec<Vec<u8>> = fs::read_dir(dir)
+        .ok()?
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.as_bytes().to_vec()))
+        .collect();
+    names.sort();
+    Some(ContentDigest::of_bytes(algorithm, &names.join(&b'\n')))
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use crate::launcher::entry::{Input, Origin, Present};
+
+    #[test]
+    fn facts_hold_until_a_name_appears_or_an_input_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir_all(root.join("a/src/inc")).unwrap();
+        std::fs::create_dir_all(root.join("a/build")).unwrap();
+        std::fs::write(root.join("a/src/inc/x.h"), b"int x;\n").unwrap();
+        let here = Location::with_pwd(&root.join("a/build"), None, &[root.join("a")]);
+        let digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, b"int x;\n");
+        let cand = Candidate {
+            observed_by: "trace".into(),
+            inputs: vec![Input { path: "\\c1/src/inc/x.h".into(), digest }],
+            absent: vec!["\\c1/src/x.h".into(), "../src/inc/x.h.gch".into()],
+            present: vec![Present { path: "\\c1/src/inc".into(), kind: Kind::Directory }],
+            listed: vec![],
+            pins: vec![],
+            names: None,
+            origin: Origin::of(&here),
+            outputs: vec![],
+            depfile: None,
+            stdout: None,
+            stderr: None,
+            created_at: String::new(),
+        };
+        let mut memo = VerifyMemo::new("t");
+        let obj = Path::new("x.o");
+        assert_eq!(check(&cand, &here, obj, &mut memo, SystemTime::now()), Ok(()));
+        std::fs::write(root.join("a/src/x.h"), b"int y;\n").unwrap();
+        assert_eq!(
+            check(&cand, &here, obj, &mut memo, SystemTime::now()),
+            Err(Mismatch::Appeared(root.join("a/src/x.h")))
+        );
+        std::fs::remove_file(root.join("a/src/x.h")).unwrap();
+        std::fs::write(root.join("a/build/../src/inc/x.h.gch"), b"").unwrap();
+        assert_eq!(
+            check(&cand, &here, obj, &mut memo, SystemTime::now()),
+            Err(Mismatch::Appeared(root.join("a/build/../src/inc/x.h.gch")))
+        );
+        std::fs::remove_file(root.join("a/src/inc/x.h.gch")).unwrap();
+        std::fs::write(root.join("a/src/inc/x.h"), b"int z;\n").unwrap();
+        assert_eq!(
+            check(&cand, &here, obj, &mut memo, SystemTime::now()),
+            Err(Mismatch::Input(root.join("a/src/inc/x.h")))
+        );
+        // Another checkout: the same facts hold there unless an output is pinned.
+        std::fs::write(root.join("a/src/inc/x.h"), b"int x;\n").unwrap();
+        std::fs::create_dir_all(root.join("b/build")).unwrap();
+        std::fs::create_dir_all(root.join("b/src/inc")).unwrap();
+        std::fs::write(root.join("b/src/inc/x.h"), b"int x;\n").unwrap();
+        let there = Location::with_pwd(&root.join("b/build"), None, &[root.join("b")]);
+        assert_eq!(check(&cand, &there, obj, &mut memo, SystemTime::now()), Ok(()));
+        let pinned = Candidate { pins: vec![entry::encode_path(&root.join("a/src"))], ..cand };
+        assert_eq!(check(&pinned, &here, obj, &mut memo, SystemTime::now()), Ok(()));
+        assert!(matches!(
+            check(&pinned, &there, obj, &mut memo, SystemTime::now()),
+            Err(Mismatch::Pinned(_))
+        ));
+    }
+}

@@ -1,0 +1,306 @@
+//! One compilation through the cache: the key, the lookup, and the hand-over to
+//! [`super::restore`] (HIT) or [`super::save`] (MISS).
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::content::VerifyMemo;
+use crate::content::layout::CacheRoot;
+use crate::digest::{ContentDigest, DigestAlgorithm};
+use crate::fs;
+
+use super::args::{Compile, Depfile, Language};
+use super::entry::{self, EntryPlace};
+use super::family::{Family, Kind, Probe};
+use super::location::Location;
+use super::{Config, Error, KeyBuilder, Messages, Outcome, Step, check, remote};
+
+/// A launcher failure before the compiler ran (after it ran, problems only skip the save).
+#[derive(Debug)]
+pub(super) enum Failed {
+    /// Something the user should hear about.
+    BeforeCompile(Error),
+    /// Not the cache's business (the compiler reports it): count it under this name.
+    Quietly(&'static str),
+}
+
+/// Variables that hold `:`-separated directory lists: relocated element by element in the
+/// key.
+const PATH_LIST_VARIABLES: &[&str] =
+    &["CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "COMPILER_PATH"];
+
+/// Everything one launcher run works with.
+pub(super) struct Run<'a> {
+    pub(super) config: &'a Config,
+    pub(super) cache: &'a CacheRoot,
+    /// The compiler as the build named it (`argv[0]`).
+    pub(super) compiler: &'a OsStr,
+    /// The resolved compiler.
+    pub(super) tool: &'a Path,
+    pub(super) args: &'a [OsString],
+    pub(super) compile: &'a Compile,
+    pub(super) family: &'static dyn Family,
+    pub(super) kind: Kind,
+    pub(super) probe: Probe,
+    pub(super) out: &'a Messages,
+    /// Why candidates were passed over, for `STRATA_EXPLAIN`.
+    pub(super) notes: std::cell::RefCell<Vec<String>>,
+}
+
+/// The source as the key saw it.
+pub(super) struct Source<'a> {
+    pub(super) path: PathBuf,
+    pub(super) bytes: &'a [u8],
+    pub(super) stamp: fs::FileStamp,
+    /// Read before the source was.
+    pub(super) clock: FsClock,
+    /// When the lookup began (the verification memo's reference time).
+    pub(super) began: SystemTime,
+}
+
+impl Run<'_> {
+    pub(super) fn note(&self, text: String) {
+        if self.config.explain {
+            self.notes.borrow_mut().push(text);
+        }
+    }
+
+    pub(super) fn go(&self) -> Result<(Outcome, Step), Failed> {
+        let before = Failed::BeforeCompile;
+        let cwd = std::env::current_dir().map_err(|e| before(Error::WorkingDirectory(e)))?;
+        let here = Location::new(&cwd, &self.config.base_dirs);
+        // The first reading of the file system clock, before anything is hashed.
+        let clock = FsClock::start(&here.absolute(&self.compile.object));
+        let source_path = here.absolute(&self.compile.source);
+        let (source_digest, source_bytes, source_stamp) =
+            entry::read_input(&source_path, DigestAlgorithm::Blake3)
+                .map_err(|_| Failed::Quietly("uncacheable:source_unreadable"))?;
+        let key = self.key(&here, &source_digest).map_err(before)?;
+        let place = EntryPlace::new(self.cache, &key);
+        let began = SystemTime::now();
+        let source =
+            Source { path: source_path, bytes: &source_bytes, stamp: source_stamp, clock, began };
+        // An output directory that does not exist: the compiler reports it, as it would
+        // without the launcher (a HIT could not place the files there).
+        let placeable = output_paths(self.compile).iter().all(|path| {
+            let path = here.absolute(path);
+            let parent = path.parent().unwrap_or(Path::new("/"));
+            fs::metadata(parent).is_ok_and(|m| m.is_dir())
+        });
+        let mut memo = VerifyMemo::load(&place.memo, &place.rel);
+        if !placeable {
+            return Ok(self.miss(&here, &place, &key, &source, &mut memo));
+        }
+        if let Some(step) = self.lookup(&here, &place, &key, &mut memo, began) {
+            return Ok((Outcome::Hit, step));
+        }
+        let result = self.miss(&here, &place, &key, &source, &mut memo);
+        save_memo(&memo, &place);
+        Ok(result)
+    }
+
+    /// The first candidate of the entry that applies here, placed: the step that replays
+    /// its messages. `None`: a MISS (the notes say why).
+    fn lookup(
+        &self,
+        here: &Location,
+        place: &EntryPlace,
+        key: &str,
+        memo: &mut VerifyMemo,
+        began: SystemTime,
+    ) -> Option<Step> {
+        let mut loaded = entry::load(place, key);
+        let fetched = matches!(loaded, Ok(None)) && remote::fetch(self, place);
+        if fetched {
+            loaded = entry::load(place, key);
+        }
+        let manifest = match loaded {
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                self.note(format!("no entry for key {key}"));
+                return None;
+            }
+            Err(e) => {
+                self.out.warn(format!("{e}; compiling"));
+                return None;
+            }
+        };
+        for candidate in manifest.lookup_order(memo.used()) {
+            if let Err(why) = check::check(candidate, here, &self.compile.object, memo, began) {
+                self.note(why.to_string());
+                continue;
+            }
+            match self.restore(place, candidate, here, memo, began) {
+                Ok(step) => {
+                    // Recency for `prune --compile-max-size`.
+                    let _ = fs::touch(&place.manifest());
+                    memo.mark_used(&candidate.id(), entry::MAX_CANDIDATES);
+                    save_memo(memo, place);
+                    if fetched {
+                        remote::count(self, remote::counter::HIT);
+                    }
+                    if candidate.observed_by == "model" {
+                        self.note("observed by the model (no trace)".into());
+                    }
+                    return Some(step);
+                }
+                Err(e) => {
+                    self.out
+                        .warn(format!("cached result of {} unusable ({e}); compiling", place.rel));
+                    return None;
+                }
+            }
+        }
+        self.note(format!("key {key}"));
+        None
+    }
+
+    /// The key (64 hex): see the module docs of [`super`].
+    fn key(&self, here: &Location, source: &ContentDigest) -> Result<String, Error> {
+        let mut key = KeyBuilder::new("strata.compile_key");
+        key.field("entry_schema", b"2");
+        key.tool(self.cache, self.config, self.tool, self.compiler, "compiler")?;
+        key.field("family", self.kind.name().as_bytes());
+        key.field(
+            "language",
+            match self.compile.language {
+                Language::C => b"c",
+                Language::Cxx => b"c++",
+            },
+        );
+        for arg in &self.compile.key_args {
+            key.field("arg", here.relocate_arg(arg).as_bytes());
+        }
+        key.field("source", source.to_string().as_bytes());
+        for name in self.family.key_environment() {
+            let Some(value) = std::env::var_os(name) else { continue };
+            if PATH_LIST_VARIABLES.contains(name) {
+                let mut relocated = Vec::new();
+                for (k, dir) in value.as_bytes().split(|&b| b == b':').enumerate() {
+                    if k > 0 {
+                        relocated.push(b':');
+                    }
+                    relocated.extend(here.relocate_arg(OsStr::from_bytes(dir)).as_bytes());
+                }
+                key.field(name, &relocated);
+            } else {
+                key.field(name, value.as_bytes());
+            }
+        }
+        Ok(key.finish())
+    }
+
+    /// The compiler command: the resolved program, with `argv[0]` as given.
+    pub(super) fn command(&self) -> std::process::Command {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(self.tool);
+        cmd.arg0(self.compiler);
+        cmd
+    }
+
+    /// The files the command writes, with their roles, as paths here: the object, the
+    /// depfile when asked for, the side outputs named after the object.
+    pub(super) fn outputs(&self, here: &Location) -> Vec<(String, PathBuf)> {
+        let mut out = vec![("object".to_owned(), here.absolute(&self.compile.object))];
+        for side in &self.compile.side_outputs {
+            let role = side.extension().map(|e| e.to_string_lossy().into_owned());
+            out.push((role.unwrap_or_else(|| "side".into()), here.absolute(side)));
+        }
+        out
+    }
+
+    /// The depfile's path here, when the build asked for one.
+    pub(super) fn depfile_path(&self, here: &Location) -> Option<PathBuf> {
+        match &self.compile.depfile {
+            Depfile::Requested { path, .. } => Some(here.absolute(path)),
+            Depfile::NotRequested => None,
+        }
+    }
+}
+
+/// The files `compile` writes, as given (relative to the working directory).
+pub(super) fn output_paths(compile: &Compile) -> Vec<&Path> {
+    let mut out = vec![compile.object.as_path()];
+    if let Depfile::Requested { path, .. } = &compile.depfile {
+        out.push(path);
+    }
+    out.extend(compile.side_outputs.iter().map(PathBuf::as_path));
+    out
+}
+
+/// Writes the entry's verification memo if it changed, without fsync: it is machine-local
+/// and checked on load, so one torn by a power cut vouches for nothing (as a damaged
+/// object or manifest is a MISS). The fsync of [`VerifyMemo::save`] cost a first HIT 2-3 ms.
+pub(super) fn save_memo(memo: &VerifyMemo, place: &EntryPlace) {
+    if !memo.is_changed() {
+        return;
+    }
+    let saved = match memo.to_bytes() {
+        Ok(None) => fs::remove_file(&place.memo).map_err(|e| e.to_string()),
+        Ok(Some(bytes)) => place
+            .memo
+            .parent()
+            .map_or(Ok(()), fs::create_dir_all)
+            .and_then(|()| fs::write_atomic_nosync(&place.memo, &bytes, 0o644))
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = saved {
+        tracing::debug!("verification memo not saved: {e}");
+    }
+}
+
+/// The file system's clock, for telling whether a source or header changed while the
+/// compiler ran: its change time is then not older than [`FsClock::marker`], taken just
+/// before the compiler starts, and its result is not cached.
+///
+/// File times come from the kernel's coarse clock, so this reads that clock, not
+/// `SystemTime::now()` (which runs up to a tick ahead of it): the change time of a new,
+/// unnamed file beside the object (the build tree's file system; else the temporary
+/// directory). The marker is a reading that has moved on from the first one, taken when
+/// the launcher started (usually the launcher's own work takes that long; else it waits,
+/// at most one tick, a few milliseconds), so a file written before the launcher started,
+/// even in the same tick, reads as older, while anything written after the compiler
+/// started does not. Where the clock does not move within 50 ms (a file system with one-
+/// or two-second times) the first reading is used, which only leaves more results
+/// uncached; where no file can be created, `now` less 20 ms (longer than a tick at
+/// 100 Hz) stands in.
+pub(super) struct FsClock {
+    dir: PathBuf,
+    first: Option<i128>,
+}
+
+impl FsClock {
+    pub(super) fn start(object: &Path) -> Self {
+        let dir = object.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut clock = FsClock { dir: dir.to_path_buf(), first: None };
+        clock.first = clock.read().ok();
+        clock
+    }
+
+    fn read(&self) -> std::io::Result<i128> {
+        let file = tempfile::tempfile_in(&self.dir).or_else(|_| tempfile::tempfile())?;
+        Ok(fs::FileStamp::of(&file.metadata()?).ctime_ns)
+    }
+
+    pub(super) fn marker(&self) -> i128 {
+        let Some(first) = self.first else {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i128);
+            return now - 20_000_000;
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        loop {
+            match self.read() {
+                Ok(next) if next > first => return next,
+                Ok(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_micros(250));
+                }
+                _ => return first,
+            }
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! The fallback where tracing is refused (a container's seccomp profile, `ptrace_scope`):
+//! what a compile looked at, from its dependency output and a model of include search as
+//! GCC and Clang document it.
+//!
+//! The search lists come from the compiler itself: `<compiler> <flags> -E -v -x <lang>
+//! /dev/null` prints the `#include "..."` and `#include <...>` chains for exactly these
+//! flags (`-iquote`, `-I`, `-isystem`, `-idirafter`, `-iprefix`/`-iwithprefix`/
+//! `-iwithprefixbefore`, `--sysroot`/`-isysroot`, `CPATH`, `C_INCLUDE_PATH`,
+//! `CPLUS_INCLUDE_PATH`, `-nostdinc`, the built-in directories), and the directories it
+//! ignored because they do not exist. Then, for every header the dependency output lists:
+//!
+//! * every way it can have been found is a split `<directory>/<name>` of its path, where
+//!   the directory is one of the search chain or the directory of a file that may have
+//!   included it (quote includes search the including file's directory first; `-include`
+//!   and `-imacros` start in the working directory);
+//! * for every split, the same name in every directory searched *before* that directory
+//!   (the quote chain, which contains the angle chain, so `<...>` includes are covered
+//!   too) must stay absent if it is absent now: a file created there would be found
+//!   instead. A name that exists there now was not the one used (a wrapper reached by
+//!   `#include_next`, or an include of the other kind), so it is no fact;
+//! * `<header>.gch` must stay absent (GCC looks for it before every header; a precompiled
+//!   header in use is not something this model can vouch for, so the compile is not cached);
+//! * every ignored nonexistent search directory must stay absent.
+//!
+//! `__has_include`/`__has_include_next` with a literal name in any file read becomes a
+//! fact for that name in every directory of the chain (absent, or present as it was); with
+//! a computed name, `.incbin`, `#embed` or `#pragma GCC dependency` (inputs or timestamps
+//! the dependency output does not show) the compile is not cached here.
+//!
+//! # Limitations
+//! The model is conservative where it cannot tell: a new file in an `-iquote` directory
+//! with the name of an `<...>` header, or next to a header that did not include it, is a
+//! needless MISS, never a wrong HIT. Files a compile reads that its dependency output does
+//! not list (profile data, assembler inputs) are why [`super::args::Compile::needs_trace`]
+//! flags are not cached here.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use memchr::memmem;
+
+use super::args::{Compile, Language};
+
+/// The include search chains of one compile, as the compiler printed them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchLists {
+    /// `#include "..."` only (before the angle chain).
+    pub quote: Vec<PathBuf>,
+    /// `#include <...>` (also searched by quote includes, after [`SearchLists::quote`]).
+    pub angle: Vec<PathBuf>,
+    /// Search directories the compiler ignored because they do not exist.
+    pub missing: Vec<PathBuf>,
+}
+
+/// Parses the `-v` report of GCC or Clang (stderr of `-E -v`).
+pub fn parse_search_lists(text: &[u8]) -> SearchLists {
+    let mut lists = SearchLists::default();
+    let mut section = 0; // 1: quote, 2: angle
+    for line in text.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(rest) = line.strip_prefix(b"ignoring nonexistent directory \"") {
+            if let Some(dir) = rest.strip_suffix(b"\"") {
+                lists.missing.push(PathBuf::from(OsStr::from_bytes(dir)));
+            }
+            continue;
+        }
+        if line.starts_with(b"#include \"...\" search starts here") {
+            section = 1;
+            continue;
+        }
+        if line.starts_with(b"#include <...> search starts here") {
+            section = 2;
+            continue;
+        }
+        if line.starts_with(b"End of search list") {
+            section = 0;
+            continue;
+        }
+        if section > 0 && line.first() == Some(&b' ') {
+            let mut dir = &line[1..];
+            // Clang marks framework directories; they are searched the same way here.
+            if let Some(d) = dir.strip_suffix(b" (framework directory)") {
+                dir = d;
+            }
+            let dir = PathBuf::from(OsStr::from_bytes(dir));
+            if section == 1 { lists.quote.push(dir) } else { lists.angle.push(dir) }
+        }
+    }
+    lists
+}
+
+/// The arguments that make the compiler print its search lists for `compile`: the key
+/// arguments without the source, `-c` and dependency options, then `-E -v -x <lang>
+/// /dev/null -o /dev/null`.
+pub fn search_list_args(compile: &Compile) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::new();
+    let mut after_end = false;
+    for arg in &compile.key_args {
+        if arg == "--" {
+            after_end = true;
+            continue;
+        }
+        if after_end || Path::new(arg) == compile.source {
+            continue;
+        }
+        match arg.to_str() {
+            Some("-c" | "-MD" | "-MMD" | "-MP" | "-MG") => {}
+            _ => out.push(arg.clone()),
+        }
+    }
+    let lang = match compile.language {
+        Language::C => "c",
+        Language::Cxx => "c++",
+    };
+    out.extend(["-E", "-v", "-x", lang, "/dev/null", "-o", "/dev/null"].map(OsString::from));
+    out
+}
+
+/// What the model found for one compile: paths that must stay absent and names whose
+/// existence must stay as it is, or the reason it cannot vouch for the compile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Probes {
+    /// Paths (as the compiler would spell them) that do not exist and must not.
+    pub absent: Vec<PathBuf>,
+    /// Paths that exist and are not inputs, looked up by `__has_include`.
+    pub present: Vec<PathBuf>,
+}
+
+/// Why the model cannot vouch for a compile (a counter name after `uncacheable:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unvouched {
+    /// A precompiled header next to a header or forced include (`x.h.gch`, `x.h.pch`).
+    PrecompiledHeader(PathBuf),
+    /// `.incbin`, `#embed`, `#pragma GCC dependency` or a computed `__has_include` in
+    /// this file.
+    UnseenInput(PathBuf),
+}
+
+impl Unvouched {
+    /// The counter name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Unvouched::PrecompiledHeader(_) => "model_precompiled_header",
+            Unvouched::UnseenInput(_) => "model_unseen_input",
+        }
+    }
+}
+
+/// Computes the model's facts for a compile that read `deps` (as the dependency output
+/// spells them: the source first, then every header), with search lists `lists`, run in
+/// `cwd`; `contents` gives the bytes of each dependency (already read for its digest).
+///
+/// # Errors
+/// [`Unvouched`] when something the model cannot see decides the result.
+pub fn probes(
+    deps: &[PathBuf],
+    lists: &SearchLists,
+    forced_includes: &[PathBuf],
+    cwd: &Path,
+    contents: &dyn Fn(&Path) -> Option<Vec<u8>>,
+) -> Result<Probes, Unvouched> {
+    let exists = |p: &Path| crate::fs::symlink_metadata_opt(&absolute(cwd, p)).ok().flatten();
+    // The chain a quote include walks after the including file's directory.
+    let mut chain: Vec<&Path> = lists.quote.iter().map(PathBuf::as_path).collect();
+    chain.extend(lists.angle.iter().map(PathBuf::as_path));
+    // Directories an include may have been resolved against first: every including
+    // file's directory, and the working directory (`-include`).
+    let mut includers: Vec<PathBuf> = vec![PathBuf::new()];
+    for d in deps {
+        let parent = d.parent().map(Path::to_path_buf).unwrap_or_default();
+        if !includers.contains(&parent) {
+            includers.push(parent);
+        }
+    }
+    let mut out = Probes::default();
+    let absent = |p: PathBuf, out: &mut Probes| {
+        if !out.absent.contains(&p) {
+            out.absent.push(p);
+        }
+    };
+    for dir in &lists.missing {
+        absent(dir.clone(), &mut out);
+    }
+    for (k, dep) in deps.iter().enumerate() {
+        // Precompiled headers: GCC tries `<header>.gch` first (and Clang `.pch` for a
+        // forced include).
+        if k > 0 || forced_includes.iter().any(|f| f == dep) {
+            for ext in [".gch", ".pch"] {
+                let mut pch = dep.as_os_str().to_owned();
+                pch.push(ext);
+                let pch = PathBuf::from(pch);
+                if exists(&pch).is_some() {
+                    return Err(Unvouched::PrecompiledHeader(pch));
+                }
+                absent(pch, &mut out);
+            }
+        }
+        if k == 0 {
+            continue;
+        }
+        for (dir, name) in splits(dep, &chain, &includers) {
+            let before: Vec<&Path> = match chain.iter().position(|c| *c == dir) {
+                Some(at) => includers
+                    .iter()
+                    .map(PathBuf::as_path)
+                    .chain(chain[..at].iter().copied())
+                    .collect(),
+                // Found next to its includer: nothing is searched before it.
+                None => Vec::new(),
+            };
+            for earlier in before {
+                let probe = join(earlier, &name);
+                if probe != *dep && exists(&probe).is_none() {
+                    absent(probe, &mut out);
+                }
+            }
+        }
+    }
+    for dep in deps {
+        let Some(bytes) = contents(dep) else { continue };
+        for (name, angled) in has_include_names(&bytes).map_err(|()| unseen(dep))? {
+            let dirs: Vec<&Path> = if angled {
+                lists.angle.iter().map(PathBuf::as_path).collect()
+            } else {
+                includers.iter().map(PathBuf::as_path).chain(chain.iter().copied()).collect()
+            };
+            for d in dirs {
+                let probe = join(d, Path::new(OsStr::from_bytes(&name)));
+                match exists(&probe) {
+                    None => absent(probe, &mut out),
+                    Some(_) if !deps.contains(&probe) && !out.present.contains(&probe) => {
+                        out.present.push(probe);
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        for marker in [&b".incbin"[..], b"#embed", b"GCC dependency", b"__has_embed"] {
+            if memmem::find(&bytes, marker).is_some() {
+                return Err(unseen(dep));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn unseen(path: &Path) -> Unvouched {
+    Unvouched::UnseenInput(path.to_path_buf())
+}
+
+/// `dir/name` as the compiler builds it (`name` alone for the working directory).
+fn join(dir: &Path, name: &Path) -> PathBuf {
+    if dir.as_os_str().is_empty() { name.to_path_buf() } else { dir.join(name) }
+}
+
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) }
+}
+
+/// Every `(directory, name)` with `dep == directory/name` (by bytes) for a directory of
+/// the chain or an includer's directory.
+fn splits(dep: &Path, chain: &[&Path], includers: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+    let bytes = dep.as_os_str().as_bytes();
+    let mut out = Vec::new();
+    for dir in chain.iter().copied().chain(includers.iter().map(PathBuf::as_path)) {
+        let d = dir.as_os_str().as_bytes();
+        let rest = if d.is_empty() {
+            Some(bytes)
+        } else {
+            bytes.strip_prefix(d).and_then(|r| r.strip_prefix(b"/"))
+        };
+        if let Some(rest) = rest.filter(|r| !r.is_empty()) {
+            let split = (dir.to_path_buf(), PathBuf::from(OsStr::from_bytes(rest)));
+            if !out.contains(&split) {
+                out.push(split);
+            }
+        }
+    }
+    out
+}
+
+/// The literal names of `__has_include(...)` / `__has_include_next(...)` in `bytes`, with
+/// whether they are `<angled>`; `Err` if one is not a literal (a macro).
+#[allow(clippy::result_unit_err)]
+pub fn has_include_names(bytes: &[u8]) -> Result<Vec<(Vec<u8>, bool)>, ()> {
+    let mut out = Vec::new();
+    for at in memmem::find_iter(bytes, b"__has_include") {
+        let mut rest = &bytes[at + b"__has_include".len()..];
+        rest = rest.strip_prefix(b"_next").unwrap_or(rest);
+        // A definition such as `#define __has_include(x) 0` or `defined(__has_include)`.
+        let rest = trim_space(rest);
+        let Some(rest) = rest.strip_prefix(b"(") else { continue };
+        let rest = trim_space(rest);
+        let (close, angled) = match rest.first() {
+            Some(b'"') => (b'"', false),
+            Some(b'<') => (b'>', true),
+            _ => return Err(()),
+        };
+        let inner = &rest[1..];
+        let Some(end) = inner.iter().position(|&b| b == close || b == b'\n') else {
+            return Err(());
+        };
+        if inner[end] != close {
+            return Err(());
+        }
+        out.push((inner[..end].to_vec(), angled));
+    }
+    Ok(out)
+}
+
+fn trim_space(mut b: &[u8]) -> &[u8] {
+    while let Some((first, rest)) = b.split_first() {
+        if first.is_ascii_whitespace() {
+            b = rest;
+        } else {
+            break;
+        }
+    }
+    b
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_lists_from_gcc_and_clang_reports() {
+        let gcc = b"ignoring nonexistent directory \"/usr/local/include/x86_64-linux-gnu\"\nignoring duplicate directory \"inc\"\n#include \"...\" search starts here:\n quote\n#include <...> search starts here:\n inc\n /usr/lib/gcc/x86_64-linux-gnu/12/include\n /usr/include\nEnd of search list.\n";
+        let lists = parse_search_lists(gcc);
+        assert_eq!(lists.quote, [PathBuf::from("quote")]);
+        assert_eq!(
+            lists.angle,
+            ["inc", "/usr/lib/gcc/x86_64-linux-gnu/12/include", "/usr/include"].map(PathBuf::from)
+        );
+        assert_eq!(lists.missing, [PathBuf::from("/usr/local/include/x86_64-linux-gnu")]);
+        let clang = b"#include <...> search starts here:\n /usr/lib/llvm-14/lib/clang/14.0.6/include\n /Library/Frameworks (framework directory)\nEnd of search list.\n";
+        assert_eq!(
+            parse_search_lists(clang).angle,
+            ["/usr/lib/llvm-14/lib/clang/14.0.6/include", "/Library/Frameworks"].map(PathBuf::from)
+        );
+    }
+
+    #[test]
+    fn has_include_names_are_literal_or_refused() {
+        let src = b"#if __has_include(\"opt.h\") && __has_include_next( <sys/x.h> )\n#endif\n#ifdef __has_include\n";
+        assert_eq!(
+            has_include_names(src).unwrap(),
+            vec![(b"opt.h".to_vec(), false), (b"sys/x.h".to_vec(), true)]
+        );
+        assert!(has_include_names(b"#if __has_include(HEADER)\n").is_err());
+    }
+
+    #[test]
+    fn probes_cover_the_includer_and_earlier_directories_but_not_a_wrapper() {
+        let d = tempfile::tempdir().unwrap();
+        let cwd = d.path();
+        for p in ["src/a.c", "inc1/w.h", "inc2/w.h", "build/cfg.h"] {
+            std::fs::create_dir_all(cwd.join(p).parent().unwrap()).unwrap();
+            std::fs::write(cwd.join(p), "").unwrap();
+        }
+        let lists = SearchLists {
+            quote: vec![],
+            angle: vec!["inc1".into(), "inc2".into(), "build".into()],
+            missing: vec!["nope".into()],
+        };
+        // src/a.c includes "cfg.h" (found in build/) and <w.h>; inc1/w.h is a wrapper
+        // that does #include_next <w.h> (inc2/w.h).
+        let deps: Vec<PathBuf> =
+            ["src/a.c", "build/cfg.h", "inc1/w.h", "inc2/w.h"].map(PathBuf::from).to_vec();
+        let p = probes(&deps, &lists, &[], cwd, &|_| Some(Vec::new())).unwrap();
+        for want in ["src/cfg.h", "cfg.h", "inc1/cfg.h", "inc2/cfg.h", "nope", "build/cfg.h.gch"] {
+            assert!(p.absent.contains(&PathBuf::from(want)), "{want} in {:?}", p.absent);
+        }
+        assert!(!p.absent.contains(&PathBuf::from("inc1/w.h")), "the wrapper exists");
+        assert!(p.absent.contains(&PathBuf::from("src/w.h")));
+        // A precompiled header next to a header: not vouched for.
+        std::fs::write(cwd.join("build/cfg.h.gch"), "").unwrap();
+        assert_eq!(
+            probes(&deps, &lists, &[], cwd, &|_| Some(Vec::new())),
+            Err(Unvouched::PrecompiledHeader("build/cfg.h.gch".into()))
+        );
+    }
+}

@@ -1,0 +1,582 @@
+//! A MISS: the compiler runs with the build's arguments (traced where the kernel allows),
+//! and if it succeeds, what it looked at becomes a new candidate of the key.
+//!
+//! Not cached, with the reason counted: a failed compile; a source or input that changed
+//! while the compiler ran (its stamp differs from the one seen, or its change time is not
+//! older than the moment the compiler started); a time macro the compiler does not fix
+//! from `SOURCE_DATE_EPOCH`; a trace that may be incomplete, or a write a HIT could not
+//! repeat; a dependency file that names a file the trace did not see read (a warning:
+//! the two must agree); in the fallback model, what it cannot vouch for.
+
+use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use memchr::memmem;
+
+use crate::content::VerifyMemo;
+use crate::content::counters;
+use crate::digest::ContentDigest;
+use crate::fs::{self, FileStamp, LockWait};
+
+use super::args::Depfile;
+use super::compile::{Run, Source};
+use super::entry::{
+    self, Candidate, CompileManifest, EntryPlace, Input, Kind, Origin, Output, Present,
+};
+use super::location::Location;
+use super::{Error, Outcome, Step, depfile, model, observe, remote, trace};
+
+/// The counter domain of how MISSes were observed (`trace`, `model`).
+pub const OBSERVED: &str = "compile_observed";
+
+/// Files at least this large are hashed once per machine and stamp (the compiler's back
+/// ends, tens of MB), not once per entry.
+const SHARED_MEMO_BYTES: u64 = 1024 * 1024;
+
+/// How a compile ran.
+enum Ran {
+    Traced(trace::Traced),
+    Plain(std::process::Output),
+}
+
+/// What a MISS learnt, before it is checked and recorded.
+#[derive(Default)]
+struct Learnt {
+    /// Inputs: the path (as the compiler named it, or absolute), the stamp seen when it
+    /// was opened (traced), and whether it was run as a program.
+    inputs: Vec<(PathBuf, Option<FileStamp>, bool)>,
+    absent: Vec<PathBuf>,
+    present: Vec<(PathBuf, Kind)>,
+    listed: Vec<PathBuf>,
+    /// Files the compile left besides the known outputs (absolute).
+    extra_outputs: Vec<PathBuf>,
+}
+
+type Verdict<T> = Result<Result<T, Outcome>, Error>;
+
+fn not_cached<T>(reason: &str) -> Verdict<T> {
+    Ok(Err(Outcome::NotCached(reason.to_owned())))
+}
+
+impl Run<'_> {
+    /// Compiles, and saves the result when it can be cached.
+    pub(super) fn miss(
+        &self,
+        here: &Location,
+        place: &EntryPlace,
+        key: &str,
+        source: &Source<'_>,
+        memo: &mut VerifyMemo,
+    ) -> (Outcome, Step) {
+        let private_dep = match &self.compile.depfile {
+            Depfile::NotRequested => tempfile::Builder::new()
+                .prefix("strata-dep-")
+                .suffix(".d")
+                .tempfile()
+                .ok()
+                .map(tempfile::NamedTempFile::into_temp_path),
+            Depfile::Requested { .. } => None,
+        };
+        let args = match &private_dep {
+            Some(dep) => self.family.with_options(
+                self.args,
+                &[OsString::from("-MD"), OsString::from("-MF"), dep.as_os_str().to_owned()],
+            ),
+            None => self.args.to_vec(),
+        };
+        let started = source.clock.marker();
+        let ran = match self.run_compiler(&args) {
+            Ok(ran) => ran,
+            Err(e) => {
+                self.out.warn(e.to_string());
+                let step = Step::Exit { code: 1, stdout: Vec::new(), stderr: Vec::new() };
+                return (Outcome::NotCached("error".into()), step);
+            }
+        };
+        let (status, stdout, stderr) = match &ran {
+            Ran::Traced(t) => (t.status, t.stdout.clone(), t.stderr.clone()),
+            Ran::Plain(o) => (o.status, o.stdout.clone(), o.stderr.clone()),
+        };
+        let code = super::exit_code(status);
+        let step = Step::Exit { code, stdout, stderr };
+        if code != 0 {
+            return (Outcome::NotCached("compile_failed".into()), step);
+        }
+        let mode = if matches!(ran, Ran::Traced(_)) { "trace" } else { "model" };
+        counters::bump(self.cache, OBSERVED, mode);
+        let saved =
+            self.save(here, place, key, source, &ran, private_dep.as_deref(), started, memo);
+        match saved {
+            Ok(Ok(())) => {
+                remote::offer(self, place);
+                (Outcome::Miss, step)
+            }
+            Ok(Err(outcome)) => (outcome, step),
+            Err(e) => {
+                self.out.warn(format!("compiled, but not cached: {e}"));
+                (Outcome::NotCached("save_failed".into()), step)
+            }
+        }
+    }
+
+    /// Runs the compiler with `args`: traced, unless tracing is off or refused here (then
+    /// untraced, and the fallback model observes it).
+    fn run_compiler(&self, args: &[OsString]) -> Result<Ran, Error> {
+        if !self.config.model_only {
+            let request = trace::Request { program: self.tool, argv0: self.compiler, args };
+            match trace::run(&request) {
+                Ok(traced) => return Ok(Ran::Traced(traced)),
+                Err(trace::Error::Refused(why)) => self.fallback(&why),
+                Err(trace::Error::Spawn(source)) => {
+                    return Err(Error::Spawn { program: self.tool.to_path_buf(), source });
+                }
+                Err(trace::Error::Other(why)) => {
+                    self.out
+                        .warn(format!("tracing the compiler failed ({why}); compiling without it"));
+                }
+            }
+        }
+        let output = self
+            .command()
+            .args(args)
+            .stdin(Stdio::inherit())
+            .output()
+            .map_err(|source| Error::Spawn { program: self.tool.to_path_buf(), source })?;
+        Ok(Ran::Plain(output))
+    }
+
+    /// Says once per build that tracing is refused and the model observes compiles.
+    fn fallback(&self, why: &str) {
+        self.note(format!("observed by the model: tracing is refused ({why})"));
+        if once_per_build(self.cache, "trace-refused") {
+            self.out.warn(format!(
+                "tracing the compiler is refused here ({why}); compiles are observed by the \
+                 fallback model, which caches less (docs/launcher.md, \"Where tracing is \
+                 refused\")"
+            ));
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn save(
+        &self,
+        here: &Location,
+        place: &EntryPlace,
+        key: &str,
+        source: &Source<'_>,
+        ran: &Ran,
+        private_dep: Option<&Path>,
+        started: i128,
+        memo: &mut VerifyMemo,
+    ) -> Verdict<()> {
+        let learnt = match ran {
+            Ran::Traced(t) => self.learn_traced(t, here, private_dep)?,
+            Ran::Plain(_) => self.learn_model(here, private_dep)?,
+        };
+        let learnt = match learnt {
+            Ok(l) => l,
+            Err(outcome) => return Ok(Err(outcome)),
+        };
+        let mode = if matches!(ran, Ran::Traced(_)) { "trace" } else { "model" };
+        // The source must be what the key hashed: unchanged since, and not written in the
+        // clock tick the compiler started in.
+        let now = fs::metadata(&source.path).map(|m| FileStamp::of(&m))?;
+        if now != source.stamp || now.ctime_ns >= started {
+            self.note(format!("{} changed while the compiler ran", source.path.display()));
+            return not_cached("input_changed");
+        }
+        let recorded = match self.record_inputs(here, source, &learnt, started, memo)? {
+            Ok(r) => r,
+            Err(o) => return Ok(Err(o)),
+        };
+        let traced_inputs: Option<Vec<PathBuf>> = matches!(ran, Ran::Traced(_))
+            .then(|| learnt.inputs.iter().map(|(p, _, _)| p.clone()).collect());
+        let depfile = match self.depfile_record(here, traced_inputs.as_deref(), private_dep)? {
+            Ok(d) => d,
+            Err(o) => return Ok(Err(o)),
+        };
+        if let Some(dir) = place.lock.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        fs::create_dir_all(&self.cache.actions_dir())?;
+        fs::create_dir_all_within(&self.cache.actions_dir(), Path::new(&place.rel), 0o755)?;
+        let _lock = fs::lock_exclusive(
+            &place.lock,
+            LockWait::Timeout(std::time::Duration::from_secs(30)),
+            &mut |_| {},
+        )?;
+        let stored = self.store_outputs(here, place, &learnt.extra_outputs, depfile.as_ref())?;
+        let message = |bytes: &[u8]| -> Result<Option<Output>, Error> {
+            if bytes.is_empty() {
+                return Ok(None);
+            }
+            let digest = ContentDigest::of_bytes(self.config.digest, bytes);
+            entry::store_bytes(place, &digest, bytes)?;
+            Ok(Some(Output {
+                role: "message".into(),
+                digest,
+                size_bytes: bytes.len() as u64,
+                path: None,
+            }))
+        };
+        let (stdout, stderr) = match ran {
+            Ran::Traced(t) => (&t.stdout, &t.stderr),
+            Ran::Plain(o) => (&o.stdout, &o.stderr),
+        };
+        let candidate = Candidate {
+            observed_by: mode.into(),
+            inputs: recorded,
+            absent: learnt.absent.iter().map(|p| record_form(here, p)).collect(),
+            present: learnt
+                .present
+                .iter()
+                .map(|(p, kind)| Present { path: record_form(here, p), kind: *kind })
+                .collect(),
+            listed: learnt
+                .listed
+                .iter()
+                .filter_map(|p| {
+                    let digest = super::check::listing_digest(p, self.config.digest)?;
+                    Some(Input { path: record_form(here, p), digest })
+                })
+                .collect(),
+            pins: stored.pins,
+            names: stored.names,
+            origin: Origin::of(here),
+            outputs: stored.outputs,
+            depfile: depfile.map(|(record, _)| record),
+            stdout: message(stdout)?,
+            stderr: message(stderr)?,
+            created_at: super::now_rfc3339(),
+        };
+        let mut manifest = match entry::load(place, key) {
+            Ok(Some(m)) => m,
+            _ => CompileManifest { key: key.to_owned(), candidates: Vec::new() },
+        };
+        let id = candidate.id();
+        manifest.add(candidate, memo.used());
+        entry::store(place, &manifest)?;
+        memo.mark_used(&id, entry::MAX_CANDIDATES);
+        remove_unreferenced(place, &manifest);
+        let _ = fs::touch(&self.cache.updated_marker());
+        Ok(Ok(()))
+    }
+
+    /// The facts of a traced compile.
+    fn learn_traced(
+        &self,
+        traced: &trace::Traced,
+        here: &Location,
+        private_dep: Option<&Path>,
+    ) -> Verdict<Learnt> {
+        if let Some(why) = traced.incomplete.first() {
+            self.note(format!("the trace may be incomplete: {why}"));
+            return not_cached("uncacheable:trace_incomplete");
+        }
+        let known: Vec<PathBuf> = self
+            .outputs(here)
+            .into_iter()
+            .map(|(_, p)| p)
+            .chain(self.depfile_path(here))
+            .chain(private_dep.map(Path::to_path_buf))
+            .collect();
+        let may_write = |p: &Path| {
+            known.iter().any(|k| k == p)
+                || p.starts_with(&here.cwd)
+                || here.under_base(p.as_os_str().as_bytes())
+        };
+        let seen = observe::from_trace(&traced.events, &may_write);
+        if let Some(what) = seen.unsafe_write {
+            self.note(what);
+            return not_cached("uncacheable:untracked_write");
+        }
+        let programs: BTreeSet<&Path> = traced
+            .events
+            .iter()
+            .filter(|e| e.op == trace::Op::Exec)
+            .map(|e| e.path.as_path())
+            .collect();
+        let extra_outputs = seen.written.iter().filter(|p| !known.contains(p)).cloned().collect();
+        Ok(Ok(Learnt {
+            inputs: seen
+                .inputs
+                .iter()
+                .map(|(p, stamp)| (p.clone(), Some(*stamp), programs.contains(p.as_path())))
+                .collect(),
+            absent: seen.absent,
+            present: seen.present,
+            listed: seen.listed,
+            extra_outputs,
+        }))
+    }
+
+    /// The facts of an untraced compile, from its dependency output and the model.
+    fn learn_model(&self, here: &Location, private_dep: Option<&Path>) -> Verdict<Learnt> {
+        if let Some(reason) = &self.compile.needs_trace {
+            self.note(format!("{reason:?} needs a traced compile"));
+            return not_cached(&format!("uncacheable:{}", reason.name()));
+        }
+        let text = match (&self.compile.depfile, private_dep) {
+            (_, Some(private)) => fs::read(private)?,
+            (Depfile::Requested { system_headers: true, path, .. }, None) => {
+                fs::read(&here.absolute(path))?
+            }
+            (Depfile::Requested { system_headers: false, .. }, None) => self.all_dependencies()?,
+            (Depfile::NotRequested, None) => {
+                return Err(Error::Depfile {
+                    path: PathBuf::from("(none)"),
+                    reason: "no dependency file".into(),
+                });
+            }
+        };
+        let rules = depfile::parse(&text)
+            .map_err(|reason| Error::Depfile { path: "dependency output".into(), reason })?;
+        let deps: Vec<PathBuf> = rules.first().map(|r| r.dependencies.clone()).unwrap_or_default();
+        if !deps.iter().any(|d| same_file(&here.absolute(d), &here.absolute(&self.compile.source)))
+        {
+            self.note("the dependency output does not list the source".into());
+            return not_cached("uncacheable:incomplete_depfile");
+        }
+        let lists = self.search_lists()?;
+        let contents = |p: &Path| fs::read(&here.absolute(p)).ok();
+        let probes =
+            match model::probes(&deps, &lists, &self.compile.forced_includes, &here.cwd, &contents)
+            {
+                Ok(p) => p,
+                Err(why) => {
+                    self.note(format!("{why:?}"));
+                    return not_cached(&format!("uncacheable:{}", why.name()));
+                }
+            };
+        let present = probes
+            .present
+            .into_iter()
+            .filter_map(|p| {
+                let meta = fs::metadata(&here.absolute(&p)).ok()?;
+                Some((p, super::check::kind_of(&meta)))
+            })
+            .collect();
+        Ok(Ok(Learnt {
+            inputs: deps.iter().skip(1).map(|d| (d.clone(), None, false)).collect(),
+            absent: probes.absent,
+            present,
+            listed: Vec::new(),
+            extra_outputs: Vec::new(),
+        }))
+    }
+
+    /// The compiler's include search lists for this compile (`-E -v`).
+    fn search_lists(&self) -> Result<model::SearchLists, Error> {
+        let output = self
+            .command()
+            .args(model::search_list_args(self.compile))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| Error::Spawn { program: self.tool.to_path_buf(), source })?;
+        Ok(model::parse_search_lists(&output.stderr))
+    }
+
+    /// Every dependency, system headers included, for a build that asked for `-MMD`: a
+    /// dependency-only run of the preprocessor.
+    fn all_dependencies(&self) -> Result<Vec<u8>, Error> {
+        let tmp = tempfile::Builder::new()
+            .prefix("strata-dep-")
+            .suffix(".d")
+            .tempfile()
+            .map_err(|e| fs::Error::io("create", Path::new("strata-dep-*.d"), e))?
+            .into_temp_path();
+        let mut args: Vec<OsString> = Vec::new();
+        for arg in &self.compile.key_args {
+            match arg.to_str() {
+                Some("-MD" | "-MMD" | "-MP" | "-c") => {}
+                _ => args.push(arg.clone()),
+            }
+        }
+        let extra = [OsString::from("-M"), OsString::from("-MF"), tmp.as_os_str().to_owned()];
+        let args = self.family.with_options(&args, &extra);
+        let status = self
+            .command()
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|source| Error::Spawn { program: self.tool.to_path_buf(), source })?;
+        if !status.success() {
+            return Err(Error::Depfile {
+                path: tmp.to_path_buf(),
+                reason: format!("the dependency run of the compiler failed ({status})"),
+            });
+        }
+        Ok(fs::read(&tmp)?)
+    }
+
+    /// Hashes every input, checks it did not change while the compiler ran, looks for time
+    /// macros, and checks the absent and present facts still hold; the inputs' records.
+    fn record_inputs(
+        &self,
+        here: &Location,
+        source: &Source<'_>,
+        learnt: &Learnt,
+        started: i128,
+        memo: &mut VerifyMemo,
+    ) -> Verdict<Vec<Input>> {
+        let mut out: Vec<Input> = Vec::new();
+        let mut seen_records = BTreeSet::new();
+        let mut dates = has(source.bytes, b"__DATE__") || has(source.bytes, b"__TIME__");
+        let mut stamp_macro = has(source.bytes, b"__TIMESTAMP__");
+        for (path, seen, program) in &learnt.inputs {
+            let abs = here.absolute(path);
+            if same_file(&abs, &source.path) {
+                continue;
+            }
+            let record = record_form(here, path);
+            if !seen_records.insert(record.clone()) {
+                continue;
+            }
+            let (digest, stamp) =
+                match self.digest_input(&abs, *program, &mut dates, &mut stamp_macro) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        self.note(format!("{}: {e}", abs.display()));
+                        return not_cached("input_changed");
+                    }
+                };
+            let moved = seen.is_some_and(|s| {
+                (s.dev, s.ino, s.size_bytes, s.mtime_ns)
+                    != (stamp.dev, stamp.ino, stamp.size_bytes, stamp.mtime_ns)
+            });
+            if moved || stamp.ctime_ns >= started {
+                self.note(format!("{} changed while the compiler ran", abs.display()));
+                return not_cached("input_changed");
+            }
+            memo.remember(&entry::header_memo_name(&abs), stamp, digest, source.began);
+            out.push(Input { path: record, digest });
+        }
+        let epoch = std::env::var_os("SOURCE_DATE_EPOCH").is_some();
+        if (dates && !(epoch && self.probe.epoch_fixes_date))
+            || (stamp_macro && !(epoch && self.probe.epoch_fixes_timestamp))
+        {
+            return not_cached("uncacheable:time_macros");
+        }
+        for p in &learnt.absent {
+            if fs::symlink_metadata_opt(&here.absolute(p)).ok().flatten().is_some()
+                && !learnt.extra_outputs.contains(&here.absolute(p))
+            {
+                self.note(format!("{} appeared while the compiler ran", p.display()));
+                return not_cached("input_changed");
+            }
+        }
+        Ok(Ok(out))
+    }
+
+    /// The digest and stamp of one input; scans text inputs for time macros.
+    fn digest_input(
+        &self,
+        abs: &Path,
+        program: bool,
+        dates: &mut bool,
+        stamp_macro: &mut bool,
+    ) -> Result<(ContentDigest, FileStamp), Error> {
+        let meta = fs::metadata(abs)?;
+        if meta.size() >= SHARED_MEMO_BYTES {
+            // Hashed once per machine while its stamp holds.
+            let algorithm = self.config.digest;
+            let text = crate::toolchain::memoised(
+                abs,
+                Some(&self.cache.memo_dir()),
+                &format!("{algorithm}-"),
+                || {
+                    let (digest, _, _) = fs::hash_file_stable(abs, algorithm)?;
+                    Ok(digest.to_string())
+                },
+            )
+            .map_err(|e| Error::Output { role: "input".into(), reason: e.to_string() })?;
+            let digest: ContentDigest = text.parse().map_err(|_| Error::Output {
+                role: "input".into(),
+                reason: format!("memoised digest {text:?}"),
+            })?;
+            if !program {
+                let bytes = fs::read(abs)?;
+                *dates |= has(&bytes, b"__DATE__") || has(&bytes, b"__TIME__");
+                *stamp_macro |= has(&bytes, b"__TIMESTAMP__");
+            }
+            return Ok((digest, FileStamp::of(&fs::metadata(abs)?)));
+        }
+        let (digest, bytes, stamp) = entry::read_input(abs, self.config.digest)?;
+        if !program {
+            *dates |= has(&bytes, b"__DATE__") || has(&bytes, b"__TIME__");
+            *stamp_macro |= has(&bytes, b"__TIMESTAMP__");
+        }
+        Ok((digest, stamp))
+    }
+}
+
+/// The record form of a fact's path: relative to the working directory when it lies under
+/// it (as given, or as joined by the tracer), else [`Location::encode`].
+fn record_form(here: &Location, path: &Path) -> String {
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return entry::encode_path(path);
+    }
+    let cwd = here.cwd.as_os_str().as_bytes();
+    if let Some(rest) = bytes.strip_prefix(cwd).and_then(|r| r.strip_prefix(b"/"))
+        && !rest.is_empty()
+    {
+        return entry::encode_path(Path::new(OsStr::from_bytes(rest)));
+    }
+    here.encode(path.as_os_str())
+}
+
+/// True if the two paths name the same file (device and inode).
+pub(super) fn same_file(a: &Path, b: &Path) -> bool {
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+fn has(bytes: &[u8], needle: &[u8]) -> bool {
+    memmem::find(bytes, needle).is_some()
+}
+
+/// Removes objects no candidate references (under the entry lock).
+pub(super) fn remove_unreferenced(place: &EntryPlace, manifest: &CompileManifest) {
+    let keep: BTreeSet<String> = manifest
+        .candidates
+        .iter()
+        .flat_map(|c| c.outputs.iter().chain(&c.stdout).chain(&c.stderr))
+        .map(|o| o.digest.to_hex())
+        .collect();
+    let Ok(entries) = fs::read_dir(&place.dir.join("objects")) else { return };
+    for path in entries {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if !keep.contains(&name) {
+            let _ = fs::remove_file(&path);
+        }
+    }
+}
+
+/// True the first time it is asked about `what` during one build (the launcher's parent
+/// process, by pid and start time, stands for the build), false after.
+pub(super) fn once_per_build(cache: &crate::content::layout::CacheRoot, what: &str) -> bool {
+    let ppid = std::os::unix::process::parent_id();
+    let start = fs::read(Path::new(&format!("/proc/{ppid}/stat")))
+        .ok()
+        .and_then(|b| {
+            let text = String::from_utf8_lossy(&b).into_owned();
+            let after = text.rsplit_once(')')?.1.to_owned();
+            after.split_whitespace().nth(19).map(str::to_owned)
+        })
+        .unwrap_or_default();
+    let marker = cache.local_dir().join("launcher-warned").join(format!("{what}-{ppid}-{start}"));
+    if fs::symlink_metadata_opt(&marker).ok().flatten().is_some() {
+        return false;
+    }
+    let _ = fs::create_dir_all(marker.parent().unwrap_or(cache.path()));
+    let _ = fs::write_atomic_nosync(&marker, b"", 0o644);
+    true
+}
