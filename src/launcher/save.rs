@@ -257,10 +257,8 @@ impl Run<'_> {
             Ok(Some(m)) => m,
             _ => CompileManifest { key: key.to_owned(), candidates: Vec::new() },
         };
-        let id = candidate.id();
         manifest.add(candidate, memo.used());
         entry::store(place, &manifest)?;
-        memo.mark_used(&id, entry::MAX_CANDIDATES);
         remove_unreferenced(place, &manifest);
         let _ = fs::touch(&self.cache.updated_marker());
         Ok(Ok(()))

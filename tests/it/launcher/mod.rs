@@ -15,6 +15,7 @@ mod cmake;
 mod concurrency;
 mod corruption;
 mod debug;
+mod exact;
 mod headers;
 mod integrity;
 mod relocation;
@@ -315,4 +316,68 @@ pub fn assert_entries_sound(cache: &Path) -> usize {
 /// A 64-hex-free, path-free rendering of a depfile for comparisons: its rules parsed.
 pub fn depfile_rules(path: &Path) -> Vec<strata::launcher::depfile::Rule> {
     strata::launcher::depfile::parse(&read(path)).unwrap()
+}
+
+/// Every file under `dir` (relative paths), for comparing what two runs left behind.
+pub fn tree_names(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_type().is_dir())
+        .map(|e| e.path().strip_prefix(dir).unwrap().to_path_buf())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The launcher's stderr without strata's own lines (`strata: …`).
+pub fn compiler_stderr(stderr: &str) -> String {
+    stderr.split_inclusive('\n').filter(|l| !l.starts_with("strata: ")).collect()
+}
+
+/// Runs the plain compiler, then the launcher, with the same command and environment in
+/// `cwd`, and asserts the launcher wrote exactly what the plain compiler wrote: each of
+/// `outputs` (relative to `cwd`) byte for byte, no other file, the same exit code, stdout
+/// and stderr (strata's own lines left out). Returns the launcher's outcome.
+#[track_caller]
+pub fn same_as_plain<S: AsRef<OsStr>>(
+    l: &Launcher,
+    cwd: &Path,
+    argv: &[S],
+    outputs: &[&str],
+    env: &[(&str, &str)],
+) -> String {
+    let argv: Vec<&OsStr> = argv.iter().map(AsRef::as_ref).collect();
+    let shown = argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ");
+    let want = plain(cwd, &argv, env);
+    let want_files: Vec<Vec<u8>> = outputs
+        .iter()
+        .map(|o| std::fs::read(cwd.join(o)).unwrap_or_else(|e| panic!("plain {shown}: {o}: {e}")))
+        .collect();
+    let want_tree = tree_names(cwd);
+    for o in outputs {
+        std::fs::remove_file(cwd.join(o)).unwrap();
+    }
+    let mut l = l.clone();
+    for (k, v) in env {
+        l = l.env(k, v);
+    }
+    let (got, outcome) = l.compile(cwd, &argv);
+    assert_eq!(got.code, want.code, "{shown} ({outcome}): exit code\n{}", got.stderr);
+    assert_eq!(got.stdout, want.stdout, "{shown} ({outcome}): stdout");
+    assert_eq!(compiler_stderr(&got.stderr), want.stderr, "{shown} ({outcome}): stderr");
+    for (o, want) in outputs.iter().zip(&want_files) {
+        let got =
+            std::fs::read(cwd.join(o)).unwrap_or_else(|e| panic!("{shown} ({outcome}): {o}: {e}"));
+        if got != *want && (o.ends_with(".d") || o.ends_with(".json") || o.ends_with(".lst")) {
+            panic!(
+                "{shown} ({outcome}): {o} differs:\n--- plain\n{}\n--- launcher\n{}",
+                String::from_utf8_lossy(want),
+                String::from_utf8_lossy(&got)
+            );
+        }
+        assert_same_bytes(&format!("{shown} ({outcome}): {o}"), &got, want);
+    }
+    assert_eq!(tree_names(cwd), want_tree, "{shown} ({outcome}): the files left behind");
+    outcome
 }

@@ -1,0 +1,496 @@
+//! Launcher, part 1 (issue 24): a HIT writes exactly what a plain compile of the same state
+//! would write, with GCC and with Clang, and the lookup sees every way the compile could
+//! have found another file. Each step of each scenario runs the plain compiler and the
+//! launcher on the same state ([`same_as_plain`]): object, depfile, messages and the files
+//! left behind must be equal byte for byte, whatever the outcome; the outcome is asserted
+//! too (a HIT where the state is the same, a MISS where it changed).
+
+use std::path::{Path, PathBuf};
+
+use super::{Launcher, TestContext, copy_tree, require_tool, s, same_as_plain, write_file};
+
+/// The C compilers of every scenario.
+fn c_compilers() -> [&'static str; 2] {
+    require_tool("gcc", "apt-get install gcc");
+    require_tool("clang", "apt-get install clang");
+    ["gcc", "clang"]
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|a| (*a).to_owned()).collect()
+}
+
+/// Two checkouts of one project under a shared parent (`w/a/proj`, `w/b/proj`), the parent
+/// being the base directory, as ccache users set `base_dir`: a HIT in the second writes the
+/// second's paths into the depfile and messages, in every depfile form and for a path that
+/// needs escaping.
+#[test]
+fn launcher_relocated_hits_write_the_current_checkouts_paths() {
+    for cc in c_compilers() {
+        let ctx = TestContext::new();
+        let w = ctx.path("w");
+        let a = w.join("a/proj");
+        write_file(
+            &a.join("inc dir$#/x.h"),
+            "static int unused_helper(void) { return 1; }\n#define X 5\n",
+        );
+        write_file(&a.join("src/x.c"), "#include \"x.h\"\nint x(void) { return X; }\n");
+        std::fs::create_dir_all(a.join("build")).unwrap();
+        let b = w.join("b/proj");
+        std::fs::create_dir_all(b.parent().unwrap()).unwrap();
+        copy_tree(&a, &b);
+        let l = Launcher::new(&ctx.cache).base_dirs(&[&w]);
+        let forms = |p: &Path| -> Vec<(Vec<String>, Vec<&'static str>)> {
+            let inc = format!("-I{}", s(&p.join("inc dir$#")));
+            let src = s(&p.join("src/x.c"));
+            let obj_abs = s(&p.join("build/abs.o"));
+            vec![
+                (
+                    args(&[
+                        cc, "-Wall", &inc, "-MD", "-MT", "x.o", "-MF", "x.o.d", "-o", "x.o", "-c",
+                        &src,
+                    ]),
+                    vec!["x.o", "x.o.d"],
+                ),
+                (
+                    args(&[
+                        cc,
+                        "-Wall",
+                        &inc,
+                        "-MMD",
+                        "-MP",
+                        "-MT",
+                        "custom target",
+                        "-MF",
+                        "y.d",
+                        "-o",
+                        "y.o",
+                        "-c",
+                        &src,
+                    ]),
+                    vec!["y.o", "y.d"],
+                ),
+                (
+                    args(&[cc, "-Wall", &inc, "-MD", "-MF", "abs.d", "-o", &obj_abs, "-c", &src]),
+                    vec!["abs.o", "abs.d"],
+                ),
+                (
+                    args(&[
+                        cc, "-Wall", &inc, "-MD", "-MQ", "q $tgt#", "-MF", "q.d", "-o", "q.o",
+                        "-c", &src,
+                    ]),
+                    vec!["q.o", "q.d"],
+                ),
+                (
+                    args(&[
+                        cc,
+                        "-g",
+                        &format!("-ffile-prefix-map={}=.", s(p)),
+                        &inc,
+                        "-MD",
+                        "-MF",
+                        "g.d",
+                        "-o",
+                        "g.o",
+                        "-c",
+                        &src,
+                    ]),
+                    vec!["g.o", "g.d"],
+                ),
+            ]
+        };
+        for (n, ((mut argv_a, outs), (mut argv_b, _))) in forms(&a).into_iter().zip(forms(&b)).enumerate() {
+            // Each form its own key (output names alone do not make one).
+            argv_a.insert(1, format!("-DFORM={n}"));
+            argv_b.insert(1, format!("-DFORM={n}"));
+            assert_eq!(same_as_plain(&l, &a.join("build"), &argv_a, &outs, &[]), "miss", "{cc}");
+            assert_eq!(same_as_plain(&l, &b.join("build"), &argv_b, &outs, &[]), "hit", "{cc}");
+        }
+    }
+}
+
+/// A project whose header search goes through every kind of directory: quote includes
+/// next to the includer, `-include` from the working directory, `CPATH`,
+/// `C_INCLUDE_PATH`, `-iprefix`/`-iwithprefix`/`-iwithprefixbefore`, `--sysroot` (the
+/// built-in directories under it), `#include_next`, `__has_include`. For each, a new file
+/// that the compiler would now find instead makes the next lookup a MISS, and everything
+/// the launcher writes equals a plain compile.
+#[test]
+fn launcher_new_files_anywhere_on_the_search_path_are_misses() {
+    for cc in c_compilers() {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        let l = Launcher::new(&ctx.cache);
+        // (setup files, argv, env, file to create afterwards)
+        type Case = (
+            &'static [(&'static str, &'static str)],
+            Vec<String>,
+            Vec<(&'static str, &'static str)>,
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
+            // A quote include searches the including file's directory first.
+            (
+                &[
+                    ("src/a.c", "#include \"cfg.h\"\nint a = CFG;\n"),
+                    ("build/cfg.h", "#define CFG 1\n"),
+                ],
+                args(&[cc, "-Ibuild", "-c", "src/a.c", "-o", "a.o"]),
+                vec![],
+                "src/cfg.h",
+            ),
+            // -include looks in the working directory first.
+            (
+                &[("src/b.c", "int b = PRE;\n"), ("inc/pre.h", "#define PRE 1\n")],
+                args(&[cc, "-include", "pre.h", "-Iinc", "-c", "src/b.c", "-o", "b.o"]),
+                vec![],
+                "pre.h",
+            ),
+            // CPATH directories, in order.
+            (
+                &[("src/c.c", "#include <cp.h>\nint c = CP;\n"), ("cp2/cp.h", "#define CP 1\n")],
+                args(&[cc, "-c", "src/c.c", "-o", "c.o"]),
+                vec![("CPATH", "cp1:cp2")],
+                "cp1/cp.h",
+            ),
+            // C_INCLUDE_PATH directories, in order.
+            (
+                &[("src/d.c", "#include <ci.h>\nint d = CI;\n"), ("ci2/ci.h", "#define CI 1\n")],
+                args(&[cc, "-c", "src/d.c", "-o", "d.o"]),
+                vec![("C_INCLUDE_PATH", "ci1:ci2")],
+                "ci1/ci.h",
+            ),
+            // -iwithprefixbefore is searched like -I, before -iwithprefix (like -idirafter).
+            (
+                &[
+                    ("src/e.c", "#include <pw.h>\nint e = PW;\n"),
+                    ("pre/late/pw.h", "#define PW 1\n"),
+                ],
+                args(&[
+                    cc,
+                    "-iprefix",
+                    "pre/",
+                    "-iwithprefix",
+                    "late",
+                    "-iwithprefixbefore",
+                    "early",
+                    "-c",
+                    "src/e.c",
+                    "-o",
+                    "e.o",
+                ]),
+                vec![],
+                "pre/early/pw.h",
+            ),
+            // The built-in directories under a sysroot: <sysroot>/usr/local/include comes
+            // before <sysroot>/usr/include.
+            (
+                &[
+                    ("src/f.c", "#include <sys1.h>\nint f = SYS1;\n"),
+                    ("sysroot/usr/include/sys1.h", "#define SYS1 1\n"),
+                ],
+                args(&[cc, "--sysroot=sysroot", "-c", "src/f.c", "-o", "f.o"]),
+                vec![],
+                "sysroot/usr/local/include/sys1.h",
+            ),
+            // #include_next continues after the wrapper's directory: a new header between
+            // the two is found by it.
+            (
+                &[
+                    ("src/g.c", "#include <w.h>\nint g = W + W1;\n"),
+                    ("inc1/w.h", "#include_next <w.h>\n#define W1 1\n"),
+                    ("inc3/w.h", "#define W 3\n"),
+                ],
+                args(&[cc, "-Iinc1", "-Iinc2", "-Iinc3", "-c", "src/g.c", "-o", "g.o"]),
+                vec![],
+                "inc2/w.h",
+            ),
+            // A lookup that found nothing: __has_include.
+            (
+                &[(
+                    "src/h.c",
+                    "#if __has_include(\"opt.h\")\n#include \"opt.h\"\n#endif\n#ifndef OPT\n#define OPT 0\n#endif\nint h = OPT;\n",
+                )],
+                args(&[cc, "-c", "src/h.c", "-o", "h.o"]),
+                vec![],
+                "src/opt.h",
+            ),
+        ];
+        for (files, argv, env, later) in cases {
+            for (path, text) in files {
+                write_file(&p.join(path), text);
+            }
+            let out = std::path::Path::new(argv.last().unwrap()).to_path_buf();
+            let out = [out.to_str().unwrap()];
+            assert_eq!(same_as_plain(&l, &p, &argv, &out, &env), "miss", "{cc} {argv:?}");
+            assert_eq!(same_as_plain(&l, &p, &argv, &out, &env), "hit", "{cc} {argv:?}");
+            let text = if later.ends_with(".h") {
+                "#define CFG 2\n#define PRE 2\n#define CP 2\n#define CI 2\n#define PW 2\n#define SYS1 2\n#define W 2\n#define OPT 2\n"
+            } else {
+                ""
+            };
+            write_file(&p.join(later), text);
+            assert_eq!(
+                same_as_plain(&l, &p, &argv, &out, &env),
+                "miss",
+                "{cc} {argv:?} after {later}"
+            );
+            assert_eq!(
+                same_as_plain(&l, &p, &argv, &out, &env),
+                "hit",
+                "{cc} {argv:?} after {later}"
+            );
+        }
+    }
+}
+
+/// A `<...>` include never searches `-iquote` directories: a new file there is no reason
+/// to compile again, and whatever the outcome the outputs equal a plain compile.
+#[test]
+fn launcher_angle_includes_do_not_see_iquote_directories() {
+    for cc in c_compilers() {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("src/a.c"), "#include <q.h>\nint a = Q;\n");
+        write_file(&p.join("id/q.h"), "#define Q 1\n");
+        let l = Launcher::new(&ctx.cache);
+        let argv = args(&[cc, "-iquote", "qd", "-Iid", "-c", "src/a.c", "-o", "a.o"]);
+        assert_eq!(same_as_plain(&l, &p, &argv, &["a.o"], &[]), "miss");
+        write_file(&p.join("qd/q.h"), "#define Q 2\n");
+        let outcome = same_as_plain(&l, &p, &argv, &["a.o"], &[]);
+        assert!(outcome == "hit" || outcome == "miss", "{outcome}");
+    }
+}
+
+/// `d3/../h.h` where `d3` is a symlink is the file the kernel finds (`..` of the link's
+/// target), not `h.h` next to the source: a change there is a MISS, a change of the decoy
+/// is not.
+#[test]
+fn launcher_paths_are_resolved_as_the_kernel_does() {
+    for cc in c_compilers() {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("src/a.c"), "#include \"d3/../h.h\"\nint a = H;\n");
+        write_file(&p.join("src/h.h"), "#define H 1\n");
+        write_file(&p.join("real/h.h"), "#define H 2\n");
+        std::fs::create_dir_all(p.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink(p.join("real/sub"), p.join("src/d3")).unwrap();
+        let l = Launcher::new(&ctx.cache);
+        let argv = args(&[cc, "-MD", "-c", "src/a.c", "-o", "a.o"]);
+        let outs = ["a.o", "a.d"];
+        assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), "miss");
+        assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), "hit");
+        write_file(&p.join("src/h.h"), "#define H 3\n");
+        assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), "hit", "the decoy is not read");
+        write_file(&p.join("real/h.h"), "#define H 4\n");
+        assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), "miss", "the file read changed");
+    }
+}
+
+/// A working directory entered through a symlink (`$PWD` logical) with the base directory
+/// given the same way: a second checkout entered the same way finds the same key and HITs.
+#[test]
+fn launcher_a_symlinked_working_directory_keeps_its_keys() {
+    for cc in c_compilers() {
+        let ctx = TestContext::new();
+        let mut argvs = Vec::new();
+        for name in ["a", "b"] {
+            let real = ctx.path(&format!("real-{name}/proj"));
+            write_file(&real.join("inc/x.h"), "#define X 1\n");
+            write_file(&real.join("src/x.c"), "#include \"x.h\"\nint x = X;\n");
+            std::fs::create_dir_all(real.join("build")).unwrap();
+            std::os::unix::fs::symlink(
+                ctx.path(&format!("real-{name}")),
+                ctx.path(&format!("link-{name}")),
+            )
+            .unwrap();
+            let logical = ctx.path(&format!("link-{name}/proj"));
+            let argv = args(&[
+                cc,
+                &format!("-I{}", s(&logical.join("inc"))),
+                "-MD",
+                "-MF",
+                "x.d",
+                "-c",
+                &s(&logical.join("src/x.c")),
+                "-o",
+                "x.o",
+            ]);
+            argvs.push((logical, argv));
+        }
+        let mut outcomes = Vec::new();
+        for (logical, argv) in &argvs {
+            let l = Launcher::new(&ctx.cache)
+                .base_dirs(&[logical.as_path()])
+                .env("PWD", logical.join("build"));
+            let build = logical.join("build");
+            outcomes.push(same_as_plain(
+                &l,
+                &build,
+                argv,
+                &["x.o", "x.d"],
+                &[("PWD", build.to_str().unwrap())],
+            ));
+        }
+        assert_eq!(outcomes, ["miss", "hit"], "{cc}");
+    }
+}
+
+/// Time macros: `__TIMESTAMP__` is the source's mtime even with `SOURCE_DATE_EPOCH` (GCC),
+/// and Clang before 16 fixes none of them from it: never cached where the compiler does not
+/// make them reproducible; `__DATE__` with GCC and `SOURCE_DATE_EPOCH` is.
+#[test]
+fn launcher_time_macros_are_cached_only_where_the_compiler_fixes_them() {
+    for cc in c_compilers() {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("t.c"), "const char *t = __TIMESTAMP__;\n");
+        write_file(&p.join("d.c"), "const char *d = __DATE__ \" \" __TIME__;\n");
+        let l = Launcher::new(&ctx.cache);
+        let epoch = [("SOURCE_DATE_EPOCH", "86400")];
+        let t = args(&[cc, "-c", "t.c", "-o", "t.o"]);
+        assert_eq!(same_as_plain(&l, &p, &t, &["t.o"], &epoch), "uncacheable:time_macros", "{cc}");
+        // A later mtime: the plain compile embeds another string, and so does the launcher.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        write_file(&p.join("t.c"), "const char *t = __TIMESTAMP__;\n");
+        assert_eq!(same_as_plain(&l, &p, &t, &["t.o"], &epoch), "uncacheable:time_macros", "{cc}");
+        let d = args(&[cc, "-c", "d.c", "-o", "d.o"]);
+        let first = same_as_plain(&l, &p, &d, &["d.o"], &epoch);
+        if cc == "gcc" {
+            assert_eq!(first, "miss");
+            assert_eq!(same_as_plain(&l, &p, &d, &["d.o"], &epoch), "hit");
+        } else {
+            // Clang 14 (Debian 12) ignores SOURCE_DATE_EPOCH; Clang 16+ honours it.
+            assert!(first == "uncacheable:time_macros" || first == "miss", "{first}");
+        }
+        assert_eq!(same_as_plain(&l, &p, &d, &["d.o"], &[]), "uncacheable:time_macros", "{cc}");
+    }
+}
+
+/// Options the launcher adds go before `--` (after it every argument is a file; Clang has
+/// it, GCC refuses it, and so does the launcher's run of GCC).
+#[test]
+fn launcher_compiles_with_the_end_of_options_marker() {
+    for cc in c_compilers() {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("test1.c"), "int t1 = 1;\n");
+        let l = Launcher::new(&ctx.cache);
+        for (argv, outs) in [
+            (args(&[cc, "-c", "--", "test1.c"]), vec!["test1.o"]),
+            (args(&[cc, "-c", "-MD", "-o", "t.o", "--", "test1.c"]), vec!["t.o", "t.d"]),
+        ] {
+            if cc == "gcc" {
+                assert_eq!(same_as_plain(&l, &p, &argv, &[], &[]), "compile_failed", "{argv:?}");
+                continue;
+            }
+            assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), "miss", "{argv:?}");
+            assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), "hit", "{argv:?}");
+        }
+    }
+}
+
+/// The names of the outputs are not part of the key: another `-o`, `-MF`, `-MT` or `-MQ`
+/// HITs, and the HIT writes the outputs under the current names with a depfile naming the
+/// current targets.
+#[test]
+fn launcher_renamed_outputs_hit_with_the_current_names() {
+    for cc in c_compilers() {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("inc/x.h"), "#define X 1\n");
+        write_file(&p.join("src/x.c"), "#include \"x.h\"\nint x = X;\n");
+        std::fs::create_dir_all(p.join("out/deep dir")).unwrap();
+        let l = Launcher::new(&ctx.cache);
+        let steps: Vec<(Vec<String>, Vec<&str>, &str)> = vec![
+            (
+                args(&[cc, "-Iinc", "-MD", "-MP", "-c", "src/x.c", "-o", "x.o"]),
+                vec!["x.o", "x.d"],
+                "miss",
+            ),
+            (
+                args(&[cc, "-Iinc", "-MD", "-MP", "-c", "src/x.c", "-o", "out/y.o"]),
+                vec!["out/y.o", "out/y.d"],
+                "hit",
+            ),
+            (
+                args(&[
+                    cc,
+                    "-Iinc",
+                    "-MD",
+                    "-MP",
+                    "-MF",
+                    "out/deep dir/z.dep",
+                    "-MT",
+                    "a b",
+                    "-MQ",
+                    "$c#",
+                    "-c",
+                    "src/x.c",
+                    "-o",
+                    "out/deep dir/z.o",
+                ]),
+                vec!["out/deep dir/z.o", "out/deep dir/z.dep"],
+                "hit",
+            ),
+        ];
+        for (argv, outs, want) in steps {
+            assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), want, "{cc} {argv:?}");
+        }
+    }
+}
+
+/// A header edited many times and reverted, or two branches built in turn: the earlier
+/// result is still there, because candidates are kept by use, not by age.
+#[test]
+fn launcher_a_revert_after_many_edits_hits() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let p = ctx.path("proj");
+    write_file(&p.join("x.h"), "#define X 0\n");
+    write_file(&p.join("x.c"), "#include \"x.h\"\nint x = X;\n");
+    let l = Launcher::new(&ctx.cache);
+    let argv = args(&["gcc", "-MD", "-c", "x.c", "-o", "x.o"]);
+    let outs = ["x.o", "x.d"];
+    assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), "miss");
+    assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), "hit");
+    for n in 1..=20 {
+        write_file(&p.join("x.h"), format!("#define X {n}\n"));
+        assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), "miss", "edit {n}");
+    }
+    write_file(&p.join("x.h"), "#define X 0\n");
+    assert_eq!(same_as_plain(&l, &p, &argv, &outs, &[]), "hit", "the revert");
+}
+
+/// Compilers are put in a family by what they report, not by their name: Clang called
+/// `aarch64-linux-gnu-gcc` writes Clang's depfile, GCC called `bisheng` writes GCC's; a
+/// HIT writes what each writes (the two wrap and escape depfiles differently).
+#[test]
+fn launcher_families_are_known_by_what_the_compiler_reports() {
+    let [gcc, clang] = c_compilers();
+    let ctx = TestContext::new();
+    let bin = ctx.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let which = |t: &str| -> PathBuf {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {t}"))
+            .output()
+            .unwrap();
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    };
+    std::os::unix::fs::symlink(which(clang), bin.join("aarch64-linux-gnu-gcc")).unwrap();
+    std::os::unix::fs::symlink(which(gcc), bin.join("bisheng")).unwrap();
+    std::os::unix::fs::symlink(which(gcc), bin.join("cc")).unwrap();
+    let p = ctx.path("proj");
+    let long = "a-directory-with-a-rather-long-name/and-another-long-subdirectory-name";
+    write_file(&p.join(long).join("x.h"), "#define X 1\n");
+    write_file(&p.join("src/x.c"), "#include \"x.h\"\nint x = X;\n");
+    let l = Launcher::new(&ctx.cache);
+    for cc in ["aarch64-linux-gnu-gcc", "bisheng", "cc"] {
+        let exe = s(&bin.join(cc));
+        let argv = args(&[&exe, &format!("-I{long}"), "-MD", "-MP", "-c", "src/x.c", "-o", "x.o"]);
+        assert_eq!(same_as_plain(&l, &p, &argv, &["x.o", "x.d"], &[]), "miss", "{cc}");
+        assert_eq!(same_as_plain(&l, &p, &argv, &["x.o", "x.d"], &[]), "hit", "{cc}");
+    }
+}
