@@ -208,3 +208,115 @@ fn launcher_plain_makefile_with_cc_set_to_strata_gcc() {
     tool(&l, &b, "make", &["clean".into()]);
     assert_eq!(make(&b, &via), counts(&[("hit", 3)]));
 }
+
+/// A multi-directory project laid out like zstd's CMake build: `build/cmake/CMakeLists.txt`
+/// names sources outside its own directory, so CMake names each object after the source's
+/// absolute path (`CMakeFiles/core.dir/<checkout>/lib/core/b.c.o`, in `-o`, `-MT`, `-MF`).
+const MULTI_CMAKELISTS: &str = r#"cmake_minimum_required(VERSION 3.16)
+project(multi C)
+get_filename_component(ROOT "${CMAKE_CURRENT_SOURCE_DIR}/../.." ABSOLUTE)
+add_library(common STATIC ${ROOT}/lib/common/a.c ${ROOT}/lib/common/a2.c)
+target_include_directories(common PUBLIC ${ROOT}/lib/common)
+add_library(core STATIC ${ROOT}/lib/core/b.c ${ROOT}/lib/core/b2.c)
+target_include_directories(core PUBLIC ${ROOT}/lib/core)
+target_link_libraries(core common)
+add_executable(app ${ROOT}/app/main.c)
+target_link_libraries(app core)
+add_executable(tool ${ROOT}/tools/t.c)
+"#;
+
+fn multi_project(root: &Path) {
+    write_file(&root.join("build/cmake/CMakeLists.txt"), MULTI_CMAKELISTS);
+    write_file(&root.join("lib/common/common.h"), "#define COMMON 1\n");
+    write_file(
+        &root.join("lib/common/a.c"),
+        "#include \"common.h\"\nint a(void) { return COMMON; }\n",
+    );
+    write_file(&root.join("lib/common/a2.c"), "int a2(void) { return 2; }\n");
+    write_file(&root.join("lib/core/core.h"), "#include \"common.h\"\nint b(void);\n");
+    write_file(
+        &root.join("lib/core/b.c"),
+        "#include \"core.h\"\nint b(void) { return COMMON + 1; }\n",
+    );
+    write_file(
+        &root.join("lib/core/b2.c"),
+        "#include <string.h>\nint b2(void) { return (int)strlen(\"x\"); }\n",
+    );
+    write_file(
+        &root.join("app/main.c"),
+        "#include <stdio.h>\n#include \"core.h\"\nint main(void) { printf(\"%d\\n\", b() + COMMON); return 0; }\n",
+    );
+    write_file(&root.join("tools/t.h"), "#define T 3\n");
+    write_file(&root.join("tools/t.c"), "#include \"t.h\"\nint main(void) { return T - 3; }\n");
+}
+
+/// The object files `ninja -n` would build in `out` (paths with `checkout` replaced by
+/// `<checkout>`).
+fn would_build(l: &Launcher, out: &Path, checkout: &Path) -> Vec<String> {
+    let r = tool(l, out, "ninja", &["-n".into()]);
+    let mut objs: Vec<String> = r
+        .stdout
+        .lines()
+        .filter_map(|line| line.split_once("Building C object ").map(|(_, o)| o.trim().to_owned()))
+        .map(|o| o.replace(&s(checkout), "<checkout>"))
+        .collect();
+    objs.sort();
+    objs
+}
+
+/// Objects of a build tree with the checkout's path in their names replaced.
+fn objects_named(dir: &Path, checkout: &Path) -> BTreeMap<String, Vec<u8>> {
+    objects(dir).into_iter().map(|(k, v)| (k.replace(&s(checkout), "<checkout>"), v)).collect()
+}
+
+/// Issue 24's real-project check: a second checkout filled from the first's entries (the
+/// base directory is the checkouts' shared parent, as ccache users set `base_dir`), then a
+/// header edited: ninja re-runs exactly the compiles a plain build re-runs, every object
+/// equals the plain build's, and the reverted header is all HITs.
+#[test]
+fn launcher_cmake_second_checkout_rebuilds_exactly_what_a_plain_build_rebuilds() {
+    require_tool("cmake", "apt-get install cmake");
+    require_tool("ninja", "apt-get install ninja-build");
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let w = ctx.path("w");
+    let (a, b, c) = (w.join("a/proj"), w.join("b/proj"), w.join("c/proj"));
+    for p in [&a, &b, &c] {
+        multi_project(p);
+    }
+    let l = Launcher::new(&ctx.cache).base_dirs(&[&w]);
+    let out = |p: &Path| p.join("build/cmake/out");
+    for (p, launcher) in [(&a, true), (&b, true), (&c, false)] {
+        configure(&l, &p.join("build/cmake"), &out(p), "Ninja", launcher);
+    }
+    const ALL: u64 = 6;
+    assert_eq!(build(&l, &out(&a)), counts(&[("miss", ALL)]), "the first checkout: cold");
+    assert_eq!(build(&l, &out(&b)), counts(&[("hit", ALL)]), "the second: every TU hits");
+    assert_eq!(build(&l, &out(&c)), counts(&[]), "the plain reference");
+    assert_eq!(objects_named(&out(&b), &b), objects_named(&out(&c), &c));
+    // The depfiles the HITs wrote name the second checkout's headers: the same edit
+    // makes ninja re-run the same compiles in both.
+    for p in [&b, &c] {
+        write_file(&p.join("lib/common/common.h"), "#define COMMON 2\n");
+    }
+    let want = would_build(&l, &out(&c), &c);
+    assert_eq!(want.len(), 3, "a.c, b.c and main.c include common.h: {want:?}");
+    assert_eq!(would_build(&l, &out(&b), &b), want);
+    assert_eq!(build(&l, &out(&b)), counts(&[("miss", 3)]));
+    assert_eq!(build(&l, &out(&c)), counts(&[]));
+    assert_eq!(objects_named(&out(&b), &b), objects_named(&out(&c), &c));
+    // Reverted: the earlier results come back.
+    for p in [&b, &c] {
+        write_file(&p.join("lib/common/common.h"), "#define COMMON 1\n");
+    }
+    assert_eq!(would_build(&l, &out(&b), &b), want);
+    assert_eq!(build(&l, &out(&b)), counts(&[("hit", 3)]));
+    assert_eq!(build(&l, &out(&c)), counts(&[]));
+    assert_eq!(objects_named(&out(&b), &b), objects_named(&out(&c), &c));
+    // A header only one TU reads.
+    for p in [&b, &c] {
+        write_file(&p.join("tools/t.h"), "#define T 4\n");
+    }
+    assert_eq!(would_build(&l, &out(&b), &b), would_build(&l, &out(&c), &c));
+    assert_eq!(would_build(&l, &out(&b), &b).len(), 1);
+}

@@ -99,7 +99,9 @@ fn launcher_relocated_hits_write_the_current_checkouts_paths() {
                 ),
             ]
         };
-        for (n, ((mut argv_a, outs), (mut argv_b, _))) in forms(&a).into_iter().zip(forms(&b)).enumerate() {
+        for (n, ((mut argv_a, outs), (mut argv_b, _))) in
+            forms(&a).into_iter().zip(forms(&b)).enumerate()
+        {
             // Each form its own key (output names alone do not make one).
             argv_a.insert(1, format!("-DFORM={n}"));
             argv_b.insert(1, format!("-DFORM={n}"));
