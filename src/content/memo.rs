@@ -115,7 +115,7 @@ impl VerifyMemo {
     pub fn load(path: &Path, subject: &str) -> Self {
         let mut memo = Self::new(subject);
         let record = match fs::read_capped_nofollow(path, MAX_MEMO_BYTES) {
-            Ok(Some(bytes)) => record::load_as::<MemoRecord>(&bytes, &VERIFY_MEMO_SCHEMA),
+            Ok(Some(bytes)) => record::load_payload_as::<MemoRecord>(&bytes, &VERIFY_MEMO_SCHEMA),
             Ok(None) => return memo,
             Err(e) => {
                 if !e.is_not_found() {
@@ -125,7 +125,7 @@ impl VerifyMemo {
             }
         };
         match record {
-            Ok((_, r)) if r.subject == subject => {
+            Ok(r) if r.subject == subject => {
                 memo.files =
                     r.files.iter().map(|f| (f.path.clone(), (f.stamp(), f.digest))).collect();
                 memo.used = r.used;
@@ -197,6 +197,26 @@ impl VerifyMemo {
             }
         } else {
             self.forget(rel);
+        }
+    }
+
+    /// [`VerifyMemo::remember`], except that a stamp too young to remember leaves an older
+    /// entry in place (it no longer matches, so it vouches for nothing) instead of dropping
+    /// it: for things that change on every use (a build directory the compile writes into),
+    /// so the memo is not rewritten each time.
+    pub fn remember_if_settled(
+        &mut self,
+        rel: &RelPath,
+        stamp: FileStamp,
+        digest: ContentDigest,
+        began: SystemTime,
+    ) {
+        let cutoff = began
+            .checked_sub(MIN_STAMP_AGE)
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i128);
+        if stamp.mtime_ns < cutoff && stamp.ctime_ns < cutoff {
+            self.remember(rel, stamp, digest, began);
         }
     }
 

@@ -568,11 +568,10 @@ impl Archive<'_> {
         let candidate = Candidate {
             observed_by: "archive".into(),
             inputs: Vec::new(),
-            absent: Vec::new(),
-            present: Vec::new(),
+            names: Vec::new(),
             listed: Vec::new(),
             pins: Vec::new(),
-            names: None,
+            object_name: None,
             origin: entry::Origin::of(here),
             outputs: vec![Output { role: "archive".into(), digest, size_bytes: size, path: None }],
             depfile: None,

@@ -13,7 +13,6 @@
 //! Both memos live in the entry's verification memo ([`crate::content::memo`]),
 //! machine-local: on another machine the first HIT checks everything once.
 
-use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -22,7 +21,7 @@ use crate::content::VerifyMemo;
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, FileStamp};
 
-use super::entry::{self, Candidate, Kind};
+use super::entry::{self, Candidate, Kind, Names};
 use super::location::{Location, Spelled};
 
 /// Why a candidate does not apply here (for `STRATA_EXPLAIN` and tests).
@@ -68,10 +67,10 @@ pub fn check(
     memo: &mut VerifyMemo,
     began: SystemTime,
 ) -> Result<(), Mismatch> {
-    if let Some(names) = &candidate.names
-        && here.encode(object.as_os_str()) != *names
+    if let Some(name) = &candidate.object_name
+        && here.encode(object.as_os_str()) != *name
     {
-        return Err(Mismatch::Names(names.clone()));
+        return Err(Mismatch::Names(name.clone()));
     }
     if !candidate.pins.is_empty() {
         let origin = candidate.origin.location();
@@ -88,18 +87,9 @@ pub fn check(
         let path = here.here(&spelled).ok_or_else(|| Mismatch::Unplaceable(text.into()))?;
         Ok(here.absolute(Path::new(&path)))
     };
-    // Facts about names, by directory.
-    let mut groups: BTreeMap<PathBuf, Vec<(PathBuf, Option<Kind>)>> = BTreeMap::new();
-    for a in &candidate.absent {
-        let path = place(a)?;
-        groups.entry(parent(&path)).or_default().push((path, None));
-    }
-    for p in &candidate.present {
-        let path = place(&p.path)?;
-        groups.entry(parent(&path)).or_default().push((path, Some(p.kind)));
-    }
-    for (dir, facts) in &groups {
-        check_group(dir, facts, memo, began)?;
+    for group in &candidate.names {
+        let dir = place(&group.dir)?;
+        check_group(&dir, group, memo, began)?;
     }
     for input in &candidate.inputs {
         let path = place(&input.path)?;
@@ -114,43 +104,44 @@ pub fn check(
     Ok(())
 }
 
-/// The directory holding `path` (by string: the kernel resolves it when it is `stat`ed).
-fn parent(path: &Path) -> PathBuf {
-    path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"))
-}
-
 /// Checks one directory's facts: vouched for by its stamp, else one by one.
 fn check_group(
     dir: &Path,
-    facts: &[(PathBuf, Option<Kind>)],
+    group: &Names,
     memo: &mut VerifyMemo,
     began: SystemTime,
 ) -> Result<(), Mismatch> {
     let stamp = fs::metadata(dir).ok().map(|m| FileStamp::of(&m));
-    let digest = group_digest(facts);
+    let digest = group_digest(group);
     let name = entry::directory_memo_name(dir, &digest);
     if let Some(stamp) = &stamp
         && memo.vouches(&name, stamp, &digest)
     {
         return Ok(());
     }
-    for (path, kind) in facts {
-        let now = match kind {
-            None | Some(Kind::Symlink) => fs::symlink_metadata_opt(path).ok().flatten(),
-            Some(_) => fs::metadata(path).ok(),
+    if stamp.is_some() || !group.present.is_empty() {
+        for absent in &group.absent {
+            let path = dir.join(entry::decode_path(absent));
+            if fs::symlink_metadata_opt(&path).ok().flatten().is_some() {
+                return Err(Mismatch::Appeared(path));
+            }
+        }
+    }
+    for present in &group.present {
+        let path = dir.join(entry::decode_path(&present.name));
+        let now = match present.kind {
+            Kind::Symlink => fs::symlink_metadata_opt(&path).ok().flatten(),
+            _ => fs::metadata(&path).ok(),
         };
-        match (kind, now) {
-            (None, None) => {}
-            (None, Some(_)) => return Err(Mismatch::Appeared(path.clone())),
-            (Some(kind), Some(meta)) if kind_of(&meta) == *kind => {}
-            (Some(_), _) => return Err(Mismatch::Changed(path.clone())),
+        if now.is_none_or(|meta| kind_of(&meta) != present.kind) {
+            return Err(Mismatch::Changed(path));
         }
     }
     // Remembered only if the directory did not change while it was checked.
     if let Some(stamp) = stamp
         && fs::metadata(dir).ok().map(|m| FileStamp::of(&m)) == Some(stamp)
     {
-        memo.remember(&name, stamp, digest, began);
+        memo.remember_if_settled(&name, stamp, digest, began);
     }
     Ok(())
 }
@@ -169,20 +160,20 @@ pub fn kind_of(meta: &std::fs::Metadata) -> Kind {
     }
 }
 
-/// The digest of a directory's facts (their order does not matter).
-fn group_digest(facts: &[(PathBuf, Option<Kind>)]) -> ContentDigest {
-    let mut lines: Vec<Vec<u8>> = facts
-        .iter()
-        .map(|(p, k)| {
-            let mut line = p.file_name().unwrap_or(p.as_os_str()).as_bytes().to_vec();
-            line.push(0);
-            line.extend_from_slice(format!("{k:?}").as_bytes());
-            line
-        })
-        .collect();
-    lines.sort();
-    lines.dedup();
-    ContentDigest::of_bytes(DigestAlgorithm::Blake3, &lines.join(&b'\n'))
+/// The digest of a directory's facts.
+fn group_digest(group: &Names) -> ContentDigest {
+    let mut bytes = Vec::with_capacity(64 * (group.absent.len() + group.present.len()));
+    for absent in &group.absent {
+        bytes.extend_from_slice(b"a\0");
+        bytes.extend_from_slice(absent.as_bytes());
+        bytes.push(0);
+    }
+    for present in &group.present {
+        bytes.extend_from_slice(format!("p\0{:?}\0", present.kind).as_bytes());
+        bytes.extend_from_slice(present.name.as_bytes());
+        bytes.push(0);
+    }
+    ContentDigest::of_bytes(DigestAlgorithm::Blake3, &bytes)
 }
 
 /// Checks one input file: its stamp vouched for, else its bytes hashed.
@@ -237,11 +228,17 @@ mod tests {
         let cand = Candidate {
             observed_by: "trace".into(),
             inputs: vec![Input { path: "\\c1/src/inc/x.h".into(), digest }],
-            absent: vec!["\\c1/src/x.h".into(), "../src/inc/x.h.gch".into()],
-            present: vec![Present { path: "\\c1/src/inc".into(), kind: Kind::Directory }],
+            names: vec![
+                Names {
+                    dir: "\\c1/src".into(),
+                    absent: vec!["x.h".into()],
+                    present: vec![Present { name: "inc".into(), kind: Kind::Directory }],
+                },
+                Names { dir: "../src/inc".into(), absent: vec!["x.h.gch".into()], present: vec![] },
+            ],
             listed: vec![],
             pins: vec![],
-            names: None,
+            object_name: None,
             origin: Origin::of(&here),
             outputs: vec![],
             depfile: None,

@@ -15,14 +15,14 @@
 //!
 //! * `inputs`: every file it read (headers, `.incbin` data, a precompiled header, the
 //!   programs it ran), with its digest;
-//! * `absent`: every path it looked up and did not find (a header in an earlier include
-//!   directory, `__has_include("opt.h")`, `x.h.gch` next to each header): none may exist;
-//! * `present`: paths it looked up that existed and were not read (include directories),
-//!   with what they were;
+//! * `names`, by directory: every name it looked up and did not find (a header in an
+//!   earlier include directory, `__has_include("opt.h")`, `x.h.gch` next to each header):
+//!   none may exist; names it looked up that existed and were not read (include
+//!   directories), with what they were;
 //! * `listed`: directories whose entries it read, with the digest of the names;
 //! * `pins`: the absolute paths under the working or a base directory that the outputs
 //!   embed (`__FILE__`, debug information); each must name itself here;
-//! * `names`: the object's path at the origin, when an output depends on it;
+//! * `object_name`: the object's path at the origin, when an output depends on it;
 //! * `outputs`, `depfile`, `stdout`/`stderr`: what a HIT writes and replays.
 //!
 //! Paths are in their record form ([`super::location::Spelled`]): relative to the working
@@ -91,14 +91,30 @@ pub enum Kind {
     Symlink,
 }
 
-/// A path that existed when the compile looked it up.
+/// A name that existed when the compile looked it up.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Present {
-    /// Path, in record form.
-    pub path: String,
+    /// The name (one path component, name-encoded).
+    pub name: String,
     /// What it was.
     pub kind: Kind,
+}
+
+/// The facts about names in one directory: what must not exist there and what must exist
+/// as it was. A HIT checks a group with one `stat` of the directory when the verification
+/// memo vouches for the directory's stamp ([`super::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Names {
+    /// The directory, in record form (`.` for the working directory).
+    pub dir: String,
+    /// Names (one component each, name-encoded) that must not exist in it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<String>,
+    /// Names that must exist in it as they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub present: Vec<Present>,
 }
 
 /// One output file of a candidate.
@@ -178,10 +194,8 @@ pub struct Candidate {
     pub observed_by: String,
     /// Files read, with digests, in the order first read.
     pub inputs: Vec<Input>,
-    /// Paths (record form) that must not exist.
-    pub absent: Vec<String>,
-    /// Paths that must exist as they were.
-    pub present: Vec<Present>,
+    /// Names looked up, by directory: absent ones, and present ones that were not read.
+    pub names: Vec<Names>,
     /// Directories whose names were read.
     pub listed: Vec<Input>,
     /// Absolute paths (name-encoded) the outputs embed; each must name itself here.
@@ -189,7 +203,7 @@ pub struct Candidate {
     /// The object's path at the origin (record form), when an output depends on it: the
     /// candidate applies only where the object has that path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub names: Option<String>,
+    pub object_name: Option<String>,
     /// Where it was saved.
     pub origin: Origin,
     /// Outputs, in the order the launcher writes them.
@@ -206,30 +220,28 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// A short stable name of this candidate (16 hex of BLAKE3 over its facts and outputs),
-    /// for the memo's record of which candidates were used.
+    /// A short stable name of this candidate (16 hex of BLAKE3 over its save time, its
+    /// outputs' digests and the number of its facts), for the memo's record of which
+    /// candidates were used. Cheap: it is computed on every lookup.
     pub fn id(&self) -> String {
-        let bytes = serde_json::to_vec(&(
-            &self.inputs,
-            &self.absent,
-            &self.present,
-            &self.listed,
-            &self.pins,
-            &self.outputs,
-            &self.origin,
-        ))
-        .unwrap_or_default();
-        blake3::hash(&bytes).to_hex()[..16].to_owned()
+        let mut h = blake3::Hasher::new();
+        h.update(self.created_at.as_bytes());
+        for o in self.outputs.iter().chain(&self.stdout).chain(&self.stderr) {
+            h.update(o.digest.as_bytes());
+        }
+        h.update(&(self.inputs.len() as u64).to_le_bytes());
+        h.update(&(self.names.len() as u64).to_le_bytes());
+        h.update(self.inputs.last().map_or(&[][..], |i| i.digest.as_bytes()));
+        h.finalize().to_hex()[..16].to_owned()
     }
 
     /// True if the two have the same facts (a new save replaces the old one).
     pub fn same_facts(&self, other: &Candidate) -> bool {
         self.inputs == other.inputs
-            && self.absent == other.absent
-            && self.present == other.present
+            && self.names == other.names
             && self.listed == other.listed
             && self.pins == other.pins
-            && self.names == other.names
+            && self.object_name == other.object_name
     }
 }
 
@@ -364,8 +376,8 @@ pub fn load(place: &EntryPlace, key: &str) -> Result<Option<CompileManifest>, Er
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(unusable(e.to_string())),
     };
-    let manifest = match record::load_as::<CompileManifest>(&bytes, &COMPILE_ENTRY_SCHEMA) {
-        Ok((_, manifest)) => manifest,
+    let manifest = match record::load_payload_as::<CompileManifest>(&bytes, &COMPILE_ENTRY_SCHEMA) {
+        Ok(manifest) => manifest,
         Err(record::Error::UnknownSchema { found_name, found_version, .. })
             if found_name == COMPILE_ENTRY_SCHEMA.name
                 && found_version < COMPILE_ENTRY_SCHEMA.version =>
@@ -453,11 +465,10 @@ mod tests {
                 path: format!("h{n}.h"),
                 digest: ContentDigest::of_bytes(DigestAlgorithm::Blake3, &[n]),
             }],
-            absent: vec![],
-            present: vec![],
+            names: vec![],
             listed: vec![],
             pins: vec![],
-            names: None,
+            object_name: None,
             origin: Origin { cwd: "/w".into(), pwd: None, bases: vec![] },
             outputs: vec![],
             depfile: None,

@@ -312,11 +312,34 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
         not_cached_in(COMPILE, &config, &cache, reason, what, out);
         unchanged()
     };
-    let compile = match args::classify(args) {
+    let what = || command_line(compiler, args);
+    let Some(tool) = compiler.to_str().and_then(|c| crate::toolchain::resolve_tool(c, None)) else {
+        return skip("uncacheable:compiler_not_found", &what());
+    };
+    if std::env::current_exe().ok().and_then(|p| fs::canonicalize(&p).ok()).as_ref() == Some(&tool)
+    {
+        out.warn(format!(
+            "the compiler {} is strata itself; give the real compiler after `strata`",
+            compiler.to_string_lossy()
+        ));
+        return Step::Exit { code: 1, stdout: Vec::new(), stderr: Vec::new() };
+    }
+    // A program whose preprocessor does not answer the probe is not a compiler strata
+    // knows (or not a compiler at all): it runs unchanged, counted.
+    let probe = match family::probe(&tool, Some(&cache.memo_dir())) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::debug!("{}: {e}", tool.display());
+            return skip("uncacheable:unknown_compiler_family", &what());
+        }
+    };
+    let Some(kind) = probe.kind else {
+        return skip("uncacheable:unknown_compiler_family", &what());
+    };
+    let compile = match kind.family().classify(args) {
         Classified::Cacheable(c) => c,
         Classified::Uncacheable(reason) => {
-            let what = command_line(compiler, args);
-            return skip(&format!("uncacheable:{}", reason.name()), &what);
+            return skip(&format!("uncacheable:{}", reason.name()), &what());
         }
     };
     let source = compile.source.display();
@@ -328,31 +351,6 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
     if let Some(name) = UNCACHEABLE_ENVIRONMENT.iter().find(|n| std::env::var_os(n).is_some()) {
         return skip(&format!("uncacheable:environment_{}", name.to_lowercase()), &source);
     }
-    let Some(tool) = compiler.to_str().and_then(|c| crate::toolchain::resolve_tool(c, None)) else {
-        return skip("uncacheable:compiler_not_found", &source);
-    };
-    if std::env::current_exe().ok().and_then(|p| fs::canonicalize(&p).ok()).as_ref() == Some(&tool)
-    {
-        out.warn(format!(
-            "the compiler {} is strata itself; give the real compiler after `strata`",
-            compiler.to_string_lossy()
-        ));
-        return Step::Exit { code: 1, stdout: Vec::new(), stderr: Vec::new() };
-    }
-    let probe = match family::probe(&tool, Some(&cache.memo_dir())) {
-        Ok(p) => p,
-        Err(e) => {
-            out.warn(format!(
-                "cannot identify the compiler {}: {e}; running it without the cache",
-                tool.display()
-            ));
-            counters::bump(&cache, COMPILE, "error");
-            return unchanged();
-        }
-    };
-    let Some(kind) = probe.kind else {
-        return skip("uncacheable:unknown_compiler_family", &source);
-    };
     let run = compile::Run {
         config: &config,
         cache: &cache,

@@ -25,7 +25,7 @@ use crate::fs::{self, FileStamp, LockWait};
 use super::args::Depfile;
 use super::compile::{Run, Source};
 use super::entry::{
-    self, Candidate, CompileManifest, EntryPlace, Input, Kind, Origin, Output, Present,
+    self, Candidate, CompileManifest, EntryPlace, Input, Kind, Names, Origin, Output, Present,
 };
 use super::location::Location;
 use super::{Error, Outcome, Step, depfile, model, observe, remote, trace};
@@ -230,12 +230,7 @@ impl Run<'_> {
         let candidate = Candidate {
             observed_by: mode.into(),
             inputs: recorded,
-            absent: learnt.absent.iter().map(|p| record_form(here, p)).collect(),
-            present: learnt
-                .present
-                .iter()
-                .map(|(p, kind)| Present { path: record_form(here, p), kind: *kind })
-                .collect(),
+            names: name_groups(here, &learnt.absent, &learnt.present),
             listed: learnt
                 .listed
                 .iter()
@@ -245,7 +240,7 @@ impl Run<'_> {
                 })
                 .collect(),
             pins: stored.pins,
-            names: stored.names,
+            object_name: stored.object_name,
             origin: Origin::of(here),
             outputs: stored.outputs,
             depfile: depfile.map(|(record, _)| record),
@@ -371,7 +366,7 @@ impl Run<'_> {
     fn search_lists(&self) -> Result<model::SearchLists, Error> {
         let output = self
             .command()
-            .args(model::search_list_args(self.compile))
+            .args(self.family.search_list_args(self.compile))
             .stdin(Stdio::null())
             .output()
             .map_err(|source| Error::Spawn { program: self.tool.to_path_buf(), source })?;
@@ -527,6 +522,59 @@ fn record_form(here: &Location, path: &Path) -> String {
         return entry::encode_path(Path::new(OsStr::from_bytes(rest)));
     }
     here.encode(path.as_os_str())
+}
+
+/// The facts about names to record, by directory: each absent path replaced by its
+/// shortest prefix that is absent (`src/bits` for `src/bits/vector` when `src/bits` does
+/// not exist: a stronger fact, in a directory that exists, so a HIT checks it with one
+/// `stat` of that directory), and each present one, deduplicated; directories in record
+/// form.
+fn name_groups(here: &Location, absent: &[PathBuf], present: &[(PathBuf, Kind)]) -> Vec<Names> {
+    let mut groups: Vec<Names> = Vec::new();
+    let mut index: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    let mut group = |dir: &Path| -> usize {
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        let record = record_form(here, dir);
+        *index.entry(record.clone()).or_insert_with(|| {
+            groups.push(Names { dir: record, absent: Vec::new(), present: Vec::new() });
+            groups.len() - 1
+        })
+    };
+    let mut at: Vec<(usize, String, Option<Kind>)> = Vec::new();
+    for path in absent {
+        let mut p = path.clone();
+        while let Some(parent) = p.parent().filter(|q| !q.as_os_str().is_empty())
+            && fs::symlink_metadata_opt(&here.absolute(parent)).ok().flatten().is_none()
+        {
+            p = parent.to_path_buf();
+        }
+        let (dir, name) = split_name(&p);
+        at.push((group(&dir), name, None));
+    }
+    for (path, kind) in present {
+        let (dir, name) = split_name(path);
+        at.push((group(&dir), name, Some(*kind)));
+    }
+    for (k, name, kind) in at {
+        let g = &mut groups[k];
+        match kind {
+            None if !g.absent.contains(&name) => g.absent.push(name),
+            Some(kind) if !g.present.iter().any(|p| p.name == name) => {
+                g.present.push(Present { name, kind });
+            }
+            _ => {}
+        }
+    }
+    groups
+}
+
+/// A path as its directory and its last component (name-encoded; `.` for a path that ends
+/// in `..` or is a root).
+fn split_name(path: &Path) -> (PathBuf, String) {
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => (dir.to_path_buf(), fs::name::encode_os(name)),
+        _ => (path.to_path_buf(), ".".to_owned()),
+    }
 }
 
 /// True if the two paths name the same file (device and inode).

@@ -24,7 +24,7 @@ use super::{Error, Outcome, depfile};
 pub(super) struct Stored {
     pub(super) outputs: Vec<Output>,
     pub(super) pins: Vec<String>,
-    pub(super) names: Option<String>,
+    pub(super) object_name: Option<String>,
 }
 
 /// The build's depfile as a record, and for the `verbatim` form its bytes.
@@ -160,9 +160,9 @@ impl Run<'_> {
             warn_debug_paths_once(self, cwd);
         }
         let verbatim = depfile.is_some_and(|(_, bytes)| bytes.is_some());
-        let names = (names_object || verbatim || !extra.is_empty())
+        let object_name = (names_object || verbatim || !extra.is_empty())
             .then(|| here.encode(self.compile.object.as_os_str()));
-        Ok(Stored { outputs, pins, names })
+        Ok(Stored { outputs, pins, object_name })
     }
 }
 

@@ -49,22 +49,26 @@ pub fn canonical_bytes_of<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
     to_canonical_bytes(&value)
 }
 
-/// A canonical JSON writer that tracks the JSON pointer of what it is writing.
+/// A canonical JSON writer that knows the JSON pointer of what it is writing.
 ///
 /// A number that is not an integer is written in `serde_json`'s form and remembered as an
 /// error: [`Writer::finish`] reports it, [`Writer::finish_unchecked`] ignores it (the output is
-/// then not canonical and the strict parser rejects it).
-pub(super) struct Writer {
+/// then not canonical and the strict parser rejects it). The pointer is kept as a stack of
+/// borrowed keys and indexes and only formatted for an error, so writing costs no
+/// formatting per value.
+pub(super) struct Writer<'v> {
     out: Vec<u8>,
-    path: String,
+    path: Vec<Segment<'v>>,
     error: Option<Error>,
 }
 
-impl Writer {
-    pub(super) fn new() -> Self {
-        Writer { out: Vec::new(), path: String::new(), error: None }
-    }
+/// What a [`Writer`] wrote.
+pub(super) struct Written {
+    out: Vec<u8>,
+    error: Option<Error>,
+}
 
+impl Written {
     /// The canonical bytes.
     ///
     /// # Errors
@@ -80,9 +84,41 @@ impl Writer {
     pub(super) fn finish_unchecked(self) -> Vec<u8> {
         self.out
     }
+}
+
+/// One step of a JSON pointer.
+#[derive(Clone, Copy)]
+enum Segment<'v> {
+    Key(&'v str),
+    Index(usize),
+}
+
+impl<'v> Writer<'v> {
+    pub(super) fn new() -> Self {
+        Writer { out: Vec::new(), path: Vec::new(), error: None }
+    }
+
+    /// The canonical bytes.
+    ///
+    /// # Errors
+    /// [`Error::NonInteger`] for the first non-integer number written.
+    pub(super) fn finish(self) -> Result<Vec<u8>> {
+        self.written().finish()
+    }
+
+    /// The bytes written, even if a non-integer number made them non-canonical.
+    #[cfg(test)]
+    pub(super) fn finish_unchecked(self) -> Vec<u8> {
+        self.out
+    }
+
+    /// What was written, without the borrows of the values.
+    pub(super) fn written(self) -> Written {
+        Written { out: self.out, error: self.error }
+    }
 
     /// Writes any JSON value.
-    pub(super) fn value(&mut self, value: &Value) {
+    pub(super) fn value(&mut self, value: &'v Value) {
         match value {
             Value::Null => self.out.extend_from_slice(b"null"),
             Value::Bool(true) => self.out.extend_from_slice(b"true"),
@@ -95,11 +131,9 @@ impl Writer {
                     if index > 0 {
                         self.out.push(b',');
                     }
-                    let len = self.path.len();
-                    // An index needs no escape: written straight into the path.
-                    let _ = write!(self.path, "/{index}");
+                    self.path.push(Segment::Index(index));
                     self.value(item);
-                    self.path.truncate(len);
+                    self.path.pop();
                 }
                 self.out.push(b']');
             }
@@ -112,8 +146,10 @@ impl Writer {
     }
 
     /// Writes an object made of `members`, sorting them by key first. Keys must be unique.
-    pub(super) fn object(&mut self, members: &mut [(&str, &Value)]) {
-        members.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    pub(super) fn object(&mut self, members: &mut [(&'v str, &'v Value)]) {
+        if !members.is_sorted_by(|a, b| a.0.as_bytes() <= b.0.as_bytes()) {
+            members.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        }
         self.out.push(b'{');
         for (index, (key, value)) in members.iter().enumerate() {
             if index > 0 {
@@ -121,12 +157,25 @@ impl Writer {
             }
             self.string(key);
             self.out.push(b':');
-            let len = self.path.len();
-            push_pointer_token(&mut self.path, key);
+            self.path.push(Segment::Key(key));
             self.value(value);
-            self.path.truncate(len);
+            self.path.pop();
         }
         self.out.push(b'}');
+    }
+
+    /// The JSON pointer of the value being written.
+    fn pointer(&self) -> String {
+        let mut out = String::new();
+        for segment in &self.path {
+            match segment {
+                Segment::Key(key) => push_pointer_token(&mut out, key),
+                Segment::Index(index) => {
+                    let _ = write!(out, "/{index}");
+                }
+            }
+        }
+        out
     }
 
     fn number(&mut self, number: &Number) {
@@ -136,7 +185,7 @@ impl Writer {
             self.out.extend_from_slice(signed.to_string().as_bytes());
         } else {
             if self.error.is_none() {
-                self.error = Some(Error::NonInteger { path: self.path.clone() });
+                self.error = Some(Error::NonInteger { path: self.pointer() });
             }
             self.out.extend_from_slice(number.to_string().as_bytes());
         }
@@ -262,7 +311,8 @@ mod tests {
     #[test]
     fn unchecked_output_keeps_floats_as_written_by_serde_json() {
         let mut writer = Writer::new();
-        writer.value(&json!({"x": 1.5, "y": 2.0}));
+        let value = json!({"x": 1.5, "y": 2.0});
+        writer.value(&value);
         assert_eq!(writer.finish_unchecked(), br#"{"x":1.5,"y":2.0}"#);
     }
 

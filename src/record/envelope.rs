@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::canonical::Writer;
+use super::canonical::{Writer, Written};
 use super::verify::check_features;
 use super::{Error, Result};
 use crate::digest::Sha256Digest;
@@ -138,7 +138,7 @@ impl Envelope {
         Ok((bytes, digest))
     }
 
-    fn encode(&self, include_digest: IncludeDigest) -> Writer {
+    fn encode(&self, include_digest: IncludeDigest) -> Written {
         let content_digest = Value::String(self.content_digest.to_prefixed());
         let feature_set =
             Value::Array(self.feature_set.iter().cloned().map(Value::String).collect());
@@ -157,7 +157,7 @@ impl Envelope {
         }
         let mut writer = Writer::new();
         writer.object(&mut members);
-        writer
+        writer.written()
     }
 }
 

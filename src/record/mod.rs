@@ -92,6 +92,7 @@
 
 mod canonical;
 mod envelope;
+mod fast;
 mod migrate;
 mod parse;
 pub mod steps;
@@ -101,6 +102,7 @@ mod verify;
 
 pub use canonical::{canonical_bytes_of, to_canonical_bytes};
 pub use envelope::{Envelope, Schema};
+pub use fast::load_payload_as;
 pub use migrate::{Migrated, Migration, MigrationError, MigrationRegistry, load_current_as};
 pub use parse::parse_strict;
 pub use verify::{load, load_as};

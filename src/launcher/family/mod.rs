@@ -14,12 +14,16 @@
 //! ([`crate::toolchain::memoised`]), so a HIT spawns nothing.
 //!
 //! What a family holds (seed 003 §"compiler launcher"):
+//! * its command line: which arguments are the source, the outputs, options with values,
+//!   include directories, paths ([`Family::classify`]; GCC and Clang share the GCC-style
+//!   vocabulary of [`super::args`], and Clang's extra options are in it);
 //! * the environment variables that change its output ([`Family::key_environment`]);
 //! * where extra options go ([`Family::with_options`]: before a `--` that ends the
 //!   options);
 //! * its dependency output: the targets it writes ([`Family::depfile_targets`]) and the
 //!   exact bytes of its Make-format depfile writer ([`Family::render_depfile`]), so a HIT
 //!   writes the depfile a plain compile would write for the current names and paths;
+//! * its include search, for the fallback model ([`Family::search_list_args`]);
 //! * how to observe it ([`Family::observation`]).
 
 pub mod clang;
@@ -28,7 +32,7 @@ pub mod gcc;
 use std::ffi::OsString;
 use std::path::Path;
 
-use super::args::{Compile, TargetOption};
+use super::args::{Classified, Compile, TargetOption};
 
 /// The families strata knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,6 +73,18 @@ pub trait Family: Send + Sync {
 
     /// Environment variables that change what a compile produces (they go into the key).
     fn key_environment(&self) -> &'static [&'static str];
+
+    /// Reads a command line (the arguments after the compiler): one cacheable compile, or
+    /// why not.
+    fn classify(&self, args: &[OsString]) -> Classified {
+        super::args::classify(args)
+    }
+
+    /// The arguments that make the compiler print its include search lists for `compile`
+    /// (read by [`super::model::parse_search_lists`]).
+    fn search_list_args(&self, compile: &Compile) -> Vec<OsString> {
+        super::model::search_list_args(compile)
+    }
 
     /// `args` with `extra` options added where the compiler still reads options: before
     /// a `--` that ends them (after it, every argument is an input file), else at the end.
