@@ -31,6 +31,7 @@ pub mod location;
 mod remote;
 pub mod report;
 pub mod shadow;
+pub mod trace;
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;

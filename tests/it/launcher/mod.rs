@@ -19,6 +19,7 @@ mod headers;
 mod integrity;
 mod relocation;
 mod snapshot;
+mod trace;
 mod uncacheable;
 
 use std::collections::BTreeMap;
