@@ -123,7 +123,13 @@ pub(crate) fn trace(root: Pid, linger: Duration) -> Result<Outcome, LoopError> {
             Ok(status) => status,
             Err(Errno::EINTR) => continue,
             Err(Errno::ECHILD) => break,
-            Err(e) => return Err(LoopError::Wait(e)),
+            Err(e) => {
+                // No way to go on: the tracees would stay stopped; end them.
+                for &pid in tracees.keys() {
+                    let _ = signal::kill(pid, Signal::SIGKILL);
+                }
+                return Err(LoopError::Wait(e));
+            }
         };
         nap = Duration::from_micros(200);
         match status {

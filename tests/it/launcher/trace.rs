@@ -315,11 +315,13 @@ const PATHS_C: &str = r#"
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 int main(void) {
-    char buf[64]; struct stat st; struct statx sx;
+    char buf[64]; struct stat st; struct statx sx; struct statfs sf;
     int d = open("d", O_RDONLY | O_DIRECTORY);
     if (d < 0) return 2;
     close(openat(d, "f.txt", O_RDONLY));                       /* dirfd-relative */
@@ -343,7 +345,15 @@ int main(void) {
     rename("tmp.txt", "renamed.txt"); link("renamed.txt", "hard.txt");
     symlinkat("renamed.txt", d, "sym"); truncate("hard.txt", 0);
     chmod("hard.txt", 0600); utimensat(AT_FDCWD, "hard.txt", 0, 0);
+    chown("hard.txt", -1, -1); lchown("link", -1, -1);
+    int w = open("hard.txt", O_WRONLY);
+    fchmod(w, 0644); fchown(w, -1, -1); futimens(w, 0); close(w);
     unlink("hard.txt"); unlinkat(d, "sym", 0);
+    mknod("fifo", S_IFIFO | 0600, 0); stat("fifo", &st);
+    statfs(".", &sf);
+    getxattr("g.txt", "user.x", buf, sizeof buf); setxattr("g.txt", "user.x", "v", 1, 0);
+    close(openat(d, ".", O_TMPFILE | O_WRONLY, 0600));
+    close(open("g.txt", O_PATH));
     pid_t child = fork();
     if (child == 0) {
         char *argv[] = {"prog", 0}; char *envp[] = {0};
@@ -431,6 +441,32 @@ fn trace_resolves_dirfd_and_cwd_relative_paths_of_every_kind_of_call() {
         one(&t, &p("hard.txt"), |o| *o == op);
     }
     assert!(matches!(one(&t, &p("d/sym"), |op| *op == Op::Unlink).observed, Observed::Symlink(_)));
+    for op in [Op::Chown, Op::Chmod, Op::SetTimes] {
+        // The path call, then the descriptor call (fchmod, fchown, futimens).
+        assert_eq!(at(&t, &p("hard.txt")).iter().filter(|e| e.op == op).count(), 2, "{op:?}");
+    }
+    assert_eq!(
+        one(&t, &p("link"), |op| *op == Op::Chown).observed,
+        Observed::Symlink("d/f.txt".into())
+    );
+    assert_eq!(one(&t, &p("fifo"), |op| *op == Op::Mknod).observed, Observed::Absent);
+    assert_eq!(
+        one(&t, &p("fifo"), |op| *op == Op::Stat { follow: true }).observed,
+        Observed::Other
+    );
+    assert!(matches!(one(&t, &p("."), |op| *op == Op::StatFs).observed, Observed::Directory(_)));
+    one(&t, &p("g.txt"), |op| *op == Op::Xattr { write: false });
+    one(&t, &p("g.txt"), |op| *op == Op::Xattr { write: true });
+    let e = one(&t, &p("d/."), |op| matches!(op, Op::OpenWrite { .. }));
+    assert_eq!(
+        e.op,
+        Op::OpenWrite { create: true, truncate: false },
+        "O_TMPFILE names the directory"
+    );
+    assert!(
+        is_file(&one(&t, &p("g.txt"), |op| *op == Op::Stat { follow: true }).observed),
+        "O_PATH"
+    );
 
     // execveat by dirfd and by descriptor (AT_EMPTY_PATH: the descriptor's path).
     let execs = at(&t, &p("d/prog")).into_iter().filter(|e| e.op == Op::Exec).collect::<Vec<_>>();
@@ -745,4 +781,34 @@ fn trace_marks_what_it_cannot_observe_as_incomplete() {
         assert_eq!(t.incomplete.len(), 1, "{mode}: {:?}", t.incomplete);
         assert!(t.incomplete[0].contains(needle), "{mode}: {:?}", t.incomplete);
     }
+}
+
+const MOVED_C: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+    if (chdir("a/b") != 0) return 2;
+    close(open("before.txt", O_RDONLY));
+    if (rename("../../a", "../../c") != 0) return 3;   /* the working directory moves */
+    close(open("x.txt", O_RDONLY));
+    return 0;
+}
+"#;
+
+#[test]
+fn trace_reads_a_working_directory_afresh_after_it_was_renamed() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("moved");
+    let exe = compile_c(&dir, "moved", MOVED_C, &[]);
+    write_file(&dir.join("a/b/x.txt"), "x");
+    let t = traced(&dir, &[exe.to_str().unwrap()]);
+    assert_eq!(
+        one(&t, &dir.join("a/b/before.txt"), |op| *op == Op::OpenRead).observed,
+        Observed::Absent
+    );
+    one(&t, &dir.join("a/b/../../a"), |op| *op == Op::Rename { to: dir.join("a/b/../../c") });
+    let e = one(&t, &dir.join("c/b/x.txt"), |op| *op == Op::OpenRead);
+    assert!(is_file(&e.observed) && e.cwd_relative);
+    assert!(at(&t, &dir.join("a/b/x.txt")).is_empty());
 }
