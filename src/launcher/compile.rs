@@ -128,7 +128,10 @@ impl Run<'_> {
             }
         };
         for candidate in manifest.lookup_order(memo.used()) {
-            if let Err(why) = check::check(candidate, here, &self.compile.object, memo, began) {
+            let shared = self.cache.memo_dir();
+            if let Err(why) =
+                check::check(candidate, here, &self.compile.object, memo, &shared, began)
+            {
                 self.note(why.to_string());
                 continue;
             }

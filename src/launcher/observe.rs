@@ -77,6 +77,9 @@ pub fn is_machine_file(path: &Path) -> bool {
 pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observed {
     let mut out = Observed::default();
     let mut written: BTreeSet<PathBuf> = BTreeSet::new();
+    // Every path the tree created or wrote, kept or not: what it looked up there before
+    // writing (a stat of the object before creating it) is no fact about its inputs.
+    let mut ever_written: BTreeSet<PathBuf> = BTreeSet::new();
     let mut read: BTreeMap<PathBuf, usize> = BTreeMap::new();
     let mut absent: BTreeSet<PathBuf> = BTreeSet::new();
     let mut present: BTreeMap<PathBuf, Kind> = BTreeMap::new();
@@ -116,7 +119,13 @@ pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observ
                     tracing::debug!("{}: unreadable at open (errno {errno})", path.display());
                 }
             },
-            Op::OpenDirectory | Op::Stat { .. } | Op::Access | Op::Readlink | Op::Chdir => {
+            Op::OpenDirectory
+            | Op::Stat { .. }
+            | Op::Access
+            | Op::Readlink
+            | Op::Chdir
+            | Op::StatFs
+            | Op::Xattr { write: false } => {
                 if mine {
                     continue;
                 }
@@ -144,8 +153,15 @@ pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observ
                 }
             }
             Op::OpenWrite { .. } => {
+                if !mine && read.contains_key(path) {
+                    unsafe_write(
+                        &mut out,
+                        format!("it wrote {}, which it had read", path.display()),
+                    );
+                }
                 // Whether it may stay is decided at the end: a temporary it deletes is fine.
                 written.insert(path.clone());
+                ever_written.insert(path.clone());
             }
             Op::Unlink | Op::Rmdir => {
                 if !written.remove(path) && !may_write(path) {
@@ -156,6 +172,7 @@ pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observ
             Op::Rename { to } => {
                 if written.remove(path) {
                     written.insert(to.clone());
+                    ever_written.insert(to.clone());
                 } else {
                     unsafe_write(&mut out, format!("it renamed {}", path.display()));
                 }
@@ -169,10 +186,15 @@ pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observ
                 written.insert(to.clone());
                 unsafe_write(&mut out, format!("it linked {}", to.display()));
             }
-            Op::Symlink => {
+            Op::Symlink { .. } => {
                 unsafe_write(&mut out, format!("it created the symlink {}", path.display()));
             }
-            Op::Truncate | Op::Chmod | Op::Chown | Op::SetTimes | Op::Mknod => {
+            Op::Truncate
+            | Op::Chmod
+            | Op::Chown
+            | Op::SetTimes
+            | Op::Mknod
+            | Op::Xattr { write: true } => {
                 if !mine {
                     unsafe_write(&mut out, format!("it changed {}", path.display()));
                 }
@@ -193,10 +215,13 @@ pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observ
     }
     // A path both read and found absent (a file created later by the tree is `mine`): the
     // read wins; a directory opened and listed is listed.
-    out.absent = absent.into_iter().filter(|p| !read.contains_key(p)).collect();
+    out.absent =
+        absent.into_iter().filter(|p| !read.contains_key(p) && !ever_written.contains(p)).collect();
     out.present = present
         .into_iter()
-        .filter(|(p, _)| !read.contains_key(p) && !out.absent.contains(p))
+        .filter(|(p, _)| {
+            !read.contains_key(p) && !out.absent.contains(p) && !ever_written.contains(p)
+        })
         .collect();
     out.listed = listed.into_iter().collect();
     out

@@ -35,7 +35,7 @@ pub const OBSERVED: &str = "compile_observed";
 
 /// Files at least this large are hashed once per machine and stamp (the compiler's back
 /// ends, tens of MB), not once per entry.
-const SHARED_MEMO_BYTES: u64 = 1024 * 1024;
+pub(super) const SHARED_MEMO_BYTES: u64 = 1024 * 1024;
 
 /// How a compile ran.
 enum Ran {
@@ -127,16 +127,15 @@ impl Run<'_> {
     /// untraced, and the fallback model observes it).
     fn run_compiler(&self, args: &[OsString]) -> Result<Ran, Error> {
         if !self.config.model_only {
-            let request = trace::Request { program: self.tool, argv0: self.compiler, args };
+            let request = trace::Request::new(self.tool, self.compiler, args);
             match trace::run(&request) {
                 Ok(traced) => return Ok(Ran::Traced(traced)),
-                Err(trace::Error::Refused(why)) => self.fallback(&why),
-                Err(trace::Error::Spawn(source)) => {
-                    return Err(Error::Spawn { program: self.tool.to_path_buf(), source });
+                Err(trace::Error::Refused { reason, .. }) => self.fallback(&reason),
+                Err(trace::Error::Spawn { program, source }) => {
+                    return Err(Error::Spawn { program, source });
                 }
-                Err(trace::Error::Other(why)) => {
-                    self.out
-                        .warn(format!("tracing the compiler failed ({why}); compiling without it"));
+                Err(e) => {
+                    self.out.warn(format!("{e}; compiling without tracing"));
                 }
             }
         }
@@ -476,22 +475,7 @@ impl Run<'_> {
     ) -> Result<(ContentDigest, FileStamp), Error> {
         let meta = fs::metadata(abs)?;
         if meta.size() >= SHARED_MEMO_BYTES {
-            // Hashed once per machine while its stamp holds.
-            let algorithm = self.config.digest;
-            let text = crate::toolchain::memoised(
-                abs,
-                Some(&self.cache.memo_dir()),
-                &format!("{algorithm}-"),
-                || {
-                    let (digest, _, _) = fs::hash_file_stable(abs, algorithm)?;
-                    Ok(digest.to_string())
-                },
-            )
-            .map_err(|e| Error::Output { role: "input".into(), reason: e.to_string() })?;
-            let digest: ContentDigest = text.parse().map_err(|_| Error::Output {
-                role: "input".into(),
-                reason: format!("memoised digest {text:?}"),
-            })?;
+            let digest = shared_digest(&self.cache.memo_dir(), abs, self.config.digest)?;
             if !program {
                 let bytes = fs::read(abs)?;
                 *dates |= has(&bytes, b"__DATE__") || has(&bytes, b"__TIME__");
@@ -575,6 +559,30 @@ fn split_name(path: &Path) -> (PathBuf, String) {
         (Some(dir), Some(name)) => (dir.to_path_buf(), fs::name::encode_os(name)),
         _ => (path.to_path_buf(), ".".to_owned()),
     }
+}
+
+/// The digest of a large file (a compiler's back end, a program it runs), hashed once per
+/// machine while its stamp holds (memoised under `memo_dir` like a tool's version), so
+/// neither a MISS nor the first HIT of each entry hashes tens of MB again. A symlink is
+/// followed, as the compiler follows it.
+///
+/// # Errors
+/// [`Error::Fs`] when the file cannot be read; [`Error::Output`] for a damaged memo text.
+pub(super) fn shared_digest(
+    memo_dir: &Path,
+    path: &Path,
+    algorithm: crate::digest::DigestAlgorithm,
+) -> Result<ContentDigest, Error> {
+    let real = fs::canonicalize(path)?;
+    let text = crate::toolchain::memoised(&real, Some(memo_dir), &format!("{algorithm}-"), || {
+        let (digest, _, _) = fs::hash_file_stable(&real, algorithm)?;
+        Ok(digest.to_string())
+    })
+    .map_err(|e| Error::Output { role: "input".into(), reason: e.to_string() })?;
+    text.parse().map_err(|_| Error::Output {
+        role: "input".into(),
+        reason: format!("memoised digest {text:?}"),
+    })
 }
 
 /// True if the two paths name the same file (device and inode).

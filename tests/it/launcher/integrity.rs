@@ -3,6 +3,11 @@
 //! does not describe the compilation, and outputs that are not regular files
 //! (`-o /dev/null`, `-MF` through a symlink to `/dev/null`): the compiler's result is
 //! kept, nothing is stored, and the next run compiles again.
+//!
+//! The edits here are made by the compiler wrapper itself: traced, they are writes of the
+//! compile's own process tree to files it did not create (`uncacheable:untracked_write`);
+//! observed by the fallback model (`STRATA_TRACE=0`), the changed stamps
+//! (`input_changed`). Both are tested.
 
 use std::path::Path;
 
@@ -25,44 +30,52 @@ fn racing_compiler(path: &Path, before: &str, after: &str) {
     );
 }
 
+/// The two ways of observing a compile, and what each counts for a compile whose own
+/// process tree edits an input.
+const MODES: [(&str, &str); 2] = [("1", "uncacheable:untracked_write"), ("0", "input_changed")];
+
 #[test]
 fn launcher_a_header_changed_while_the_compiler_ran_is_not_cached() {
     require_tool("gcc", "apt-get install gcc");
-    let ctx = TestContext::new();
-    let dir = ctx.path("proj");
-    write_file(&dir.join("h.h"), "#define V 1\n");
-    write_file(&dir.join("u.c"), "#include \"h.h\"\nint u(void) { return V; }\n");
-    let cc = ctx.path("bin/edit-after-read");
-    // An editor saves h.h after the compiler has read it.
-    racing_compiler(&cc, ":", "printf '#define V 2\\n' > h.h");
-    let argv = [cc.to_str().unwrap(), "-O2", "-c", "u.c", "-o", "u.o"];
-    let l = Launcher::new(&ctx.cache);
-    l.expect(&dir, &argv, "input_changed");
-    // h.h now says 2: the object of V 1 must not come back.
-    let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
-    l.expect(&dir, &argv, "miss");
-    assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
-    l.expect(&dir, &argv, "hit");
+    for (trace, counted) in MODES {
+        let ctx = TestContext::new();
+        let dir = ctx.path("proj");
+        write_file(&dir.join("h.h"), "#define V 1\n");
+        write_file(&dir.join("u.c"), "#include \"h.h\"\nint u(void) { return V; }\n");
+        let cc = ctx.path("bin/edit-after-read");
+        // An editor saves h.h after the compiler has read it.
+        racing_compiler(&cc, ":", "printf '#define V 2\\n' > h.h");
+        let argv = [cc.to_str().unwrap(), "-O2", "-c", "u.c", "-o", "u.o"];
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", trace);
+        l.expect(&dir, &argv, counted);
+        // h.h now says 2: the object of V 1 must not come back.
+        let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
+        l.expect(&dir, &argv, "miss");
+        assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
+        l.expect(&dir, &argv, "hit");
+    }
 }
 
 #[test]
 fn launcher_a_source_changed_while_the_compiler_ran_is_not_cached() {
     require_tool("gcc", "apt-get install gcc");
-    let ctx = TestContext::new();
-    let dir = ctx.path("proj");
-    write_file(&dir.join("u.c"), "int u(void) { return 1; }\n");
-    let cc = ctx.path("bin/edit-before-read");
-    // The source changes after the launcher hashed it, before the compiler reads it.
-    racing_compiler(&cc, "printf 'int u(void) { return 2; }\\n' > u.c", ":");
-    let argv = [cc.to_str().unwrap(), "-O2", "-c", "u.c", "-o", "u.o"];
-    let l = Launcher::new(&ctx.cache);
-    l.expect(&dir, &argv, "input_changed");
-    // Back to the text the launcher hashed: its object, not the one of `return 2`.
-    write_file(&dir.join("u.c"), "int u(void) { return 1; }\n");
-    let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
-    l.expect(&dir, &argv, "miss");
-    assert_same_bytes("u.o of return 1", &read(&dir.join("u.o")), &want);
-    l.expect(&dir, &argv, "hit");
+    for (trace, counted) in MODES {
+        let ctx = TestContext::new();
+        let dir = ctx.path("proj");
+        write_file(&dir.join("u.c"), "int u(void) { return 1; }\n");
+        let cc = ctx.path("bin/edit-before-read");
+        // The source changes after the launcher hashed it, before the compiler reads it.
+        racing_compiler(&cc, "printf 'int u(void) { return 2; }\\n' > u.c", ":");
+        let argv = [cc.to_str().unwrap(), "-O2", "-c", "u.c", "-o", "u.o"];
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", trace);
+        l.expect(&dir, &argv, counted);
+        // Back to the text the launcher hashed: its object, not the one of `return 2`.
+        write_file(&dir.join("u.c"), "int u(void) { return 1; }\n");
+        let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
+        l.expect(&dir, &argv, "miss");
+        assert_same_bytes("u.o of return 1", &read(&dir.join("u.o")), &want);
+        l.expect(&dir, &argv, "hit");
+    }
 }
 
 #[test]

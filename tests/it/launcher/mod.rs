@@ -20,6 +20,7 @@ mod headers;
 mod integrity;
 mod relocation;
 mod snapshot;
+mod trace;
 mod uncacheable;
 
 use std::collections::BTreeMap;

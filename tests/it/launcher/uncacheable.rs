@@ -184,15 +184,26 @@ fn launcher_profile_use_is_not_cached_because_the_profile_is_not_tracked() {
     };
     let argv = ["gcc", "-O2", "-fprofile-use", "-c", "p.c", "-o", "p.o"];
     let mut objects = Vec::new();
+    // Observed by the fallback model: not cached (the model cannot see the profile).
+    let model = l.clone().env("STRATA_TRACE", "0");
     for workload in [&[][..], &["hot"][..]] {
         profile(workload);
         let want = plain_object(&dir, &argv, "p.o");
-        l.expect(&dir, &argv, "uncacheable:untracked_input");
+        model.expect(&dir, &argv, "uncacheable:untracked_input");
         assert_same_bytes("p.o for this profile", &read(&dir.join("p.o")), &want);
         objects.push(want);
     }
     assert_ne!(objects[0], objects[1], "the profiles give different objects");
     assert!(l.entries().is_empty());
+    // Traced: the profile read is an input. Another profile is a MISS, the first one again
+    // a HIT with its own object.
+    for (workload, want, outcome) in
+        [(&[][..], 0, "miss"), (&["hot"][..], 1, "miss"), (&[][..], 0, "hit")]
+    {
+        profile(workload);
+        l.expect(&dir, &argv, outcome);
+        assert_same_bytes("p.o for this profile", &read(&dir.join("p.o")), &objects[want]);
+    }
 }
 
 /// `STRATA_EXPLAIN=1` says why a command was not cached, for every reason (docs:

@@ -1,0 +1,814 @@
+//! `strata::launcher::trace` against real programs: gcc, g++, clang, `as`, `/bin/sh`, and
+//! small C programs compiled here with gcc that make exactly the calls that trip tracers
+//! (vfork, clone3, threads, `openat2`, `statx`, `execveat`, directory descriptors, `chdir`,
+//! paths across page boundaries, a static binary, 32-bit system calls, `io_uring`).
+//!
+//! Each run calls [`trace::run`] in this process, on a thread of its own (the tracer must be
+//! the thread that spawned the shim), with cargo's `strata` binary as the shim, bounded by
+//! [`RUN_TIMEOUT`].
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use strata::launcher::trace::{self, Coverage, Error, Event, Observed, Op, Request, Shim, Traced};
+
+use super::{RUN_TIMEOUT, TestContext, require_tool, write_file};
+
+/// The shim every run uses: cargo's build of `strata` (the test binary is not strata).
+fn shim() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_strata"))
+}
+
+/// What a traced run is given beyond the command line.
+#[derive(Clone, Copy)]
+struct Setup<'a> {
+    coverage: Coverage,
+    linger: Duration,
+    shim: &'a Path,
+}
+
+impl Default for Setup<'_> {
+    fn default() -> Self {
+        Self { coverage: Coverage::default(), linger: trace::DEFAULT_LINGER, shim: shim() }
+    }
+}
+
+/// Runs `argv` (argv[0] is also the program, looked up in `PATH` unless it has a `/`) in
+/// `dir`, traced, on a thread of its own; fails the test after [`RUN_TIMEOUT`].
+fn try_traced(dir: &Path, argv: &[&str], setup: Setup<'_>) -> Result<Traced, Error> {
+    let dir = dir.to_owned();
+    let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+    let shim = setup.shim.to_owned();
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let program = PathBuf::from(&argv[0]);
+        let mut request = Request::new(&program, &argv[0], &argv[1..]);
+        request.current_dir = Some(&dir);
+        request.shim = Shim::Binary(&shim);
+        request.coverage = setup.coverage;
+        request.linger = setup.linger;
+        let _ = send.send(trace::run(&request));
+    });
+    receive.recv_timeout(RUN_TIMEOUT).expect("the traced run did not end within RUN_TIMEOUT")
+}
+
+/// [`try_traced`] that must succeed with exit status 0 and a complete record.
+fn traced(dir: &Path, argv: &[&str]) -> Traced {
+    traced_with(dir, argv, Setup::default())
+}
+
+fn traced_with(dir: &Path, argv: &[&str], setup: Setup<'_>) -> Traced {
+    let t = try_traced(dir, argv, setup).unwrap_or_else(|e| panic!("{argv:?}: {e:?}"));
+    assert!(
+        t.status.success(),
+        "{argv:?}: {}\nstderr: {}",
+        t.status,
+        String::from_utf8_lossy(&t.stderr)
+    );
+    assert_eq!(t.incomplete, Vec::<String>::new(), "{argv:?}");
+    t
+}
+
+/// Compiles the C program `source` with gcc into `<dir>/<name>` (extra flags after).
+fn compile_c(dir: &Path, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    require_tool("gcc", "apt-get install gcc");
+    let src = dir.join(format!("{name}.c"));
+    write_file(&src, source);
+    let exe = dir.join(name);
+    let out = Command::new("gcc")
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "gcc {name}.c: {}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// The events naming exactly `path` (byte for byte, no normalisation).
+fn at<'a>(t: &'a Traced, path: &Path) -> Vec<&'a Event> {
+    t.events.iter().filter(|e| e.path.as_os_str() == path.as_os_str()).collect()
+}
+
+/// The one event naming `path` with an op for which `pick` holds; fails listing the events
+/// on `path` otherwise.
+fn one<'a>(t: &'a Traced, path: &Path, pick: impl Fn(&Op) -> bool) -> &'a Event {
+    let on_path = at(t, path);
+    let picked: Vec<_> = on_path.iter().filter(|e| pick(&e.op)).collect();
+    assert!(!picked.is_empty(), "no matching event on {}: {on_path:#?}", path.display());
+    picked[0]
+}
+
+fn is_file(observed: &Observed) -> bool {
+    matches!(observed, Observed::File(_))
+}
+
+/// The process id of the root (the shim's first `execve`).
+fn root_pid(t: &Traced) -> u32 {
+    t.events.iter().find(|e| e.op == Op::Exec).expect("an exec event").pid
+}
+
+/// A project with two include directories, a quoted header, `__has_include("opt.h")`
+/// (absent everywhere) and `.incbin "data.bin"` (read by the assembler).
+fn compiler_project(ctx: &TestContext, source_name: &str) -> PathBuf {
+    let dir = ctx.path("proj");
+    write_file(&dir.join("inc1/a.h"), "#include \"b.h\"\n#define A 1\n");
+    write_file(&dir.join("inc2/b.h"), "#define B 2\n");
+    write_file(&dir.join("data.bin"), b"\x01\x02\x03\x04");
+    write_file(
+        &dir.join("src").join(source_name),
+        "#include \"a.h\"\n#include <stddef.h>\n\
+         #if __has_include(\"opt.h\")\n#error opt.h must be absent\n#endif\n\
+         __asm__(\".section .rodata\\n.globl blob\\nblob:\\n.incbin \\\"data.bin\\\"\\n.previous\");\n\
+         int f(void) { return A + B + (int)sizeof(size_t); }\n",
+    );
+    dir
+}
+
+/// The depfile's paths (after the target), absolute against `dir`.
+fn depfile_paths(dir: &Path, depfile: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string(depfile).unwrap().replace("\\\n", " ");
+    let (_, deps) = text.split_once(": ").unwrap();
+    deps.split_whitespace().map(|p| dir.join(p)).collect()
+}
+
+/// One compiler's record of [`compiler_project`]: the source, every header in its depfile,
+/// `opt.h` absent in the quote directory and both `-I` directories, `b.h` absent in the
+/// first directory searched, the `.incbin` input, the object and the depfile written; with
+/// `gch` the absent `.gch` probes gcc makes for the main file's includes.
+fn check_compiler(compiler: &str, source_name: &str, gch: bool) {
+    require_tool(compiler, "apt-get install gcc g++ clang");
+    let ctx = TestContext::new();
+    let dir = compiler_project(&ctx, source_name);
+    let source = format!("src/{source_name}");
+    let argv =
+        [compiler, "-O1", "-Iinc1", "-Iinc2", "-MD", "-MF", "out.d", "-c", &source, "-o", "out.o"];
+    let t = traced(&dir, &argv);
+    assert!(dir.join("out.o").is_file());
+
+    let deps = depfile_paths(&dir, &dir.join("out.d"));
+    assert!(deps.len() >= 4, "{deps:?}"); // the source, a.h, b.h, stddef.h
+    for dep in &deps {
+        let read = one(&t, dep, |op| *op == Op::OpenRead);
+        assert!(is_file(&read.observed), "{compiler}: {} {:?}", dep.display(), read.observed);
+    }
+    let opened_source = one(&t, &dir.join(&source), |op| *op == Op::OpenRead);
+    assert!(opened_source.cwd_relative);
+    assert_eq!(opened_source.given, OsStr::new(&source));
+
+    for searched in ["src", "inc1", "inc2"] {
+        let probe = one(&t, &dir.join(searched).join("opt.h"), |op| {
+            matches!(op, Op::OpenRead | Op::Stat { .. } | Op::Access)
+        });
+        assert_eq!(probe.observed, Observed::Absent, "{compiler}: opt.h in {searched}");
+    }
+    if gch {
+        // gcc looks for a precompiled header in each directory before the header itself,
+        // for the includes of the main file (a PCH can only come first).
+        for probe in ["src/a.h.gch", "inc1/a.h.gch"] {
+            let e = one(&t, &dir.join(probe), |op| matches!(op, Op::Stat { .. }));
+            assert_eq!(e.observed, Observed::Absent, "{compiler}: {probe}");
+        }
+    }
+    // b.h, included from inc1/a.h, is looked for in inc1 first (absent), found in inc2.
+    let shadow = one(&t, &dir.join("inc1/b.h"), |op| matches!(op, Op::OpenRead | Op::Stat { .. }));
+    assert_eq!(shadow.observed, Observed::Absent, "{compiler}");
+    let incbin = one(&t, &dir.join("data.bin"), |op| *op == Op::OpenRead);
+    assert!(is_file(&incbin.observed));
+
+    let object = dir.join("out.o");
+    let written = t.events.iter().any(|e| {
+        (e.path == object && matches!(e.op, Op::OpenWrite { create: true, .. }))
+            || matches!(&e.op, Op::Rename { to } if *to == object)
+    });
+    assert!(written, "{compiler}: nothing wrote out.o: {:#?}", at(&t, &object));
+    let depfile = dir.join("out.d");
+    assert!(t.events.iter().any(|e| e.path == depfile && matches!(e.op, Op::OpenWrite { .. })));
+}
+
+#[test]
+fn trace_gcc_c_records_inputs_absent_lookups_and_the_object() {
+    check_compiler("gcc", "main.c", true);
+}
+
+#[test]
+fn trace_gxx_c_records_inputs_absent_lookups_and_the_object() {
+    check_compiler("g++", "main.cpp", true);
+}
+
+#[test]
+fn trace_clang_c_records_inputs_absent_lookups_and_the_object() {
+    check_compiler("clang", "main.c", false);
+}
+
+#[test]
+fn trace_gcc_pipe_records_the_processes_of_the_pipeline() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = compiler_project(&ctx, "main.c");
+    let t = traced(&dir, &["gcc", "-pipe", "-Iinc1", "-Iinc2", "-c", "src/main.c", "-o", "p.o"]);
+    // cc1 reads the source, `as` (another process, fed by the pipe) the .incbin and writes
+    // the object.
+    let source = one(&t, &dir.join("src/main.c"), |op| *op == Op::OpenRead);
+    let incbin = one(&t, &dir.join("data.bin"), |op| *op == Op::OpenRead);
+    let object = one(&t, &dir.join("p.o"), |op| matches!(op, Op::OpenWrite { create: true, .. }));
+    assert_ne!(source.pid, incbin.pid);
+    assert_eq!(incbin.pid, object.pid);
+    let programs: Vec<String> = t
+        .events
+        .iter()
+        .filter(|e| e.op == Op::Exec && is_file(&e.observed))
+        .filter_map(|e| Some(e.path.file_name()?.to_string_lossy().into_owned()))
+        .collect();
+    assert!(programs.iter().any(|p| p == "cc1"), "{programs:?}");
+    assert!(programs.iter().any(|p| p.ends_with("as")), "{programs:?}");
+}
+
+#[test]
+fn trace_shell_script_wrapper_records_the_interpreter_and_the_real_compiler() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("w");
+    write_file(&dir.join("x.c"), "int x(void) { return 1; }\n");
+    let wrapper = dir.join("cc-wrapper");
+    write_file(&wrapper, "#!/bin/sh\nexec gcc \"$@\"\n");
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let t = traced(&dir, &[wrapper.to_str().unwrap(), "-c", "x.c", "-o", "x.o"]);
+    let script = one(&t, &wrapper, |op| *op == Op::Exec);
+    assert!(is_file(&script.observed));
+    // The kernel opens /bin/sh for the #! line: the tracer records it from the script.
+    let interpreter = one(&t, Path::new("/bin/sh"), |op| *op == Op::Exec);
+    assert_eq!(interpreter.given, OsStr::new("/bin/sh"));
+    assert_eq!(interpreter.pid, script.pid);
+    let gcc_found = t.events.iter().any(|e| {
+        e.op == Op::Exec && e.path.file_name() == Some(OsStr::new("gcc")) && is_file(&e.observed)
+    });
+    assert!(gcc_found, "sh's exec of gcc (found in PATH) is recorded");
+    one(&t, &dir.join("x.c"), |op| *op == Op::OpenRead);
+    one(&t, &dir.join("x.o"), |op| matches!(op, Op::OpenWrite { create: true, truncate: true }));
+}
+
+const TREE_C: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+static void *thread_main(void *arg) { (void)arg; close(open("by-thread.txt", O_RDONLY)); return 0; }
+int main(void) {
+    pid_t v = vfork();
+    if (v == 0) { open("by-vfork-child.txt", O_RDONLY); _exit(0); }
+    waitpid(v, 0, 0);
+    struct clone_args args; memset(&args, 0, sizeof args); args.exit_signal = SIGCHLD;
+    long c = syscall(SYS_clone3, &args, sizeof args);
+    if (c == 0) { open("by-clone3-child.txt", O_RDONLY); _exit(0); }
+    if (c < 0) return 10;
+    waitpid((pid_t)c, 0, 0);
+    pid_t s; char *argv[] = {"cat", "by-posix-spawn.txt", 0};
+    if (posix_spawn(&s, "/bin/cat", 0, 0, argv, environ) != 0) return 11;
+    waitpid(s, 0, 0);
+    pthread_t t; pthread_create(&t, 0, thread_main, 0); pthread_join(t, 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn trace_follows_vfork_clone3_posix_spawn_and_threads() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("tree");
+    let exe = compile_c(&dir, "tree", TREE_C, &["-pthread"]);
+    write_file(&dir.join("by-posix-spawn.txt"), "spawned\n");
+    write_file(&dir.join("by-thread.txt"), "");
+    let t = traced(&dir, &[exe.to_str().unwrap()]);
+    let root = root_pid(&t);
+    for (name, present) in [
+        ("by-vfork-child.txt", false),
+        ("by-clone3-child.txt", false),
+        ("by-posix-spawn.txt", true),
+        ("by-thread.txt", true),
+    ] {
+        let e = one(&t, &dir.join(name), |op| *op == Op::OpenRead);
+        assert_ne!(e.pid, root, "{name} was opened by another process or thread");
+        assert!(e.cwd_relative, "{name}");
+        assert_eq!(is_file(&e.observed), present, "{name}: {:?}", e.observed);
+        assert_eq!(e.observed == Observed::Absent, !present, "{name}");
+    }
+    assert_eq!(t.stdout, b"spawned\n");
+}
+
+const PATHS_C: &str = r#"
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+int main(void) {
+    char buf[64]; struct stat st; struct statx sx; struct statfs sf;
+    int d = open("d", O_RDONLY | O_DIRECTORY);
+    if (d < 0) return 2;
+    close(openat(d, "f.txt", O_RDONLY));                       /* dirfd-relative */
+    close(openat(AT_FDCWD, "g.txt", O_RDONLY));                /* cwd-relative */
+    close(open("d/../g.txt", O_RDONLY));                       /* kept as given */
+    struct open_how how; memset(&how, 0, sizeof how); how.flags = O_RDONLY;
+    close(syscall(SYS_openat2, d, "f.txt", &how, sizeof how));
+    how.flags = O_WRONLY | O_CREAT; how.mode = 0644;
+    close(syscall(SYS_openat2, d, "made-by-openat2.txt", &how, sizeof how));
+    statx(AT_FDCWD, "link", AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx);
+    statx(d, "f.txt", 0, STATX_BASIC_STATS, &sx);
+    statx(d, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &sx);       /* fstat: no event */
+    fstat(d, &st);                                             /* no event */
+    fstatat(AT_FDCWD, "absent/x.h.gch", &st, 0);
+    lstat("link", &st);
+    access("d/f.txt", R_OK);
+    readlink("link", buf, sizeof buf);
+    DIR *listing = opendir("d"); while (readdir(listing)) {} closedir(listing);
+    mkdir("newdir", 0755); rmdir("newdir");
+    close(creat("tmp.txt", 0644));
+    rename("tmp.txt", "renamed.txt"); link("renamed.txt", "hard.txt");
+    symlinkat("renamed.txt", d, "sym"); truncate("hard.txt", 0);
+    chmod("hard.txt", 0600); utimensat(AT_FDCWD, "hard.txt", 0, 0);
+    chown("hard.txt", -1, -1); lchown("link", -1, -1);
+    int w = open("hard.txt", O_WRONLY);
+    fchmod(w, 0644); fchown(w, -1, -1); futimens(w, 0); close(w);
+    unlink("hard.txt"); unlinkat(d, "sym", 0);
+    mknod("fifo", S_IFIFO | 0600, 0); stat("fifo", &st);
+    statfs(".", &sf);
+    getxattr("g.txt", "user.x", buf, sizeof buf); setxattr("g.txt", "user.x", "v", 1, 0);
+    close(openat(d, ".", O_TMPFILE | O_WRONLY, 0600));
+    close(open("g.txt", O_PATH));
+    pid_t child = fork();
+    if (child == 0) {
+        char *argv[] = {"prog", 0}; char *envp[] = {0};
+        syscall(SYS_execveat, d, "prog", argv, envp, 0);
+        _exit(20);
+    }
+    int status; waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 3;
+    child = fork();
+    if (child == 0) {
+        int fd = openat(d, "prog", O_RDONLY | O_CLOEXEC);
+        char *argv[] = {"prog", 0}; char *envp[] = {0};
+        syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
+        _exit(21);
+    }
+    waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 4;
+    int top = open(".", O_RDONLY | O_DIRECTORY);
+    if (chdir("d") != 0) return 5;
+    close(open("after-chdir.txt", O_RDONLY));
+    fchdir(top);
+    close(open("after-fchdir.txt", O_RDONLY));
+    return 0;
+}
+"#;
+
+#[test]
+fn trace_resolves_dirfd_and_cwd_relative_paths_of_every_kind_of_call() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("paths");
+    let exe = compile_c(&dir, "paths", PATHS_C, &[]);
+    write_file(&dir.join("d/f.txt"), "f");
+    write_file(&dir.join("g.txt"), "g");
+    write_file(&dir.join("d/after-chdir.txt"), "");
+    std::fs::copy("/bin/true", dir.join("d/prog")).unwrap();
+    std::os::unix::fs::symlink("d/f.txt", dir.join("link")).unwrap();
+    let t = traced(&dir, &[exe.to_str().unwrap()]);
+    let p = |rel: &str| dir.join(rel);
+
+    let e = one(&t, &p("d/f.txt"), |op| *op == Op::OpenRead);
+    assert!(!e.cwd_relative && e.given == "f.txt" && is_file(&e.observed), "{e:?}");
+    let e = one(&t, &p("g.txt"), |op| *op == Op::OpenRead);
+    assert!(e.cwd_relative && e.given == "g.txt");
+    // Joined as a string: `..` stays.
+    let unnormalised = PathBuf::from(format!("{}/d/../g.txt", dir.display()));
+    let e = one(&t, &unnormalised, |op| *op == Op::OpenRead);
+    assert!(is_file(&e.observed));
+    assert_eq!(
+        at(&t, &p("d/f.txt")).iter().filter(|e| e.op == Op::OpenRead).count(),
+        2,
+        "openat + openat2"
+    );
+    let e = one(&t, &p("d/made-by-openat2.txt"), |op| matches!(op, Op::OpenWrite { .. }));
+    assert_eq!(e.op, Op::OpenWrite { create: true, truncate: false });
+    assert_eq!(e.observed, Observed::Absent);
+
+    let e = one(&t, &p("link"), |op| *op == Op::Stat { follow: false });
+    assert_eq!(e.observed, Observed::Symlink("d/f.txt".into()));
+    let stats: Vec<_> =
+        at(&t, &p("d/f.txt")).into_iter().filter(|e| matches!(e.op, Op::Stat { .. })).collect();
+    assert_eq!(stats.len(), 1, "statx by dirfd; the AT_EMPTY_PATH statx and fstat make no event");
+    assert!(!t.events.iter().any(|e| matches!(e.op, Op::Stat { .. }) && e.given.is_empty()));
+    let e = one(&t, &p("absent/x.h.gch"), |op| *op == Op::Stat { follow: true });
+    assert_eq!(e.observed, Observed::Absent);
+    let e = one(&t, &p("d/f.txt"), |op| *op == Op::Access);
+    assert!(is_file(&e.observed));
+    assert!(
+        at(&t, &p("link")).iter().all(|e| e.op != Op::Readlink),
+        "readlink is not traced by default"
+    );
+
+    let e = one(&t, &p("d"), |op| *op == Op::ListDirectory);
+    assert!(matches!(e.observed, Observed::Directory(_)) && e.given.is_empty());
+    assert_eq!(one(&t, &p("newdir"), |op| *op == Op::Mkdir).observed, Observed::Absent);
+    assert!(matches!(
+        one(&t, &p("newdir"), |op| *op == Op::Rmdir).observed,
+        Observed::Directory(_)
+    ));
+    one(&t, &p("tmp.txt"), |op| *op == Op::OpenWrite { create: true, truncate: true });
+    one(&t, &p("tmp.txt"), |op| *op == Op::Rename { to: p("renamed.txt") });
+    one(&t, &p("renamed.txt"), |op| *op == Op::Link { to: p("hard.txt") });
+    let e = one(&t, &p("d/sym"), |op| matches!(op, Op::Symlink { .. }));
+    assert_eq!(e.op, Op::Symlink { target: "renamed.txt".into() });
+    for op in [Op::Truncate, Op::Chmod, Op::SetTimes, Op::Unlink] {
+        one(&t, &p("hard.txt"), |o| *o == op);
+    }
+    assert!(matches!(one(&t, &p("d/sym"), |op| *op == Op::Unlink).observed, Observed::Symlink(_)));
+    for op in [Op::Chown, Op::Chmod, Op::SetTimes] {
+        // The path call, then the descriptor call (fchmod, fchown, futimens).
+        assert_eq!(at(&t, &p("hard.txt")).iter().filter(|e| e.op == op).count(), 2, "{op:?}");
+    }
+    assert_eq!(
+        one(&t, &p("link"), |op| *op == Op::Chown).observed,
+        Observed::Symlink("d/f.txt".into())
+    );
+    assert_eq!(one(&t, &p("fifo"), |op| *op == Op::Mknod).observed, Observed::Absent);
+    assert_eq!(
+        one(&t, &p("fifo"), |op| *op == Op::Stat { follow: true }).observed,
+        Observed::Other
+    );
+    assert!(matches!(one(&t, &p("."), |op| *op == Op::StatFs).observed, Observed::Directory(_)));
+    one(&t, &p("g.txt"), |op| *op == Op::Xattr { write: false });
+    one(&t, &p("g.txt"), |op| *op == Op::Xattr { write: true });
+    let e = one(&t, &p("d/."), |op| matches!(op, Op::OpenWrite { .. }));
+    assert_eq!(
+        e.op,
+        Op::OpenWrite { create: true, truncate: false },
+        "O_TMPFILE names the directory"
+    );
+    assert!(
+        is_file(&one(&t, &p("g.txt"), |op| *op == Op::Stat { follow: true }).observed),
+        "O_PATH"
+    );
+
+    // execveat by dirfd and by descriptor (AT_EMPTY_PATH: the descriptor's path).
+    let execs = at(&t, &p("d/prog")).into_iter().filter(|e| e.op == Op::Exec).collect::<Vec<_>>();
+    assert_eq!(execs.len(), 2, "{execs:#?}");
+    assert_eq!(execs[0].given, "prog");
+    assert_eq!(execs[1].given, "");
+    assert!(execs.iter().all(|e| is_file(&e.observed)));
+
+    // chdir then relative opens; fchdir back.
+    let e = one(&t, &p("d"), |op| *op == Op::Chdir);
+    assert!(e.cwd_relative);
+    assert!(is_file(&one(&t, &p("d/after-chdir.txt"), |op| *op == Op::OpenRead).observed));
+    one(&t, &dir, |op| *op == Op::Chdir); // fchdir: the descriptor's path
+    assert_eq!(
+        one(&t, &p("after-fchdir.txt"), |op| *op == Op::OpenRead).observed,
+        Observed::Absent
+    );
+}
+
+#[test]
+fn trace_full_coverage_records_readlink() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("rl");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink("target.txt", dir.join("link")).unwrap();
+    let setup = Setup { coverage: Coverage::Full, ..Setup::default() };
+    let t = traced_with(&dir, &["readlink", "link"], setup);
+    assert_eq!(t.stdout, b"target.txt\n");
+    let e = one(&t, &dir.join("link"), |op| *op == Op::Readlink);
+    assert_eq!(e.observed, Observed::Symlink("target.txt".into()));
+    let lean = traced(&dir, &["readlink", "link"]);
+    assert!(at(&lean, &dir.join("link")).iter().all(|e| e.op != Op::Readlink));
+}
+
+const PAGES_C: &str = r#"
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    long page = sysconf(_SC_PAGESIZE);
+    char *m = mmap(0, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    mprotect(m + 2 * page, page, PROT_NONE);
+    const char *name = argv[1];
+    size_t n = strlen(name) + 1;
+    char *at_end = m + 2 * page - n;          /* NUL is the last byte before PROT_NONE */
+    memcpy(at_end, name, n);
+    char *across = m + page - n / 2;          /* crosses from page 0 into page 1 */
+    memcpy(across, name, n);
+    close(open(at_end, O_RDONLY));
+    close(open(across, O_RDONLY));
+    syscall(SYS_openat, AT_FDCWD, 0, O_RDONLY); /* NULL: EFAULT, no lookup, no event */
+    return 0;
+}
+"#;
+
+#[test]
+fn trace_reads_path_arguments_up_to_unmapped_pages_and_across_pages() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("pages");
+    let exe = compile_c(&dir, "pages", PAGES_C, &[]);
+    let name = "sub/".repeat(40) + "page-edge.txt";
+    write_file(&dir.join(&name), "x");
+    let t = traced(&dir, &[exe.to_str().unwrap(), &name]);
+    let opens = at(&t, &dir.join(&name));
+    assert_eq!(opens.len(), 2, "{opens:#?}");
+    assert!(opens.iter().all(|e| e.op == Op::OpenRead && e.given == OsStr::new(&name)));
+}
+
+#[test]
+fn trace_a_static_binary_has_no_loader_event() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("static");
+    let exe = compile_c(
+        &dir,
+        "static-prog",
+        "#include <fcntl.h>\n#include <unistd.h>\nint main(void) { close(open(\"static.txt\", O_RDONLY)); return 0; }\n",
+        &["-static"],
+    );
+    write_file(&dir.join("static.txt"), "s");
+    let t = traced(&dir, &[exe.to_str().unwrap()]);
+    assert!(is_file(&one(&t, &dir.join("static.txt"), |op| *op == Op::OpenRead).observed));
+    let execs: Vec<_> = t.events.iter().filter(|e| e.op == Op::Exec).map(|e| &e.path).collect();
+    assert_eq!(execs, [&exe], "no PT_INTERP, no loader");
+    let dynamic = traced(&dir, &["/bin/true"]);
+    let execs: Vec<_> = dynamic.events.iter().filter(|e| e.op == Op::Exec).collect();
+    assert_eq!(execs.len(), 2, "/bin/true and its loader: {execs:#?}");
+    assert!(execs[1].path.to_string_lossy().contains("ld-linux"), "{execs:#?}");
+}
+
+const OUTPUT_C: &str = r#"
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(void) {
+    static unsigned char out[200000], err[150000];
+    for (size_t i = 0; i < sizeof out; i++) out[i] = (unsigned char)(i * 7);
+    for (size_t i = 0; i < sizeof err; i++) err[i] = (unsigned char)(i * 13 + 1);
+    /* Interleaved, both far beyond a pipe's buffer. */
+    for (size_t i = 0; i < 50; i++) {
+        write(1, out + i * 4000, 4000);
+        write(2, err + i * 3000, 3000);
+    }
+    struct stat st; fstat(0, &st);
+    printf("stdin %lu %lu\n", (unsigned long)st.st_dev, (unsigned long)st.st_ino);
+    return 0;
+}
+"#;
+
+#[test]
+fn trace_captures_stdout_and_stderr_byte_for_byte_and_inherits_stdin() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("out");
+    let exe = compile_c(&dir, "output", OUTPUT_C, &[]);
+    let t = traced(&dir, &[exe.to_str().unwrap()]);
+    let want_out: Vec<u8> = (0..200_000usize).map(|i| (i * 7) as u8).collect();
+    let want_err: Vec<u8> = (0..150_000usize).map(|i| (i * 13 + 1) as u8).collect();
+    let stdin = std::fs::metadata("/proc/self/fd/0").unwrap();
+    let stdin_line = format!(
+        "stdin {} {}\n",
+        std::os::unix::fs::MetadataExt::dev(&stdin),
+        std::os::unix::fs::MetadataExt::ino(&stdin)
+    );
+    let (out, line) = t.stdout.split_at(200_000);
+    assert!(out == want_out.as_slice(), "stdout differs");
+    assert_eq!(String::from_utf8_lossy(line), stdin_line);
+    assert!(t.stderr == want_err, "stderr differs ({} bytes)", t.stderr.len());
+}
+
+#[test]
+fn trace_propagates_exit_codes_and_signals_and_delivers_signals() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("sig");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |script: &str| try_traced(&dir, &["sh", "-c", script], Setup::default()).unwrap();
+    assert_eq!(run("exit 7").status.code(), Some(7));
+    let killed = run("kill -TERM $$");
+    assert_eq!((killed.status.code(), killed.status.signal()), (None, Some(libc::SIGTERM)));
+    // A handler runs: the tracer passes the signal on.
+    let handled = run("trap 'echo handled' USR1; kill -USR1 $$; echo after");
+    assert_eq!(handled.stdout, b"handled\nafter\n");
+    // A child killed by a signal; the root goes on and its later calls are recorded.
+    let child =
+        run("sleep 30 & kill -KILL $!; wait $!; echo $?; cat after-kill.txt 2>/dev/null; true");
+    assert_eq!(child.stdout, b"137\n");
+    assert!(child.status.success());
+    assert_eq!(
+        one(&child, &dir.join("after-kill.txt"), |op| *op == Op::OpenRead).observed,
+        Observed::Absent
+    );
+    // A group-stop (job control) does not hang the trace: the process is resumed.
+    let stopped = run("kill -STOP $$; echo resumed");
+    assert_eq!(stopped.stdout, b"resumed\n");
+}
+
+#[test]
+fn trace_waits_for_descendants_that_outlive_the_root_and_kills_them_after_linger() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("daemon");
+    write_file(&dir.join("late.txt"), "late\n");
+    // Within the linger: the grandchild's late read is in the record.
+    let t = traced(&dir, &["sh", "-c", "(sleep 0.3; cat late.txt) & echo started"]);
+    assert_eq!(t.stdout, b"started\nlate\n");
+    assert!(is_file(&one(&t, &dir.join("late.txt"), |op| *op == Op::OpenRead).observed));
+    // A daemon-like grandchild (double fork, stdout kept open): killed after the linger,
+    // and the record is marked incomplete.
+    let setup = Setup { linger: Duration::from_millis(300), ..Setup::default() };
+    let started = Instant::now();
+    let t =
+        try_traced(&dir, &["sh", "-c", "(sh -c 'sleep 30; cat late.txt' &) ; echo started"], setup)
+            .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(t.status.success());
+    assert_eq!(t.stdout, b"started\n");
+    assert_eq!(t.incomplete.len(), 1, "{:?}", t.incomplete);
+    assert!(t.incomplete[0].contains("were still running 300 ms after"), "{:?}", t.incomplete);
+    assert!(at(&t, &dir.join("late.txt")).is_empty());
+}
+
+#[test]
+fn trace_reports_a_program_that_cannot_be_run() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("missing");
+    std::fs::create_dir_all(&dir).unwrap();
+    match try_traced(&dir, &["./no-such-compiler", "-c", "x.c"], Setup::default()) {
+        Err(Error::Spawn { program, source }) => {
+            assert_eq!(program, Path::new("./no-such-compiler"));
+            assert_eq!(source.raw_os_error(), Some(libc::ENOENT));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A shim in front of the shim: installs a seccomp filter that makes `SYSCALL` fail with
+/// `ERRNO` (as a container's profile or a kernel without the feature would), then `exec`s
+/// the real strata shim with the same arguments.
+fn denying_shim(dir: &Path, name: &str, syscall: &str, errno: &str) -> PathBuf {
+    let source = format!(
+        r#"
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {{
+    (void)argc;
+    struct sock_filter code[] = {{
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, {syscall}, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | {errno}),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    }};
+    struct sock_fprog prog = {{ sizeof code / sizeof code[0], code }};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 90;
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) return 91;
+    execv("{strata}", argv);
+    return 92;
+}}
+"#,
+        strata = shim().display()
+    );
+    compile_c(dir, name, &source, &[])
+}
+
+#[test]
+fn trace_refused_where_ptrace_or_seccomp_is_denied_and_the_program_does_not_run() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("refused");
+    let no_ptrace = denying_shim(&dir, "no-ptrace", "SYS_ptrace", "EPERM");
+    let no_seccomp = denying_shim(&dir, "no-seccomp", "SYS_seccomp", "EINVAL");
+    for (shim, what) in [(&no_ptrace, "PTRACE_TRACEME"), (&no_seccomp, "seccomp filter")] {
+        let setup = Setup { shim, ..Setup::default() };
+        let result = try_traced(&dir, &["sh", "-c", "echo ran > ran.txt"], setup);
+        match result {
+            Err(e @ Error::Refused { .. }) => {
+                assert!(e.is_refused());
+                let Error::Refused { program, reason } = &e else { unreachable!() };
+                assert_eq!(program, Path::new("sh"));
+                assert!(reason.starts_with(what), "{reason}");
+                assert!(e.to_string().starts_with("cannot trace sh: "), "{e}");
+            }
+            other => panic!("{}: {other:?}", shim.display()),
+        }
+        assert!(!dir.join("ran.txt").exists(), "the program ran untraced under {}", shim.display());
+    }
+    let missing = dir.join("no-such-shim");
+    let setup = Setup { shim: &missing, ..Setup::default() };
+    let result = try_traced(&dir, &["sh", "-c", "echo ran > ran.txt"], setup);
+    assert!(matches!(&result, Err(e) if e.is_refused()), "{result:?}");
+    assert!(!dir.join("ran.txt").exists());
+}
+
+const UNOBSERVABLE_C: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    if (strcmp(argv[1], "uring") == 0) {
+        struct io_uring_params p; memset(&p, 0, sizeof p);
+        long fd = syscall(SYS_io_uring_setup, 4, &p);
+        if (fd >= 0) close((int)fd);
+    } else if (strcmp(argv[1], "handle") == 0) {
+        char space[sizeof(struct file_handle) + 128]; struct file_handle *h = (void *)space;
+        h->handle_bytes = 128; int mount_id;
+        name_to_handle_at(AT_FDCWD, ".", h, &mount_id, 0);
+    } else if (strcmp(argv[1], "untraced") == 0) {
+        long c = syscall(SYS_clone, CLONE_UNTRACED | SIGCHLD, 0, 0, 0, 0);
+        if (c == 0) _exit(0);
+        waitpid((pid_t)c, 0, 0);
+    } else if (strcmp(argv[1], "int80") == 0) {
+#ifdef __x86_64__
+        long ret; /* 32-bit getpid (20) through int 0x80 */
+        __asm__ volatile ("int $0x80" : "=a"(ret) : "a"(20L) : "memory", "r8", "r9", "r10", "r11");
+#endif
+    } else if (strcmp(argv[1], "gone") == 0) {
+        mkdir("gone", 0755);
+        if (chdir("gone") != 0 || rmdir("../gone") != 0) return 2;
+        open("relative.txt", O_RDONLY);
+    }
+    return 0;
+}
+"#;
+
+#[test]
+fn trace_marks_what_it_cannot_observe_as_incomplete() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("unobservable");
+    let exe = compile_c(&dir, "unobservable", UNOBSERVABLE_C, &[]);
+    let mut cases = vec![
+        ("uring", "io_uring"),
+        ("handle", "opens files by handle"),
+        ("untraced", "CLONE_UNTRACED"),
+        ("gone", "working directory of process"),
+    ];
+    if cfg!(target_arch = "x86_64") {
+        cases.push(("int80", "another ABI"));
+    }
+    for (mode, needle) in cases {
+        let t = try_traced(&dir, &[exe.to_str().unwrap(), mode], Setup::default()).unwrap();
+        assert!(t.status.success(), "{mode}: {}", t.status);
+        assert_eq!(t.incomplete.len(), 1, "{mode}: {:?}", t.incomplete);
+        assert!(t.incomplete[0].contains(needle), "{mode}: {:?}", t.incomplete);
+    }
+}
+
+const MOVED_C: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+    if (chdir("a/b") != 0) return 2;
+    close(open("before.txt", O_RDONLY));
+    if (rename("../../a", "../../c") != 0) return 3;   /* the working directory moves */
+    close(open("x.txt", O_RDONLY));
+    return 0;
+}
+"#;
+
+#[test]
+fn trace_reads_a_working_directory_afresh_after_it_was_renamed() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("moved");
+    let exe = compile_c(&dir, "moved", MOVED_C, &[]);
+    write_file(&dir.join("a/b/x.txt"), "x");
+    let t = traced(&dir, &[exe.to_str().unwrap()]);
+    assert_eq!(
+        one(&t, &dir.join("a/b/before.txt"), |op| *op == Op::OpenRead).observed,
+        Observed::Absent
+    );
+    one(&t, &dir.join("a/b/../../a"), |op| *op == Op::Rename { to: dir.join("a/b/../../c") });
+    let e = one(&t, &dir.join("c/b/x.txt"), |op| *op == Op::OpenRead);
+    assert!(is_file(&e.observed) && e.cwd_relative);
+    assert!(at(&t, &dir.join("a/b/x.txt")).is_empty());
+}
