@@ -54,6 +54,14 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
     if !compile.remote.is_empty() {
         outln!("  {}", compile.remote.describe())?;
     }
+    if !compile.observed.is_empty() {
+        let n = |k: &str| compile.observed.get(k).copied().unwrap_or(0);
+        outln!(
+            "  compiles observed: {} traced, {} by the fallback model (tracing refused)",
+            n("trace"),
+            n("model")
+        )?;
+    }
     print_reasons(&compile.counters)?;
     let archive = &compile.archive;
     if !archive.counters.is_empty() {

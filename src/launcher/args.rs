@@ -200,6 +200,17 @@ const WITH_VALUE: &[&str] = &[
     "--param",
     "-aux-info",
     "-B",
+    "-include-pch",
+    "-iframework",
+    "-ivfsoverlay",
+    "-mllvm",
+    "-Xlinker",
+    "-Xanalyzer",
+    "-serialize-diagnostics",
+    "--serialize-diagnostics",
+    "-dependency-file",
+    "-dependency-dot",
+    "-module-dependency-dir",
 ];
 
 /// Include-directory options recorded in order.
@@ -239,6 +250,7 @@ const UNTRACKED_INPUT_FLAGS: &[&str] = &[
     "-B",
     "-include-pch",
     "-fembed-dir",
+    "-ivfsoverlay",
 ];
 
 /// Prefixes of flags that load code into the compiler or share state between compiles
@@ -261,6 +273,10 @@ const UNTRACKED_OUTPUT_FLAGS: &[&str] = &[
     "-foptimization-record-file",
     "-ftime-trace",
     "-fstats-file",
+    "-serialize-diagnostics",
+    "--serialize-diagnostics",
+    "-dependency-dot",
+    "-module-dependency-dir",
 ];
 
 fn flag_reason(arg: &str) -> Option<Reason> {

@@ -147,6 +147,53 @@ impl Unvouched {
     }
 }
 
+/// The `#include`s before the first C token of a source (names, and whether `<angled>`):
+/// the only ones a precompiled header can stand for (GCC uses a `.gch` only there, and the
+/// dependency output then names neither the `.gch` nor the header).
+pub fn leading_includes(source: &[u8]) -> Vec<(Vec<u8>, bool)> {
+    let mut out = Vec::new();
+    let mut in_comment = false;
+    for line in source.split(|&b| b == b'\n') {
+        let mut line = trim_space(line);
+        if in_comment {
+            match memmem::find(line, b"*/") {
+                Some(end) => {
+                    in_comment = false;
+                    line = trim_space(&line[end + 2..]);
+                }
+                None => continue,
+            }
+        }
+        if line.is_empty() || line.starts_with(b"//") {
+            continue;
+        }
+        if line.starts_with(b"/*") {
+            match memmem::find(line, b"*/") {
+                Some(end) if trim_space(&line[end + 2..]).is_empty() => continue,
+                Some(_) => break,
+                None => {
+                    in_comment = true;
+                    continue;
+                }
+            }
+        }
+        let Some(directive) = line.strip_prefix(b"#") else { break };
+        let directive = trim_space(directive);
+        if let Some(rest) = directive.strip_prefix(b"include") {
+            let rest = trim_space(rest);
+            let (close, angled) = match rest.first() {
+                Some(b'"') => (b'"', false),
+                Some(b'<') => (b'>', true),
+                _ => continue,
+            };
+            if let Some(end) = rest[1..].iter().position(|&b| b == close) {
+                out.push((rest[1..1 + end].to_vec(), angled));
+            }
+        }
+    }
+    out
+}
+
 /// Computes the model's facts for a compile that read `deps` (as the dependency output
 /// spells them: the source first, then every header), with search lists `lists`, run in
 /// `cwd`; `contents` gives the bytes of each dependency (already read for its digest).
@@ -213,6 +260,31 @@ pub fn probes(
                 let probe = join(earlier, &name);
                 if probe != *dep && exists(&probe).is_none() {
                     absent(probe, &mut out);
+                }
+            }
+        }
+    }
+    // A precompiled header stands for an include before the first C token of the source:
+    // `<name>.gch` (and Clang's `.pch`) in every directory that include searches.
+    if let Some(source) = deps.first()
+        && let Some(bytes) = contents(source)
+    {
+        let source_dir = source.parent().map(Path::to_path_buf).unwrap_or_default();
+        for (name, angled) in leading_includes(&bytes) {
+            let dirs: Vec<&Path> = if angled {
+                lists.angle.iter().map(PathBuf::as_path).collect()
+            } else {
+                std::iter::once(source_dir.as_path()).chain(chain.iter().copied()).collect()
+            };
+            for d in dirs {
+                for ext in [&b".gch"[..], b".pch"] {
+                    let mut file = name.clone();
+                    file.extend_from_slice(ext);
+                    let pch = join(d, Path::new(OsStr::from_bytes(&file)));
+                    if exists(&pch).is_some() {
+                        return Err(Unvouched::PrecompiledHeader(pch));
+                    }
+                    absent(pch, &mut out);
                 }
             }
         }
@@ -339,6 +411,15 @@ mod tests {
         assert_eq!(
             parse_search_lists(clang).angle,
             ["/usr/lib/llvm-14/lib/clang/14.0.6/include", "/Library/Frameworks"].map(PathBuf::from)
+        );
+    }
+
+    #[test]
+    fn leading_includes_stop_at_the_first_c_token() {
+        let src = b"// c\n/* a\n b */\n#include \"pch.h\"\n#define X 1\n  # include <sys/a.h>\nint x;\n#include \"late.h\"\n";
+        assert_eq!(
+            leading_includes(src),
+            vec![(b"pch.h".to_vec(), false), (b"sys/a.h".to_vec(), true)]
         );
     }
 

@@ -42,6 +42,10 @@ pub struct CompileStats {
     /// The archive steps' counters (domain `archive`, [`super::archive`]); their entries
     /// are counted with the compile entries above.
     pub archive: ArchiveStats,
+    /// How compiles that ran were observed (domain `compile_observed`): `trace` (the
+    /// compiler's process tree traced) and `model` (tracing refused here: the fallback
+    /// model, docs/launcher.md).
+    pub observed: Counters,
 }
 
 /// The archive steps' counters.
@@ -63,7 +67,9 @@ pub fn stats(cache: &CacheRoot) -> CompileStats {
     let archive_counters = all.remove(super::archive::ARCHIVE).unwrap_or_default();
     let archive =
         ArchiveStats { rate: HitRate::of(Some(&archive_counters)), counters: archive_counters };
-    let mut out = CompileStats { counters, rate, remote, archive, ..CompileStats::default() };
+    let observed = all.remove(super::save::OBSERVED).unwrap_or_default();
+    let mut out =
+        CompileStats { counters, rate, remote, archive, observed, ..CompileStats::default() };
     for e in entries(cache) {
         out.entries += 1;
         out.object_bytes += e.bytes;

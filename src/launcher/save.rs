@@ -30,7 +30,7 @@ use super::entry::{
 use super::location::Location;
 use super::{Error, Outcome, Step, depfile, model, observe, remote, trace};
 
-/// The counter domain of how MISSes were observed (`trace`, `model`).
+/// The counter domain of how compiles that ran were observed (`trace`, `model`).
 pub const OBSERVED: &str = "compile_observed";
 
 /// Files at least this large are hashed once per machine and stamp (the compiler's back
@@ -176,7 +176,7 @@ impl Run<'_> {
             Ran::Traced(t) => self.learn_traced(t, here, private_dep)?,
             Ran::Plain(_) => self.learn_model(here, private_dep)?,
         };
-        let learnt = match learnt {
+        let mut learnt = match learnt {
             Ok(l) => l,
             Err(outcome) => return Ok(Err(outcome)),
         };
@@ -188,14 +188,22 @@ impl Run<'_> {
             self.note(format!("{} changed while the compiler ran", source.path.display()));
             return not_cached("input_changed");
         }
-        let recorded = match self.record_inputs(here, source, &learnt, started, memo)? {
-            Ok(r) => r,
+        let traced: Option<(Vec<PathBuf>, Vec<PathBuf>)> =
+            matches!(ran, Ran::Traced(_)).then(|| {
+                (
+                    learnt.inputs.iter().map(|(p, _, _)| p.clone()).collect(),
+                    learnt.present.iter().map(|(p, _)| p.clone()).collect(),
+                )
+            });
+        let traced = traced.as_ref().map(|(i, p)| (i.as_slice(), p.as_slice()));
+        let (depfile, promote) = match self.depfile_record(here, traced, private_dep)? {
+            Ok(d) => d,
             Err(o) => return Ok(Err(o)),
         };
-        let traced_inputs: Option<Vec<PathBuf>> = matches!(ran, Ran::Traced(_))
-            .then(|| learnt.inputs.iter().map(|(p, _, _)| p.clone()).collect());
-        let depfile = match self.depfile_record(here, traced_inputs.as_deref(), private_dep)? {
-            Ok(d) => d,
+        learnt.present.retain(|(p, _)| !promote.contains(p));
+        learnt.inputs.extend(promote.into_iter().map(|p| (p, None, false)));
+        let recorded = match self.record_inputs(here, source, &learnt, started, memo)? {
+            Ok(r) => r,
             Err(o) => return Ok(Err(o)),
         };
         if let Some(dir) = place.lock.parent() {
@@ -420,6 +428,7 @@ impl Run<'_> {
         let mut seen_records = BTreeSet::new();
         let mut dates = has(source.bytes, b"__DATE__") || has(source.bytes, b"__TIME__");
         let mut stamp_macro = has(source.bytes, b"__TIMESTAMP__");
+        let mut dependency = has(source.bytes, b"GCC dependency");
         for (path, seen, program) in &learnt.inputs {
             let abs = here.absolute(path);
             if same_file(&abs, &source.path) {
@@ -429,14 +438,19 @@ impl Run<'_> {
             if !seen_records.insert(record.clone()) {
                 continue;
             }
-            let (digest, stamp) =
-                match self.digest_input(&abs, *program, &mut dates, &mut stamp_macro) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        self.note(format!("{}: {e}", abs.display()));
-                        return not_cached("input_changed");
-                    }
-                };
+            let (digest, stamp) = match self.digest_input(
+                &abs,
+                *program,
+                &mut dates,
+                &mut stamp_macro,
+                &mut dependency,
+            ) {
+                Ok(d) => d,
+                Err(e) => {
+                    self.note(format!("{}: {e}", abs.display()));
+                    return not_cached("input_changed");
+                }
+            };
             let moved = seen.is_some_and(|s| {
                 (s.dev, s.ino, s.size_bytes, s.mtime_ns)
                     != (stamp.dev, stamp.ino, stamp.size_bytes, stamp.mtime_ns)
@@ -447,6 +461,11 @@ impl Run<'_> {
             }
             memo.remember(&entry::header_memo_name(&abs), stamp, digest, source.began);
             out.push(Input { path: record, digest });
+        }
+        // `#pragma GCC dependency "file"` warns when the file is newer than the current
+        // one: the messages depend on mtimes, which no fact records.
+        if dependency {
+            return not_cached("uncacheable:pragma_dependency");
         }
         let epoch = std::env::var_os("SOURCE_DATE_EPOCH").is_some();
         if (dates && !(epoch && self.probe.epoch_fixes_date))
@@ -472,21 +491,27 @@ impl Run<'_> {
         program: bool,
         dates: &mut bool,
         stamp_macro: &mut bool,
+        dependency: &mut bool,
     ) -> Result<(ContentDigest, FileStamp), Error> {
         let meta = fs::metadata(abs)?;
         if meta.size() >= SHARED_MEMO_BYTES {
             let digest = shared_digest(&self.cache.memo_dir(), abs, self.config.digest)?;
             if !program {
                 let bytes = fs::read(abs)?;
+                if !is_text(&bytes) {
+                    return Ok((digest, FileStamp::of(&fs::metadata(abs)?)));
+                }
                 *dates |= has(&bytes, b"__DATE__") || has(&bytes, b"__TIME__");
                 *stamp_macro |= has(&bytes, b"__TIMESTAMP__");
+                *dependency |= has(&bytes, b"GCC dependency");
             }
             return Ok((digest, FileStamp::of(&fs::metadata(abs)?)));
         }
         let (digest, bytes, stamp) = entry::read_input(abs, self.config.digest)?;
-        if !program {
+        if !program && is_text(&bytes) {
             *dates |= has(&bytes, b"__DATE__") || has(&bytes, b"__TIME__");
             *stamp_macro |= has(&bytes, b"__TIMESTAMP__");
+            *dependency |= has(&bytes, b"GCC dependency");
         }
         Ok((digest, stamp))
     }
@@ -591,6 +616,12 @@ pub(super) fn same_file(a: &Path, b: &Path) -> bool {
         (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
         _ => false,
     }
+}
+
+/// True for a file the preprocessor may read as text: no NUL in its first 8 KiB. Binary
+/// inputs (a precompiled header, `.incbin` data) hold macro names as data, not uses.
+fn is_text(bytes: &[u8]) -> bool {
+    !bytes[..bytes.len().min(8192)].contains(&0)
 }
 
 fn has(bytes: &[u8], needle: &[u8]) -> bool {

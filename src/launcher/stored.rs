@@ -32,47 +32,59 @@ pub(super) type DepfileFacts = (DepfileRecord, Option<Vec<u8>>);
 
 impl Run<'_> {
     /// Reads the dependency output (the build's depfile, or the private one), checks it is
-    /// this compile's and, for a traced compile, that every file it names was read; returns
-    /// the record of the build's depfile (`None` when it asked for none).
+    /// this compile's and, for a traced compile (`traced`: the files it read and the names
+    /// it found), that every file it names was looked at; returns the record of the build's
+    /// depfile (`None` when it asked for none) and the files it names that the trace saw
+    /// looked up but not read (Clang checks a precompiled header's sources by their stamps):
+    /// they become inputs, so a change to them is a MISS as it is an error for the
+    /// compiler.
     pub(super) fn depfile_record(
         &self,
         here: &Location,
-        traced_inputs: Option<&[PathBuf]>,
+        traced: Option<(&[PathBuf], &[PathBuf])>,
         private_dep: Option<&Path>,
-    ) -> Result<Result<Option<DepfileFacts>, Outcome>, Error> {
+    ) -> Result<Result<(Option<DepfileFacts>, Vec<PathBuf>), Outcome>, Error> {
         let build = self.depfile_path(here);
         let Some(path) = build.clone().or_else(|| private_dep.map(Path::to_path_buf)) else {
-            return Ok(Ok(None));
+            return Ok(Ok((None, Vec::new())));
         };
         let text = fs::read(&path)?;
         let rules = depfile::parse(&text)
             .map_err(|reason| Error::Depfile { path: path.clone(), reason })?;
         let deps: Vec<PathBuf> = rules.first().map(|r| r.dependencies.clone()).unwrap_or_default();
         let source = here.absolute(&self.compile.source);
-        if !deps.first().is_some_and(|d| same_file(&here.absolute(d), &source)) {
-            self.note(format!("{} does not list the source first", path.display()));
+        if !deps.iter().any(|d| same_file(&here.absolute(d), &source)) {
+            self.note(format!("{} does not list the source", path.display()));
             return Ok(Err(Outcome::NotCached("uncacheable:incomplete_depfile".into())));
         }
-        if let Some(inputs) = traced_inputs {
-            let read: BTreeSet<(u64, u64)> = inputs
-                .iter()
-                .filter_map(|p| fs::metadata(&here.absolute(p)).ok())
-                .map(|m| (m.dev(), m.ino()))
-                .collect();
-            for dep in deps.iter().skip(1) {
+        let mut promote = Vec::new();
+        if let Some((inputs, looked_up)) = traced {
+            let ids = |paths: &[PathBuf]| -> BTreeSet<(u64, u64)> {
+                paths
+                    .iter()
+                    .filter_map(|p| fs::metadata(&here.absolute(p)).ok())
+                    .map(|m| (m.dev(), m.ino()))
+                    .collect()
+            };
+            let (read, seen) = (ids(inputs), ids(looked_up));
+            for dep in &deps {
                 let id = fs::metadata(&here.absolute(dep)).ok().map(|m| (m.dev(), m.ino()));
-                if !id.is_some_and(|id| read.contains(&id)) {
-                    self.out.warn(format!(
-                        "the dependency file of {} names {}, which the trace did not see \
-                         read; not cached (please report this)",
-                        self.compile.source.display(),
-                        dep.display()
-                    ));
-                    return Ok(Err(Outcome::NotCached("depfile_mismatch".into())));
+                match id {
+                    Some(id) if read.contains(&id) => {}
+                    Some(id) if seen.contains(&id) => promote.push(here.absolute(dep)),
+                    _ => {
+                        self.out.warn(format!(
+                            "the dependency file of {} names {}, which the trace did not see \
+                             looked at; not cached (please report this)",
+                            self.compile.source.display(),
+                            dep.display()
+                        ));
+                        return Ok(Err(Outcome::NotCached("depfile_mismatch".into())));
+                    }
                 }
             }
         }
-        let Some(build) = build else { return Ok(Ok(None)) };
+        let Some(build) = build else { return Ok(Ok((None, promote))) };
         let phony =
             matches!(self.compile.depfile, super::args::Depfile::Requested { phony: true, .. });
         let targets = self.family.depfile_targets(self.compile);
@@ -97,7 +109,7 @@ impl Run<'_> {
                 Vec::new()
             },
         };
-        Ok(Ok(Some((record, verbatim.then_some(text)))))
+        Ok(Ok((Some((record, verbatim.then_some(text))), promote)))
     }
 
     /// Copies the outputs into the entry's `objects/` (under the entry lock), hashing them

@@ -18,6 +18,7 @@ mod debug;
 mod exact;
 mod headers;
 mod integrity;
+mod observed;
 mod relocation;
 mod snapshot;
 mod trace;

@@ -1,0 +1,275 @@
+//! Launcher, part 2 (issue 25): a HIT only when everything the compiler looked at is
+//! unchanged, observed by tracing its process tree; complete outputs; and the fallback
+//! model where tracing is refused. Every step compares with a plain compile of the same
+//! state ([`same_as_plain`]).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{
+    Launcher, TestContext, counters, require_tool, run_bounded, same_as_plain, strata_exe,
+    tree_names, write_file,
+};
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|a| (*a).to_owned()).collect()
+}
+
+/// `STRATA_TRACE` values: traced, and the fallback model.
+const TRACED: &str = "1";
+const MODEL: &str = "0";
+
+/// Data an assembler directive reads (`.incbin`): the depfile never names it, the trace
+/// sees `as` open it.
+#[test]
+fn launcher_incbin_data_is_an_input() {
+    for cc in ["gcc", "clang"] {
+        require_tool(cc, "apt-get install gcc clang");
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("data.bin"), "one");
+        write_file(
+            &p.join("blob.c"),
+            "__asm__(\".section .rodata\\n.global blob\\nblob: .incbin \\\"data.bin\\\"\\n\");\n",
+        );
+        let argv = args(&[cc, "-c", "blob.c", "-o", "blob.o"]);
+        let traced = Launcher::new(&ctx.cache).env("STRATA_TRACE", TRACED);
+        assert_eq!(same_as_plain(&traced, &p, &argv, &["blob.o"], &[]), "miss", "{cc}");
+        assert_eq!(same_as_plain(&traced, &p, &argv, &["blob.o"], &[]), "hit", "{cc}");
+        write_file(&p.join("data.bin"), "two!");
+        assert_eq!(same_as_plain(&traced, &p, &argv, &["blob.o"], &[]), "miss", "{cc}");
+        let model = Launcher::new(&ctx.cache).env("STRATA_TRACE", MODEL);
+        write_file(&p.join("data.bin"), "three");
+        assert_eq!(
+            same_as_plain(&model, &p, &argv, &["blob.o"], &[]),
+            "uncacheable:model_unseen_input",
+            "{cc}: the model cannot vouch for it"
+        );
+    }
+}
+
+/// A precompiled header in use: GCC's depfile names neither the `.gch` nor the headers in
+/// it. Traced, the `.gch` is an input: editing the header and rebuilding the `.gch` (as
+/// CMake's `target_precompile_headers` does) is a MISS.
+#[test]
+fn launcher_a_precompiled_header_in_use_is_an_input() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let p = ctx.path("proj");
+    let pch = |value: u32| {
+        write_file(&p.join("pch.h"), format!("#define P {value}\n"));
+        let r = super::plain(&p, &["gcc", "-x", "c-header", "pch.h", "-o", "pch.h.gch"], &[]);
+        r.expect_code(0);
+    };
+    pch(1);
+    write_file(&p.join("main.c"), "#include \"pch.h\"\nint m = P;\n");
+    let argv = args(&["gcc", "-MD", "-c", "main.c", "-o", "main.o"]);
+    let outs = ["main.o", "main.d"];
+    let traced = Launcher::new(&ctx.cache).env("STRATA_TRACE", TRACED);
+    assert_eq!(same_as_plain(&traced, &p, &argv, &outs, &[]), "miss");
+    assert_eq!(same_as_plain(&traced, &p, &argv, &outs, &[]), "hit");
+    pch(2);
+    assert_eq!(same_as_plain(&traced, &p, &argv, &outs, &[]), "miss", "a rebuilt .gch");
+    let model = Launcher::new(&ctx.path("model-cache")).env("STRATA_TRACE", MODEL);
+    assert_eq!(
+        same_as_plain(&model, &p, &argv, &outs, &[]),
+        "uncacheable:model_precompiled_header"
+    );
+    // Clang's -include-pch: traced, an input; the model does not cache it.
+    require_tool("clang", "apt-get install clang");
+    let r = super::plain(&p, &["clang", "-x", "c-header", "pch.h", "-o", "pch.h.pch"], &[]);
+    r.expect_code(0);
+    let argv = args(&["clang", "-include-pch", "pch.h.pch", "-c", "main.c", "-o", "c.o"]);
+    assert_eq!(same_as_plain(&traced, &p, &argv, &["c.o"], &[]), "miss");
+    assert_eq!(same_as_plain(&traced, &p, &argv, &["c.o"], &[]), "hit");
+    assert_eq!(same_as_plain(&model, &p, &argv, &["c.o"], &[]), "uncacheable:untracked_input");
+}
+
+/// The files a plain run of `argv` in `dir` creates (then removed).
+fn created_by_plain(dir: &Path, argv: &[String]) -> Vec<PathBuf> {
+    let before = tree_names(dir);
+    super::plain(dir, argv, &[]).expect_code(0);
+    let created: Vec<PathBuf> =
+        tree_names(dir).into_iter().filter(|p| !before.contains(p)).collect();
+    for p in &created {
+        std::fs::remove_file(dir.join(p)).unwrap();
+    }
+    created
+}
+
+/// Outputs the flags ask for beside the object, which only a trace discovers: a HIT writes
+/// each one byte for byte; the model does not cache them.
+#[test]
+fn launcher_a_hit_writes_every_file_the_compiler_wrote() {
+    require_tool("gcc", "apt-get install gcc");
+    require_tool("clang", "apt-get install clang");
+    let cases: [(&str, &[&str], usize); 5] = [
+        ("gcc", &["-fcallgraph-info"], 2),
+        ("gcc", &["-Wa,-adhln=x.lst"], 2),
+        ("gcc", &["-aux-info", "x.aux"], 2),
+        ("gcc", &["-fdump-tree-original"], 2),
+        ("clang", &["-MJ", "x.json"], 2),
+    ];
+    for (cc, flags, files) in cases {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(
+            &p.join("x.c"),
+            "int f(int a) { return a * 3; }\nint g(void) { return f(2); }\n",
+        );
+        let mut argv = args(&[cc, "-O1"]);
+        argv.extend(args(flags));
+        argv.extend(args(&["-c", "x.c", "-o", "x.o"]));
+        let created = created_by_plain(&p, &argv);
+        assert_eq!(created.len(), files, "{argv:?}: {created:?}");
+        let outs: Vec<&str> = created.iter().map(|c| c.to_str().unwrap()).collect();
+        let traced = Launcher::new(&ctx.cache).env("STRATA_TRACE", TRACED);
+        assert_eq!(same_as_plain(&traced, &p, &argv, &outs, &[]), "miss", "{argv:?}");
+        assert_eq!(same_as_plain(&traced, &p, &argv, &outs, &[]), "hit", "{argv:?}");
+        // The model (with its own cache: the traced entry would be a HIT) cannot.
+        let model = Launcher::new(&ctx.path("model-cache")).env("STRATA_TRACE", MODEL);
+        assert_eq!(
+            same_as_plain(&model, &p, &argv, &outs, &[]),
+            "uncacheable:untracked_output",
+            "{argv:?}"
+        );
+    }
+}
+
+/// `#pragma GCC dependency` compares mtimes and warns: the messages depend on what no fact
+/// records, so it is not cached (and what runs says what a plain compile says).
+#[test]
+fn launcher_pragma_gcc_dependency_is_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let p = ctx.path("proj");
+    write_file(&p.join("x.c"), "#pragma GCC dependency \"dep.txt\"\nint x;\n");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write_file(&p.join("dep.txt"), "newer than x.c\n");
+    let argv = args(&["gcc", "-c", "x.c", "-o", "x.o"]);
+    for mode in [TRACED, MODEL] {
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", mode);
+        let outcome = same_as_plain(&l, &p, &argv, &["x.o"], &[]);
+        let want = if mode == TRACED {
+            "uncacheable:pragma_dependency"
+        } else {
+            "uncacheable:model_unseen_input"
+        };
+        assert_eq!(outcome, want);
+    }
+}
+
+/// A program in front of strata that denies `ptrace` with EPERM (as a container's seccomp
+/// profile does), then runs the rest of its arguments.
+fn no_ptrace(dir: &Path) -> PathBuf {
+    require_tool("gcc", "apt-get install gcc");
+    let source = r#"
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ptrace, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof code / sizeof code[0], code };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 90;
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) return 91;
+    execv(argv[1], argv + 1);
+    return 92;
+}
+"#;
+    write_file(&dir.join("no-ptrace.c"), source);
+    let exe = dir.join("no-ptrace");
+    let out =
+        Command::new("gcc").arg("-o").arg(&exe).arg(dir.join("no-ptrace.c")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// Where ptrace is refused, the launcher falls back to the model: it says so once per
+/// build, counts each compile's mode, explains it, caches what the model can vouch for and
+/// not what it cannot (a precompiled header, `.incbin`), and a HIT still equals a plain
+/// compile.
+#[test]
+fn launcher_falls_back_to_the_model_where_tracing_is_refused() {
+    let ctx = TestContext::new();
+    let p = ctx.path("proj");
+    let front = no_ptrace(&ctx.path("bin"));
+    write_file(&p.join("inc/x.h"), "#define X 1\n");
+    write_file(&p.join("a.c"), "#include \"x.h\"\nint a = X;\n");
+    write_file(&p.join("b.c"), "#include \"x.h\"\nint b = X + 1;\n");
+    write_file(&p.join("data.bin"), "bytes");
+    write_file(&p.join("blob.c"), "__asm__(\".incbin \\\"data.bin\\\"\");\n");
+    let l = Launcher::new(&ctx.cache).env("STRATA_EXPLAIN", "1");
+    let run = |argv: &[&str]| {
+        let mut cmd = Command::new(&front);
+        cmd.arg(strata_exe()).args(argv).current_dir(&p);
+        l.apply(&mut cmd);
+        let r = run_bounded(cmd, super::RUN_TIMEOUT);
+        assert_eq!(r.code, 0, "{argv:?}: {}", r.stderr);
+        r
+    };
+    let first = run(&["gcc", "-Iinc", "-c", "a.c", "-o", "a.o"]);
+    assert_eq!(
+        first.stderr.matches("tracing the compiler is refused here").count(),
+        1,
+        "{}",
+        first.stderr
+    );
+    assert!(first.stderr.contains("strata: miss a.c: "), "{}", first.stderr);
+    assert!(
+        first.stderr.contains("observed by the model: tracing is refused (PTRACE_TRACEME"),
+        "{}",
+        first.stderr
+    );
+    let second = run(&["gcc", "-Iinc", "-c", "b.c", "-o", "b.o"]);
+    assert!(!second.stderr.contains("warning"), "said once per build: {}", second.stderr);
+    let hit = run(&["gcc", "-Iinc", "-c", "a.c", "-o", "a.o"]);
+    assert!(
+        hit.stderr.contains("strata: hit a.c: observed by the model (no trace)"),
+        "{}",
+        hit.stderr
+    );
+    let blob = run(&["gcc", "-c", "blob.c", "-o", "blob.o"]);
+    assert!(
+        blob.stderr.contains("strata: uncacheable:model_unseen_input blob.c"),
+        "{}",
+        blob.stderr
+    );
+    // The counters: compiles and how they were observed.
+    let c = counters(&ctx.cache);
+    assert_eq!((c.get("miss"), c.get("hit")), (Some(&2), Some(&1)), "{c:?}");
+    assert_eq!(c.get("uncacheable:model_unseen_input"), Some(&1), "{c:?}");
+    let root = strata::action::layout::CacheRoot::new(&ctx.cache).unwrap();
+    let observed = strata::content::counters::read(&root).remove("compile_observed").unwrap();
+    assert_eq!(observed.get("model"), Some(&3), "{observed:?}");
+    assert_eq!(observed.get("trace"), None, "{observed:?}");
+    let stats = l.run(&p, &["stats"]);
+    assert!(
+        stats
+            .stdout
+            .contains("compiles observed: 0 traced, 3 by the fallback model (tracing refused)"),
+        "{}",
+        stats.stdout
+    );
+    // The same compile traced afterwards: the model's candidate is a HIT there too.
+    let traced = Launcher::new(&ctx.cache);
+    assert_eq!(
+        same_as_plain(
+            &traced,
+            &p,
+            &args(&["gcc", "-Iinc", "-c", "a.c", "-o", "a.o"]),
+            &["a.o"],
+            &[]
+        ),
+        "hit"
+    );
+}
