@@ -30,6 +30,10 @@ pub(super) struct Stored {
 /// The build's depfile as a record, and for the `verbatim` form its bytes.
 pub(super) type DepfileFacts = (DepfileRecord, Option<Vec<u8>>);
 
+/// What [`Run::depfile_record`] found: the depfile's record and the files to promote to
+/// inputs, or why the compile is not cached.
+pub(super) type DepfileFound = Result<(Option<DepfileFacts>, Vec<PathBuf>), Outcome>;
+
 impl Run<'_> {
     /// Reads the dependency output (the build's depfile, or the private one), checks it is
     /// this compile's and, for a traced compile (`traced`: the files it read and the names
@@ -43,7 +47,7 @@ impl Run<'_> {
         here: &Location,
         traced: Option<(&[PathBuf], &[PathBuf])>,
         private_dep: Option<&Path>,
-    ) -> Result<Result<(Option<DepfileFacts>, Vec<PathBuf>), Outcome>, Error> {
+    ) -> Result<DepfileFound, Error> {
         let build = self.depfile_path(here);
         let Some(path) = build.clone().or_else(|| private_dep.map(Path::to_path_buf)) else {
             return Ok(Ok((None, Vec::new())));
