@@ -251,15 +251,19 @@ impl Error {
         }
     }
 
-    /// True if the same request may succeed later: HTTP 5xx, 429, 408, `SlowDown`,
+    /// True if the same request may succeed later: HTTP 5xx (but 501 and 505: the server
+    /// lacks what the request asks for, and always will), 429, 408, `SlowDown`,
     /// `RequestTimeout`, a conditional-write conflict (409), network failures and
     /// truncated bodies.
     pub fn is_retryable(&self) -> bool {
+        if self.is_not_implemented() {
+            return false;
+        }
         match self {
             Error::Network { .. } => true,
             Error::Protocol { retryable, .. } => *retryable,
             Error::Http { status, code, .. } => {
-                *status >= 500
+                (*status >= 500 && *status != 505)
                     || *status == 429
                     || *status == 408
                     || matches!(
@@ -271,6 +275,20 @@ impl Error {
                                 | "ConditionalRequestConflict"
                         )
                     )
+            }
+            _ => false,
+        }
+    }
+
+    /// True if the server does not implement what the request asked for: HTTP 501, or the
+    /// S3 code `NotImplemented` with any status (Ceph RGW, s3gw and other S3-compatible
+    /// servers answer an `If-None-Match: *` write, an `UNSIGNED-PAYLOAD` part or a
+    /// ListObjectsV2 request this way when they lack the feature). Never retryable; the
+    /// S3 store falls back to what it can do without the feature (`docs/transport.md`).
+    pub fn is_not_implemented(&self) -> bool {
+        match self {
+            Error::Http { status, code, .. } | Error::AccessDenied { status, code, .. } => {
+                *status == 501 || code.as_deref() == Some("NotImplemented")
             }
             _ => false,
         }
@@ -364,6 +382,11 @@ mod tests {
         assert!(http(408, None).is_retryable());
         assert!(!http(400, Some("InvalidArgument")).is_retryable());
         assert!(!http(412, Some("PreconditionFailed")).is_retryable());
+        // A server that lacks a feature never gains it by being asked again.
+        assert!(!http(501, Some("NotImplemented")).is_retryable());
+        assert!(!http(501, None).is_retryable() && http(501, None).is_not_implemented());
+        assert!(http(400, Some("NotImplemented")).is_not_implemented());
+        assert!(!http(500, Some("InternalError")).is_not_implemented());
         let denied = Error::AccessDenied {
             method: "GET".into(),
             location: "s3://b/k".into(),

@@ -13,6 +13,11 @@
 //!   (an earlier attempt whose answer was lost may have stored it);
 //! * LIST is ListObjectsV2 following continuation tokens ([`list`]).
 //!
+//! A server that lacks an optional feature (`If-None-Match: *` writes, `UNSIGNED-PAYLOAD`
+//! parts, ListObjectsV2) and says so (HTTP 501, or the code `NotImplemented`) gets the
+//! same request without it, once per store and feature, with one warning that says which
+//! guarantee is weaker ([`fallback`]).
+//!
 //! Every request has a timeout and bounded retries ([`retry`]); errors are mapped by
 //! [`response`].
 //!
@@ -26,6 +31,7 @@
 //!   body), so [`ObjectStore::head`] probes with a one-byte GET before reporting a miss.
 
 mod config;
+mod fallback;
 mod get;
 mod list;
 mod multipart;
@@ -103,6 +109,8 @@ pub(crate) struct Inner {
     pub policy: RetryPolicy,
     /// Requests retried since the store was opened ([`ObjectStore::retried_requests`]).
     pub retried: AtomicU64,
+    /// Optional S3 features this server turned out to lack ([`fallback`]).
+    pub lacks: fallback::Lacks,
 }
 
 impl Inner {
@@ -255,7 +263,14 @@ impl S3Store {
             .build()
             .map_err(|e| Error::Setup { reason: format!("tokio runtime: {e}") })?;
         let policy = RetryPolicy::from_options(&options);
-        let inner = Inner { config, client, options, policy, retried: AtomicU64::new(0) };
+        let inner = Inner {
+            config,
+            client,
+            options,
+            policy,
+            retried: AtomicU64::new(0),
+            lacks: fallback::Lacks::default(),
+        };
         Ok(Self { inner, runtime })
     }
 
