@@ -222,7 +222,7 @@ impl RemoteTier {
         };
         match installed {
             Ok(Installed::Installed | Installed::AlreadyPresent) => Ok(FetchOutcome::Installed),
-            Err(e) => {
+            Err(e) if e.is_corrupt() => {
                 let why = match &e {
                     Error::Corrupt { reason, .. } => reason.clone(),
                     other => one_line(other),
@@ -232,6 +232,13 @@ impl RemoteTier {
                     repair(&ref_key)
                 ))
             }
+            // A local failure (I/O, a full disk, permissions) says nothing about the store:
+            // no advice to touch it.
+            Err(e) => Err(format!(
+                "{object} ({entry_path}) could not be installed in {}: {}; the entry is built                  here. The store's copy is not at fault: check the cache directory (free                  space, permissions)",
+                cache_root.display(),
+                one_line(&e)
+            )),
         }
     }
 

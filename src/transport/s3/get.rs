@@ -30,7 +30,7 @@ use futures::{StreamExt, TryStreamExt};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 
-use super::response::network_error;
+use super::response::body_error;
 use super::{Call, Inner};
 use crate::digest::{Hasher, Sha256Digest};
 use crate::transport::{Attempts, DownloadProgress, Error, ObjectKey, ObjectMeta};
@@ -207,7 +207,7 @@ async fn fetch(
                 let mut seen = 0u64;
                 while seen < keep_to {
                     let Some(chunk) =
-                        response.chunk().await.map_err(|e| network_error("GET", &location, e))?
+                        response.chunk().await.map_err(|e| body_error("GET", &location, e))?
                     else {
                         break;
                     };
@@ -246,7 +246,7 @@ async fn fetch(
                     && response
                         .chunk()
                         .await
-                        .map_err(|e| network_error("GET", &location, e))?
+                        .map_err(|e| body_error("GET", &location, e))?
                         .is_some()
                 {
                     let reason =
@@ -359,7 +359,7 @@ pub(crate) async fn stored_digest(
             async move {
                 let mut hasher = Hasher::new();
                 while let Some(chunk) =
-                    response.chunk().await.map_err(|e| network_error("GET", &location, e))?
+                    response.chunk().await.map_err(|e| body_error("GET", &location, e))?
                 {
                     hasher.update(&chunk);
                 }

@@ -245,7 +245,7 @@ async fn read_page(
                 let text = response
                     .text()
                     .await
-                    .map_err(|e| super::response::network_error("GET", &location, e))?;
+                    .map_err(|e| super::response::body_error("GET", &location, e))?;
                 let mut page = parse_page(&text, &store_prefix, &location)?;
                 if v1 {
                     // Version 1's NextMarker (sent only with a delimiter) is not a token.

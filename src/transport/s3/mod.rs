@@ -207,6 +207,21 @@ impl Inner {
             .await;
         match result {
             Ok(meta) => Ok(Some(meta)),
+            Err(
+                ref e @ (Error::Http { status: 400, code: None, .. }
+                | Error::AccessDenied { code: None, .. }),
+            ) => {
+                // A HEAD's error has no body, so no code to say what is wrong (a wrong
+                // region, a bad signature, …): a one-byte GET carries one.
+                let mut probe = Call::object(self, Method::GET, key.as_str());
+                probe.headers.push(("range", "bytes=0-0".to_owned()));
+                match self.send(&probe, retries, |_| async { Ok(()) }).await {
+                    Err(e) if e.is_not_found() => Ok(None),
+                    Err(e) => Err(e),
+                    // The GET was accepted where the HEAD was not: report the HEAD's answer.
+                    Ok(()) => Err(clone_head_error(e)),
+                }
+            }
             Err(e) if e.is_not_found() => {
                 // HEAD has no body: a one-byte GET tells NoSuchBucket from NoSuchKey.
                 let mut probe = Call::object(self, Method::GET, key.as_str());
@@ -220,6 +235,33 @@ impl Inner {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// A copy of a HEAD's error without a body (an [`Error::Http`] or [`Error::AccessDenied`]
+/// with no code), for [`Inner::head`].
+fn clone_head_error(e: &Error) -> Error {
+    match e {
+        Error::AccessDenied { method, location, status, message, anonymous, attempts, .. } => {
+            Error::AccessDenied {
+                method: method.clone(),
+                location: location.clone(),
+                status: *status,
+                code: None,
+                message: message.clone(),
+                anonymous: *anonymous,
+                attempts: *attempts,
+            }
+        }
+        Error::Http { method, location, status, message, attempts, .. } => Error::Http {
+            method: method.clone(),
+            location: location.clone(),
+            status: *status,
+            code: None,
+            message: message.clone(),
+            attempts: *attempts,
+        },
+        other => Error::Setup { reason: other.to_string() },
     }
 }
 

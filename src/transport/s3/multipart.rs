@@ -64,7 +64,7 @@ async fn body_text(
     location: &str,
     method: &str,
 ) -> Result<String, Error> {
-    response.text().await.map_err(|e| super::response::network_error(method, location, e))
+    response.text().await.map_err(|e| super::response::body_error(method, location, e))
 }
 
 /// Uploads `file` (opened from `src`, `size` bytes) under `key` as a multipart upload.
