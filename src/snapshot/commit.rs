@@ -441,14 +441,30 @@ pub(crate) fn resolve_pending(
                      its snapshot had been committed"
                 ));
             }
-            Ok(_) => match store.delete(&object) {
-                Ok(()) => notes.push(format!(
-                    "deleted {object}, the uncommitted snapshot object of an earlier failed save \
-                     of {key} from this cache directory"
+            // Only what happened is reported: an object the earlier save never uploaded
+            // (it was killed first) is not "deleted".
+            Ok(_) => match store.head(&object) {
+                Ok(None) => notes.push(format!(
+                    "an earlier save of {key} from this cache directory did not finish \
+                     (killed?) before its snapshot object {object} reached the store; nothing \
+                     of it was left there"
                 )),
+                Ok(Some(_)) => match store.delete(&object) {
+                    Ok(()) => notes.push(format!(
+                        "deleted {object}, the uncommitted snapshot object of an earlier failed \
+                         save of {key} from this cache directory"
+                    )),
+                    Err(e) => {
+                        tracing::warn!(
+                            "could not delete the uncommitted snapshot object {object}: {e}"
+                        );
+                        break;
+                    }
+                },
                 Err(e) => {
                     tracing::warn!(
-                        "could not delete the uncommitted snapshot object {object}: {e}"
+                        "could not check the uncommitted snapshot object {object}: {e}; the \
+                         next save tries again"
                     );
                     break;
                 }

@@ -12,10 +12,19 @@
 //! `.entries.pack-*` entry objects and packs being uploaded, `.entries.download-*` whole
 //! objects being fetched): those are deleted by the same rule.
 //!
+//! **The transfer lock** tells a killed process's leftovers from a running one's at once:
+//! every save, restore and remote-tier fetch or upload of a cache directory holds a shared
+//! `flock` on `<cache dir>/.local/transfers.lock` while it works ([`TransferLock`]); the
+//! kernel drops it when the process dies, `kill -9` included. A save or restore that finds
+//! the lock free (it gets it exclusively, so no transfer of this cache directory is
+//! running) deletes every leftover at once, whatever its age; otherwise only those
+//! untouched for [`STALE_AFTER`].
+//!
 //! # Limitations
-//! Staleness is judged by modification time, not by a lock: a transfer that writes nothing
-//! for an hour would lose its temp file (and fail, as a warning). Only names with this
-//! cache directory's `<name>` are considered, so neighbouring caches are left alone.
+//! Without the transfer lock (a cache directory that does not exist yet; a process of a
+//! release before it) staleness is judged by modification time: a transfer that writes
+//! nothing for an hour would lose its temp file (and fail, as a warning). Only names with
+//! this cache directory's `<name>` are considered, so neighbouring caches are left alone.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -62,8 +71,55 @@ pub fn remove_stale(cache_dir: &Path, now: SystemTime, stale_after: Duration) ->
     removed
 }
 
-/// The stems of the temp names index saves and restores use under `.local/`.
-const LOCAL_STEMS: [&str; 2] = ["entry", "entries"];
+/// The stems of the temp names index saves and restores, and the remote tier, use under
+/// `.local/` (`ref`: a ref being uploaded).
+const LOCAL_STEMS: [&str; 3] = ["entry", "entries", "ref"];
+
+/// The transfer lock's file under `<cache dir>/.local/`.
+pub const TRANSFER_LOCK: &str = "transfers.lock";
+
+/// A shared hold on a cache directory's transfer lock (see the module docs), released on
+/// drop or when the process dies.
+#[must_use = "the transfer lock is released when dropped"]
+#[derive(Debug)]
+pub struct TransferLock {
+    _guard: fs::LockGuard,
+}
+
+impl TransferLock {
+    /// Takes the transfer lock of `cache_dir` shared (waiting up to 30 s for a cleaner
+    /// that holds it exclusively). `None` when `cache_dir` does not exist or the lock
+    /// cannot be taken: the caller goes on without it.
+    pub fn hold(cache_dir: &Path) -> Option<TransferLock> {
+        let local = local_dir(cache_dir)?;
+        let wait = fs::LockWait::Timeout(Duration::from_secs(30));
+        fs::lock_shared(&local.join(TRANSFER_LOCK), wait, &mut |_| {})
+            .ok()
+            .map(|guard| TransferLock { _guard: guard })
+    }
+}
+
+/// `<cache dir>/.local`, created if the cache directory exists; `None` otherwise.
+fn local_dir(cache_dir: &Path) -> Option<PathBuf> {
+    if !fs::symlink_metadata_opt(cache_dir).ok().flatten().is_some_and(|m| m.is_dir()) {
+        return None;
+    }
+    fs::create_dir_all_within(cache_dir, Path::new(crate::content::layout::LOCAL_DIR), 0o755).ok()
+}
+
+/// Housekeeping at the start of a save or restore of `cache_dir`: deletes its leftovers
+/// (all of them when no other transfer of the cache directory is running, see the module
+/// docs; else those older than [`STALE_AFTER`]) and returns the transfer lock, held shared
+/// for the rest of the operation, with the paths deleted.
+pub fn clean_and_hold(cache_dir: &Path, now: SystemTime) -> (Option<TransferLock>, Vec<PathBuf>) {
+    let sole = local_dir(cache_dir).and_then(|local| {
+        fs::lock_exclusive(&local.join(TRANSFER_LOCK), fs::LockWait::Immediately, &mut |_| {}).ok()
+    });
+    let stale_after = if sole.is_some() { Duration::ZERO } else { STALE_AFTER };
+    let removed = remove_stale(cache_dir, now, stale_after);
+    drop(sole);
+    (TransferLock::hold(cache_dir), removed)
+}
 
 /// Deletes the leftovers in `dir` whose stem is one of `stems` (see [`remove_stale`]).
 fn remove_stale_in(
@@ -88,7 +144,9 @@ fn remove_stale_in(
             continue;
         }
         let age = meta.modified().ok().and_then(|m| now.duration_since(m).ok());
-        if age.is_some_and(|age| age >= stale_after) && fs::remove_tree(&path).is_ok() {
+        if (stale_after.is_zero() || age.is_some_and(|age| age >= stale_after))
+            && fs::remove_tree(&path).is_ok()
+        {
             removed.push(path);
         }
     }
@@ -101,8 +159,7 @@ pub fn notes(removed: &[PathBuf]) -> Vec<String> {
         .iter()
         .map(|p| {
             format!(
-                "removed {}, a leftover of an interrupted restore or save (untouched for over \
-                 an hour)",
+                "removed {}, a leftover of an interrupted restore, save or remote transfer",
                 p.display()
             )
         })

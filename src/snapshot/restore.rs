@@ -65,7 +65,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use super::arrivals::{Arrivals, ArrivingReader, FinishGuard};
-use super::leftovers::{self, STALE_AFTER};
+use super::leftovers;
 pub use super::lookup::MAX_FUTURE;
 use super::lookup::{Candidate, candidates, prefixes};
 use super::manifest::{
@@ -698,9 +698,12 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
     report.cache_dir = cache_dir.clone();
     check_target(&cache_dir, &protected_dirs())?;
     let prefixes = prefixes(&request.key, &request.restore_prefixes)?;
+    let mut _transfer = None;
     if request.mode == LookupMode::Restore {
         fs::remove_file(&cache_dir.join(layout::UPDATED_MARKER))?;
-        let removed = leftovers::remove_stale(&cache_dir, SystemTime::now(), STALE_AFTER);
+        // Held (shared) until the restore ends: see `leftovers`.
+        let (lock, removed) = leftovers::clean_and_hold(&cache_dir, SystemTime::now());
+        _transfer = lock;
         report.notes.extend(leftovers::notes(&removed));
     }
     if request.trust.is_empty() && request.mode != LookupMode::LookupOnly {

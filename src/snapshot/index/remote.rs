@@ -170,6 +170,8 @@ impl RemoteTier {
 
     fn try_fetch(&self, cache_root: &Path, entry_path: &str) -> Result<FetchOutcome, String> {
         let store = self.store()?;
+        // Our temp files under `.local/` are never taken for a killed process's.
+        let _transfer = crate::snapshot::leftovers::TransferLock::hold(cache_root);
         let ref_key = key(&ref_name(entry_path))?;
         let Some(bytes) = get_ref_bytes(store, &ref_key)? else {
             return Ok(FetchOutcome::Absent);
@@ -249,6 +251,7 @@ impl RemoteTier {
                 .into());
         }
         let store = self.store()?;
+        let _transfer = crate::snapshot::leftovers::TransferLock::hold(cache_root);
         let ref_key = key(&ref_name(entry_path))?;
         if store.head(&ref_key).map_err(|e| format!("{ref_key}: {}", one_line(&e)))?.is_some() {
             return Ok(OfferOutcome::AlreadyPresent);

@@ -5,4 +5,5 @@
 
 mod messages;
 mod optional;
+mod outcomes;
 mod range;
