@@ -157,6 +157,9 @@ pub struct RestoreReport {
     pub tried: Vec<String>,
     /// Candidates that failed verification and were passed over, in order.
     pub rejected: Vec<Rejected>,
+    /// Of those, candidates passed over because their producer is not trusted (with
+    /// trusted keys configured), at most [`MAX_UNTRUSTED`].
+    pub untrusted_skipped: u64,
     /// Size of the downloaded object, in bytes.
     pub object_size_bytes: u64,
     /// Files restored.
@@ -270,8 +273,16 @@ pub(crate) fn object_key(name: &str) -> Result<ObjectKey, Error> {
     })
 }
 
-/// Most candidates that may fail verification in one restore before it gives up.
+/// Most candidates that may fail verification in one restore before it gives up
+/// (untrusted ones are counted apart, [`MAX_UNTRUSTED`]).
 pub const MAX_REJECTED: usize = 3;
+
+/// Most candidates whose producer is not trusted that one restore passes over (each costs
+/// one read of its sidecar, about 1 KB) before it gives up.
+pub const MAX_UNTRUSTED: usize = 64;
+
+/// Most time one restore spends on candidates whose producer is not trusted.
+pub const MAX_UNTRUSTED_TIME: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A candidate that failed verification and was passed over.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -282,6 +293,9 @@ pub struct Rejected {
     pub level: MatchLevel,
     /// Why it was rejected (one line).
     pub reason: String,
+    /// Rejected because its producer is not trusted ([`Error::is_untrusted`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted: bool,
 }
 
 /// The advice for bytes that fail verification right after a download: the damage may
@@ -353,8 +367,9 @@ fn check_producer(trust: &TrustPolicy, key: &str, sidecar: &Sidecar) -> Result<(
     trust
         .check(SIDECAR_SIGNATURE_DOMAIN, &sidecar.statement(), sidecar.signature.as_ref())
         .map(drop)
-        .map_err(|rejection| {
-            Error::corrupt(key, format!("its producer is not trusted: {rejection}"))
+        .map_err(|rejection| Error::Untrusted {
+            object: key.to_owned(),
+            reason: format!("its producer is not trusted: {rejection}"),
         })
 }
 
@@ -669,6 +684,7 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Box<Restor
         cache_dir: request.cache_dir.clone(),
         tried: Vec::new(),
         rejected: Vec::new(),
+        untrusted_skipped: 0,
         object_size_bytes: 0,
         file_count: 0,
         file_bytes: 0,
@@ -714,10 +730,92 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
                 .to_owned(),
         );
     }
+    // The parents of the cache directory this restore creates; removed again (if still
+    // empty) unless a snapshot is restored.
+    let mut created_parents: Option<fs::CreatedDirs> = None;
+    let result = try_candidates(request, report, &cache_dir, &prefixes, &mut created_parents);
+    if let Some(created) = created_parents {
+        if report.restored {
+            created.keep();
+        } else {
+            created.remove();
+        }
+    }
+    result
+}
+
+/// What the candidates passed over so far cost: corrupt ones count against
+/// [`MAX_REJECTED`]; untrusted ones (one sidecar read each) against [`MAX_UNTRUSTED`] and
+/// [`MAX_UNTRUSTED_TIME`], so that snapshots anyone with write access can add never hide
+/// the newest trusted one.
+#[derive(Default)]
+struct Budget {
+    corrupt: usize,
+    untrusted: usize,
+    untrusted_time: std::time::Duration,
+    last: Option<Error>,
+}
+
+impl Budget {
+    /// Records the rejection `e` of `candidate` (which took `spent`); `Err` when the
+    /// restore must give up.
+    fn reject(
+        &mut self,
+        report: &mut RestoreReport,
+        candidate: Candidate,
+        e: Error,
+        spent: std::time::Duration,
+    ) -> Result<(), Error> {
+        report.rejected.push(Rejected {
+            key: candidate.key,
+            level: candidate.level,
+            reason: e.one_line(),
+            untrusted: e.is_untrusted(),
+        });
+        if e.is_untrusted() {
+            self.untrusted += 1;
+            self.untrusted_time += spent;
+            report.untrusted_skipped = self.untrusted as u64;
+            if self.untrusted >= MAX_UNTRUSTED || self.untrusted_time >= MAX_UNTRUSTED_TIME {
+                return Err(Error::Untrusted {
+                    object: report.matched_key.clone().unwrap_or_default(),
+                    reason: format!(
+                        "passed over {} snapshots not signed by a trusted key ({:.1}s of \
+                         sidecar reads) without finding one that is; a restore stops there (at \
+                         most {MAX_UNTRUSTED} such snapshots, {} s), so that snapshots any \
+                         writer of the store can add cannot make it slow: a trusted \
+                         producer's next save restores again, or delete the unsigned \
+                         snapshots (rejected-keys lists them)",
+                        self.untrusted,
+                        self.untrusted_time.as_secs_f64(),
+                        MAX_UNTRUSTED_TIME.as_secs()
+                    ),
+                });
+            }
+        } else {
+            self.corrupt += 1;
+            if self.corrupt >= MAX_REJECTED {
+                return Err(e);
+            }
+        }
+        self.last = Some(e);
+        Ok(())
+    }
+}
+
+/// The candidate loop of [`restore_into`]: each candidate in lookup order until one
+/// restores (see the module docs).
+fn try_candidates(
+    request: &RestoreRequest<'_>,
+    report: &mut RestoreReport,
+    cache_dir: &Path,
+    prefixes: &[(String, MatchLevel)],
+    created_parents: &mut Option<fs::CreatedDirs>,
+) -> Result<(), Error> {
     let mut seen = std::collections::HashSet::new();
-    let mut last_rejection: Option<Error> = None;
+    let mut budget = Budget::default();
     let mut step = 0;
-    while let Some(found) = candidates(request, &prefixes, step, report)? {
+    while let Some(found) = candidates(request, prefixes, step, report)? {
         step += 1;
         for candidate in found {
             if !seen.insert(candidate.key.clone()) {
@@ -728,18 +826,19 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
                 report.matched_key = Some(candidate.key.clone());
                 report.object_size_bytes = candidate.object_size_bytes.unwrap_or(0);
             }
+            let started = Instant::now();
             if request.mode == LookupMode::LookupOnly {
                 // With trusted keys, a match must be one restore would accept from its
-                // producer; the sidecar is read into the system temp directory, so a
-                // lookup still writes nothing beside the cache.
+                // producer; the sidecar is read into memory, so a lookup still writes
+                // nothing beside the cache.
                 match lookup_producer(request, &candidate) {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => {
+                        report.level = candidate.level;
+                        report.matched_key = Some(candidate.key);
+                        return Ok(());
+                    }
                     Err(e) if e.is_corrupt() => {
-                        report.rejected.push(Rejected {
-                            key: candidate.key,
-                            level: candidate.level,
-                            reason: e.one_line(),
-                        });
+                        budget.reject(report, candidate, e, started.elapsed())?;
                         report.matched_key = None;
                         report.level = MatchLevel::None;
                         continue;
@@ -747,10 +846,12 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
                     Err(e) => return Err(e),
                 }
             }
-            if let Some(parent) = cache_dir.parent() {
-                fs::create_dir_all(parent)?;
+            if let Some(parent) = cache_dir.parent()
+                && created_parents.is_none()
+            {
+                *created_parents = Some(fs::create_dir_all_recorded(parent)?);
             }
-            match restore_candidate(request, &cache_dir, &candidate, report) {
+            match restore_candidate(request, cache_dir, &candidate, report) {
                 Ok(restored) => {
                     report.level = candidate.level;
                     report.matched_key = Some(candidate.key);
@@ -765,24 +866,24 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
                         SnapshotKind::Full
                     };
                     report.notes.extend(restored.note);
+                    if budget.untrusted > 0 {
+                        report.notes.push(format!(
+                            "passed over {} newer snapshot(s) not signed by a trusted key \
+                             (one sidecar read each, {:.1}s in all) before this trusted one",
+                            budget.untrusted,
+                            budget.untrusted_time.as_secs_f64()
+                        ));
+                    }
                     return Ok(());
                 }
                 Err(e) if e.is_corrupt() => {
-                    report.rejected.push(Rejected {
-                        key: candidate.key,
-                        level: candidate.level,
-                        reason: e.one_line(),
-                    });
-                    if report.rejected.len() >= MAX_REJECTED {
-                        return Err(e);
-                    }
-                    last_rejection = Some(e);
+                    budget.reject(report, candidate, e, started.elapsed())?;
                 }
                 Err(e) => return Err(e),
             }
         }
     }
-    match last_rejection {
+    match budget.last {
         Some(e) => Err(e),
         None => Ok(()),
     }

@@ -165,10 +165,28 @@ fn warn_about_candidates(gh: &Github, outcome: &RestoreOutcome) {
     for note in &outcome.report.notes {
         warn(gh, "snapshot restore", note);
     }
+    // Snapshots not signed by a trusted key can be many (anyone with write access can
+    // add them): the first few are warned one by one, the rest counted.
+    const UNTRUSTED_WARNED: usize = 3;
+    let mut untrusted = 0;
     for rejected in outcome.rejections_to_warn() {
+        if rejected.untrusted {
+            untrusted += 1;
+            if untrusted > UNTRUSTED_WARNED {
+                continue;
+            }
+        }
         let level = rejected.level.as_str();
         let message =
             format!("{} (found at level {level}); trying the next candidate", rejected.reason);
+        warn(gh, "snapshot restore", &message);
+    }
+    if untrusted > UNTRUSTED_WARNED {
+        let more = untrusted - UNTRUSTED_WARNED;
+        let message = format!(
+            "and {more} more snapshot(s) not signed by a trusted key were passed over (each \
+             cost one read of its sidecar; rejected-keys lists them)"
+        );
         warn(gh, "snapshot restore", &message);
     }
 }

@@ -7,3 +7,4 @@ mod messages;
 mod optional;
 mod outcomes;
 mod range;
+mod trust;

@@ -1,0 +1,142 @@
+//! Item 1: snapshots anyone with write access can add must not hide a trusted one. With
+//! trusted keys, untrusted candidates are passed over at one sidecar read each, counted
+//! apart from corrupt ones (bounded in count and time, and reported), at every lookup
+//! level: the same-source prefix, the compatible prefix and `--restore-key` prefixes.
+
+use std::path::Path;
+
+use crate::snapshot::{Scratch, fill_cache, key, strata};
+
+fn arg(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn generate(scratch: &Scratch, name: &str) -> String {
+    let run = strata(scratch, &["key", "generate", "--out", &arg(&scratch.path(name))], &[]);
+    run.assert_ok();
+    run.stdout.trim().to_owned()
+}
+
+fn save(scratch: &Scratch, cache: &Path, k: &str, signing: Option<&Path>) {
+    std::fs::write(cache.join(".updated"), b"").unwrap();
+    let cache = arg(cache);
+    let signing = signing.map(arg);
+    let mut args = vec!["snapshot", "save", "--cache-dir", cache.as_str(), "--key", k];
+    if let Some(path) = &signing {
+        args.extend(["--signing-key", path.as_str()]);
+    }
+    let run = strata(scratch, &args, &[("STRATA_STORE", scratch.file_store())]);
+    run.assert_ok();
+    assert!(run.stderr.contains("SAVED"), "{}", run.stderr);
+}
+
+fn restore(scratch: &Scratch, dir: &Path, k: &str, extra: &[&str]) -> (serde_json::Value, String) {
+    let dir = arg(dir);
+    let mut args = vec!["snapshot", "restore", "--cache-dir", dir.as_str(), "--key", k, "--json"];
+    args.extend_from_slice(extra);
+    let run = strata(scratch, &args, &[("STRATA_STORE", scratch.file_store())]);
+    run.assert_ok();
+    (run.json(), run.stderr)
+}
+
+/// Four unsigned saves after one signed save, in the same namespace: the signed one is
+/// restored, the four are reported, and the restore says what they cost.
+#[test]
+fn r26_unsigned_snapshots_do_not_hide_the_signed_one() {
+    let scratch = Scratch::new();
+    let public = generate(&scratch, "producer.key");
+    let good = scratch.path("good/cache");
+    fill_cache(&good, 1);
+    save(&scratch, &good, &key(&scratch, "src1"), Some(&scratch.path("producer.key")));
+    let evil = scratch.path("evil/cache");
+    fill_cache(&evil, 2);
+    for _ in 0..4 {
+        save(&scratch, &evil, &key(&scratch, "src1"), None);
+    }
+    let consumer = scratch.path("consumer/cache");
+    let (report, stderr) =
+        restore(&scratch, &consumer, &key(&scratch, "src1"), &["--trusted-key", &public]);
+    assert_eq!(report["status"], "restored", "{report}\n{stderr}");
+    assert_eq!(report["level"], "same-source", "{report}");
+    assert_eq!(report["untrusted_skipped"], 4, "{report}");
+    let rejected = report["rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 4, "{report}");
+    assert!(rejected.iter().all(|r| r["untrusted"] == true), "{report}");
+    assert!(consumer.join(format!("actions-v1/third_party/zlib/{:064x}", 1)).is_dir());
+    assert!(!consumer.join(format!("actions-v1/third_party/zlib/{:064x}", 2)).exists());
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("passed over 4 newer snapshot(s) not signed by a trusted key"),
+        "{notes}"
+    );
+    // Three are warned one by one, the fourth is counted.
+    assert_eq!(stderr.matches("its producer is not trusted").count(), 3, "{stderr}");
+    assert!(stderr.contains("and 1 more snapshot(s) not signed by a trusted key"), "{stderr}");
+}
+
+/// The same at the fallback levels: untrusted snapshots fill the same-source prefix, the
+/// signed one is found at the compatible prefix; and through a `--restore-key` prefix for a
+/// key of another shape.
+#[test]
+fn r26_untrusted_snapshots_do_not_hide_a_trusted_one_at_a_fallback_level() {
+    let scratch = Scratch::new();
+    let public = generate(&scratch, "producer.key");
+    let good = scratch.path("good/cache");
+    fill_cache(&good, 1);
+    save(&scratch, &good, &key(&scratch, "older"), Some(&scratch.path("producer.key")));
+    let evil = scratch.path("evil/cache");
+    fill_cache(&evil, 2);
+    for _ in 0..5 {
+        save(&scratch, &evil, &key(&scratch, "newer"), None);
+    }
+    let consumer = scratch.path("c1/cache");
+    let (report, stderr) =
+        restore(&scratch, &consumer, &key(&scratch, "newer"), &["--trusted-key", &public]);
+    assert_eq!(report["status"], "restored", "{report}\n{stderr}");
+    assert_eq!(report["level"], "compatible", "{report}");
+    assert_eq!(report["untrusted_skipped"], 5, "{report}");
+
+    // Keys of another shape fall back through --restore-key prefixes alone.
+    save(&scratch, &good, "team-cache-1-signed", Some(&scratch.path("producer.key")));
+    for n in 2..7 {
+        save(&scratch, &evil, &format!("team-cache-{n}-plain"), None);
+    }
+    let consumer = scratch.path("c2/cache");
+    let (report, stderr) = restore(
+        &scratch,
+        &consumer,
+        "team-cache-9-wanted",
+        &["--restore-key", "team-cache-", "--trusted-key", &public],
+    );
+    assert_eq!(report["status"], "restored", "{report}\n{stderr}");
+    assert_eq!(report["matched_key"], "team-cache-1-signed", "{report}");
+    assert_eq!(report["untrusted_skipped"], 5, "{report}");
+}
+
+/// The cost is bounded: past `MAX_UNTRUSTED` untrusted candidates the restore stops with
+/// an error that says why and what to do, having read one sidecar per candidate.
+#[test]
+fn r26_passing_over_untrusted_snapshots_is_bounded() {
+    let scratch = Scratch::new();
+    let public = generate(&scratch, "producer.key");
+    let good = scratch.path("good/cache");
+    fill_cache(&good, 1);
+    save(&scratch, &good, &key(&scratch, "src"), Some(&scratch.path("producer.key")));
+    let evil = scratch.path("evil/cache");
+    fill_cache(&evil, 2);
+    let limit = strata::snapshot::restore::MAX_UNTRUSTED;
+    for _ in 0..limit {
+        save(&scratch, &evil, &key(&scratch, "src"), None);
+    }
+    let consumer = scratch.path("consumer/cache");
+    let (report, stderr) =
+        restore(&scratch, &consumer, &key(&scratch, "src"), &["--trusted-key", &public]);
+    assert_eq!(report["status"], "error", "{report}\n{stderr}");
+    assert_eq!(report["untrusted_skipped"], limit, "{report}");
+    let error = report["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("passed over {limit} snapshots not signed by a trusted key")),
+        "{error}"
+    );
+    assert!(!consumer.join("actions-v1").exists(), "nothing was restored");
+}
