@@ -14,7 +14,8 @@
 //!
 //! **The transfer lock** tells a killed process's leftovers from a running one's at once:
 //! every save, restore and remote-tier fetch or upload of a cache directory holds a shared
-//! `flock` on `<cache dir>/.local/transfers.lock` while it works ([`TransferLock`]); the
+//! `flock` on the directory `<cache dir>/.local` itself while it works ([`TransferLock`];
+//! no lock file, so a failed restore still leaves the cache directory as it was); the
 //! kernel drops it when the process dies, `kill -9` included. A save or restore that finds
 //! the lock free (it gets it exclusively, so no transfer of this cache directory is
 //! running) deletes every leftover at once, whatever its age; otherwise only those
@@ -75,9 +76,6 @@ pub fn remove_stale(cache_dir: &Path, now: SystemTime, stale_after: Duration) ->
 /// `.local/` (`ref`: a ref being uploaded).
 const LOCAL_STEMS: [&str; 3] = ["entry", "entries", "ref"];
 
-/// The transfer lock's file under `<cache dir>/.local/`.
-pub const TRANSFER_LOCK: &str = "transfers.lock";
-
 /// A shared hold on a cache directory's transfer lock (see the module docs), released on
 /// drop or when the process dies.
 #[must_use = "the transfer lock is released when dropped"]
@@ -88,20 +86,35 @@ pub struct TransferLock {
 
 impl TransferLock {
     /// Takes the transfer lock of `cache_dir` shared (waiting up to 30 s for a cleaner
-    /// that holds it exclusively). `None` when `cache_dir` does not exist or the lock
+    /// that holds it exclusively). `None` when `cache_dir/.local` does not exist (and
+    /// `create` is [`Local::Existing`], or the cache directory does not exist) or the lock
     /// cannot be taken: the caller goes on without it.
-    pub fn hold(cache_dir: &Path) -> Option<TransferLock> {
-        let local = local_dir(cache_dir)?;
+    pub fn hold(cache_dir: &Path, create: Local) -> Option<TransferLock> {
+        let local = local_dir(cache_dir, create)?;
         let wait = fs::LockWait::Timeout(Duration::from_secs(30));
-        fs::lock_shared(&local.join(TRANSFER_LOCK), wait, &mut |_| {})
-            .ok()
-            .map(|guard| TransferLock { _guard: guard })
+        fs::lock_directory(&local, false, wait).ok().map(|guard| TransferLock { _guard: guard })
     }
 }
 
-/// `<cache dir>/.local`, created if the cache directory exists; `None` otherwise.
-fn local_dir(cache_dir: &Path) -> Option<PathBuf> {
-    if !fs::symlink_metadata_opt(cache_dir).ok().flatten().is_some_and(|m| m.is_dir()) {
+/// Whether taking the transfer lock may create `<cache dir>/.local`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Local {
+    /// Create it (saves and the remote tier write there anyway).
+    Create,
+    /// Only if it exists (a restore changes nothing in the cache directory until it
+    /// succeeds).
+    Existing,
+}
+
+/// `<cache dir>/.local` if it is a directory (created first when `create` says so and the
+/// cache directory exists); `None` otherwise.
+fn local_dir(cache_dir: &Path, create: Local) -> Option<PathBuf> {
+    let local = cache_dir.join(crate::content::layout::LOCAL_DIR);
+    let is_dir = |p: &Path| fs::symlink_metadata_opt(p).ok().flatten().is_some_and(|m| m.is_dir());
+    if is_dir(&local) {
+        return Some(local);
+    }
+    if create == Local::Existing || !is_dir(cache_dir) {
         return None;
     }
     fs::create_dir_all_within(cache_dir, Path::new(crate::content::layout::LOCAL_DIR), 0o755).ok()
@@ -111,14 +124,17 @@ fn local_dir(cache_dir: &Path) -> Option<PathBuf> {
 /// (all of them when no other transfer of the cache directory is running, see the module
 /// docs; else those older than [`STALE_AFTER`]) and returns the transfer lock, held shared
 /// for the rest of the operation, with the paths deleted.
-pub fn clean_and_hold(cache_dir: &Path, now: SystemTime) -> (Option<TransferLock>, Vec<PathBuf>) {
-    let sole = local_dir(cache_dir).and_then(|local| {
-        fs::lock_exclusive(&local.join(TRANSFER_LOCK), fs::LockWait::Immediately, &mut |_| {}).ok()
-    });
+pub fn clean_and_hold(
+    cache_dir: &Path,
+    now: SystemTime,
+    create: Local,
+) -> (Option<TransferLock>, Vec<PathBuf>) {
+    let sole = local_dir(cache_dir, create)
+        .and_then(|local| fs::lock_directory(&local, true, fs::LockWait::Immediately).ok());
     let stale_after = if sole.is_some() { Duration::ZERO } else { STALE_AFTER };
     let removed = remove_stale(cache_dir, now, stale_after);
     drop(sole);
-    (TransferLock::hold(cache_dir), removed)
+    (TransferLock::hold(cache_dir, create), removed)
 }
 
 /// Deletes the leftovers in `dir` whose stem is one of `stems` (see [`remove_stale`]).

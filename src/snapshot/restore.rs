@@ -718,7 +718,8 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
     if request.mode == LookupMode::Restore {
         fs::remove_file(&cache_dir.join(layout::UPDATED_MARKER))?;
         // Held (shared) until the restore ends: see `leftovers`.
-        let (lock, removed) = leftovers::clean_and_hold(&cache_dir, SystemTime::now());
+        let (lock, removed) =
+            leftovers::clean_and_hold(&cache_dir, SystemTime::now(), leftovers::Local::Existing);
         _transfer = lock;
         report.notes.extend(leftovers::notes(&removed));
     }

@@ -344,7 +344,11 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     // running (the transfer lock is free), else the stale ones. The lock is then held
     // (shared) until the save ends, so a later save never takes this one's files for a
     // killed one's.
-    let (_transfer, stale) = leftovers::clean_and_hold(&cache_dir, std::time::SystemTime::now());
+    let (_transfer, stale) = leftovers::clean_and_hold(
+        &cache_dir,
+        std::time::SystemTime::now(),
+        leftovers::Local::Create,
+    );
     notes.extend(leftovers::notes(&stale));
     let parents: Vec<String> = origin_parent(&cache_dir).into_iter().collect();
     let gated = Gated { cache_dir, key, sidecar_key, parents, notes, started };

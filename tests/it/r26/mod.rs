@@ -3,6 +3,7 @@
 //! and other optional features (2), servers that ignore `Range` (3), restore and save
 //! outcomes that overstated (4), archive checks (5), messages (6), fresh machines (7).
 
+mod archives;
 mod messages;
 mod optional;
 mod outcomes;
