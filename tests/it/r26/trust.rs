@@ -140,3 +140,69 @@ fn r26_passing_over_untrusted_snapshots_is_bounded() {
     );
     assert!(!consumer.join("actions-v1").exists(), "nothing was restored");
 }
+
+/// The remote tier's refs: an unsigned ref put first (refs are never replaced) does not
+/// hide a trusted producer's; the producer writes its ref under its key id, and a
+/// consumer that trusts it reads that one next (one small read per trusted key).
+#[test]
+fn r26_an_unsigned_ref_put_first_does_not_hide_the_trusted_producers() {
+    use crate::engine::TestContext;
+    use crate::remote::{action, store_files, with_store};
+    use crate::transport::server::S3sServer;
+    let server = S3sServer::start();
+    let ctx = TestContext::new();
+    let mut cmd = ctx.strata();
+    cmd.args(["key", "generate", "--out"]).arg(ctx.path("producer.key"));
+    let generated = crate::engine::run_bounded(cmd, crate::engine::RUN_TIMEOUT);
+    generated.expect_code(0);
+    let public = generated.stdout.trim().to_owned();
+    let key_file = ctx.path("producer.key").display().to_string();
+    let clear = || {
+        let _ = std::fs::remove_dir_all(ctx.path("out"));
+    };
+
+    // Anyone with write access uploads first, unsigned.
+    let run = ctx.run(
+        &with_store(action(&ctx, &ctx.path("attacker"), "zlib"), &server, None)
+            .switch("--remote-write"),
+    );
+    run.expect(&["MISS", "SAVED"]);
+    // The trusted producer (which trusts only itself) passes the unsigned ref over, builds
+    // the same action and uploads, signed.
+    clear();
+    let run = ctx.run(
+        &with_store(action(&ctx, &ctx.path("producer"), "zlib"), &server, None)
+            .switch("--remote-write")
+            .flag("--signing-key", &key_file)
+            .flag("--trusted-key", &public),
+    );
+    run.expect(&["MISS", "SAVED"]);
+    let warned = run.warnings().join("\n");
+    assert!(warned.contains("is not accepted: it is not signed"), "{}", run.stderr);
+    assert!(warned.contains("no trusted producer's ref either"), "{}", run.stderr);
+    let refs: Vec<String> =
+        store_files(&server).into_keys().filter(|k| k.contains("/~refs/")).collect();
+    assert_eq!(refs.len(), 2, "the plain ref and the producer's keyed one: {refs:?}");
+    // A consumer that trusts the producer gets a remote HIT.
+    clear();
+    let run = ctx.run(
+        &with_store(action(&ctx, &ctx.path("consumer"), "zlib"), &server, None)
+            .flag("--trusted-key", &public),
+    );
+    run.expect(&["HIT"]);
+    assert!(run.stderr.contains("source=remote"), "{}", run.stderr);
+    assert!(run.warnings().is_empty(), "{}", run.stderr);
+    // Another runner of the producer finds its keyed ref (a remote HIT) and uploads no
+    // third ref.
+    clear();
+    let run = ctx.run(
+        &with_store(action(&ctx, &ctx.path("producer2"), "zlib"), &server, None)
+            .switch("--remote-write")
+            .flag("--signing-key", &key_file)
+            .flag("--trusted-key", &public),
+    );
+    run.expect(&["HIT"]);
+    let refs_after: Vec<String> =
+        store_files(&server).into_keys().filter(|k| k.contains("/~refs/")).collect();
+    assert_eq!(refs_after, refs, "{}", run.stderr);
+}
