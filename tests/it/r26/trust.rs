@@ -206,3 +206,67 @@ fn r26_an_unsigned_ref_put_first_does_not_hide_the_trusted_producers() {
         store_files(&server).into_keys().filter(|k| k.contains("/~refs/")).collect();
     assert_eq!(refs_after, refs, "{}", run.stderr);
 }
+
+/// L0 lookups: an object (or a signature record) anyone with write access pushes first to
+/// a slot does not hide a trusted producer's archive; the producer pushes to its keyed
+/// name, and a consumer that trusts it pulls that one (one small read per trusted key).
+#[test]
+fn r26_an_l0_object_pushed_first_does_not_hide_the_trusted_producers() {
+    use crate::artifact::{REQUIRED, Workspace, hex, id_flags, json, key, spec, write_outputs};
+    use strata::artifact::{Mode, Stage};
+    let keys = tempfile::tempdir().unwrap();
+    let out = crate::artifact::strata()
+        .args(["key", "generate", "--out"])
+        .arg(keys.path().join("p.key"))
+        .output()
+        .unwrap();
+    let public = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let l0 = |cmd: &str, root: &Path, extra: &[&str]| {
+        let out = crate::artifact::strata()
+            .args(["artifact", cmd, "--json", "--store", &url])
+            .args(id_flags(root, &hex('b'), "ready", REQUIRED))
+            .args(extra)
+            .env_remove("STRATA_SIGNING_KEY")
+            .env_remove("STRATA_TRUSTED_KEYS")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code().unwrap(), json(&out.stdout), stderr)
+    };
+    // Anyone with write access pushes other bytes for the slot first, unsigned.
+    let attacker = Workspace::new();
+    attacker
+        .store(Mode::ReadWrite)
+        .get_or_build(&key(), &spec(Stage::BinaryReady, REQUIRED), |dir| {
+            write_outputs(dir)?;
+            std::fs::write(dir.join("meta.json"), br#"{"evil":true}"#)
+        })
+        .unwrap();
+    let (code, v, err) = l0("push", &attacker.root(), &[]);
+    assert_eq!((code, v["outcome"].as_str()), (0, Some("uploaded")), "{v} {err}");
+    // The trusted producer pushes the real artifact, signed: to its keyed name.
+    let producer = Workspace::new();
+    producer
+        .store(Mode::ReadWrite)
+        .get_or_build(&key(), &spec(Stage::BinaryReady, REQUIRED), write_outputs)
+        .unwrap();
+    let signing = keys.path().join("p.key");
+    let (code, v, err) =
+        l0("push", &producer.root(), &["--signing-key", signing.to_str().unwrap()]);
+    assert_eq!((code, v["signed"].as_bool()), (0, Some(true)), "{v} {err}");
+    let key_id = public.split(':').nth(1).unwrap();
+    assert!(v["object"].as_str().unwrap().ends_with(&format!(".{key_id}.tar.zst")), "{v}");
+    // A consumer that trusts the producer gets the producer's bytes.
+    let consumer = Workspace::new();
+    let dest = consumer.path().join("dest");
+    let (code, v, err) =
+        l0("pull", &consumer.root(), &["--trusted-key", &public, "--dest", dest.to_str().unwrap()]);
+    assert_eq!((code, v["outcome"].as_str()), (0, Some("pulled")), "{v} {err}");
+    assert_eq!(std::fs::read(dest.join("meta.json")).unwrap(), br#"{"ok":true}"#);
+    // Pushed again, nothing more is uploaded.
+    let (code, v, err) =
+        l0("push", &producer.root(), &["--signing-key", signing.to_str().unwrap()]);
+    assert_eq!((code, v["outcome"].as_str()), (0, Some("already_present")), "{v} {err}");
+}
