@@ -82,7 +82,7 @@ pub fn resolve(store: &dyn ObjectStore, cache_dir: &Path, now: SystemTime) -> Ve
     let store_id = store.describe();
     let mut notes = Vec::new();
     for path in paths {
-        if !path.extension().is_some_and(|e| e == "json") {
+        if path.extension().is_none_or(|e| e != "json") {
             continue;
         }
         // Held by a running save: not ours to touch.

@@ -257,11 +257,9 @@ pub fn while_held<'a, T>(
     std::thread::scope(|scope| {
         let renewer = scope.spawn(move || {
             let (mut lease, mut record) = (lease, record);
-            loop {
-                match stopped.recv_timeout(SAVE_LEASE_CHECK) {
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                    _ => break,
-                }
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(SAVE_LEASE_CHECK)
+            {
                 match lease.renew_if_older(SAVE_LEASE_RENEW) {
                     Ok(false) => {}
                     Ok(true) => {
