@@ -9,7 +9,7 @@
 //! whose release failed): the next save from the same cache directory to the same store
 //! deletes the lease it names, if the store still holds it, and then the record
 //! ([`resolve`]). Records of other stores are left to their saves and deleted after
-//! [`crate::snapshot::commit::PENDING_EXPIRY`].
+//! 7 days (as pending records).
 //!
 //! # Limitations
 //! A save killed between writing its lease and its record leaves a lease only the time to
