@@ -67,7 +67,7 @@ use std::time::{Instant, SystemTime};
 use super::arrivals::{Arrivals, ArrivingReader, FinishGuard};
 use super::leftovers;
 pub use super::lookup::MAX_FUTURE;
-use super::lookup::{Candidate, candidates, prefixes};
+use super::lookup::{Candidate, prefixes};
 use super::manifest::{
     MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind,
     now_rfc3339, seal,
@@ -349,7 +349,10 @@ fn read_sidecar(store: &dyn ObjectStore, found: &Candidate) -> Result<(Sidecar, 
 /// For a lookup with trusted keys: reads the candidate's sidecar (into memory) and checks
 /// its producer ([`check_producer`]). Without trusted keys there
 /// is nothing to check.
-fn lookup_producer(request: &RestoreRequest<'_>, found: &Candidate) -> Result<(), Error> {
+pub(super) fn lookup_producer(
+    request: &RestoreRequest<'_>,
+    found: &Candidate,
+) -> Result<(), Error> {
     if request.trust.is_empty() {
         return Ok(());
     }
@@ -433,12 +436,12 @@ pub struct RestoreFailure {
 }
 
 /// What one verified candidate gave.
-struct Restored {
-    object_size_bytes: u64,
-    file_count: u64,
-    file_bytes: u64,
-    manifest_digest: String,
-    note: Option<String>,
+pub(super) struct Restored {
+    pub(super) object_size_bytes: u64,
+    pub(super) file_count: u64,
+    pub(super) file_bytes: u64,
+    pub(super) manifest_digest: String,
+    pub(super) note: Option<String>,
 }
 
 /// The most a snapshot may expand per byte of its object: the uncompressed size its
@@ -527,7 +530,7 @@ fn download_and_unpack(
 }
 
 /// Downloads, verifies and swaps in one candidate (read order steps 1–4).
-fn restore_candidate(
+pub(super) fn restore_candidate(
     request: &RestoreRequest<'_>,
     cache_dir: &Path,
     found: &Candidate,
@@ -734,7 +737,13 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
     // The parents of the cache directory this restore creates; removed again (if still
     // empty) unless a snapshot is restored.
     let mut created_parents: Option<fs::CreatedDirs> = None;
-    let result = try_candidates(request, report, &cache_dir, &prefixes, &mut created_parents);
+    let result = super::candidates::try_candidates(
+        request,
+        report,
+        &cache_dir,
+        &prefixes,
+        &mut created_parents,
+    );
     if let Some(created) = created_parents {
         if report.restored {
             created.keep();
@@ -743,151 +752,6 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
         }
     }
     result
-}
-
-/// What the candidates passed over so far cost: corrupt ones count against
-/// [`MAX_REJECTED`]; untrusted ones (one sidecar read each) against [`MAX_UNTRUSTED`] and
-/// [`MAX_UNTRUSTED_TIME`], so that snapshots anyone with write access can add never hide
-/// the newest trusted one.
-#[derive(Default)]
-struct Budget {
-    corrupt: usize,
-    untrusted: usize,
-    untrusted_time: std::time::Duration,
-    last: Option<Error>,
-}
-
-impl Budget {
-    /// Records the rejection `e` of `candidate` (which took `spent`); `Err` when the
-    /// restore must give up.
-    fn reject(
-        &mut self,
-        report: &mut RestoreReport,
-        candidate: Candidate,
-        e: Error,
-        spent: std::time::Duration,
-    ) -> Result<(), Error> {
-        report.rejected.push(Rejected {
-            key: candidate.key,
-            level: candidate.level,
-            reason: e.one_line(),
-            untrusted: e.is_untrusted(),
-        });
-        if e.is_untrusted() {
-            self.untrusted += 1;
-            self.untrusted_time += spent;
-            report.untrusted_skipped = self.untrusted as u64;
-            if self.untrusted >= MAX_UNTRUSTED || self.untrusted_time >= MAX_UNTRUSTED_TIME {
-                return Err(Error::Untrusted {
-                    object: report.matched_key.clone().unwrap_or_default(),
-                    reason: format!(
-                        "passed over {} snapshots not signed by a trusted key ({:.1}s of \
-                         sidecar reads) without finding one that is; a restore stops there (at \
-                         most {MAX_UNTRUSTED} such snapshots, {} s), so that snapshots any \
-                         writer of the store can add cannot make it slow: a trusted \
-                         producer's next save restores again, or delete the unsigned \
-                         snapshots (rejected-keys lists them)",
-                        self.untrusted,
-                        self.untrusted_time.as_secs_f64(),
-                        MAX_UNTRUSTED_TIME.as_secs()
-                    ),
-                });
-            }
-        } else {
-            self.corrupt += 1;
-            if self.corrupt >= MAX_REJECTED {
-                return Err(e);
-            }
-        }
-        self.last = Some(e);
-        Ok(())
-    }
-}
-
-/// The candidate loop of [`restore_into`]: each candidate in lookup order until one
-/// restores (see the module docs).
-fn try_candidates(
-    request: &RestoreRequest<'_>,
-    report: &mut RestoreReport,
-    cache_dir: &Path,
-    prefixes: &[(String, MatchLevel)],
-    created_parents: &mut Option<fs::CreatedDirs>,
-) -> Result<(), Error> {
-    let mut seen = std::collections::HashSet::new();
-    let mut budget = Budget::default();
-    let mut step = 0;
-    while let Some(found) = candidates(request, prefixes, step, report)? {
-        step += 1;
-        for candidate in found {
-            if !seen.insert(candidate.key.clone()) {
-                continue;
-            }
-            if report.matched_key.is_none() {
-                report.level = candidate.level;
-                report.matched_key = Some(candidate.key.clone());
-                report.object_size_bytes = candidate.object_size_bytes.unwrap_or(0);
-            }
-            let started = Instant::now();
-            if request.mode == LookupMode::LookupOnly {
-                // With trusted keys, a match must be one restore would accept from its
-                // producer; the sidecar is read into memory, so a lookup still writes
-                // nothing beside the cache.
-                match lookup_producer(request, &candidate) {
-                    Ok(()) => {
-                        report.level = candidate.level;
-                        report.matched_key = Some(candidate.key);
-                        return Ok(());
-                    }
-                    Err(e) if e.is_corrupt() => {
-                        budget.reject(report, candidate, e, started.elapsed())?;
-                        report.matched_key = None;
-                        report.level = MatchLevel::None;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            if let Some(parent) = cache_dir.parent()
-                && created_parents.is_none()
-            {
-                *created_parents = Some(fs::create_dir_all_recorded(parent)?);
-            }
-            match restore_candidate(request, cache_dir, &candidate, report) {
-                Ok(restored) => {
-                    report.level = candidate.level;
-                    report.matched_key = Some(candidate.key);
-                    report.restored = true;
-                    report.object_size_bytes = restored.object_size_bytes;
-                    report.file_count = restored.file_count;
-                    report.file_bytes = restored.file_bytes;
-                    report.manifest_digest = Some(restored.manifest_digest);
-                    report.kind = if report.index.is_some() {
-                        SnapshotKind::Index
-                    } else {
-                        SnapshotKind::Full
-                    };
-                    report.notes.extend(restored.note);
-                    if budget.untrusted > 0 {
-                        report.notes.push(format!(
-                            "passed over {} newer snapshot(s) not signed by a trusted key \
-                             (one sidecar read each, {:.1}s in all) before this trusted one",
-                            budget.untrusted,
-                            budget.untrusted_time.as_secs_f64()
-                        ));
-                    }
-                    return Ok(());
-                }
-                Err(e) if e.is_corrupt() => {
-                    budget.reject(report, candidate, e, started.elapsed())?;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    match budget.last {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
 }
 
 /// The origin record's file name under `<cache root>/.local/`.
