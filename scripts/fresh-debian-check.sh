@@ -27,25 +27,37 @@ mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
 mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
 trap 'umount "$root/dev" "$root/proc" 2>/dev/null' EXIT
 cp /etc/resolv.conf "$root/etc/resolv.conf"
-[ -s /etc/ssl/certs/ca-certificates.crt ] && mkdir -p "$root/etc/ssl/certs" &&
-  cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+# The host's CA bundle, after Debian's ca-certificates (re)wrote the chroot's.
+host_cas() {
+  [ -s /etc/ssl/certs/ca-certificates.crt ] && mkdir -p "$root/etc/ssl/certs" &&
+    cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+}
 inside="$root$repo"
 rm -rf "$inside" && mkdir -p "$inside/target/debug/deps"
 (cd "$repo" && git archive HEAD) | tar -x -C "$inside"
 cp "$repo/target/debug/strata" "$inside/target/debug/strata"
 it=$(ls -t "$repo"/target/debug/deps/it-* | grep -v '\.d$' | head -n 1)
 cp "$it" "$inside/target/debug/deps/it"
-in_root() { chroot "$root" env -i HOME=/root PATH=/usr/bin:/bin:/usr/sbin:/sbin bash -c "cd '$repo' && $1"; }
+# A clean environment, but the host's TLS settings (which CA bundle pip and Python trust).
+tls=()
+for v in SSL_CERT_FILE SSL_CERT_DIR REQUESTS_CA_BUNDLE PIP_CERT; do
+  [ -n "${!v:-}" ] && tls+=("$v=${!v}")
+done
+in_root() { chroot "$root" env -i HOME=/root PATH=/usr/bin:/bin:/usr/sbin:/sbin "${tls[@]}" bash -c "cd '$repo' && $1"; }
 tests() { in_root "STRATA_TEST_PYTHON=$repo/target/tools-venv/bin/python ./target/debug/deps/it actions_setup 2>&1" | grep -E '^test |test result|curl: command not found' ; }
 fail=0
 echo "== stock: $(in_root 'command -v curl || echo no curl')"
-in_root ". scripts/prereqs.sh && prereqs_debian ca-certificates git cmake ninja-build g++ make googletest time python3 python3-venv clang ccache && prereqs_tools_venv" >/dev/null || fail=1
+in_root ". scripts/prereqs.sh && prereqs_debian ca-certificates git cmake ninja-build g++ make googletest time python3 python3-venv clang ccache" >/dev/null || fail=1
+host_cas
+in_root ". scripts/prereqs.sh && prereqs_tools_venv" >/dev/null || fail=1
 in_root "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q curl" >/dev/null 2>&1
 echo "== actions/setup tests without curl (two must fail)"
 out=$(tests); printf '%s\n' "$out"
 printf '%s\n' "$out" | grep -q 'test result: FAILED. 3 passed; 2 failed' || fail=1
 echo "== test.sh's install line, then the tests again (all must pass)"
-in_root "set -e; . scripts/prereqs.sh; prereqs_debian ca-certificates git curl cmake ninja-build g++ make googletest time python3 python3-venv clang ccache; prereqs_tools_venv; command -v curl" || fail=1
+in_root "set -e; . scripts/prereqs.sh; prereqs_debian ca-certificates git curl cmake ninja-build g++ make googletest time python3 python3-venv clang ccache" || fail=1
+host_cas
+in_root "set -e; . scripts/prereqs.sh; prereqs_tools_venv; command -v curl" || fail=1
 out=$(tests); printf '%s\n' "$out"
 printf '%s\n' "$out" | grep -q 'test result: ok. 5 passed' || fail=1
 echo "== main-job.sh's install line"
