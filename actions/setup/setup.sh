@@ -103,6 +103,8 @@ install_release() {
   partial="$dir/.strata.partial.$$"
   trap 'rm -f "$partial"' EXIT
   echo "strata: downloading $name $version from $url"
+  command -v curl >/dev/null ||
+    fail "cannot download $url: curl is not installed on this runner (GitHub's runners have it; a minimal image does not): install it (apt-get install curl), or set from-source: 'true' to build strata from source"
   curl --fail --silent --show-error --location --retry 3 --connect-timeout 30 --max-time 600 \
     --output "$partial" "$url" ||
     fail "cannot download $url (curl's message is above): check the network and the download-url input, or set from-source: 'true' to build strata from source"

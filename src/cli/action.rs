@@ -268,6 +268,11 @@ pub(crate) fn run(cmd: ActionCommand) -> Result<i32, Failure> {
 
 fn run_action(args: RunArgs) -> Result<i32, Failure> {
     let opts = args.into_options()?;
+    if opts.remote.is_some() {
+        // The remote store's transport warns through the log (e.g. a store that lacks an
+        // optional S3 feature, said once): show it on stderr, as snapshot commands do.
+        super::log::init();
+    }
     let domain = opts.domain;
     // `unit=<u>` for third-party actions; custom operators also name soc, operator, action.
     let mut unit = opts.unit.clone();
@@ -280,8 +285,13 @@ fn run_action(args: RunArgs) -> Result<i32, Failure> {
     }
     let mut notify = |n: Notice| {
         let line = match n {
-            Notice::Hit { key, artifacts } => {
-                format!("strata: HIT domain={domain} unit={unit} key={key} artifacts={artifacts}")
+            Notice::Hit { key, artifacts, remote } => {
+                // A remote HIT says where the entry came from (it was fetched and installed
+                // just now); a local one is the plain line.
+                let source = if remote { " source=remote" } else { "" };
+                format!(
+                    "strata: HIT domain={domain} unit={unit} key={key} artifacts={artifacts}{source}"
+                )
             }
             Notice::Miss { key } => format!("strata: MISS domain={domain} unit={unit} key={key}"),
             Notice::Saved { key, artifacts, build } => format!(

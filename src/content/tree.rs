@@ -91,6 +91,21 @@ pub fn check_records(records: &[Record], rules: &Rules) -> Result<(), String> {
             parent = p.parent();
         }
     }
+    if rules.directories == Directories::Listed {
+        // Every directory is listed: a path whose parent is not is a manifest that leaves
+        // directories out.
+        let listed: BTreeSet<&RelPath> =
+            records.iter().filter(|r| r.kind() == Kind::Directory).map(Record::path).collect();
+        if let Some(r) =
+            records.iter().find(|r| r.path().parent().is_some_and(|p| !listed.contains(&p)))
+        {
+            let parent = r.path().parent().map(|p| p.to_string()).unwrap_or_default();
+            return Err(format!(
+                "{} lies in {parent}, which the manifest does not list (every directory is listed)",
+                r.path()
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -178,6 +178,32 @@ fn acquire(
     }
 }
 
+/// Locks the directory `path` itself (its descriptor, opened read-only, never following a
+/// final symlink): no lock file is created, so taking the lock changes nothing on disk.
+/// `exclusive` or shared, waiting as `wait` says.
+///
+/// # Errors
+/// [`Error::Io`] if `path` cannot be opened as a directory; otherwise as
+/// [`lock_exclusive`].
+pub fn lock_directory(path: &Path, exclusive: bool, wait: LockWait) -> Result<LockGuard> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_o_directory_nofollow())
+        .open(path)
+        .map_err(|e| Error::io("open directory", path, e))?;
+    let operation = if exclusive {
+        FlockOperation::NonBlockingLockExclusive
+    } else {
+        FlockOperation::NonBlockingLockShared
+    };
+    acquire(file, path, operation, wait, &mut |_| {})
+}
+
+/// `O_DIRECTORY | O_NOFOLLOW`.
+fn libc_o_directory_nofollow() -> i32 {
+    (rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::NOFOLLOW).bits() as i32
+}
+
 /// Writes `bytes` to `path` atomically (a temp file in the same directory, fsync, rename
 /// over `path`; permission bits `mode`) and returns an exclusive lock on the new file, taken
 /// before the name appears: from the moment `path` exists until the guard is dropped (or the

@@ -53,8 +53,8 @@ pub use copy::{
     hash_file, place_file_atomic, place_file_checked, place_symlink_atomic,
 };
 pub use lock::{
-    LockGuard, LockProgress, LockWait, lock_exclusive, lock_exclusive_nofollow, lock_shared,
-    try_lock_existing, write_atomic_locked,
+    LockGuard, LockProgress, LockWait, lock_directory, lock_exclusive, lock_exclusive_nofollow,
+    lock_shared, try_lock_existing, write_atomic_locked,
 };
 pub use nofollow::{
     FileStamp, copy_new_file, hash_file_stable, open_nofollow, read_capped_nofollow,

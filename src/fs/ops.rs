@@ -168,6 +168,64 @@ pub fn create_dir_all(path: &Path) -> Result<()> {
     fs::create_dir_all(path).map_err(|e| Error::io("create directory", path, e))
 }
 
+/// Directories an operation created for its destination (see [`create_dir_all_recorded`]):
+/// [`CreatedDirs::remove`] takes them away again when the operation fails, so a refused
+/// destination leaves no trace.
+#[must_use = "a failed operation removes the directories it created"]
+#[derive(Debug, Default)]
+pub struct CreatedDirs {
+    /// Created directories, top-down.
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl CreatedDirs {
+    /// Removes the recorded directories bottom-up, each only if empty (what another process
+    /// put there meanwhile stays); a failure is logged, never returned.
+    pub fn remove(self) {
+        for dir in self.dirs.iter().rev() {
+            if let Err(e) = remove_dir_if_empty(dir) {
+                tracing::warn!("could not remove {}: {e}", dir.display());
+            }
+        }
+    }
+
+    /// The operation succeeded: the directories stay.
+    pub fn keep(self) {}
+}
+
+/// [`create_dir_all`] that records which directories it created (the missing ancestors of
+/// `path` and `path` itself, top-down), for [`CreatedDirs::remove`].
+///
+/// # Errors
+/// [`Error::Io`] with op "create directory" (the directories created before the failure
+/// are removed again).
+pub fn create_dir_all_recorded(path: &Path) -> Result<CreatedDirs> {
+    let mut missing = Vec::new();
+    let mut current = Some(path);
+    while let Some(dir) = current {
+        match fs::symlink_metadata(dir) {
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                missing.push(dir.to_path_buf());
+                current = dir.parent();
+            }
+            Err(e) => return Err(Error::io("inspect", dir, e)),
+        }
+    }
+    let mut created = CreatedDirs::default();
+    for dir in missing.into_iter().rev() {
+        match create_dir(&dir) {
+            Ok(true) => created.dirs.push(dir),
+            Ok(false) => {}
+            Err(e) => {
+                created.remove();
+                return Err(e);
+            }
+        }
+    }
+    Ok(created)
+}
+
 /// Creates one directory; `Ok(false)` if it already existed.
 ///
 /// # Errors

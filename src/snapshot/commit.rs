@@ -180,14 +180,10 @@ fn withdraw(store: &dyn ObjectStore, object: &ObjectKey, pending: Pending) -> Op
             None
         }
         Err(e) => {
-            let path = pending.keep();
-            tracing::warn!(
-                "could not delete the uncommitted snapshot object {object}: {e}; it is invisible \
-                 to restores, and the next save from this cache directory deletes it \
-                 (recorded in {})",
-                path.display()
-            );
-            Some(path)
+            // Every caller reports the kept record (an error or a note): no log line of
+            // its own, so the failure is told once.
+            tracing::debug!("could not delete the uncommitted snapshot object {object}: {e}");
+            Some(pending.keep())
         }
     }
 }
@@ -268,12 +264,19 @@ fn commit(upload: &Upload<'_>, pending: Pending, retries: u32) -> Result<Publish
                      atomic, and the other sidecar landed last",
                 ),
                 Ok(None) => {
-                    let _ = withdraw(store, object, pending);
+                    let withdrawn = match withdraw(store, object, pending) {
+                        None => "this save's object was withdrawn".to_owned(),
+                        Some(path) => format!(
+                            "this save's object {object} could not be deleted; the next save \
+                             from this cache directory deletes it (recorded in {})",
+                            path.display()
+                        ),
+                    };
                     Err(Error::corrupt(
                         key,
                         format!(
                             "its sidecar {sidecar_key} was uploaded but is gone when read back \
-                             (deleted by someone else?); this save's object was withdrawn"
+                             (deleted by someone else?); {withdrawn}"
                         ),
                     ))
                 }
@@ -438,14 +441,30 @@ pub(crate) fn resolve_pending(
                      its snapshot had been committed"
                 ));
             }
-            Ok(_) => match store.delete(&object) {
-                Ok(()) => notes.push(format!(
-                    "deleted {object}, the uncommitted snapshot object of an earlier failed save \
-                     of {key} from this cache directory"
+            // Only what happened is reported: an object the earlier save never uploaded
+            // (it was killed first) is not "deleted".
+            Ok(_) => match store.head(&object) {
+                Ok(None) => notes.push(format!(
+                    "an earlier save of {key} from this cache directory did not finish \
+                     (killed?) before its snapshot object {object} reached the store; nothing \
+                     of it was left there"
                 )),
+                Ok(Some(_)) => match store.delete(&object) {
+                    Ok(()) => notes.push(format!(
+                        "deleted {object}, the uncommitted snapshot object of an earlier failed \
+                         save of {key} from this cache directory"
+                    )),
+                    Err(e) => {
+                        tracing::warn!(
+                            "could not delete the uncommitted snapshot object {object}: {e}"
+                        );
+                        break;
+                    }
+                },
                 Err(e) => {
                     tracing::warn!(
-                        "could not delete the uncommitted snapshot object {object}: {e}"
+                        "could not check the uncommitted snapshot object {object}: {e}; the \
+                         next save tries again"
                     );
                     break;
                 }

@@ -54,6 +54,18 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// A snapshot whose producer is not trusted: with trusted keys configured, its sidecar
+    /// is unsigned, signed by another key, or its signature does not verify. Passed over
+    /// like [`Error::Corrupt`] (and [`Error::is_corrupt`] is true), but counted apart: an
+    /// untrusted snapshot costs one read of its sidecar and never uses up the budget of
+    /// corrupt candidates ([`Error::is_untrusted`]).
+    #[error("snapshot {object} rejected: {reason}")]
+    Untrusted {
+        /// The snapshot key.
+        object: String,
+        /// Why its producer is not trusted.
+        reason: String,
+    },
     /// `<cache dir>/actions-v1` is a symlink (or another non-directory): strata packs and
     /// restores only a real directory, so that no cache write can leave the cache
     /// directory.
@@ -151,7 +163,7 @@ impl Error {
     /// manifest mismatch).
     pub fn is_corrupt(&self) -> bool {
         match self {
-            Error::Corrupt { .. } => true,
+            Error::Corrupt { .. } | Error::Untrusted { .. } => true,
             Error::Record { source, .. } => source.is_corrupt(),
             _ => false,
         }
@@ -179,6 +191,12 @@ impl Error {
             Error::Uncommitted { source, .. } => source.retries(),
             _ => 0,
         }
+    }
+
+    /// True if a snapshot was passed over because its producer is not trusted
+    /// ([`Error::Untrusted`]).
+    pub fn is_untrusted(&self) -> bool {
+        matches!(self, Error::Untrusted { .. })
     }
 
     /// The message and all its causes on one line (`a: b: c`), for warnings and

@@ -12,10 +12,20 @@
 //! `.entries.pack-*` entry objects and packs being uploaded, `.entries.download-*` whole
 //! objects being fetched): those are deleted by the same rule.
 //!
+//! **The transfer lock** tells a killed process's leftovers from a running one's at once:
+//! every save, restore and remote-tier fetch or upload of a cache directory holds a shared
+//! `flock` on the directory `<cache dir>/.local` itself while it works ([`TransferLock`];
+//! no lock file, so a failed restore still leaves the cache directory as it was); the
+//! kernel drops it when the process dies, `kill -9` included. A save or restore that finds
+//! the lock free (it gets it exclusively, so no transfer of this cache directory is
+//! running) deletes every leftover at once, whatever its age; otherwise only those
+//! untouched for [`STALE_AFTER`].
+//!
 //! # Limitations
-//! Staleness is judged by modification time, not by a lock: a transfer that writes nothing
-//! for an hour would lose its temp file (and fail, as a warning). Only names with this
-//! cache directory's `<name>` are considered, so neighbouring caches are left alone.
+//! Without the transfer lock (a cache directory that does not exist yet; a process of a
+//! release before it) staleness is judged by modification time: a transfer that writes
+//! nothing for an hour would lose its temp file (and fail, as a warning). Only names with
+//! this cache directory's `<name>` are considered, so neighbouring caches are left alone.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -62,8 +72,70 @@ pub fn remove_stale(cache_dir: &Path, now: SystemTime, stale_after: Duration) ->
     removed
 }
 
-/// The stems of the temp names index saves and restores use under `.local/`.
-const LOCAL_STEMS: [&str; 2] = ["entry", "entries"];
+/// The stems of the temp names index saves and restores, and the remote tier, use under
+/// `.local/` (`ref`: a ref being uploaded).
+const LOCAL_STEMS: [&str; 3] = ["entry", "entries", "ref"];
+
+/// A shared hold on a cache directory's transfer lock (see the module docs), released on
+/// drop or when the process dies.
+#[must_use = "the transfer lock is released when dropped"]
+#[derive(Debug)]
+pub struct TransferLock {
+    _guard: fs::LockGuard,
+}
+
+impl TransferLock {
+    /// Takes the transfer lock of `cache_dir` shared (waiting up to 30 s for a cleaner
+    /// that holds it exclusively). `None` when `cache_dir/.local` does not exist (and
+    /// `create` is [`Local::Existing`], or the cache directory does not exist) or the lock
+    /// cannot be taken: the caller goes on without it.
+    pub fn hold(cache_dir: &Path, create: Local) -> Option<TransferLock> {
+        let local = local_dir(cache_dir, create)?;
+        let wait = fs::LockWait::Timeout(Duration::from_secs(30));
+        fs::lock_directory(&local, false, wait).ok().map(|guard| TransferLock { _guard: guard })
+    }
+}
+
+/// Whether taking the transfer lock may create `<cache dir>/.local`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Local {
+    /// Create it (saves and the remote tier write there anyway).
+    Create,
+    /// Only if it exists (a restore changes nothing in the cache directory until it
+    /// succeeds).
+    Existing,
+}
+
+/// `<cache dir>/.local` if it is a directory (created first when `create` says so and the
+/// cache directory exists); `None` otherwise.
+fn local_dir(cache_dir: &Path, create: Local) -> Option<PathBuf> {
+    let local = cache_dir.join(crate::content::layout::LOCAL_DIR);
+    let is_dir = |p: &Path| fs::symlink_metadata_opt(p).ok().flatten().is_some_and(|m| m.is_dir());
+    if is_dir(&local) {
+        return Some(local);
+    }
+    if create == Local::Existing || !is_dir(cache_dir) {
+        return None;
+    }
+    fs::create_dir_all_within(cache_dir, Path::new(crate::content::layout::LOCAL_DIR), 0o755).ok()
+}
+
+/// Housekeeping at the start of a save or restore of `cache_dir`: deletes its leftovers
+/// (all of them when no other transfer of the cache directory is running, see the module
+/// docs; else those older than [`STALE_AFTER`]) and returns the transfer lock, held shared
+/// for the rest of the operation, with the paths deleted.
+pub fn clean_and_hold(
+    cache_dir: &Path,
+    now: SystemTime,
+    create: Local,
+) -> (Option<TransferLock>, Vec<PathBuf>) {
+    let sole = local_dir(cache_dir, create)
+        .and_then(|local| fs::lock_directory(&local, true, fs::LockWait::Immediately).ok());
+    let stale_after = if sole.is_some() { Duration::ZERO } else { STALE_AFTER };
+    let removed = remove_stale(cache_dir, now, stale_after);
+    drop(sole);
+    (TransferLock::hold(cache_dir, create), removed)
+}
 
 /// Deletes the leftovers in `dir` whose stem is one of `stems` (see [`remove_stale`]).
 fn remove_stale_in(
@@ -88,7 +160,9 @@ fn remove_stale_in(
             continue;
         }
         let age = meta.modified().ok().and_then(|m| now.duration_since(m).ok());
-        if age.is_some_and(|age| age >= stale_after) && fs::remove_tree(&path).is_ok() {
+        if (stale_after.is_zero() || age.is_some_and(|age| age >= stale_after))
+            && fs::remove_tree(&path).is_ok()
+        {
             removed.push(path);
         }
     }
@@ -101,8 +175,7 @@ pub fn notes(removed: &[PathBuf]) -> Vec<String> {
         .iter()
         .map(|p| {
             format!(
-                "removed {}, a leftover of an interrupted restore or save (untouched for over \
-                 an hour)",
+                "removed {}, a leftover of an interrupted restore, save or remote transfer",
                 p.display()
             )
         })

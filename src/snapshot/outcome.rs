@@ -22,20 +22,25 @@ pub enum RestoreStatus {
     Miss,
     /// A snapshot matched (`--lookup-only`): nothing was downloaded.
     Found,
-    /// A snapshot was restored.
+    /// A snapshot was restored whole: every entry it lists is in the cache.
     Restored,
+    /// An index snapshot was restored in part: some of its entries could not be fetched
+    /// or failed verification and were skipped (each a cache miss later); the report's
+    /// `index` counts say how many were present, fetched and skipped.
+    Partial,
     /// The store or every candidate failed; the cache directory is unchanged.
     Error,
 }
 
 impl RestoreStatus {
-    /// `skipped`, `miss`, `found`, `restored` or `error`.
+    /// `skipped`, `miss`, `found`, `restored`, `partial` or `error`.
     pub fn as_str(self) -> &'static str {
         match self {
             RestoreStatus::Skipped => "skipped",
             RestoreStatus::Miss => "miss",
             RestoreStatus::Found => "found",
             RestoreStatus::Restored => "restored",
+            RestoreStatus::Partial => "partial",
             RestoreStatus::Error => "error",
         }
     }
@@ -72,17 +77,23 @@ impl RestoreOutcome {
         match (&self.error, self.report.level, self.report.restored) {
             (Some(_), _, _) => RestoreStatus::Error,
             (None, MatchLevel::None, _) => RestoreStatus::Miss,
+            (None, _, true) if self.skipped_entries() > 0 => RestoreStatus::Partial,
             (None, _, true) => RestoreStatus::Restored,
             (None, _, false) => RestoreStatus::Found,
         }
     }
 
     /// True if the exact key was restored whole (actions/cache's `cache-hit`): an index
-    /// snapshot of which an entry was skipped is restored, but not a hit.
+    /// snapshot of which an entry was skipped is [`RestoreStatus::Partial`], not a hit.
     pub fn cache_hit(&self) -> bool {
         self.report.level == MatchLevel::Exact
             && self.report.restored
-            && self.report.index.as_ref().is_none_or(|c| c.failed == 0)
+            && self.skipped_entries() == 0
+    }
+
+    /// Entries of the restored index snapshot that were skipped (0 for a full snapshot).
+    pub fn skipped_entries(&self) -> u64 {
+        self.report.index.as_ref().map_or(0, |c| c.failed)
     }
 
     /// The rejected candidates to warn about one by one: all of them, except the last when

@@ -65,9 +65,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use super::arrivals::{Arrivals, ArrivingReader, FinishGuard};
-use super::leftovers::{self, STALE_AFTER};
+use super::leftovers;
 pub use super::lookup::MAX_FUTURE;
-use super::lookup::{Candidate, candidates, prefixes};
+use super::lookup::{Candidate, prefixes};
 use super::manifest::{
     MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind,
     now_rfc3339, seal,
@@ -157,6 +157,9 @@ pub struct RestoreReport {
     pub tried: Vec<String>,
     /// Candidates that failed verification and were passed over, in order.
     pub rejected: Vec<Rejected>,
+    /// Of those, candidates passed over because their producer is not trusted (with
+    /// trusted keys configured), at most [`MAX_UNTRUSTED`].
+    pub untrusted_skipped: u64,
     /// Size of the downloaded object, in bytes.
     pub object_size_bytes: u64,
     /// Files restored.
@@ -270,8 +273,16 @@ pub(crate) fn object_key(name: &str) -> Result<ObjectKey, Error> {
     })
 }
 
-/// Most candidates that may fail verification in one restore before it gives up.
+/// Most candidates that may fail verification in one restore before it gives up
+/// (untrusted ones are counted apart, [`MAX_UNTRUSTED`]).
 pub const MAX_REJECTED: usize = 3;
+
+/// Most candidates whose producer is not trusted that one restore passes over (each costs
+/// one read of its sidecar, about 1 KB) before it gives up.
+pub const MAX_UNTRUSTED: usize = 64;
+
+/// Most time one restore spends on candidates whose producer is not trusted.
+pub const MAX_UNTRUSTED_TIME: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A candidate that failed verification and was passed over.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -282,6 +293,9 @@ pub struct Rejected {
     pub level: MatchLevel,
     /// Why it was rejected (one line).
     pub reason: String,
+    /// Rejected because its producer is not trusted ([`Error::is_untrusted`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted: bool,
 }
 
 /// The advice for bytes that fail verification right after a download: the damage may
@@ -335,7 +349,10 @@ fn read_sidecar(store: &dyn ObjectStore, found: &Candidate) -> Result<(Sidecar, 
 /// For a lookup with trusted keys: reads the candidate's sidecar (into memory) and checks
 /// its producer ([`check_producer`]). Without trusted keys there
 /// is nothing to check.
-fn lookup_producer(request: &RestoreRequest<'_>, found: &Candidate) -> Result<(), Error> {
+pub(super) fn lookup_producer(
+    request: &RestoreRequest<'_>,
+    found: &Candidate,
+) -> Result<(), Error> {
     if request.trust.is_empty() {
         return Ok(());
     }
@@ -353,8 +370,9 @@ fn check_producer(trust: &TrustPolicy, key: &str, sidecar: &Sidecar) -> Result<(
     trust
         .check(SIDECAR_SIGNATURE_DOMAIN, &sidecar.statement(), sidecar.signature.as_ref())
         .map(drop)
-        .map_err(|rejection| {
-            Error::corrupt(key, format!("its producer is not trusted: {rejection}"))
+        .map_err(|rejection| Error::Untrusted {
+            object: key.to_owned(),
+            reason: format!("its producer is not trusted: {rejection}"),
         })
 }
 
@@ -418,12 +436,12 @@ pub struct RestoreFailure {
 }
 
 /// What one verified candidate gave.
-struct Restored {
-    object_size_bytes: u64,
-    file_count: u64,
-    file_bytes: u64,
-    manifest_digest: String,
-    note: Option<String>,
+pub(super) struct Restored {
+    pub(super) object_size_bytes: u64,
+    pub(super) file_count: u64,
+    pub(super) file_bytes: u64,
+    pub(super) manifest_digest: String,
+    pub(super) note: Option<String>,
 }
 
 /// The most a snapshot may expand per byte of its object: the uncompressed size its
@@ -512,7 +530,7 @@ fn download_and_unpack(
 }
 
 /// Downloads, verifies and swaps in one candidate (read order steps 1–4).
-fn restore_candidate(
+pub(super) fn restore_candidate(
     request: &RestoreRequest<'_>,
     cache_dir: &Path,
     found: &Candidate,
@@ -669,6 +687,7 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Box<Restor
         cache_dir: request.cache_dir.clone(),
         tried: Vec::new(),
         rejected: Vec::new(),
+        untrusted_skipped: 0,
         object_size_bytes: 0,
         file_count: 0,
         file_bytes: 0,
@@ -698,9 +717,13 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
     report.cache_dir = cache_dir.clone();
     check_target(&cache_dir, &protected_dirs())?;
     let prefixes = prefixes(&request.key, &request.restore_prefixes)?;
+    let mut _transfer = None;
     if request.mode == LookupMode::Restore {
         fs::remove_file(&cache_dir.join(layout::UPDATED_MARKER))?;
-        let removed = leftovers::remove_stale(&cache_dir, SystemTime::now(), STALE_AFTER);
+        // Held (shared) until the restore ends: see `leftovers`.
+        let (lock, removed) =
+            leftovers::clean_and_hold(&cache_dir, SystemTime::now(), leftovers::Local::Existing);
+        _transfer = lock;
         report.notes.extend(leftovers::notes(&removed));
     }
     if request.trust.is_empty() && request.mode != LookupMode::LookupOnly {
@@ -711,78 +734,24 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
                 .to_owned(),
         );
     }
-    let mut seen = std::collections::HashSet::new();
-    let mut last_rejection: Option<Error> = None;
-    let mut step = 0;
-    while let Some(found) = candidates(request, &prefixes, step, report)? {
-        step += 1;
-        for candidate in found {
-            if !seen.insert(candidate.key.clone()) {
-                continue;
-            }
-            if report.matched_key.is_none() {
-                report.level = candidate.level;
-                report.matched_key = Some(candidate.key.clone());
-                report.object_size_bytes = candidate.object_size_bytes.unwrap_or(0);
-            }
-            if request.mode == LookupMode::LookupOnly {
-                // With trusted keys, a match must be one restore would accept from its
-                // producer; the sidecar is read into the system temp directory, so a
-                // lookup still writes nothing beside the cache.
-                match lookup_producer(request, &candidate) {
-                    Ok(()) => return Ok(()),
-                    Err(e) if e.is_corrupt() => {
-                        report.rejected.push(Rejected {
-                            key: candidate.key,
-                            level: candidate.level,
-                            reason: e.one_line(),
-                        });
-                        report.matched_key = None;
-                        report.level = MatchLevel::None;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            if let Some(parent) = cache_dir.parent() {
-                fs::create_dir_all(parent)?;
-            }
-            match restore_candidate(request, &cache_dir, &candidate, report) {
-                Ok(restored) => {
-                    report.level = candidate.level;
-                    report.matched_key = Some(candidate.key);
-                    report.restored = true;
-                    report.object_size_bytes = restored.object_size_bytes;
-                    report.file_count = restored.file_count;
-                    report.file_bytes = restored.file_bytes;
-                    report.manifest_digest = Some(restored.manifest_digest);
-                    report.kind = if report.index.is_some() {
-                        SnapshotKind::Index
-                    } else {
-                        SnapshotKind::Full
-                    };
-                    report.notes.extend(restored.note);
-                    return Ok(());
-                }
-                Err(e) if e.is_corrupt() => {
-                    report.rejected.push(Rejected {
-                        key: candidate.key,
-                        level: candidate.level,
-                        reason: e.one_line(),
-                    });
-                    if report.rejected.len() >= MAX_REJECTED {
-                        return Err(e);
-                    }
-                    last_rejection = Some(e);
-                }
-                Err(e) => return Err(e),
-            }
+    // The parents of the cache directory this restore creates; removed again (if still
+    // empty) unless a snapshot is restored.
+    let mut created_parents: Option<fs::CreatedDirs> = None;
+    let result = super::candidates::try_candidates(
+        request,
+        report,
+        &cache_dir,
+        &prefixes,
+        &mut created_parents,
+    );
+    if let Some(created) = created_parents {
+        if report.restored {
+            created.keep();
+        } else {
+            created.remove();
         }
     }
-    match last_rejection {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    result
 }
 
 /// The origin record's file name under `<cache root>/.local/`.

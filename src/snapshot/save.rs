@@ -36,7 +36,7 @@ use std::time::Instant;
 use super::commit;
 use super::index::save::{IndexSave, IndexSaveCounts, save_index};
 use super::key::check_key_text;
-use super::leftovers::{self, STALE_AFTER};
+use super::leftovers;
 use super::manifest::{
     Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
@@ -324,6 +324,8 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
     let store = request.store;
     // What earlier failed saves from this cache directory left in the store comes first.
     let mut notes = commit::resolve_pending(store, &cache_dir, std::time::SystemTime::now());
+    // Leases of saves from this cache directory that were killed hold back every gc.
+    notes.extend(super::index::held::resolve(store, &cache_dir, std::time::SystemTime::now()));
     let skip = |reason, notes: Vec<String>| {
         let mut report = SaveReport::skipped(reason, Some(key.clone()), cache_dir.clone(), started);
         report.notes = notes;
@@ -338,7 +340,15 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         return skip(SkipReason::AlreadyExists, notes);
     }
 
-    let stale = leftovers::remove_stale(&cache_dir, std::time::SystemTime::now(), STALE_AFTER);
+    // Leftovers of killed transfers of this cache directory: all of them when none is
+    // running (the transfer lock is free), else the stale ones. The lock is then held
+    // (shared) until the save ends, so a later save never takes this one's files for a
+    // killed one's.
+    let (_transfer, stale) = leftovers::clean_and_hold(
+        &cache_dir,
+        std::time::SystemTime::now(),
+        leftovers::Local::Create,
+    );
     notes.extend(leftovers::notes(&stale));
     let parents: Vec<String> = origin_parent(&cache_dir).into_iter().collect();
     let gated = Gated { cache_dir, key, sidecar_key, parents, notes, started };
@@ -375,17 +385,20 @@ fn save_as_index(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, 
     else {
         return gated.skip(SkipReason::StoreBusy, SnapshotKind::Index);
     };
-    let saved = save_index(&IndexSave {
-        store: request.store,
-        cache_dir: &gated.cache_dir,
-        key: &gated.key,
-        sidecar_key: &gated.sidecar_key,
-        parents: &gated.parents,
-        producer: &request.producer,
-        signing_key: request.signing_key,
-        level: request.level,
-        progress: request.progress,
-    })?;
+    let (saved, lease) = super::index::lease::while_held(lease, &gated.cache_dir, || {
+        save_index(&IndexSave {
+            store: request.store,
+            cache_dir: &gated.cache_dir,
+            key: &gated.key,
+            sidecar_key: &gated.sidecar_key,
+            parents: &gated.parents,
+            producer: &request.producer,
+            signing_key: request.signing_key,
+            level: request.level,
+            progress: request.progress,
+        })
+    });
+    let saved = saved?;
     if let Err(e) = lease.release() {
         // A lease left behind only delays a gc until it goes stale.
         tracing::warn!("could not release the save lease: {}", e.one_line());

@@ -231,10 +231,27 @@ pub fn unpack_into_new_observed(
     if fs::symlink_metadata_opt(&dest)?.is_some() {
         return Err(fs::Error::AlreadyExists { path: dest }.into());
     }
-    if let Some(parent) = dest.parent() {
-        fs::create_dir_all(parent)?;
+    // The parents this unpack creates go again if it fails: a rejected archive leaves
+    // nothing, not even an empty directory chain.
+    let created = match dest.parent() {
+        Some(parent) => fs::create_dir_all_recorded(parent)?,
+        None => fs::CreatedDirs::default(),
+    };
+    let result = unpack_into_created(object, &dest, progress);
+    match &result {
+        Ok(_) => created.keep(),
+        Err(_) => created.remove(),
     }
-    let staging = temp::staging_beside(&dest, 0o755)?;
+    result
+}
+
+/// [`unpack_into_new_observed`] once `dest`'s parent exists.
+fn unpack_into_created(
+    object: &Path,
+    dest: &Path,
+    progress: &dyn crate::progress::Progress,
+) -> Result<UnpackReport, Error> {
+    let staging = temp::staging_beside(dest, 0o755)?;
     let limits =
         UnpackLimits { max_entries: u64::MAX, max_file_bytes: u64::MAX, ..UnpackLimits::default() };
     let label = object.display().to_string();
@@ -245,7 +262,7 @@ pub fn unpack_into_new_observed(
     let report = unpack_from(&mut input, staging.path(), &limits, &label);
     drop(phase);
     let report = report?;
-    fs::publish_dir(staging, &dest, false).map_err(|(e, _staging)| Error::Local(e))?;
+    fs::publish_dir(staging, dest, false).map_err(|(e, _staging)| Error::Local(e))?;
     Ok(report)
 }
 

@@ -51,6 +51,45 @@ impl fmt::Display for NetworkErrorKind {
     }
 }
 
+/// When a [`Error::Network`] failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkPhase {
+    /// Connecting, sending the request or waiting for the answer's head.
+    Request,
+    /// Reading the answer's body (the head had arrived).
+    Body,
+}
+
+/// `timed out waiting for the answer`, `timed out while reading the answer's body`, …
+pub(crate) fn network_failure_text(kind: NetworkErrorKind, phase: NetworkPhase) -> String {
+    match (kind, phase) {
+        (NetworkErrorKind::Timeout, NetworkPhase::Request) => {
+            "timed out waiting for the answer".to_owned()
+        }
+        (NetworkErrorKind::Connect, _) => kind.to_string(),
+        (_, NetworkPhase::Request) => kind.to_string(),
+        (_, NetworkPhase::Body) => format!("{kind} while reading the answer's body"),
+    }
+}
+
+/// The advice of [`Error::WrongRegion`]: the region to set when the server named it, else
+/// how to find it (never "set region=another region").
+fn wrong_region(configured: &str, named: Option<&str>, status: u16) -> String {
+    match named {
+        Some(region) => format!(
+            "the bucket is in {region}; set region={region} in the store URL or AWS_REGION \
+             (requests were signed for {configured})"
+        ),
+        None => format!(
+            "the server answered HTTP {status} (a redirect or a malformed authorization) \
+             without naming the bucket's region, so the bucket is not in {configured}, the \
+             region requests were signed for; set region=<the bucket's region> in the store \
+             URL or AWS_REGION (the provider's console shows it, as does \
+             `aws s3api get-bucket-location --bucket <bucket>`), or check the endpoint"
+        ),
+    }
+}
+
 /// What to check after a 403: the credentials, or that there are none.
 fn denied_advice(anonymous: bool) -> &'static str {
     if anonymous {
@@ -59,6 +98,11 @@ fn denied_advice(anonymous: bool) -> &'static str {
     } else {
         "check the credentials / signature / clock skew"
     }
+}
+
+/// `NAME="value"`, or `NAME` alone when the value is withheld (a credential) or empty.
+fn setting(name: &str, value: &str) -> String {
+    if value.is_empty() { name.to_owned() } else { format!("{name}={value:?}") }
 }
 
 fn detail(code: &Option<String>, message: &Option<String>) -> String {
@@ -93,8 +137,9 @@ pub enum Error {
         reason: String,
     },
     /// An environment variable or option has an unusable value. Never holds a secret: for
-    /// credential variables `value` is empty.
-    #[error("invalid {name}={value:?}: {reason}")]
+    /// credential variables `value` is empty, and the message then names the variables
+    /// alone (`invalid AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY: …`, never `=""`).
+    #[error("invalid {}: {reason}", setting(name, value))]
     InvalidConfig {
         /// The variable or option name.
         name: String,
@@ -162,16 +207,16 @@ pub enum Error {
         attempts: Attempts,
     },
     /// The bucket lives in another region than the one requests were signed for.
-    #[error(
-        "wrong region for {location}: the bucket is in {bucket_region}; set region={bucket_region} in the store URL or AWS_REGION (requests were signed for {configured}){attempts}"
-    )]
+    #[error("wrong region for {location}: {}{attempts}", wrong_region(configured, bucket_region.as_deref(), *status))]
     WrongRegion {
         /// The object or bucket.
         location: String,
         /// The region used for signing.
         configured: String,
-        /// The region the server named, or "another region" if it did not.
-        bucket_region: String,
+        /// The region the server named, if it named one.
+        bucket_region: Option<String>,
+        /// The HTTP status of the answer (301, 400, …).
+        status: u16,
         /// Retries and elapsed time.
         attempts: Attempts,
     },
@@ -192,7 +237,7 @@ pub enum Error {
         attempts: Attempts,
     },
     /// The connection failed or timed out.
-    #[error("{method} {location}: {kind}{attempts}")]
+    #[error("{method} {location}: {}{attempts}", network_failure_text(*kind, *phase))]
     Network {
         /// HTTP method.
         method: String,
@@ -200,6 +245,8 @@ pub enum Error {
         location: String,
         /// Timeout, connect or other.
         kind: NetworkErrorKind,
+        /// Before or while the answer's body arrived.
+        phase: NetworkPhase,
         /// Retries and elapsed time.
         attempts: Attempts,
         /// The client's error (names the URL, never a header).
@@ -251,15 +298,19 @@ impl Error {
         }
     }
 
-    /// True if the same request may succeed later: HTTP 5xx, 429, 408, `SlowDown`,
+    /// True if the same request may succeed later: HTTP 5xx (but 501 and 505: the server
+    /// lacks what the request asks for, and always will), 429, 408, `SlowDown`,
     /// `RequestTimeout`, a conditional-write conflict (409), network failures and
     /// truncated bodies.
     pub fn is_retryable(&self) -> bool {
+        if self.is_not_implemented() {
+            return false;
+        }
         match self {
             Error::Network { .. } => true,
             Error::Protocol { retryable, .. } => *retryable,
             Error::Http { status, code, .. } => {
-                *status >= 500
+                (*status >= 500 && *status != 505)
                     || *status == 429
                     || *status == 408
                     || matches!(
@@ -271,6 +322,20 @@ impl Error {
                                 | "ConditionalRequestConflict"
                         )
                     )
+            }
+            _ => false,
+        }
+    }
+
+    /// True if the server does not implement what the request asked for: HTTP 501, or the
+    /// S3 code `NotImplemented` with any status (Ceph RGW, s3gw and other S3-compatible
+    /// servers answer an `If-None-Match: *` write, an `UNSIGNED-PAYLOAD` part or a
+    /// ListObjectsV2 request this way when they lack the feature). Never retryable; the
+    /// S3 store falls back to what it can do without the feature (`docs/transport.md`).
+    pub fn is_not_implemented(&self) -> bool {
+        match self {
+            Error::Http { status, code, .. } | Error::AccessDenied { status, code, .. } => {
+                *status == 501 || code.as_deref() == Some("NotImplemented")
             }
             _ => false,
         }
@@ -364,6 +429,11 @@ mod tests {
         assert!(http(408, None).is_retryable());
         assert!(!http(400, Some("InvalidArgument")).is_retryable());
         assert!(!http(412, Some("PreconditionFailed")).is_retryable());
+        // A server that lacks a feature never gains it by being asked again.
+        assert!(!http(501, Some("NotImplemented")).is_retryable());
+        assert!(!http(501, None).is_retryable() && http(501, None).is_not_implemented());
+        assert!(http(400, Some("NotImplemented")).is_not_implemented());
+        assert!(!http(500, Some("InternalError")).is_not_implemented());
         let denied = Error::AccessDenied {
             method: "GET".into(),
             location: "s3://b/k".into(),

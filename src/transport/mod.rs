@@ -44,7 +44,7 @@ mod url;
 use std::path::Path;
 use std::time::SystemTime;
 
-pub use error::{Attempts, Error, NetworkErrorKind};
+pub use error::{Attempts, Error, NetworkErrorKind, NetworkPhase};
 pub use fs::FsStore;
 pub use key::{MAX_KEY_BYTES, ObjectKey};
 pub use options::TransportOptions;

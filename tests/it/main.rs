@@ -11,6 +11,7 @@ mod fixtures;
 mod launcher;
 mod limits;
 mod names;
+mod r26;
 mod remote;
 mod snapshot;
 mod transport;

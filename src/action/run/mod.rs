@@ -111,6 +111,9 @@ pub enum Notice {
         key: ActionKey,
         /// Artifacts restored.
         artifacts: usize,
+        /// The entry was fetched from the remote entry tier just now (a remote HIT), not
+        /// found in the local cache.
+        remote: bool,
     },
     /// A MISS, before the build starts.
     Miss {
@@ -358,7 +361,7 @@ fn look_up(ctx: &mut Ctx<'_>, entry: &Entry) -> Result<Looked, Error> {
                 remote::count(ctx, crate::content::remote::counter::HIT);
             }
             let key = entry.identity.key;
-            (ctx.notify)(Notice::Hit { key, artifacts: manifest.artifacts.len() });
+            (ctx.notify)(Notice::Hit { key, artifacts: manifest.artifacts.len(), remote: fetched });
             return Ok(Looked::Hit(ctx.report(Outcome::Hit, key, 0)));
         }
         Err(e) => e,

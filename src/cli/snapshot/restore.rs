@@ -63,6 +63,8 @@ struct Shown<'a> {
     rejected: &'a [Rejected],
     /// The entry counts of an index snapshot restored.
     index: Option<&'a strata::snapshot::index::restore::IndexRestoreCounts>,
+    /// The exact key restored whole ([`RestoreOutcome::cache_hit`]).
+    cache_hit: bool,
 }
 
 pub(super) fn restore(args: RestoreArgs) -> Result<i32, Failure> {
@@ -134,6 +136,7 @@ fn no_key(gh: &Github, args: &RestoreArgs, place: &Place) -> Result<i32, Failure
         reason: "no key",
         rejected: &[],
         index: None,
+        cache_hit: false,
     };
     write_github(gh, args, place, &shown);
     if args.common.json {
@@ -153,6 +156,7 @@ fn shown<'a>(outcome: &'a RestoreOutcome, matched: &'a str, reason: &'a str) -> 
         reason,
         rejected: &outcome.report.rejected,
         index: outcome.report.index.as_ref(),
+        cache_hit: outcome.cache_hit(),
     }
 }
 
@@ -161,10 +165,28 @@ fn warn_about_candidates(gh: &Github, outcome: &RestoreOutcome) {
     for note in &outcome.report.notes {
         warn(gh, "snapshot restore", note);
     }
+    // Snapshots not signed by a trusted key can be many (anyone with write access can
+    // add them): the first few are warned one by one, the rest counted.
+    const UNTRUSTED_WARNED: usize = 3;
+    let mut untrusted = 0;
     for rejected in outcome.rejections_to_warn() {
+        if rejected.untrusted {
+            untrusted += 1;
+            if untrusted > UNTRUSTED_WARNED {
+                continue;
+            }
+        }
         let level = rejected.level.as_str();
         let message =
             format!("{} (found at level {level}); trying the next candidate", rejected.reason);
+        warn(gh, "snapshot restore", &message);
+    }
+    if untrusted > UNTRUSTED_WARNED {
+        let more = untrusted - UNTRUSTED_WARNED;
+        let message = format!(
+            "and {more} more snapshot(s) not signed by a trusted key were passed over (each \
+             cost one read of its sidecar; rejected-keys lists them)"
+        );
         warn(gh, "snapshot restore", &message);
     }
 }
@@ -200,7 +222,7 @@ fn write_github(gh: &Github, args: &RestoreArgs, place: &Place, shown: &Shown<'_
     let abs_dir = place.abs_dir.display().to_string();
     github_write(gh, gh.set_env(&[("STRATA_CACHE_ROOT", abs_dir.clone())]));
     let rejected_keys: Vec<&str> = shown.rejected.iter().map(|r| r.key.as_str()).collect();
-    let cache_hit = shown.level == MatchLevel::Exact && shown.status == "restored";
+    let cache_hit = shown.cache_hit;
     let outputs = vec![
         ("cache-hit", cache_hit.to_string()),
         ("cache-primary-key", place.key_text.clone()),
@@ -281,8 +303,9 @@ fn print_outcome(
             "strata: snapshot FOUND level={level} key={matched} bytes={} (lookup only)",
             report.object_size_bytes
         ),
-        RestoreStatus::Restored => format!(
-            "strata: snapshot RESTORED level={level} key={matched} kind={}{} files={} bytes={} seconds={:.3} into {}",
+        RestoreStatus::Restored | RestoreStatus::Partial => format!(
+            "strata: snapshot {} level={level} key={matched} kind={}{} files={} bytes={} seconds={:.3} into {}",
+            if status == RestoreStatus::Partial { "PARTIAL" } else { "RESTORED" },
             report.kind.as_str(),
             report.index.as_ref().map_or_else(String::new, |c| format!(
                 " entries={} present={} fetched={} failed={} bytes_downloaded={}",

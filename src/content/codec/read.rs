@@ -129,6 +129,9 @@ struct State<'a, M> {
     dest: &'a Path,
     spec: &'a ReadSpec<'a>,
     known_dirs: HashSet<String>,
+    /// Directories that came with an entry of their own (archives that hold directories
+    /// must list every one, parents before children: [`State::check_parent_listed`]).
+    listed_dirs: HashSet<String>,
     non_dirs: HashMap<String, bool>,
     seen: HashSet<String>,
     entries: u64,
@@ -195,6 +198,13 @@ impl<M> State<'_, M> {
         if self.known_dirs.contains(rel) {
             return Ok(());
         }
+        self.check_no_leaf_in(dir)?;
+        self.make_dir(dir)
+    }
+
+    /// Rejects a path through a symlink or a file an earlier entry made.
+    fn check_no_leaf_in(&self, dir: &RelPath) -> Result<(), Error> {
+        let rel = dir.as_str();
         let mut prefix_end = 0;
         for component in rel.split('/') {
             prefix_end += component.len();
@@ -212,6 +222,13 @@ impl<M> State<'_, M> {
             }
             prefix_end += 1;
         }
+        Ok(())
+    }
+
+    /// The part of [`State::ensure_dir`] after its checks: admits (and with inline writes
+    /// makes) `dir` and its missing parents.
+    fn make_dir(&mut self, dir: &RelPath) -> Result<(), Error> {
+        let rel = dir.as_str();
         if self.spec.writer_threads {
             // The private destination holds only what this extraction made, so the record
             // of admitted directories decides: the missing ones, top-down.
@@ -268,9 +285,41 @@ impl<M> State<'_, M> {
 
     fn ensure_parent(&mut self, rel: &RelPath) -> Result<(), Error> {
         if let Some(parent) = rel.parent() {
+            // A symlink or file in the way is the more telling reason; then the listing.
+            if !self.known_dirs.contains(parent.as_str()) {
+                self.check_no_leaf_in(&parent)?;
+            }
+            self.check_parent_listed(rel)?;
             self.ensure_dir(&parent)?;
         }
         Ok(())
+    }
+
+    /// In an archive that holds directories ([`ReadSpec::directories`]), every entry's
+    /// parent must have come before it as a directory entry of its own: parents are never
+    /// made up, so what is unpacked is exactly what the archive (and its manifest) lists.
+    fn check_parent_listed(&self, rel: &RelPath) -> Result<(), Error> {
+        if !self.spec.directories {
+            return Ok(());
+        }
+        match rel.parent() {
+            Some(parent) if !self.listed_dirs.contains(parent.as_str()) => Err(bad(format!(
+                "{rel}: its directory {parent} has no entry before it ({} list every \
+                 directory, parents first)",
+                self.spec.kind_of_archive
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The archive's root ([`ReadSpec::root`]) must be a directory entry.
+    fn check_not_root(&self, rel: &RelPath, kind: &str) -> Result<(), Error> {
+        match self.spec.root {
+            Some(root) if rel.as_str() == root => {
+                Err(bad(format!("{rel} is a {kind}; it must be a directory")))
+            }
+            _ => Ok(()),
+        }
     }
 
     fn count_entry(&mut self) -> Result<(), Error> {
@@ -325,6 +374,7 @@ impl<M> State<'_, M> {
         data: &mut dyn Read,
     ) -> Result<(), Stop> {
         let index = self.expect_next(&rel, "file", size)?;
+        self.check_not_root(&rel, "file")?;
         self.count_entry()?;
         if self.file_bytes.saturating_add(size) > self.spec.max_file_bytes {
             return Err(Stop::Error(bad(format!(
@@ -362,6 +412,7 @@ impl<M> State<'_, M> {
 
     fn symlink(&mut self, rel: RelPath, target: &[u8]) -> Result<(), Error> {
         self.expect_next(&rel, "symlink", 0)?;
+        self.check_not_root(&rel, "symlink")?;
         self.count_entry()?;
         (self.spec.symlink_allowed)(&rel).map_err(bad)?;
         if target.is_empty() || target.contains(&0) {
@@ -398,7 +449,14 @@ impl<M> State<'_, M> {
         }
         self.expect_next(&rel, "directory", 0)?;
         self.count_entry()?;
+        if let Some(parent) = rel.parent()
+            && !self.known_dirs.contains(parent.as_str())
+        {
+            self.check_no_leaf_in(&parent)?;
+        }
+        self.check_parent_listed(&rel)?;
         self.ensure_dir(&rel)?;
+        self.listed_dirs.insert(rel.as_str().to_owned());
         self.written.push(Record::Directory { path: rel });
         Ok(())
     }
@@ -482,6 +540,7 @@ fn extract_from<M>(
         dest,
         spec,
         known_dirs: HashSet::from([String::new()]),
+        listed_dirs: HashSet::new(),
         non_dirs: HashMap::new(),
         seen: HashSet::new(),
         entries: 0,

@@ -49,8 +49,15 @@ use super::names::{LEASES_PREFIX, LeaseKind, lease_kind, lease_name};
 use crate::snapshot::{Error, Producer};
 use crate::transport::{ObjectKey, ObjectMeta, ObjectStore};
 
-/// Time to live of a save lease: 6 hours (no save of a cache takes that long).
-pub const SAVE_LEASE_TTL: Duration = Duration::from_secs(6 * 60 * 60);
+/// Time to live of a save lease: 15 minutes; a save renews its lease every
+/// [`SAVE_LEASE_RENEW`] while it runs ([`while_held`]), so a killed save blocks a gc for at
+/// most this long (and not at all once the next save from its cache directory ran:
+/// [`super::held`]).
+pub const SAVE_LEASE_TTL: Duration = Duration::from_secs(15 * 60);
+/// How old a save's lease may get before the save renews it: 5 minutes.
+pub const SAVE_LEASE_RENEW: Duration = Duration::from_secs(5 * 60);
+/// How often a save checks the age of its lease.
+const SAVE_LEASE_CHECK: Duration = Duration::from_secs(15);
 /// Time to live of a gc lease: 15 minutes; a gc renews its lease every
 /// [`GC_LEASE_RENEW`], so a crashed gc blocks saves for at most this long.
 pub const GC_LEASE_TTL: Duration = Duration::from_secs(15 * 60);
@@ -234,6 +241,58 @@ impl Drop for Lease<'_> {
             );
         }
     }
+}
+
+/// Runs `work` while `lease` (a save's) is held for a save of `cache_dir`: a thread renews
+/// it whenever it is [`SAVE_LEASE_RENEW`] old, and the lease is recorded under the cache
+/// directory ([`super::held`]) so that the next save can release it if this process is
+/// killed. Returns `work`'s result and the lease, to release; the record is gone then.
+pub fn while_held<'a, T>(
+    lease: Lease<'a>,
+    cache_dir: &std::path::Path,
+    work: impl FnOnce() -> T,
+) -> (T, Lease<'a>) {
+    let record = super::held::HeldRecord::write(cache_dir, lease.store, lease.name());
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let renewer = scope.spawn(move || {
+            let (mut lease, mut record) = (lease, record);
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(SAVE_LEASE_CHECK)
+            {
+                match lease.renew_if_older(SAVE_LEASE_RENEW) {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        let renewed =
+                            super::held::HeldRecord::write(cache_dir, lease.store, lease.name());
+                        if let Some(old) = std::mem::replace(&mut record, renewed) {
+                            old.forget();
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "cannot renew the save lease {} ({}); a snapshot gc may start                              before this save ends",
+                            lease.name(),
+                            e.one_line()
+                        );
+                        let _ = stopped.recv();
+                        break;
+                    }
+                }
+            }
+            if let Some(record) = record {
+                record.forget();
+            }
+            lease
+        });
+        let result = work();
+        drop(stop);
+        let lease = match renewer.join() {
+            Ok(lease) => lease,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        (result, lease)
+    })
 }
 
 /// The age of `meta` at `now` (zero for an object dated in the future).

@@ -14,6 +14,7 @@
 //!   a local MISS and uploaded by producers.
 
 pub mod entries;
+pub mod held;
 pub mod lease;
 pub mod names;
 pub mod object;

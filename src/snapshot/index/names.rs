@@ -48,6 +48,17 @@ pub fn ref_name(entry_path: &str) -> String {
     format!("{REFS_PREFIX}{}/{hex}.json", hex.get(..2).unwrap_or_default())
 }
 
+/// The ref of `entry_path` written by the producer whose key id is `key_id` (16 hex) when
+/// another writer's ref already holds [`ref_name`]: `~refs/<2 hex>/<64 hex>.<key id>.json`.
+/// Consumers with trusted keys read it (one small GET per trusted key) when the plain ref
+/// is not signed by one of them, so a ref anyone with write access can put first never
+/// hides a trusted producer's.
+pub fn keyed_ref_name(entry_path: &str, key_id: &str) -> String {
+    let plain = ref_name(entry_path);
+    let stem = plain.strip_suffix(".json").unwrap_or(&plain);
+    format!("{stem}.{key_id}.json")
+}
+
 /// What holds a lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseKind {

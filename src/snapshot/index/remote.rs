@@ -35,11 +35,14 @@ use crate::transport::{ObjectKey, ObjectStore, PutOutcome, TransportOptions};
 use crate::trust::{SigningKey, TrustPolicy};
 
 use super::entries::manifest_digest;
-use super::names::{entry_object_name, ref_name};
+use super::names::{entry_object_name, keyed_ref_name, ref_name};
 use super::object::{Installed, install_entry, install_entry_from, pack_entry};
 use super::record::{
     EntryLocation, EntryRef, MAX_REF_BYTES, REF_SIGNATURE_DOMAIN, load_ref, seal_ref,
 };
+
+/// Most refs under trusted key ids a fetch reads after a plain ref it does not trust.
+pub const MAX_KEYED_REFS: usize = 8;
 
 /// Per-request timeout of the tier when `STRATA_REMOTE_TIMEOUT` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -170,35 +173,29 @@ impl RemoteTier {
 
     fn try_fetch(&self, cache_root: &Path, entry_path: &str) -> Result<FetchOutcome, String> {
         let store = self.store()?;
+        // Our temp files under `.local/` are never taken for a killed process's.
+        let _transfer = crate::snapshot::leftovers::TransferLock::hold(
+            cache_root,
+            crate::snapshot::leftovers::Local::Create,
+        );
         let ref_key = key(&ref_name(entry_path))?;
         let Some(bytes) = get_ref_bytes(store, &ref_key)? else {
             return Ok(FetchOutcome::Absent);
         };
-        let entry_ref = load_ref(&bytes).map_err(|e| {
-            let problem = match &e {
-                Error::Record { source, .. } => source.problem(),
-                other => one_line(other),
-            };
-            format!(
-                "{ref_key} did not verify ({problem}); the entry is built here. {}",
-                repair(&ref_key)
-            )
-        })?;
+        let entry_ref = match self.accept_ref(&ref_key, &bytes, entry_path) {
+            Ok(entry_ref) => entry_ref,
+            Err(passed_over) if !self.config.trust.is_empty() => {
+                // The plain ref is not a trusted producer's (anyone with write access can
+                // put one there first): a trusted producer then wrote its own, under its
+                // key id; one small read per trusted key.
+                self.trusted_keyed_ref(store, entry_path)
+                    .map_err(|why| format!("{passed_over}; {why}"))?
+            }
+            Err(why) => return Err(why),
+        };
+        let ref_key = key(&entry_ref.0)?;
+        let entry_ref = entry_ref.1;
         let location = &entry_ref.location;
-        if location.path != entry_path {
-            return Err(format!(
-                "{ref_key} names the entry {:?}, not {entry_path:?}; ignored",
-                location.path
-            ));
-        }
-        if !self.config.trust.is_empty() {
-            let statement = entry_ref.statement();
-            let signature = entry_ref.signature.as_ref();
-            self.config
-                .trust
-                .check(REF_SIGNATURE_DOMAIN, &statement, signature)
-                .map_err(|why| format!("{ref_key} is not accepted: {why}"))?;
-        }
         if location.size_bytes > MAX_ENTRY_OBJECT_BYTES {
             return Err(format!(
                 "{}: the entry object has {} bytes, more than the tier fetches ({MAX_ENTRY_OBJECT_BYTES})",
@@ -222,7 +219,7 @@ impl RemoteTier {
         };
         match installed {
             Ok(Installed::Installed | Installed::AlreadyPresent) => Ok(FetchOutcome::Installed),
-            Err(e) => {
+            Err(e) if e.is_corrupt() => {
                 let why = match &e {
                     Error::Corrupt { reason, .. } => reason.clone(),
                     other => one_line(other),
@@ -232,7 +229,72 @@ impl RemoteTier {
                     repair(&ref_key)
                 ))
             }
+            // A local failure (I/O, a full disk, permissions) says nothing about the store:
+            // no advice to touch it.
+            Err(e) => Err(format!(
+                "{object} ({entry_path}) could not be installed in {}: {}; the entry is built                  here. The store's copy is not at fault: check the cache directory (free                  space, permissions)",
+                cache_root.display(),
+                one_line(&e)
+            )),
         }
+    }
+
+    /// Loads and checks the ref `ref_key` (its bytes): it must verify, name `entry_path`
+    /// and, under a trust policy, carry a trusted signature. Returns its name and record.
+    fn accept_ref(
+        &self,
+        ref_key: &ObjectKey,
+        bytes: &[u8],
+        entry_path: &str,
+    ) -> Result<(String, EntryRef), String> {
+        let entry_ref = load_ref(bytes).map_err(|e| {
+            let problem = match &e {
+                Error::Record { source, .. } => source.problem(),
+                other => one_line(other),
+            };
+            format!(
+                "{ref_key} did not verify ({problem}); the entry is built here. {}",
+                repair(ref_key)
+            )
+        })?;
+        if entry_ref.location.path != entry_path {
+            return Err(format!(
+                "{ref_key} names the entry {:?}, not {entry_path:?}; ignored",
+                entry_ref.location.path
+            ));
+        }
+        if !self.config.trust.is_empty() {
+            let statement = entry_ref.statement();
+            self.config
+                .trust
+                .check(REF_SIGNATURE_DOMAIN, &statement, entry_ref.signature.as_ref())
+                .map_err(|why| format!("{ref_key} is not accepted: {why}"))?;
+        }
+        Ok((ref_key.as_str().to_owned(), entry_ref))
+    }
+
+    /// The ref a trusted producer wrote under its key id ([`keyed_ref_name`]), tried for
+    /// each trusted key in turn (at most [`MAX_KEYED_REFS`] small reads).
+    fn trusted_keyed_ref(
+        &self,
+        store: &dyn ObjectStore,
+        entry_path: &str,
+    ) -> Result<(String, EntryRef), String> {
+        let mut tried = Vec::new();
+        for public in self.config.trust.keys().iter().take(MAX_KEYED_REFS) {
+            let keyed = key(&keyed_ref_name(entry_path, &public.id().to_string()))?;
+            match get_ref_bytes(store, &keyed)? {
+                None => tried.push(format!("no {keyed}")),
+                Some(bytes) => match self.accept_ref(&keyed, &bytes, entry_path) {
+                    Ok(found) => return Ok(found),
+                    Err(why) => tried.push(why),
+                },
+            }
+        }
+        Err(format!(
+            "no trusted producer's ref either ({}); the entry is built here",
+            tried.join("; ")
+        ))
     }
 
     fn try_offer(&self, cache_root: &Path, entry_path: &str) -> Result<OfferOutcome, String> {
@@ -242,9 +304,34 @@ impl RemoteTier {
                 .into());
         }
         let store = self.store()?;
-        let ref_key = key(&ref_name(entry_path))?;
+        let _transfer = crate::snapshot::leftovers::TransferLock::hold(
+            cache_root,
+            crate::snapshot::leftovers::Local::Create,
+        );
+        let mut ref_key = key(&ref_name(entry_path))?;
         if store.head(&ref_key).map_err(|e| format!("{ref_key}: {}", one_line(&e)))?.is_some() {
-            return Ok(OfferOutcome::AlreadyPresent);
+            // First writer wins. A signing producer makes sure a ref of its own exists: if
+            // the plain one is another writer's, its ref goes under its key id, where
+            // consumers that trust it look next (`trusted_keyed_ref`).
+            let Some(signing) = &self.signing_key else { return Ok(OfferOutcome::AlreadyPresent) };
+            let own = TrustPolicy::new([signing.public_key().clone()]);
+            let mine = |name: &ObjectKey| -> Result<bool, String> {
+                Ok(get_ref_bytes(store, name)?.and_then(|bytes| load_ref(&bytes).ok()).is_some_and(
+                    |r| {
+                        r.location.path == entry_path
+                            && own
+                                .check(REF_SIGNATURE_DOMAIN, &r.statement(), r.signature.as_ref())
+                                .is_ok()
+                    },
+                ))
+            };
+            if mine(&ref_key)? {
+                return Ok(OfferOutcome::AlreadyPresent);
+            }
+            ref_key = key(&keyed_ref_name(entry_path, &signing.public_key().id().to_string()))?;
+            if store.head(&ref_key).map_err(|e| format!("{ref_key}: {}", one_line(&e)))?.is_some() {
+                return Ok(OfferOutcome::AlreadyPresent);
+            }
         }
         let entry_dir = cache_root.join(crate::snapshot::CARRIED_DIR).join(entry_path);
         let read_digest = || {

@@ -296,9 +296,8 @@ pub(crate) fn install_missing(
     }
     let mut notes = Vec::new();
     if !failures.is_empty() {
-        for failure in failures.iter().take(MAX_FAILURE_NOTES) {
-            tracing::warn!("skipped a snapshot entry: {failure}");
-        }
+        // One note (shown as one warning) carries the count and the first reasons; no
+        // separate log line repeats them.
         notes.push(format!(
             "{} of {} entries were skipped (not fetched or failed verification; each is a \
              cache miss later, never a wrong file): {}{}",

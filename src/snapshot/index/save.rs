@@ -33,7 +33,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::entries::{self, LocalEntry};
-use super::names::ref_name;
+use super::names::{keyed_ref_name, ref_name};
 use super::record::{
     self, EntryLocation, EntryRef, REF_SIGNATURE_DOMAIN, SnapshotIndex, seal_index, seal_ref,
 };
@@ -352,8 +352,7 @@ fn from_refs(
             }
         })
         .map(|listed| listed.unwrap_or_default());
-    map_bounded(entries, STORE_PARALLELISM, |entry| {
-        let name = ref_name(&entry.path);
+    let vouched = |entry: &LocalEntry, name: String| -> Option<EntryLocation> {
         if listed.as_ref().is_some_and(|l| !l.contains(&name)) {
             return None;
         }
@@ -379,6 +378,14 @@ fn from_refs(
             }
         }
         Some(entry_ref.location)
+    };
+    map_bounded(entries, STORE_PARALLELISM, |entry| {
+        vouched(entry, ref_name(&entry.path)).or_else(|| {
+            // A signing save's own ref may sit under its key id (another writer's ref
+            // held the plain name, `write_refs`).
+            let signer = signer?;
+            vouched(entry, keyed_ref_name(&entry.path, &signer.id().to_string()))
+        })
     })
 }
 
@@ -401,7 +408,22 @@ fn write_refs(request: &IndexSave<'_>, locations: &[EntryLocation]) -> (u64, Vec
         let bytes = seal_ref(&entry_ref).map_err(|e| e.one_line())?;
         let key = ObjectKey::new(name.clone()).map_err(|e| e.to_string())?;
         match request.store.put_bytes_if_absent(&key, &bytes) {
-            Ok((outcome, _)) => Ok(outcome == crate::transport::PutOutcome::Created),
+            Ok((crate::transport::PutOutcome::Created, _)) => Ok(true),
+            // Another writer's ref holds the plain name: a signing save's ref goes under
+            // its key id too, where consumers that trust it look next (see
+            // `names::keyed_ref_name`), so an unsigned ref put first never hides it.
+            Ok((crate::transport::PutOutcome::AlreadyExists, _)) => match request.signing_key {
+                Some(signing_key) => {
+                    let keyed =
+                        keyed_ref_name(&location.path, &signing_key.public_key().id().to_string());
+                    let keyed_key = ObjectKey::new(keyed.clone()).map_err(|e| e.to_string())?;
+                    match request.store.put_bytes_if_absent(&keyed_key, &bytes) {
+                        Ok((outcome, _)) => Ok(outcome == crate::transport::PutOutcome::Created),
+                        Err(e) => Err(format!("cannot upload the entry ref {keyed}: {e}")),
+                    }
+                }
+                None => Ok(false),
+            },
             Err(e) => Err(format!("cannot upload the entry ref {name}: {e}")),
         }
     });

@@ -8,7 +8,14 @@
 //! (untrusted: a HEAD claiming 1 TiB must not make a 1 TiB file); positioned writes extend
 //! it as bytes arrive. A part whose body breaks
 //! off or comes up short is retried as a whole (rewriting the same range). Every part must
-//! deliver exactly its length; a server that ignores `Range` is an error.
+//! deliver exactly its length.
+//!
+//! A server may ignore `Range` and answer `200` with the whole object (RFC 9110 allows it;
+//! riak_cs, several gateways and caches do). The first ranged GET decides, and the other
+//! parts wait for its answer before they send their own: a `200` is streamed whole into the
+//! file, once, and no other part is requested; a `206` lets every part fetch its range. A
+//! later part answered `200` all the same keeps its own range of the body and drops the
+//! connection after it.
 //!
 //! # Limitations
 //! The store checks sizes only; the caller verifies the content (snapshots carry their
@@ -16,14 +23,14 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::SystemTime;
 
 use futures::{StreamExt, TryStreamExt};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 
-use super::response::network_error;
+use super::response::body_error;
 use super::{Call, Inner};
 use crate::digest::{Hasher, Sha256Digest};
 use crate::transport::{Attempts, DownloadProgress, Error, ObjectKey, ObjectMeta};
@@ -84,11 +91,70 @@ struct Target<'a> {
     file: &'a File,
     path: &'a Path,
     progress: &'a dyn DownloadProgress,
+    /// The object's size from the HEAD, in bytes.
+    size: u64,
+}
+
+/// How the server answered the first ranged GET of a download: every other part waits for
+/// it ([`RangeSupport::wait`]) before it sends its own request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// `206`: the server honours `Range`; each part fetches its own range.
+    Ranged,
+    /// `200`: the server ignores `Range` (RFC 9110 allows it) and sent the whole object,
+    /// which the first part writes; no other part sends a request.
+    Whole,
+    /// The first part failed; its error ends the download.
+    Failed,
+}
+
+/// What the first part learnt about `Range`, shared with the other parts.
+struct RangeSupport {
+    answer: tokio::sync::watch::Sender<Option<Answer>>,
+}
+
+impl RangeSupport {
+    fn new() -> Self {
+        Self { answer: tokio::sync::watch::channel(None).0 }
+    }
+
+    /// Records `answer` unless one is known (the first answer decides); returns the
+    /// answer that holds.
+    fn set(&self, answer: Answer) -> Answer {
+        let mut holds = answer;
+        self.answer.send_if_modified(|known| match known {
+            Some(earlier) => {
+                holds = *earlier;
+                false
+            }
+            None => {
+                *known = Some(answer);
+                true
+            }
+        });
+        holds
+    }
+
+    /// Waits for the first part's answer.
+    async fn wait(&self) -> Answer {
+        let mut receiver = self.answer.subscribe();
+        match receiver.wait_for(Option::is_some).await {
+            Ok(answer) => answer.unwrap_or(Answer::Failed),
+            Err(_) => Answer::Failed,
+        }
+    }
 }
 
 /// GETs `length` bytes at `offset` (the whole object if `ranged` is false) and writes them
 /// at the same offset of the target, with retries; reports the range to the target's
 /// progress once it is complete (never a partial attempt that a retry rewrites).
+///
+/// A ranged GET answered `200` (a server that ignores `Range`) carries the whole object:
+/// when `support` is given (the first part of a download), the whole body is written and
+/// reported as it arrives, and the other parts are told not to ask ([`Answer::Whole`]);
+/// otherwise (a later part of a server that honoured the first range) the bytes before
+/// `offset` are skipped, the range is kept, and the connection is dropped after it.
+#[allow(clippy::too_many_arguments)]
 async fn fetch(
     inner: &Inner,
     key: &ObjectKey,
@@ -96,6 +162,7 @@ async fn fetch(
     offset: u64,
     length: u64,
     ranged: bool,
+    support: Option<&RangeSupport>,
     retries: &AtomicU32,
 ) -> Result<(), Error> {
     let mut call = Call::object(inner, Method::GET, key.as_str());
@@ -104,45 +171,129 @@ async fn fetch(
         call.headers.push(("range", format!("bytes={offset}-{last}")));
     }
     let location = call.location.clone();
-    inner
+    // Bytes of a whole-object answer already reported (a retry rewrites them silently).
+    let reported = std::sync::atomic::AtomicU64::new(0);
+    let result = inner
         .send(&call, retries, |mut response| {
             let location = location.clone();
+            let reported = &reported;
             async move {
-                let expected = if ranged { StatusCode::PARTIAL_CONTENT } else { StatusCode::OK };
-                if response.status() != expected {
+                let status = response.status();
+                let whole = status == StatusCode::OK && ranged;
+                // A `200` to the first part is the whole object for everyone, unless an
+                // earlier attempt of it was answered `206` (the other parts are on their way).
+                let for_all =
+                    whole && support.is_some_and(|s| s.set(Answer::Whole) == Answer::Whole);
+                if ranged && status == StatusCode::PARTIAL_CONTENT {
+                    if let Some(support) = support {
+                        support.set(Answer::Ranged);
+                    }
+                } else if status != StatusCode::OK {
+                    let expected = if ranged { "206 (or 200)" } else { "200" };
                     let reason = format!(
-                        "expected HTTP {} for bytes {offset}+{length}, got {} (does the server support Range?)",
-                        expected.as_u16(),
-                        response.status().as_u16()
+                        "expected HTTP {expected} for bytes {offset}+{length}, got {}",
+                        status.as_u16()
                     );
                     return Err(protocol_error("GET", &location, reason, false));
                 }
-                let mut written = 0u64;
-                while let Some(chunk) =
-                    response.chunk().await.map_err(|e| network_error("GET", &location, e))?
-                {
-                    let end = written + chunk.len() as u64;
-                    if end > length {
-                        let reason = format!("body longer than the {length} bytes expected (object changed?)");
+                // What this answer's body holds, and which of its bytes are written.
+                let (keep_from, keep_to) = match (whole, for_all) {
+                    (true, true) => (0, target.size),
+                    (true, false) => (offset, offset + length),
+                    (false, _) => (0, length),
+                };
+                let body_offset = if whole { 0 } else { offset };
+                let expected_body = if whole { target.size } else { length };
+                let mut seen = 0u64;
+                while seen < keep_to {
+                    let Some(chunk) =
+                        response.chunk().await.map_err(|e| body_error("GET", &location, e))?
+                    else {
+                        break;
+                    };
+                    let chunk_start = seen;
+                    seen += chunk.len() as u64;
+                    if seen > expected_body {
+                        let reason = format!(
+                            "body longer than the {expected_body} bytes expected (object changed?)"
+                        );
                         return Err(protocol_error("GET", &location, reason, false));
                     }
-                    crate::fs::write_at(target.file, target.path, &chunk, offset + written)?;
-                    written = end;
+                    let from = keep_from.saturating_sub(chunk_start).min(chunk.len() as u64);
+                    let to = keep_to.saturating_sub(chunk_start).min(chunk.len() as u64);
+                    let (from, to) = (
+                        usize::try_from(from).unwrap_or(usize::MAX),
+                        usize::try_from(to).unwrap_or(usize::MAX),
+                    );
+                    if let Some(kept) = chunk.get(from..to).filter(|k| !k.is_empty()) {
+                        let at = body_offset + chunk_start + from as u64;
+                        crate::fs::write_at(target.file, target.path, kept, at)?;
+                        if for_all {
+                            // The whole object streams in order: report it as it arrives.
+                            let end = at + kept.len() as u64;
+                            let before = reported.fetch_max(end, Ordering::Relaxed);
+                            if end > before {
+                                target.progress.written(before.max(at), end);
+                            }
+                        }
+                    }
                 }
-                if written != length {
-                    let reason = format!("body ended after {written} of {length} bytes");
+                if seen < keep_to {
+                    let reason = format!("body ended after {seen} of {expected_body} bytes");
                     return Err(protocol_error("GET", &location, reason, true));
                 }
-                Ok(())
+                if !whole
+                    && response
+                        .chunk()
+                        .await
+                        .map_err(|e| body_error("GET", &location, e))?
+                        .is_some()
+                {
+                    let reason =
+                        format!("body longer than the {length} bytes expected (object changed?)");
+                    return Err(protocol_error("GET", &location, reason, false));
+                }
+                Ok(for_all)
             }
         })
-        .await?;
-    target.progress.written(offset, offset + length);
-    Ok(())
+        .await;
+    match result {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            target.progress.written(offset, offset + length);
+            Ok(())
+        }
+        Err(e) => {
+            if let Some(support) = support {
+                support.set(Answer::Failed);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// A part after the first: waits for the first part's answer, then fetches its own range
+/// only if the server honours `Range`.
+async fn fetch_later(
+    inner: &Inner,
+    key: &ObjectKey,
+    target: &Target<'_>,
+    (offset, length): (u64, u64),
+    support: &RangeSupport,
+    retries: &AtomicU32,
+) -> Result<(), Error> {
+    match support.wait().await {
+        Answer::Ranged => fetch(inner, key, target, offset, length, true, None, retries).await,
+        // The first part wrote (or failed to write) the whole object.
+        Answer::Whole | Answer::Failed => Ok(()),
+    }
 }
 
 /// Downloads `key` into `dest` (created or truncated), telling `progress` of each part
-/// once written; returns the HEAD metadata.
+/// once written; returns the HEAD metadata. Objects above the part size are fetched in
+/// parallel ranged GETs once the first one showed that the server honours `Range`; a
+/// server that answers it with `200` and the whole object has that one answer written,
+/// and no other part is requested.
 ///
 /// # Errors
 /// [`Error::NotFound`] for a missing object; network, HTTP and local I/O errors.
@@ -163,17 +314,23 @@ pub(crate) async fn download(
     if size == 0 {
         return Ok(meta);
     }
-    let target = Target { file: &file, path: dest, progress };
+    let target = Target { file: &file, path: dest, progress, size };
     let part = inner.options.part_size_bytes.max(1);
     if size <= part {
-        fetch(inner, key, &target, 0, size, false, retries).await?;
+        fetch(inner, key, &target, 0, size, false, None, retries).await?;
     } else {
-        let ranges = (0..size.div_ceil(part)).map(|i| {
+        let support = RangeSupport::new();
+        let first = fetch(inner, key, &target, 0, part, true, Some(&support), retries);
+        let rest = (1..size.div_ceil(part)).map(|i| {
             let start = i * part;
             (start, part.min(size - start))
         });
-        futures::stream::iter(ranges)
-            .map(|(start, length)| fetch(inner, key, &target, start, length, true, retries))
+        let later = rest.map(|range| {
+            futures::future::Either::Right(fetch_later(
+                inner, key, &target, range, &support, retries,
+            ))
+        });
+        futures::stream::iter(std::iter::once(futures::future::Either::Left(first)).chain(later))
             .buffer_unordered(inner.options.parallelism.max(1))
             .try_collect::<Vec<()>>()
             .await?;
@@ -202,7 +359,7 @@ pub(crate) async fn stored_digest(
             async move {
                 let mut hasher = Hasher::new();
                 while let Some(chunk) =
-                    response.chunk().await.map_err(|e| network_error("GET", &location, e))?
+                    response.chunk().await.map_err(|e| body_error("GET", &location, e))?
                 {
                     hasher.update(&chunk);
                 }

@@ -27,6 +27,7 @@ use std::sync::atomic::AtomicU32;
 
 use reqwest::Method;
 
+use super::fallback::Feature;
 use super::get::protocol_error as protocol;
 use super::response::child_text;
 use super::{Call, Inner};
@@ -204,6 +205,58 @@ impl Pagination {
     }
 }
 
+/// Reads the page at `cursor`: ListObjectsV2, or ListObjects (version 1) on a server that
+/// lacks it ([`Feature::ListObjectsV2`]; `marker` stands for `start-after`, and a
+/// continuation token never comes up since version 1 sends none).
+async fn read_page(
+    inner: &Inner,
+    cursor: &Cursor,
+    prefix: &str,
+    retries: &AtomicU32,
+) -> Result<Page, Error> {
+    let store_prefix = inner.config.prefix.clone();
+    let location = inner.config.location(prefix);
+    let v1 = inner.lacks.lacks(Feature::ListObjectsV2);
+    let mut query = Vec::new();
+    if !v1 {
+        query.push(("list-type", "2".to_owned()));
+    }
+    query.push(("prefix", format!("{store_prefix}{prefix}")));
+    match cursor {
+        Cursor::Start => {}
+        Cursor::Token(token) => query.push(("continuation-token", token.clone())),
+        Cursor::After(key) if v1 => query.push(("marker", key.clone())),
+        Cursor::After(key) => query.push(("start-after", key.clone())),
+    }
+    let call = Call {
+        method: Method::GET,
+        full_key: None,
+        query,
+        headers: Vec::new(),
+        payload: super::sign::Payload::Empty,
+        location: location.clone(),
+        close_connection: false,
+    };
+    inner
+        .send(&call, retries, |response| {
+            let location = location.clone();
+            let store_prefix = store_prefix.clone();
+            async move {
+                let text = response
+                    .text()
+                    .await
+                    .map_err(|e| super::response::body_error("GET", &location, e))?;
+                let mut page = parse_page(&text, &store_prefix, &location)?;
+                if v1 {
+                    // Version 1's NextMarker (sent only with a delimiter) is not a token.
+                    page.next = None;
+                }
+                Ok(page)
+            }
+        })
+        .await
+}
+
 /// Lists every object whose key (relative to the store prefix) starts with `prefix`,
 /// following every page (see the module docs), sorted by key, each key once.
 ///
@@ -215,41 +268,19 @@ pub(crate) async fn list_all(
     prefix: &str,
     retries: &AtomicU32,
 ) -> Result<Vec<ObjectMeta>, Error> {
-    let store_prefix = inner.config.prefix.clone();
     let location = inner.config.location(prefix);
     let mut cursor = Cursor::Start;
     let mut pagination = Pagination::default();
     let mut out = Vec::new();
     loop {
-        let mut query =
-            vec![("list-type", "2".to_owned()), ("prefix", format!("{store_prefix}{prefix}"))];
-        match &cursor {
-            Cursor::Start => {}
-            Cursor::Token(token) => query.push(("continuation-token", token.clone())),
-            Cursor::After(key) => query.push(("start-after", key.clone())),
+        let mut page = read_page(inner, &cursor, prefix, retries).await;
+        if let Err(e) = &page
+            && !inner.lacks.lacks(Feature::ListObjectsV2)
+            && inner.lacks.fall_back(Feature::ListObjectsV2, &inner.config.describe(), e)
+        {
+            page = read_page(inner, &cursor, prefix, retries).await;
         }
-        let call = Call {
-            method: Method::GET,
-            full_key: None,
-            query,
-            headers: Vec::new(),
-            payload: super::sign::Payload::Empty,
-            location: location.clone(),
-            close_connection: false,
-        };
-        let page = inner
-            .send(&call, retries, |response| {
-                let location = location.clone();
-                let store_prefix = store_prefix.clone();
-                async move {
-                    let text = response
-                        .text()
-                        .await
-                        .map_err(|e| super::response::network_error("GET", &location, e))?;
-                    parse_page(&text, &store_prefix, &location)
-                }
-            })
-            .await?;
+        let page = page?;
         let next = pagination
             .next(&cursor, &page)
             .map_err(|reason| protocol("GET", &location, reason, false))?;

@@ -13,6 +13,11 @@
 //!   (an earlier attempt whose answer was lost may have stored it);
 //! * LIST is ListObjectsV2 following continuation tokens ([`list`]).
 //!
+//! A server that lacks an optional feature (`If-None-Match: *` writes, `UNSIGNED-PAYLOAD`
+//! parts, ListObjectsV2) and says so (HTTP 501, or the code `NotImplemented`) gets the
+//! same request without it, once per store and feature, with one warning that says which
+//! guarantee is weaker ([`fallback`]).
+//!
 //! Every request has a timeout and bounded retries ([`retry`]); errors are mapped by
 //! [`response`].
 //!
@@ -26,6 +31,7 @@
 //!   body), so [`ObjectStore::head`] probes with a one-byte GET before reporting a miss.
 
 mod config;
+mod fallback;
 mod get;
 mod list;
 mod multipart;
@@ -103,6 +109,8 @@ pub(crate) struct Inner {
     pub policy: RetryPolicy,
     /// Requests retried since the store was opened ([`ObjectStore::retried_requests`]).
     pub retried: AtomicU64,
+    /// Optional S3 features this server turned out to lack ([`fallback`]).
+    pub lacks: fallback::Lacks,
 }
 
 impl Inner {
@@ -199,6 +207,21 @@ impl Inner {
             .await;
         match result {
             Ok(meta) => Ok(Some(meta)),
+            Err(
+                ref e @ (Error::Http { status: 400, code: None, .. }
+                | Error::AccessDenied { code: None, .. }),
+            ) => {
+                // A HEAD's error has no body, so no code to say what is wrong (a wrong
+                // region, a bad signature, …): a one-byte GET carries one.
+                let mut probe = Call::object(self, Method::GET, key.as_str());
+                probe.headers.push(("range", "bytes=0-0".to_owned()));
+                match self.send(&probe, retries, |_| async { Ok(()) }).await {
+                    Err(e) if e.is_not_found() => Ok(None),
+                    Err(e) => Err(e),
+                    // The GET was accepted where the HEAD was not: report the HEAD's answer.
+                    Ok(()) => Err(clone_head_error(e)),
+                }
+            }
             Err(e) if e.is_not_found() => {
                 // HEAD has no body: a one-byte GET tells NoSuchBucket from NoSuchKey.
                 let mut probe = Call::object(self, Method::GET, key.as_str());
@@ -212,6 +235,33 @@ impl Inner {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// A copy of a HEAD's error without a body (an [`Error::Http`] or [`Error::AccessDenied`]
+/// with no code), for [`Inner::head`].
+fn clone_head_error(e: &Error) -> Error {
+    match e {
+        Error::AccessDenied { method, location, status, message, anonymous, attempts, .. } => {
+            Error::AccessDenied {
+                method: method.clone(),
+                location: location.clone(),
+                status: *status,
+                code: None,
+                message: message.clone(),
+                anonymous: *anonymous,
+                attempts: *attempts,
+            }
+        }
+        Error::Http { method, location, status, message, attempts, .. } => Error::Http {
+            method: method.clone(),
+            location: location.clone(),
+            status: *status,
+            code: None,
+            message: message.clone(),
+            attempts: *attempts,
+        },
+        other => Error::Setup { reason: other.to_string() },
     }
 }
 
@@ -255,7 +305,14 @@ impl S3Store {
             .build()
             .map_err(|e| Error::Setup { reason: format!("tokio runtime: {e}") })?;
         let policy = RetryPolicy::from_options(&options);
-        let inner = Inner { config, client, options, policy, retried: AtomicU64::new(0) };
+        let inner = Inner {
+            config,
+            client,
+            options,
+            policy,
+            retried: AtomicU64::new(0),
+            lacks: fallback::Lacks::default(),
+        };
         Ok(Self { inner, runtime })
     }
 

@@ -28,6 +28,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
 
+use super::fallback::Feature;
 use super::put::is_precondition_failed;
 use super::response::{child_text, parse_error_body, xml_escape};
 use super::sign::{FileRange, Payload};
@@ -63,7 +64,7 @@ async fn body_text(
     location: &str,
     method: &str,
 ) -> Result<String, Error> {
-    response.text().await.map_err(|e| super::response::network_error(method, location, e))
+    response.text().await.map_err(|e| super::response::body_error(method, location, e))
 }
 
 /// Uploads `file` (opened from `src`, `size` bytes) under `key` as a multipart upload.
@@ -153,15 +154,33 @@ async fn upload_part(
     let mut call = Call::object(inner, Method::PUT, key.as_str());
     call.query.push(("partNumber", number.to_string()));
     call.query.push(("uploadId", upload_id.to_owned()));
-    call.payload = Payload::UnsignedFile(FileRange {
-        file: Arc::clone(file),
-        path: Arc::from(src),
-        offset,
-        length,
-    });
+    let range = FileRange { file: Arc::clone(file), path: Arc::from(src), offset, length };
+    let unsigned = !inner.lacks.lacks(Feature::UnsignedPayload);
+    call.payload =
+        if unsigned { Payload::UnsignedFile(range.clone()) } else { hashed(range.clone()).await? };
+    let mut etag = send_part(inner, &call, number, retries).await;
+    if unsigned
+        && let Err(e) = &etag
+        && inner.lacks.fall_back(Feature::UnsignedPayload, &inner.config.describe(), e)
+    {
+        call.payload = hashed(range).await?;
+        etag = send_part(inner, &call, number, retries).await;
+    }
+    let etag = etag?;
+    progress.advance(length);
+    Ok((number, etag))
+}
+
+/// Sends one part (with retries); returns its ETag.
+async fn send_part(
+    inner: &Inner,
+    call: &Call,
+    number: u64,
+    retries: &AtomicU32,
+) -> Result<String, Error> {
     let location = call.location.clone();
-    let etag = inner
-        .send(&call, retries, |response| {
+    inner
+        .send(call, retries, |response| {
             let location = location.clone();
             async move {
                 response
@@ -172,9 +191,29 @@ async fn upload_part(
                     .ok_or_else(|| protocol(&location, "PUT", format!("no ETag for part {number}")))
             }
         })
-        .await?;
-    progress.advance(length);
-    Ok((number, etag))
+        .await
+}
+
+/// `range` as a signed payload: its SHA-256, read on the blocking pool.
+async fn hashed(range: FileRange) -> Result<Payload, Error> {
+    let (file, path, offset, length) =
+        (Arc::clone(&range.file), Arc::clone(&range.path), range.offset, range.length);
+    let digest = tokio::task::spawn_blocking(move || {
+        let mut hasher = crate::digest::Hasher::new();
+        let mut buffer = vec![0u8; 256 * 1024];
+        let mut done = 0u64;
+        while done < length {
+            let want = usize::try_from((length - done).min(buffer.len() as u64)).unwrap_or(0);
+            let chunk = buffer.get_mut(..want).unwrap_or_default();
+            crate::fs::read_exact_at(&file, &path, chunk, offset + done)?;
+            hasher.update(chunk);
+            done += want as u64;
+        }
+        Ok::<_, crate::fs::Error>(hasher.finish())
+    })
+    .await
+    .map_err(|e| Error::Setup { reason: format!("hashing a part: {e}") })??;
+    Ok(Payload::HashedFile(range, digest.to_hex()))
 }
 
 fn completion_document(parts: &[(u64, String)]) -> String {
@@ -201,30 +240,22 @@ async fn complete(
 ) -> Result<(PutOutcome, u64), Error> {
     let mut call = Call::object(inner, Method::POST, key.as_str());
     call.query.push(("uploadId", upload_id.to_owned()));
-    call.headers.push(("if-none-match", "*".to_owned()));
+    let conditional = !inner.lacks.lacks(Feature::ConditionalWrites);
+    if conditional {
+        call.headers.push(("if-none-match", "*".to_owned()));
+    }
     call.headers.push(("content-type", "application/xml".to_owned()));
     call.payload = Payload::Signed(Bytes::from(completion_document(parts)));
     let location = call.location.clone();
-    let result = inner
-        .send(&call, retries, |response| {
-            let location = location.clone();
-            async move {
-                // A 200 answer may still carry an <Error> document.
-                let text = body_text(response, &location, "POST").await?;
-                match parse_error_body(&text) {
-                    None => Ok(()),
-                    Some(body) => Err(Error::Http {
-                        method: "POST".into(),
-                        location,
-                        status: 200,
-                        code: body.code,
-                        message: body.message,
-                        attempts: Attempts::default(),
-                    }),
-                }
-            }
-        })
-        .await;
+    let mut result = send_completion(inner, &call, retries).await;
+    if conditional
+        && let Err(e) = &result
+        && inner.lacks.fall_back(Feature::ConditionalWrites, &inner.config.describe(), e)
+    {
+        // The upload id is still open: complete it without the condition.
+        call.headers.retain(|(name, _)| *name != "if-none-match");
+        result = send_completion(inner, &call, retries).await;
+    }
     match result {
         Ok(()) => Ok((PutOutcome::Created, size)),
         Err(e) if e.retries() > 0 && refused_after_retry(&e) => {
@@ -252,6 +283,32 @@ async fn complete(
         Err(e) if is_precondition_failed(&e) => Ok((PutOutcome::AlreadyExists, 0)),
         Err(e) => Err(e),
     }
+}
+
+/// Sends the completion `call` (with retries); a `200` answer carrying an `<Error>`
+/// document is that error.
+async fn send_completion(inner: &Inner, call: &Call, retries: &AtomicU32) -> Result<(), Error> {
+    let location = call.location.clone();
+    inner
+        .send(call, retries, |response| {
+            let location = location.clone();
+            async move {
+                // A 200 answer may still carry an <Error> document.
+                let text = body_text(response, &location, "POST").await?;
+                match parse_error_body(&text) {
+                    None => Ok(()),
+                    Some(body) => Err(Error::Http {
+                        method: "POST".into(),
+                        location,
+                        status: 200,
+                        code: body.code,
+                        message: body.message,
+                        attempts: Attempts::default(),
+                    }),
+                }
+            }
+        })
+        .await
 }
 
 /// The status and S3 code of a refusal, e.g. `HTTP 403 AccessDenied` (the full error would

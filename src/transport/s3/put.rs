@@ -17,9 +17,13 @@
 //! anything else keeps the refusal's meaning. A write refused on its first attempt is never
 //! ours, and costs no extra request.
 //!
+//! A server that does not implement `If-None-Match` and says so (501 `NotImplemented`) gets
+//! the write again without it, and no later write of the store carries it
+//! ([`super::fallback`]).
+//!
 //! # Limitations
-//! A server that ignores `If-None-Match` only has the HEAD check to protect it; see the
-//! parent module.
+//! A server that ignores (or lacks) `If-None-Match` only has the HEAD check to protect it;
+//! see the parent module.
 
 use std::path::Path;
 use std::sync::atomic::AtomicU32;
@@ -27,6 +31,7 @@ use std::sync::atomic::AtomicU32;
 use bytes::Bytes;
 use reqwest::Method;
 
+use super::fallback::Feature;
 use super::sign::Payload;
 use super::{Call, Inner, get, multipart};
 use crate::digest::Sha256Digest;
@@ -140,10 +145,22 @@ async fn put_single(
 ) -> Result<(PutOutcome, u64), Error> {
     let size = body.len() as u64;
     let mut call = Call::object(inner, Method::PUT, key.as_str());
-    call.headers.push(("if-none-match", "*".to_owned()));
+    let conditional = !inner.lacks.lacks(Feature::ConditionalWrites);
+    if conditional {
+        call.headers.push(("if-none-match", "*".to_owned()));
+    }
     call.headers.push(("content-type", "application/octet-stream".to_owned()));
     call.payload = Payload::Signed(body.clone());
-    match inner.send(&call, retries, |_| async { Ok(()) }).await {
+    let mut sent = inner.send(&call, retries, |_| async { Ok(()) }).await;
+    if conditional
+        && let Err(e) = &sent
+        && inner.lacks.fall_back(Feature::ConditionalWrites, &inner.config.describe(), e)
+    {
+        // The HEAD above found no object; without the condition it is all that protects.
+        call.headers.retain(|(name, _)| *name != "if-none-match");
+        sent = inner.send(&call, retries, |_| async { Ok(()) }).await;
+    }
+    match sent {
         Ok(()) => Ok((PutOutcome::Created, size)),
         Err(e) if is_precondition_failed(&e) && e.retries() > 0 => {
             let sent = Sha256Digest::of_bytes(&body);

@@ -22,7 +22,7 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 
 use super::get::protocol_error;
-use super::response::network_error;
+use super::response::body_error;
 use super::{Call, Inner};
 use crate::transport::{Attempts, Error, ObjectKey, check_range};
 
@@ -154,7 +154,7 @@ async fn read_range(
     let mut out = Vec::with_capacity(usize::try_from(length).unwrap_or(0));
     let mut seen = 0u64; // body bytes received
     while (out.len() as u64) < length {
-        let Some(chunk) = response.chunk().await.map_err(|e| network_error("GET", location, e))?
+        let Some(chunk) = response.chunk().await.map_err(|e| body_error("GET", location, e))?
         else {
             break;
         };
@@ -180,7 +180,7 @@ async fn read_range(
         let reason = format!("body ended after {} of {length} bytes", out.len());
         return Err(protocol_error("GET", location, reason, true));
     }
-    if !whole && response.chunk().await.map_err(|e| network_error("GET", location, e))?.is_some() {
+    if !whole && response.chunk().await.map_err(|e| body_error("GET", location, e))?.is_some() {
         let reason = format!("body longer than the {length} bytes of the range");
         return Err(protocol_error("GET", location, reason, false));
     }
@@ -225,7 +225,7 @@ pub(crate) async fn get_small(
                     usize::try_from(declared.unwrap_or(0).min(max_bytes)).unwrap_or(0),
                 );
                 while let Some(chunk) =
-                    response.chunk().await.map_err(|e| network_error("GET", &location, e))?
+                    response.chunk().await.map_err(|e| body_error("GET", &location, e))?
                 {
                     if (body.len() + chunk.len()) as u64 > max_bytes {
                         return Err(too_large("more than that"));

@@ -6,7 +6,10 @@
 //! * 404 `NoSuchBucket` → [`Error::NoSuchBucket`]; other 404 → [`Error::NotFound`];
 //! * 301, `PermanentRedirect`, `AuthorizationHeaderMalformed` or
 //!   `IllegalLocationConstraintException` → [`Error::WrongRegion`], naming the bucket's
-//!   region from the `<Region>` element or the `x-amz-bucket-region` header;
+//!   region from the `<Region>` element or the `x-amz-bucket-region` header (a 400 without
+//!   a body, as a HEAD gets, naming another region in that header too; a 400 to a HEAD
+//!   without it is asked again as a one-byte GET, whose body carries the code, see
+//!   `Inner::head`);
 //! * anything else → [`Error::Http`] with the S3 `Code` and `Message`.
 //!
 //! Error bodies are read up to 64 KiB; a body that is not XML is ignored.
@@ -15,7 +18,7 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 
 use super::config::S3Config;
-use crate::transport::{Attempts, Error, NetworkErrorKind};
+use crate::transport::{Attempts, Error, NetworkErrorKind, NetworkPhase};
 
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
@@ -52,8 +55,25 @@ pub(crate) fn parse_error_body(body: &str) -> Option<S3ErrorBody> {
     })
 }
 
-/// A network-level failure of `method` on `location`.
+/// A network-level failure of `method` on `location` while sending it or waiting for the
+/// answer's head.
 pub(crate) fn network_error(method: &str, location: &str, source: reqwest::Error) -> Error {
+    network_error_in(method, location, source, NetworkPhase::Request)
+}
+
+/// A network-level failure of `method` on `location` while reading the answer's body
+/// (the head had arrived): the message says so, whatever the client's own error text
+/// ("error sending request", "error decoding response body") suggests.
+pub(crate) fn body_error(method: &str, location: &str, source: reqwest::Error) -> Error {
+    network_error_in(method, location, source, NetworkPhase::Body)
+}
+
+fn network_error_in(
+    method: &str,
+    location: &str,
+    source: reqwest::Error,
+    phase: NetworkPhase,
+) -> Error {
     let kind = if source.is_timeout() {
         NetworkErrorKind::Timeout
     } else if source.is_connect() {
@@ -67,6 +87,7 @@ pub(crate) fn network_error(method: &str, location: &str, source: reqwest::Error
         method: method.to_owned(),
         location: location.to_owned(),
         kind,
+        phase,
         attempts: Attempts::default(),
         source: source.without_url(),
     }
@@ -113,6 +134,10 @@ pub(crate) fn classify(
     let header_region =
         headers.get("x-amz-bucket-region").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let code = body.code.as_deref();
+    let named_region = body.region.clone().or(header_region);
+    // A HEAD has no body to carry a code: a 400 naming another region in its
+    // `x-amz-bucket-region` header is the same mistake (AWS answers a HEAD signed for the
+    // wrong region so).
     let region_error = status == StatusCode::MOVED_PERMANENTLY
         || matches!(
             code,
@@ -121,13 +146,14 @@ pub(crate) fn classify(
                     | "AuthorizationHeaderMalformed"
                     | "IllegalLocationConstraintException"
             )
-        );
-    let named_region = body.region.clone().or(header_region);
+        )
+        || (status == StatusCode::BAD_REQUEST && code.is_none() && named_region.is_some());
     if region_error && named_region.as_deref() != Some(config.region.as_str()) {
         return Error::WrongRegion {
             location: location.to_owned(),
             configured: config.region.clone(),
-            bucket_region: named_region.unwrap_or_else(|| "another region".to_owned()),
+            bucket_region: named_region,
+            status: status.as_u16(),
             attempts,
         };
     }
@@ -254,7 +280,7 @@ mod tests {
             &[],
         );
         assert!(
-            matches!(&e, Error::WrongRegion { bucket_region, .. } if bucket_region == "ap-southeast-1"),
+            matches!(&e, Error::WrongRegion { bucket_region: Some(r), .. } if r == "ap-southeast-1"),
             "{e}"
         );
         let e = map(503, "<Error><Code>SlowDown</Code></Error>", &[]);

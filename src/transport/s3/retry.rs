@@ -54,7 +54,9 @@ fn brief(error: &Error) -> String {
             Some(code) => format!("HTTP {status} {code}"),
             None => format!("HTTP {status}"),
         },
-        Error::Network { kind, .. } => kind.to_string(),
+        Error::Network { kind, phase, .. } => {
+            super::super::error::network_failure_text(*kind, *phase)
+        }
         Error::Protocol { reason, .. } => reason.clone(),
         other => other.to_string(),
     }

@@ -42,6 +42,10 @@ pub(crate) enum Payload {
     /// A byte range of a file, sent with `UNSIGNED-PAYLOAD` and read while it is sent
     /// (upload parts): memory holds one read buffer, not the part.
     UnsignedFile(FileRange),
+    /// A byte range of a file whose SHA-256 (hex) was computed beforehand and is signed;
+    /// the body is read while it is sent, as for [`Payload::UnsignedFile`] (for servers
+    /// that refuse `UNSIGNED-PAYLOAD`, `super::fallback`).
+    HashedFile(FileRange, String),
 }
 
 /// A byte range of an open file.
@@ -94,7 +98,9 @@ impl Payload {
         match self {
             Payload::Empty => Body::Bytes(Bytes::new()),
             Payload::Signed(b) => Body::Bytes(b.clone()),
-            Payload::UnsignedFile(range) => Body::File(range.clone()),
+            Payload::UnsignedFile(range) | Payload::HashedFile(range, _) => {
+                Body::File(range.clone())
+            }
         }
     }
 }
@@ -189,6 +195,7 @@ impl UnsignedRequest {
                 SignableBody::Precomputed(Sha256Digest::of_bytes(bytes).to_hex())
             }
             Payload::UnsignedFile(_) => SignableBody::UnsignedPayload,
+            Payload::HashedFile(_, hex) => SignableBody::Precomputed(hex.clone()),
         };
         let signable = SignableRequest::new(
             self.method.as_str(),

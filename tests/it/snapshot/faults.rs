@@ -502,7 +502,11 @@ fn snapshot_stale_leftovers_beside_the_cache_are_removed() {
     let run =
         strata(&scratch, &["snapshot", "restore", "--cache-dir", &arg(&cache), "--key", &k], &env);
     run.assert_ok();
-    assert!(run.stderr.contains("a leftover of an interrupted restore or save"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("a leftover of an interrupted restore, save or remote transfer"),
+        "{}",
+        run.stderr
+    );
     let mut left = names(&parent);
     left.retain(|n| n != "cache");
     assert_eq!(left, kept, "{}", run.stderr);

@@ -178,18 +178,21 @@ fn index_restore_survives_every_fault_on_every_object_it_reads() {
                             assert!(reason.contains("none of its 6 entries"), "{label}: {v}");
                             assert_eq!(got, before, "{label}");
                         } else {
-                            assert_eq!(status, "restored", "{label}: {v}");
+                            // Skipped entries: partial, not restored (issue 26 item 4).
+                            assert_eq!(status, "partial", "{label}: {v}");
                             let expected = if flip { (4 - held, 2) } else { (0, 6 - held) };
                             assert_eq!((fetched, failed), expected, "{label}: {v}");
                             assert_eq!(v["cache_hit"], false, "{label}: {v}");
                         }
                     }
                     Target::RangedGets => {
-                        assert_eq!(status, "restored", "{label}: {v}");
                         if held == 4 {
+                            // One entry skipped: partial (issue 26 item 4).
+                            assert_eq!(status, "partial", "{label}: {v}");
                             assert!(injected >= 1, "{label}: no ranged GET");
                             assert_eq!((fetched, failed), (1, 1), "{label}: {v}");
                         } else {
+                            assert_eq!(status, "restored", "{label}: {v}");
                             assert_eq!((fetched, failed), (6, 0), "{label}: {v}");
                         }
                     }

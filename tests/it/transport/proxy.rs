@@ -9,7 +9,11 @@
 //! store did the work, the client never hears of it (a lost response). [`Fault::Truncate`]
 //! and [`Fault::FlipByte`] forward the request and damage the answer's body (cut short, or
 //! one byte flipped); rules match ranged GETs by their range (` range=bytes=a-b`, see
-//! [`Rule`]). Bodies are the raw bytes after the answer's head (s3s-fs sends
+//! [`Rule`]) and requests by some headers (` if-none-match=*`, ` content-sha256=<value>`).
+//! [`Fault::IgnoreRange`] drops the request's `Range` header (the store answers `200` with
+//! the whole object, as servers that ignore `Range` do); [`Fault::StallBody`] sends the
+//! answer's head and then nothing (a body that never arrives). Bodies are the raw bytes
+//! after the answer's head (s3s-fs sends
 //! `Content-Length` bodies, not chunked ones). The `Host` header is
 //! forwarded as the client sent it, so SigV4 signatures still verify.
 
@@ -43,11 +47,20 @@ pub enum Fault {
     /// inverted (XOR 0xff), same length (a corrupted answer that transport cannot notice).
     /// An offset past the body's end changes nothing.
     FlipByte(usize),
+    /// Forward the request (its `Range` header is signed, so it stays); replace a `206`
+    /// answer by `200 OK` with the whole object, read from the store's data directory
+    /// ([`FaultProxy::whole_objects_from`]): what a server that ignores `Range` sends.
+    IgnoreRange,
+    /// Forward the request, send the store's status line and headers, then wait this long
+    /// and close the connection without a byte of the body.
+    StallBody(Duration),
 }
 
 /// Applies `fault` to requests whose method is `method` and whose path+query (followed by
-/// ` range=bytes=a-b` when the request has a `Range` header) contains `contains`, for the
-/// first `times` such requests (`None`: always).
+/// ` range=bytes=a-b` when the request has a `Range` header, ` if-none-match=<value>` when
+/// it has an `If-None-Match` header, and ` content-sha256=<value>` for its
+/// `x-amz-content-sha256`) contains `contains`, for the first `times` such requests
+/// (`None`: always).
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub method: &'static str,
@@ -62,6 +75,8 @@ struct State {
     seen: Vec<String>,
     matched: Vec<String>,
     injected: u32,
+    /// The store's data directory, for [`Fault::IgnoreRange`].
+    data_dir: Option<std::path::PathBuf>,
 }
 
 pub struct FaultProxy {
@@ -101,6 +116,12 @@ impl FaultProxy {
         self.state.lock().unwrap().matched.clone()
     }
 
+    /// Serves the whole objects of [`Fault::IgnoreRange`] from `dir` (s3s-fs keeps an object
+    /// `/<bucket>/<key>` as the file `<dir>/<bucket>/<key>`).
+    pub fn whole_objects_from(&self, dir: &std::path::Path) {
+        self.state.lock().unwrap().data_dir = Some(dir.to_path_buf());
+    }
+
     /// How many faults were injected.
     pub fn injected(&self) -> u32 {
         self.state.lock().unwrap().injected
@@ -117,6 +138,7 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
     let mut head = request_line.clone();
     let mut content_length = 0usize;
     let mut range = String::new();
+    let mut tokens = String::new();
     loop {
         let mut line = String::new();
         reader.read_line(&mut line)?;
@@ -130,6 +152,14 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
         if let Some(value) = lower.strip_prefix("range:") {
             range = format!(" range={}", value.trim());
         }
+        if let Some(value) = lower.strip_prefix("if-none-match:") {
+            tokens.push_str(&format!(" if-none-match={}", value.trim()));
+        }
+        if let Some(value) = line.get("x-amz-content-sha256:".len()..)
+            && lower.starts_with("x-amz-content-sha256:")
+        {
+            tokens.push_str(&format!(" content-sha256={}", value.trim()));
+        }
         if lower.starts_with("connection:") {
             continue;
         }
@@ -139,11 +169,11 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
     let mut body = vec![0u8; content_length];
     reader.read_exact(&mut body)?;
 
-    let fault = {
+    let (fault, data_dir) = {
         let mut state = state.lock().unwrap();
         state.seen.push(format!("{method} {target}"));
         state.matched.push(format!("{method} {target}{range}"));
-        let matched = format!("{target}{range}");
+        let matched = format!("{target}{range}{tokens}");
         let mut chosen = None;
         for rule in state.rules.iter_mut() {
             if rule.method == method && matched.contains(rule.contains) && rule.times != Some(0) {
@@ -157,7 +187,7 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
         if chosen.is_some() {
             state.injected += 1;
         }
-        chosen
+        (chosen, state.data_dir.clone())
     };
     let mut client = client;
     match fault {
@@ -190,7 +220,12 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
             // The upstream closes after its answer (connection: close): read it all, drop it.
             std::io::copy(&mut server, &mut std::io::sink())?;
         }
-        Some(Fault::Delay(_)) | Some(Fault::Truncate(_)) | Some(Fault::FlipByte(_)) | None => {
+        Some(Fault::Delay(_))
+        | Some(Fault::Truncate(_))
+        | Some(Fault::FlipByte(_))
+        | Some(Fault::IgnoreRange)
+        | Some(Fault::StallBody(_))
+        | None => {
             if let Some(Fault::Delay(duration)) = fault {
                 std::thread::sleep(duration);
             }
@@ -200,12 +235,30 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
             let mut answer = BufReader::new(server);
             // Copy the status line and headers, dropping any Connection header.
             let mut out = Vec::new();
+            let mut lines = Vec::new();
             loop {
                 let mut line = String::new();
                 answer.read_line(&mut line)?;
                 if line == "\r\n" || line.is_empty() {
                     break;
                 }
+                lines.push(line);
+            }
+            let partial = lines.first().is_some_and(|l| l.contains(" 206 "));
+            if let (Some(Fault::IgnoreRange), true, Some(dir)) = (fault, partial, &data_dir) {
+                let path = target.split('?').next().unwrap_or_default().trim_start_matches('/');
+                let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+                let whole = std::fs::read(dir.join(decoded.as_ref()))?;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    whole.len()
+                );
+                client.write_all(head.as_bytes())?;
+                client.write_all(&whole)?;
+                client.flush()?;
+                return client.shutdown(std::net::Shutdown::Both);
+            }
+            for line in lines {
                 if !line.to_ascii_lowercase().starts_with("connection:") {
                     out.extend_from_slice(line.as_bytes());
                 }
@@ -216,6 +269,10 @@ fn handle(client: TcpStream, upstream: &str, state: &Mutex<State>) -> std::io::R
             match fault {
                 Some(Fault::Truncate(n)) => {
                     std::io::copy(&mut answer.take(n as u64), &mut client)?;
+                }
+                Some(Fault::StallBody(duration)) => {
+                    client.flush()?;
+                    std::thread::sleep(duration);
                 }
                 Some(Fault::FlipByte(offset)) => {
                     let mut rest = Vec::new();
