@@ -405,33 +405,8 @@ pub fn classify(args: &[OsString]) -> Classified {
             }
             OsString::from(arg.get(name.len()..).unwrap_or_default())
         };
-        match name {
-            "-o" => scan.object = Some(PathBuf::from(value)),
-            "-MF" => scan.mf = Some(PathBuf::from(value)),
-            "-MT" => scan.dep_targets.push((TargetOption::Mt, value)),
-            "-MQ" => scan.dep_targets.push((TargetOption::Mq, value)),
-            "-include" | "-imacros" => scan.forced_includes.push(PathBuf::from(value)),
-            "-x" => {
-                scan.forced = Some(match value.to_str() {
-                    Some("c") => Ok(Language::C),
-                    Some("c++") => Ok(Language::Cxx),
-                    Some("c-header" | "c++-header") => Err(Reason::PrecompiledHeader),
-                    Some("none") => {
-                        scan.forced = None;
-                        continue;
-                    }
-                    other => {
-                        Err(Reason::UnsupportedLanguage(format!("-x {}", other.unwrap_or("?"))))
-                    }
-                });
-            }
-            option if INCLUDE_OPTIONS.contains(&option) => {
-                scan.includes.push(IncludeDir {
-                    option: INCLUDE_OPTIONS.iter().find(|o| **o == option).copied().unwrap_or("-I"),
-                    dir: PathBuf::from(value),
-                });
-            }
-            _ => {}
+        if let Err(reason) = scan.value(name, value) {
+            return Classified::Uncacheable(reason);
         }
     }
     scan.finish()
@@ -459,6 +434,37 @@ struct Scan {
 }
 
 impl Scan {
+    /// Takes the value of the option `name`.
+    fn value(&mut self, name: &str, value: OsString) -> Result<(), Reason> {
+        match name {
+            "-o" => self.object = Some(PathBuf::from(value)),
+            "-MF" => self.mf = Some(PathBuf::from(value)),
+            "-MT" => self.dep_targets.push((TargetOption::Mt, value)),
+            "-MQ" => self.dep_targets.push((TargetOption::Mq, value)),
+            "-include" | "-imacros" => self.forced_includes.push(PathBuf::from(value)),
+            "-x" => {
+                self.forced = match value.to_str() {
+                    Some("c") => Some(Ok(Language::C)),
+                    Some("c++") => Some(Ok(Language::Cxx)),
+                    Some("c-header" | "c++-header") => Some(Err(Reason::PrecompiledHeader)),
+                    Some("none") => None,
+                    other => Some(Err(Reason::UnsupportedLanguage(format!(
+                        "-x {}",
+                        other.unwrap_or("?")
+                    )))),
+                };
+            }
+            option if INCLUDE_OPTIONS.contains(&option) => {
+                self.includes.push(IncludeDir {
+                    option: INCLUDE_OPTIONS.iter().find(|o| **o == option).copied().unwrap_or("-I"),
+                    dir: PathBuf::from(value),
+                });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// The classification once every argument is read.
     fn finish(self) -> Classified {
         let Scan {

@@ -76,145 +76,171 @@ pub fn is_machine_file(path: &Path) -> bool {
 /// behind is somewhere a HIT may write it (the working and base directories).
 pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observed {
     let mut out = Observed::default();
-    let mut written: BTreeSet<PathBuf> = BTreeSet::new();
-    // Every path the tree created or wrote, kept or not: what it looked up there before
-    // writing (a stat of the object before creating it) is no fact about its inputs.
-    let mut ever_written: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut read: BTreeMap<PathBuf, usize> = BTreeMap::new();
-    let mut absent: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut present: BTreeMap<PathBuf, Kind> = BTreeMap::new();
-    let mut listed: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut created_dirs: Vec<PathBuf> = Vec::new();
-    let unsafe_write = |out: &mut Observed, what: String| {
-        if out.unsafe_write.is_none() {
-            out.unsafe_write = Some(what);
-        }
-    };
-    for e in events {
-        let path = &e.path;
-        if is_machine_file(path) {
-            continue;
-        }
-        let mine = written.contains(path);
+    let mut c = Collected::default();
+    for e in events.iter().filter(|e| !is_machine_file(&e.path)) {
+        let mine = c.written.contains(&e.path);
         match &e.op {
-            Op::OpenRead | Op::Exec => match &e.observed {
-                _ if mine => {}
-                Seen::File(stamp) => {
-                    if !read.contains_key(path) {
-                        read.insert(path.clone(), out.inputs.len());
-                        out.inputs.push((path.clone(), *stamp));
-                    }
-                }
-                Seen::Absent => {
-                    absent.insert(path.clone());
-                }
-                Seen::Directory(_) => {
-                    present.insert(path.clone(), Kind::Directory);
-                }
-                Seen::Symlink(_) | Seen::Other => {
-                    present.insert(path.clone(), Kind::Other);
-                }
-                Seen::Unreadable(errno) => {
-                    present.insert(path.clone(), Kind::Other);
-                    tracing::debug!("{}: unreadable at open (errno {errno})", path.display());
-                }
-            },
+            Op::OpenRead | Op::Exec if !mine => c.read_or_looked_up(e, &mut out),
             Op::OpenDirectory
             | Op::Stat { .. }
             | Op::Access
             | Op::Readlink
             | Op::Chdir
             | Op::StatFs
-            | Op::Xattr { write: false } => {
-                if mine {
-                    continue;
-                }
-                match &e.observed {
-                    Seen::Absent => {
-                        absent.insert(path.clone());
-                    }
-                    Seen::File(_) => {
-                        present.entry(path.clone()).or_insert(Kind::File);
-                    }
-                    Seen::Directory(_) => {
-                        present.entry(path.clone()).or_insert(Kind::Directory);
-                    }
-                    Seen::Symlink(_) => {
-                        present.entry(path.clone()).or_insert(Kind::Symlink);
-                    }
-                    Seen::Other | Seen::Unreadable(_) => {
-                        present.entry(path.clone()).or_insert(Kind::Other);
-                    }
-                }
+            | Op::Xattr { write: false }
+                if !mine =>
+            {
+                c.looked_up(e);
             }
-            Op::ListDirectory => {
-                if !mine {
-                    listed.insert(path.clone());
-                }
+            Op::ListDirectory if !mine => {
+                c.listed.insert(e.path.clone());
             }
-            Op::OpenWrite { .. } => {
-                if !mine && read.contains_key(path) {
-                    unsafe_write(
-                        &mut out,
-                        format!("it wrote {}, which it had read", path.display()),
-                    );
-                }
-                // Whether it may stay is decided at the end: a temporary it deletes is fine.
-                written.insert(path.clone());
-                ever_written.insert(path.clone());
-            }
-            Op::Unlink | Op::Rmdir => {
-                if !written.remove(path) && !may_write(path) {
-                    unsafe_write(&mut out, format!("it removed {}", path.display()));
-                }
-                created_dirs.retain(|d| d != path);
-            }
-            Op::Rename { to } => {
-                if written.remove(path) {
-                    written.insert(to.clone());
-                    ever_written.insert(to.clone());
-                } else {
-                    unsafe_write(&mut out, format!("it renamed {}", path.display()));
+            Op::OpenRead
+            | Op::Exec
+            | Op::OpenDirectory
+            | Op::Stat { .. }
+            | Op::Access
+            | Op::Readlink
+            | Op::Chdir
+            | Op::StatFs
+            | Op::Xattr { write: false }
+            | Op::ListDirectory => {}
+            _ => c.wrote(e, mine, may_write, &mut out),
+        }
+    }
+    finish(&mut out, c, may_write);
+    out
+}
+
+impl Collected {
+    /// An open for reading or an exec that found something (or nothing).
+    fn read_or_looked_up(&mut self, e: &Event, out: &mut Observed) {
+        let path = &e.path;
+        match &e.observed {
+            Seen::File(stamp) => {
+                if !self.read.contains_key(path) {
+                    self.read.insert(path.clone(), out.inputs.len());
+                    out.inputs.push((path.clone(), *stamp));
                 }
             }
-            Op::Mkdir => {
-                if e.observed == Seen::Absent {
-                    created_dirs.push(path.clone());
-                }
+            Seen::Absent => {
+                self.absent.insert(path.clone());
             }
-            Op::Link { to } => {
-                written.insert(to.clone());
-                unsafe_write(&mut out, format!("it linked {}", to.display()));
+            Seen::Directory(_) => {
+                self.present.insert(path.clone(), Kind::Directory);
             }
-            Op::Symlink { .. } => {
-                unsafe_write(&mut out, format!("it created the symlink {}", path.display()));
+            Seen::Symlink(_) | Seen::Other => {
+                self.present.insert(path.clone(), Kind::Other);
             }
-            Op::Truncate
-            | Op::Chmod
-            | Op::Chown
-            | Op::SetTimes
-            | Op::Mknod
-            | Op::Xattr { write: true } => {
-                if !mine {
-                    unsafe_write(&mut out, format!("it changed {}", path.display()));
-                }
+            Seen::Unreadable(errno) => {
+                self.present.insert(path.clone(), Kind::Other);
+                tracing::debug!("{}: unreadable at open (errno {errno})", path.display());
             }
         }
     }
+
+    /// A lookup that did not read: `stat`, `access`, an `opendir`, …
+    fn looked_up(&mut self, e: &Event) {
+        let kind = match &e.observed {
+            Seen::Absent => {
+                self.absent.insert(e.path.clone());
+                return;
+            }
+            Seen::File(_) => Kind::File,
+            Seen::Directory(_) => Kind::Directory,
+            Seen::Symlink(_) => Kind::Symlink,
+            Seen::Other | Seen::Unreadable(_) => Kind::Other,
+        };
+        self.present.entry(e.path.clone()).or_insert(kind);
+    }
+
+    /// A call that creates, changes or removes a name.
+    fn wrote(
+        &mut self,
+        e: &Event,
+        mine: bool,
+        may_write: &dyn Fn(&Path) -> bool,
+        out: &mut Observed,
+    ) {
+        let path = &e.path;
+        let mut unsafe_write = |what: String| {
+            if out.unsafe_write.is_none() {
+                out.unsafe_write = Some(what);
+            }
+        };
+        match &e.op {
+            Op::OpenWrite { .. } => {
+                if !mine && self.read.contains_key(path) {
+                    unsafe_write(format!("it wrote {}, which it had read", path.display()));
+                }
+                // Whether it may stay is decided at the end: a temporary it deletes is fine.
+                self.written.insert(path.clone());
+                self.ever_written.insert(path.clone());
+            }
+            Op::Unlink | Op::Rmdir => {
+                if !self.written.remove(path) && !may_write(path) {
+                    unsafe_write(format!("it removed {}", path.display()));
+                }
+                self.created_dirs.retain(|d| d != path);
+            }
+            Op::Rename { to } => {
+                if self.written.remove(path) {
+                    self.written.insert(to.clone());
+                    self.ever_written.insert(to.clone());
+                } else {
+                    unsafe_write(format!("it renamed {}", path.display()));
+                }
+            }
+            Op::Mkdir if e.observed == Seen::Absent => self.created_dirs.push(path.clone()),
+            Op::Mkdir => {}
+            Op::Link { to } => {
+                self.written.insert(to.clone());
+                unsafe_write(format!("it linked {}", to.display()));
+            }
+            Op::Symlink { .. } => {
+                unsafe_write(format!("it created the symlink {}", path.display()));
+            }
+            _ if !mine => unsafe_write(format!("it changed {}", path.display())),
+            _ => {}
+        }
+    }
+}
+
+/// What [`from_trace`] collected, before [`finish`] decides.
+#[derive(Default)]
+struct Collected {
+    written: BTreeSet<PathBuf>,
+    ever_written: BTreeSet<PathBuf>,
+    read: BTreeMap<PathBuf, usize>,
+    absent: BTreeSet<PathBuf>,
+    present: BTreeMap<PathBuf, Kind>,
+    listed: BTreeSet<PathBuf>,
+    created_dirs: Vec<PathBuf>,
+}
+
+/// Decides what stays: outputs that still exist (and may), facts not about the compile's
+/// own files, and the first write a HIT could not repeat.
+fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool) {
+    let Collected { written, ever_written, read, absent, present, listed, created_dirs } = seen;
+    let mut unsafe_write = |what: String| {
+        if out.unsafe_write.is_none() {
+            out.unsafe_write = Some(what);
+        }
+    };
     for dir in created_dirs {
         if crate::fs::symlink_metadata_opt(&dir).ok().flatten().is_some() {
-            unsafe_write(&mut out, format!("it created the directory {}", dir.display()));
+            unsafe_write(format!("it created the directory {}", dir.display()));
         }
     }
     for path in written {
         match crate::fs::symlink_metadata_opt(&path) {
             Ok(Some(m)) if m.is_file() && may_write(&path) => out.written.push(path),
-            Ok(Some(_)) => unsafe_write(&mut out, format!("it wrote {}", path.display())),
+            Ok(Some(_)) => unsafe_write(format!("it wrote {}", path.display())),
             _ => {}
         }
     }
     // A path both read and found absent (a file created later by the tree is `mine`): the
-    // read wins; a directory opened and listed is listed.
+    // read wins; facts about the compile's own files are left out.
     out.absent =
         absent.into_iter().filter(|p| !read.contains_key(p) && !ever_written.contains(p)).collect();
     out.present = present
@@ -224,7 +250,6 @@ pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observ
         })
         .collect();
     out.listed = listed.into_iter().collect();
-    out
 }
 
 #[cfg(test)]

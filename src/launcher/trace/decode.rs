@@ -216,6 +216,18 @@ impl Recorder {
             }
             Call::Symlink => self.symlink(pid, a0, AT_FDCWD, a1),
             Call::Symlinkat => self.symlink(pid, a0, dirfd(a1), a2),
+            other => self.decode_attributes(pid, other, a),
+        }
+    }
+
+    /// [`Self::decode`] of the calls that change or read a file's attributes, and the
+    /// calls that only make the record incomplete.
+    fn decode_attributes(&mut self, pid: Pid, call: Call, a: [u64; 6]) -> nix::Result<()> {
+        let [a0, a1, _, a3, a4, _] = a;
+        let dirfd = |arg: u64| arg as i32;
+        let follow_unless =
+            |flags: u64, bit: u64| if flags & bit == 0 { Follow::Yes } else { Follow::No };
+        match call {
             Call::Truncate => self.at(pid, AT_FDCWD, a0, 0, Follow::Yes, |_| Op::Truncate),
             Call::Chmod => self.at(pid, AT_FDCWD, a0, 0, Follow::Yes, |_| Op::Chmod),
             Call::Fchmod => self.fd(pid, dirfd(a0), Op::Chmod),
@@ -266,6 +278,8 @@ impl Recorder {
                 self.incomplete.push(format!("process {pid} {why}"));
                 Ok(())
             }
+            // Decoded by `decode` before it hands over.
+            _ => Ok(()),
         }
     }
 

@@ -65,22 +65,8 @@ pub(crate) enum LoopError {
 pub(crate) fn trace(root: Pid, linger: Duration) -> Result<Outcome, LoopError> {
     let mut recorder = Recorder::new();
     // The shim's own stop: configure the options, then let it exec.
-    loop {
-        match waitpid(root, Some(wait_flags())) {
-            Ok(WaitStatus::Stopped(_, Signal::SIGSTOP)) => break,
-            Ok(WaitStatus::Stopped(_, other)) => resume(root, Some(other)),
-            Ok(WaitStatus::Exited(_, code)) => {
-                return Ok(Outcome {
-                    root: RootEnd::Shim(ExitStatus::from_raw(code << 8)),
-                    recorder,
-                });
-            }
-            Ok(WaitStatus::Signaled(_, signal, core)) => {
-                return Ok(Outcome { root: RootEnd::Shim(signaled(signal, core)), recorder });
-            }
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => return Err(LoopError::Wait(e)),
-        }
+    if let Some(shim_end) = wait_for_shim(root)? {
+        return Ok(Outcome { root: RootEnd::Shim(shim_end), recorder });
     }
     if let Err(e) = ptrace::setoptions(root, OPTIONS) {
         let _ = signal::kill(root, Signal::SIGKILL);
@@ -161,39 +147,8 @@ pub(crate) fn trace(root: Pid, linger: Duration) -> Result<Outcome, LoopError> {
             }
             WaitStatus::PtraceEvent(pid, _, event) => {
                 recorder.progressed(pid);
-                match event {
-                    e if e == PtraceEvent::PTRACE_EVENT_SECCOMP as i32 => {
-                        // The filter's data is 16 bits (`SECCOMP_RET_DATA`).
-                        if let Ok(data) = ptrace::getevent(pid)
-                            && let Err(e) = recorder.stop(pid, data as u16)
-                            && e != Errno::ESRCH
-                        {
-                            recorder.incomplete.push(format!("process {pid}: {e}"));
-                        }
-                    }
-                    e if e == PtraceEvent::PTRACE_EVENT_FORK as i32
-                        || e == PtraceEvent::PTRACE_EVENT_VFORK as i32
-                        || e == PtraceEvent::PTRACE_EVENT_CLONE as i32 =>
-                    {
-                        if let Ok(child) = ptrace::getevent(pid) {
-                            tracees.entry(Pid::from_raw(child as i32)).or_insert(State::Announced);
-                        }
-                    }
-                    e if e == PtraceEvent::PTRACE_EVENT_EXEC as i32 => {
-                        // A thread other than the leader may have exec'd: it now has the
-                        // leader's id, and its old id is gone without an exit report.
-                        if let Ok(former) = ptrace::getevent(pid) {
-                            let former = Pid::from_raw(former as i32);
-                            if former != pid {
-                                tracees.remove(&former);
-                                recorder.ended(former);
-                            }
-                        }
-                        if pid == root {
-                            root_execed = true;
-                        }
-                    }
-                    _ => {}
+                if on_event(pid, event, &mut tracees, &mut recorder) && pid == root {
+                    root_execed = true;
                 }
                 resume(pid, None);
             }
@@ -207,6 +162,65 @@ pub(crate) fn trace(root: Pid, linger: Duration) -> Result<Outcome, LoopError> {
     let status = root_end.unwrap_or_else(|| ExitStatus::from_raw(libc::SIGKILL));
     let root = if root_execed { RootEnd::Ran(status) } else { RootEnd::Shim(status) };
     Ok(Outcome { root, recorder })
+}
+
+/// Waits for the shim's own `SIGSTOP` (passing other signals on). `Some(status)` when the
+/// shim ended instead (it could not set up tracing, or was killed).
+fn wait_for_shim(root: Pid) -> Result<Option<ExitStatus>, LoopError> {
+    loop {
+        match waitpid(root, Some(wait_flags())) {
+            Ok(WaitStatus::Stopped(_, Signal::SIGSTOP)) => return Ok(None),
+            Ok(WaitStatus::Stopped(_, other)) => resume(root, Some(other)),
+            Ok(WaitStatus::Exited(_, code)) => return Ok(Some(ExitStatus::from_raw(code << 8))),
+            Ok(WaitStatus::Signaled(_, signal, core)) => return Ok(Some(signaled(signal, core))),
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => return Err(LoopError::Wait(e)),
+        }
+    }
+}
+
+/// Handles one ptrace event stop of `pid` (the caller resumes it): a seccomp stop is
+/// recorded, a new child announced, an exec noted. True for an exec.
+fn on_event(
+    pid: Pid,
+    event: i32,
+    tracees: &mut HashMap<Pid, State>,
+    recorder: &mut Recorder,
+) -> bool {
+    match event {
+        e if e == PtraceEvent::PTRACE_EVENT_SECCOMP as i32 => {
+            // The filter's data is 16 bits (`SECCOMP_RET_DATA`).
+            if let Ok(data) = ptrace::getevent(pid)
+                && let Err(e) = recorder.stop(pid, data as u16)
+                && e != Errno::ESRCH
+            {
+                recorder.incomplete.push(format!("process {pid}: {e}"));
+            }
+            false
+        }
+        e if e == PtraceEvent::PTRACE_EVENT_FORK as i32
+            || e == PtraceEvent::PTRACE_EVENT_VFORK as i32
+            || e == PtraceEvent::PTRACE_EVENT_CLONE as i32 =>
+        {
+            if let Ok(child) = ptrace::getevent(pid) {
+                tracees.entry(Pid::from_raw(child as i32)).or_insert(State::Announced);
+            }
+            false
+        }
+        e if e == PtraceEvent::PTRACE_EVENT_EXEC as i32 => {
+            // A thread other than the leader may have exec'd: it now has the leader's id,
+            // and its old id is gone without an exit report.
+            if let Ok(former) = ptrace::getevent(pid) {
+                let former = Pid::from_raw(former as i32);
+                if former != pid {
+                    tracees.remove(&former);
+                    recorder.ended(former);
+                }
+            }
+            true
+        }
+        _ => false,
+    }
 }
 
 fn ended(tracees: &mut HashMap<Pid, State>, recorder: &mut Recorder, pid: Pid) {
