@@ -276,7 +276,7 @@ fn compile_commands_without_launcher(l: &Launcher, build: &Path) -> Vec<String> 
         .lines()
         .filter(|line| line.contains(" -c "))
         .map(|line| match line.find(" -- ") {
-            Some(at) if line.starts_with(strata_exe().as_str()) => line[at + 4..].to_owned(),
+            Some(at) if line.starts_with(strata_exe()) => line[at + 4..].to_owned(),
             _ => line.to_owned(),
         })
         .collect();
