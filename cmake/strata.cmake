@@ -69,14 +69,15 @@
 # sets <out_var> to the compile options strata_enable_launcher() adds (for add_compile_options
 # or target_compile_options), e.g. to build without the launcher and get the same objects:
 # `-ffile-prefix-map=${CMAKE_SOURCE_DIR}=.` and, when the build directory is another one,
-# `-ffile-prefix-map=${CMAKE_BINARY_DIR}=<its path relative to the source directory>`, each
-# inside `$<$<COMPILE_LANGUAGE:...>:...>` for the LANGUAGES (default C CXX) whose compiler
-# takes it (GCC 8 and later, Clang 10 and later, AppleClang 12 and later; other compilers
-# get none, with a status message). The shorter directory comes first, so the compiler (whose
-# last matching map wins) writes a path under both with the deeper one. The compiler then
-# writes `./src/a.c` for ${CMAKE_SOURCE_DIR}/src/a.c and `build/gen` for a directory
-# ${CMAKE_SOURCE_DIR}/build/gen (build tree inside the checkout) in __FILE__,
-# __builtin_FILE(), debug information (file names, DW_AT_comp_dir) and coverage notes.
+# `-ffile-prefix-map=${CMAKE_BINARY_DIR}=.`, each inside `$<$<COMPILE_LANGUAGE:...>:...>` for
+# the LANGUAGES (default C CXX) whose compiler takes it (GCC 8 and later, Clang 10 and later,
+# AppleClang 12 and later; other compilers get none, with a status message). The shorter
+# directory comes first, so the compiler (whose last matching map wins) writes a path under
+# both relative to the deeper one. The compiler then writes `./src/a.c` for
+# ${CMAKE_SOURCE_DIR}/src/a.c and `./gen/b.c` for ${CMAKE_BINARY_DIR}/gen/b.c in __FILE__,
+# __builtin_FILE(), debug information (file names, DW_AT_comp_dir) and coverage notes; no
+# name of either directory is left, so another checkout or build directory gets the same
+# objects and keys.
 #
 # Relative OUTPUT_DIR, PUBLISH_DIR and PUBLISH_STATE_DIR are taken relative to
 # ${CMAKE_CURRENT_BINARY_DIR}; relative OPERATOR_SOURCE, REPO_ROOT, PREPARED_INPUT,
@@ -345,16 +346,17 @@ function(strata_prefix_map_options out_var)
     set(${out_var} "" PARENT_SCOPE)
     return()
   endif()
+  # Both become `.`: a name of the build directory in the objects (or in the keys, which
+  # hold the maps) would make another build directory of the same checkout miss.
   set(_maps "${_src}=.")
   if(NOT _bin STREQUAL _src)
-    file(RELATIVE_PATH _rel "${_src}" "${_bin}")
     string(LENGTH "${_src}" _n_src)
     string(LENGTH "${_bin}" _n_bin)
     # The compiler takes the last map that matches: the deeper directory goes last.
     if(_n_bin LESS _n_src)
-      set(_maps "${_bin}=${_rel}" "${_src}=.")
+      set(_maps "${_bin}=." "${_src}=.")
     else()
-      list(APPEND _maps "${_bin}=${_rel}")
+      list(APPEND _maps "${_bin}=.")
     endif()
   endif()
   set(_langs "")

@@ -325,7 +325,7 @@ fn launcher_cmake_prefix_map_fresh_checkout_at_another_path_hits_all_equal_to_pl
         let run = run_bounded(Command::new(build.join("app")), Duration::from_secs(10));
         (run.code, run.stdout)
     };
-    let want_output = (0, "./lib/where.c build/gen/generated.c 41\n".to_owned());
+    let want_output = (0, "./lib/where.c ./gen/generated.c 41\n".to_owned());
 
     // Checkout a: the plain reference, then (same build directory, made anew) strata cold.
     configure(&a, "build", &["-DUSE_STRATA=OFF"]);
@@ -368,6 +368,16 @@ fn launcher_cmake_prefix_map_fresh_checkout_at_another_path_hits_all_equal_to_pl
             assert!(!contains(bytes, &s(root)), "{name} names {}", root.display());
         }
     }
+    // Another build directory of that checkout, by another name (the same depth: keys hold
+    // paths relative to the build directory): its name is in neither the objects nor the keys.
+    configure(&b, "out", &["-DUSE_STRATA=ON"]);
+    let elsewhere = b.join("out");
+    assert_eq!(
+        build(&l, &elsewhere),
+        counts(&[("hit", RELOCATABLE_TUS)]),
+        "another build directory"
+    );
+    assert_eq!(objects(&elsewhere), plain_b, "objects in another build directory");
 
     // Opting out: no map, and the objects name the checkout (here with debug information,
     // so every one of them).
