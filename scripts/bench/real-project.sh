@@ -244,11 +244,18 @@ sccache_stop() {
   sccache_port=""
 }
 
-counters() { $H counters "$1" "$2" "$SCCACHE"; }
+# counters TOOL CACHE: the tool's counters as JSON (sccache: of this job's server).
+counters() {
+  if [ "$1" = sccache ]; then
+    SCCACHE_SERVER_PORT=$sccache_port $H counters "$1" "$2" "$SCCACHE"
+  else
+    $H counters "$1" "$2" "$SCCACHE"
+  fi
+}
 zero() {
   case $1 in
-  ccache) CCACHE_DIR=$2 ccache -z >/dev/null ;;
-  sccache) SCCACHE_SERVER_PORT=$sccache_port "$SCCACHE" --zero-stats >/dev/null ;;
+  ccache) CCACHE_DIR=$2 ccache -z >/dev/null 2>&1 ;;
+  sccache) SCCACHE_SERVER_PORT=$sccache_port "$SCCACHE" --zero-stats >/dev/null 2>&1 ;;
   esac
 }
 # timed_build TOOL CACHE CHECKOUT LOG: ninja in CHECKOUT/build; prints "wall cpu" (seconds).
@@ -362,7 +369,7 @@ for p in "${projects[@]}"; do
               --toolchain-tool gcc --toolchain-tool g++ --toolchain-tool cmake --cache-dir "$cache" |
               python3 -c 'import json,sys; print(json.load(sys.stdin)["keys"]["primary_key"])')
             restore=$(step "$rec.restore.log" "$S" snapshot restore --cache-dir "$cache" --key "$key" --store "$store")
-            $H record "$rec" "restore_note=$(grep -m1 -o 'strata: .*' "$rec.restore.log" | head -c 300 | tr -d '"')"
+            $H record "$rec" "restore_note=$(grep -m1 -o 'strata: snapshot [A-Z].*' "$rec.restore.log" | head -c 300 | tr -d '"')"
             ;;
           ccache)
             restore=$(step "$rec.restore.log" sh -c "'$AWS' --endpoint-url '$endpoint' --region us-east-1 s3 cp --quiet 's3://$bucket/ccache-$p-$r/producer.tar.zst' '$runner/ccache.tar.zst' &&

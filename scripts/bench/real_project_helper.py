@@ -177,9 +177,9 @@ def cmd_finish_place(results, place_dir, producer):
         with open(path) as f:
             rec = json.load(f)
         jobs[rec["tool"]] = rec
-    plain = jobs.get("plain", {})
+    plain = dict(jobs.get("plain", {}))
     for tool, rec in sorted(jobs.items()):
-        ref = jobs.get("plain-maps" if tool == "strata" else "plain")
+        ref = plain if tool != "strata" else jobs.get("plain-maps")
         if tool not in ("plain", "plain-maps") and ref and "objects" in rec and "objects" in ref:
             a, b = objects(ref["objects"]), objects(rec["objects"])
             same, differ = [], []
@@ -282,10 +282,13 @@ def cmd_report(path):
                     cells.append("—")
                     continue
                 ratios = []
+                # The plain build of the same scenario and round: its build time (for a
+                # fresh runner's job, the job of a runner without a cache is the build).
+                base_field = "wall" if field == "job" else field
                 for r in rs:
-                    base = [b for b in cell(scenario, "plain", "wall") if b["repeat"] == r["repeat"]]
-                    if base and base[0]["wall"]:
-                        ratios.append(r[field] / base[0]["wall"])
+                    base = [b for b in cell(scenario, "plain", base_field) if b["repeat"] == r["repeat"]]
+                    if base and base[0][base_field]:
+                        ratios.append(r[field] / base[0][base_field])
                 t = median([r[field] for r in rs])
                 cells.append(f"{t:.1f} s ({fmt(median(ratios), '.2f')})")
             print(f"| {label} | " + " | ".join(cells) + " |")
@@ -315,8 +318,8 @@ def cmd_report(path):
                 if key not in r:
                     return "—"
                 s = str(r[key])
-                if r["tool"] != "plain":
-                    s += " (= plain)" if r.get(key + "_equal") else " (**≠ plain**)"
+                if r["tool"] != "plain" and key + "_equal" in r:
+                    s += " (= plain)" if r[key + "_equal"] else " (**≠ plain**)"
                 return s
             return f
 
