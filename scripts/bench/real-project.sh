@@ -163,8 +163,18 @@ dsc_of() { ls "$work/sources/$1"_*.dsc | sort -V | tail -n 1; }
 # source_tree PROJECT: the pristine source tree of PROJECT ($work/sources/<dir>), printed.
 source_tree() {
   local package=$1 dir
-  (cd "$work/sources" && apt-get "${apt_opts[@]}" source --download-only "$package" >"$work/sources/$package.log" 2>&1) ||
-    { tail "$work/sources/$package.log" >&2; exit 1; }
+  # The newest version first; if its files cannot be fetched (a security suite whose sources
+  # the mirror does not carry), the newest of each suite in turn.
+  local suite fetched=0
+  for suite in "" $(awk '{ print ($2 ~ /^\[/) ? $4 : $3 }' "$apt_dir/sources.list" | sort -u); do
+    if (cd "$work/sources" && apt-get "${apt_opts[@]}" source --download-only "$package${suite:+/$suite}" >"$work/sources/$package.log" 2>&1); then
+      fetched=1
+      break
+    fi
+    echo "apt-get source $package${suite:+/$suite} failed: $(grep -m1 '^E:' "$work/sources/$package.log")" >&2
+    rm -f "$work/sources/$package"_*
+  done
+  [ "$fetched" = 1 ] || { tail "$work/sources/$package.log" >&2; exit 1; }
   local dsc
   dsc=$(dsc_of "$package")
   dir="$work/sources/$1"
