@@ -12,7 +12,7 @@
 # sources; the system's apt configuration is not changed):
 #   abseil   Debian 12's abseil 20220623.1, CMake defaults: 119 compiles (C++)
 #   libgit2  Debian 12's libgit2 1.5.1 with its test suite (BUILD_TESTS=ON, Debian's options:
-#            system http-parser and PCRE2, SSH, no NTLM; HTTPS through OpenSSL): 624
+#            system http-parser and PCRE2, SSH, no NTLM; HTTPS through OpenSSL): 614
 #            compiles (C). The larger project: a CMake C project whose cold build takes
 #            minutes on 2 cores; protobuf 3.21 with its tests (338 C++ compiles) was measured
 #            at about 30 minutes per cold build there, and the script runs at least 9 cold
