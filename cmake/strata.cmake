@@ -37,6 +37,9 @@
 #   STRATA_LAUNCHER    ON: include() calls strata_enable_launcher() (default OFF), so
 #                      `cmake -DSTRATA_LAUNCHER=ON` turns the launcher on without editing
 #                      CMakeLists.txt
+#   STRATA_PREFIX_MAP  OFF: strata_enable_launcher() adds no -ffile-prefix-map options (default
+#                      ON; see below), for a project whose objects must name their absolute
+#                      paths
 #
 # Environment: STRATA_TOOLCHAIN_TOOLS (exported by actions/key: its toolchain-tools input)
 # names the tools the CI snapshot key was computed from. When it is set, include() warns for
@@ -45,7 +48,8 @@
 # `cc c++`: snapshots of that key would then be shared with builds of another compiler.
 # Include the module after project(), so the compilers are known.
 #
-#   strata_enable_launcher([LANGUAGES <lang>...] [BASE_DIRS <dir>...] [NO_ARCHIVES])
+#   strata_enable_launcher([LANGUAGES <lang>...] [BASE_DIRS <dir>...] [NO_ARCHIVES]
+#                          [NO_PREFIX_MAP])
 #
 # compiles every target created after it (in this directory and below) through strata's
 # compiler launcher: CMAKE_<LANG>_COMPILER_LAUNCHER becomes
@@ -55,7 +59,25 @@
 # forms), so the `ar` and `ranlib` steps of static libraries are cached too. BASE_DIRS (default ${CMAKE_SOURCE_DIR} and ${CMAKE_BINARY_DIR}) are the
 # directories whose absolute paths are made relative in keys, so a checkout or build tree at
 # another path hits. With STRATA_TOOL_CONTENT ON the compilers are identified by content too.
-# Call it after project() and before the targets (docs/launcher.md).
+# Unless NO_PREFIX_MAP is given or STRATA_PREFIX_MAP is OFF, it also adds the compile options
+# of strata_prefix_map_options() (below) to the same targets, so that objects which embed
+# their paths (__FILE__, assert, debug information) are the same in every checkout and hit
+# there. Call it after project() and before the targets (docs/launcher.md).
+#
+#   strata_prefix_map_options(<out_var> [LANGUAGES <lang>...])
+#
+# sets <out_var> to the compile options strata_enable_launcher() adds (for add_compile_options
+# or target_compile_options), e.g. to build without the launcher and get the same objects:
+# `-ffile-prefix-map=${CMAKE_SOURCE_DIR}=.` and, when the build directory is another one,
+# `-ffile-prefix-map=${CMAKE_BINARY_DIR}=.`, each inside `$<$<COMPILE_LANGUAGE:...>:...>` for
+# the LANGUAGES (default C CXX) whose compiler takes it (GCC 8 and later, Clang 10 and later,
+# AppleClang 12 and later; other compilers get none, with a status message). The shorter
+# directory comes first, so the compiler (whose last matching map wins) writes a path under
+# both relative to the deeper one. The compiler then writes `./src/a.c` for
+# ${CMAKE_SOURCE_DIR}/src/a.c and `./gen/b.c` for ${CMAKE_BINARY_DIR}/gen/b.c in __FILE__,
+# __builtin_FILE(), debug information (file names, DW_AT_comp_dir) and coverage notes; no
+# name of either directory is left, so another checkout or build directory gets the same
+# objects and keys.
 #
 # Relative OUTPUT_DIR, PUBLISH_DIR and PUBLISH_STATE_DIR are taken relative to
 # ${CMAKE_CURRENT_BINARY_DIR}; relative OPERATOR_SOURCE, REPO_ROOT, PREPARED_INPUT,
@@ -91,6 +113,9 @@ if(NOT DEFINED STRATA_CACHE_DIR OR STRATA_CACHE_DIR STREQUAL "")
   set(STRATA_CACHE_DIR "${_strata_cache}" CACHE PATH "Root of the strata L1 action cache")
 endif()
 get_filename_component(STRATA_CACHE_DIR "${STRATA_CACHE_DIR}" ABSOLUTE)
+option(STRATA_PREFIX_MAP
+       "strata_enable_launcher() maps the source and build directories away in objects (-ffile-prefix-map)"
+       ON)
 
 # _strata_append(<list_var> <what> <value>): appends <value> to <list_var> as one element that
 # every consumer of the returned list gives back unchanged: `COMMAND ${CMD}` in
@@ -303,9 +328,65 @@ function(strata_cache_command out_var)
   set(${out_var} "${_cmd}" PARENT_SCOPE)
 endfunction()
 
-# strata_enable_launcher([LANGUAGES <lang>...] [BASE_DIRS <dir>...]): see the top of this file.
+# strata_prefix_map_options(<out_var> [LANGUAGES <lang>...]): see the top of this file.
+function(strata_prefix_map_options out_var)
+  cmake_parse_arguments(_arg "" "" "LANGUAGES" ${ARGN})
+  if(_arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "strata_prefix_map_options: unknown arguments ${_arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT _arg_LANGUAGES)
+    set(_arg_LANGUAGES C CXX)
+  endif()
+  get_filename_component(_src "${CMAKE_SOURCE_DIR}" ABSOLUTE)
+  get_filename_component(_bin "${CMAKE_BINARY_DIR}" ABSOLUTE)
+  if(_src MATCHES "=" OR _bin MATCHES "=")
+    # The compiler splits `-ffile-prefix-map=<old>=<new>` at the first `=`.
+    message(STATUS "strata: no -ffile-prefix-map: '${_src}' or '${_bin}' contains '=', which "
+                   "the option cannot carry; objects that embed paths hit only at the same path")
+    set(${out_var} "" PARENT_SCOPE)
+    return()
+  endif()
+  # Both become `.`: a name of the build directory in the objects (or in the keys, which
+  # hold the maps) would make another build directory of the same checkout miss.
+  set(_maps "${_src}=.")
+  if(NOT _bin STREQUAL _src)
+    string(LENGTH "${_src}" _n_src)
+    string(LENGTH "${_bin}" _n_bin)
+    # The compiler takes the last map that matches: the deeper directory goes last.
+    if(_n_bin LESS _n_src)
+      set(_maps "${_bin}=." "${_src}=.")
+    else()
+      list(APPEND _maps "${_bin}=.")
+    endif()
+  endif()
+  set(_langs "")
+  foreach(_lang IN LISTS _arg_LANGUAGES)
+    set(_id "${CMAKE_${_lang}_COMPILER_ID}")
+    set(_version "${CMAKE_${_lang}_COMPILER_VERSION}")
+    if((_id STREQUAL "GNU" AND _version VERSION_GREATER_EQUAL 8)
+       OR (_id STREQUAL "Clang" AND _version VERSION_GREATER_EQUAL 10)
+       OR (_id STREQUAL "AppleClang" AND _version VERSION_GREATER_EQUAL 12))
+      list(APPEND _langs "${_lang}")
+    elseif(NOT _id STREQUAL "")
+      message(STATUS "strata: no -ffile-prefix-map for ${_lang}: ${_id} ${_version} does not "
+                     "take it (GCC >= 8, Clang >= 10); objects that embed paths hit only at "
+                     "the same path")
+    endif()
+  endforeach()
+  set(_options "")
+  if(_langs)
+    string(REPLACE ";" "," _langs "${_langs}")
+    foreach(_map IN LISTS _maps)
+      list(APPEND _options "$<$<COMPILE_LANGUAGE:${_langs}>:-ffile-prefix-map=${_map}>")
+    endforeach()
+  endif()
+  set(${out_var} "${_options}" PARENT_SCOPE)
+endfunction()
+
+# strata_enable_launcher([LANGUAGES <lang>...] [BASE_DIRS <dir>...] [NO_ARCHIVES]
+# [NO_PREFIX_MAP]): see the top of this file.
 macro(strata_enable_launcher)
-  cmake_parse_arguments(_strata_l "NO_ARCHIVES" "" "LANGUAGES;BASE_DIRS" ${ARGN})
+  cmake_parse_arguments(_strata_l "NO_ARCHIVES;NO_PREFIX_MAP" "" "LANGUAGES;BASE_DIRS" ${ARGN})
   if(_strata_l_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "strata_enable_launcher: unknown arguments ${_strata_l_UNPARSED_ARGUMENTS}")
   endif()
@@ -373,7 +454,18 @@ macro(strata_enable_launcher)
       endforeach()
     endif()
   endforeach()
-  message(STATUS "strata: compiler launcher on for ${_strata_l_LANGUAGES} (cache ${STRATA_CACHE_DIR})")
+  set(_strata_l_maps "")
+  if(STRATA_PREFIX_MAP AND NOT _strata_l_NO_PREFIX_MAP)
+    strata_prefix_map_options(_strata_l_maps LANGUAGES ${_strata_l_LANGUAGES})
+    add_compile_options(${_strata_l_maps})
+  endif()
+  if(_strata_l_maps)
+    message(STATUS "strata: compiler launcher on for ${_strata_l_LANGUAGES} (cache ${STRATA_CACHE_DIR}); "
+                   "${CMAKE_SOURCE_DIR} and ${CMAKE_BINARY_DIR} are mapped to relative paths in objects "
+                   "(-ffile-prefix-map; NO_PREFIX_MAP or -DSTRATA_PREFIX_MAP=OFF turns that off)")
+  else()
+    message(STATUS "strata: compiler launcher on for ${_strata_l_LANGUAGES} (cache ${STRATA_CACHE_DIR})")
+  endif()
 endmacro()
 
 # _strata_check_toolchain(): the STRATA_TOOLCHAIN_TOOLS warning (see the top of this file).

@@ -29,6 +29,9 @@ prereqs_present() {
     ninja-build) command -v ninja >/dev/null ;;
     qemu-user-static) command -v qemu-aarch64-static >/dev/null ;;
     binutils) command -v readelf >/dev/null ;;
+    dpkg-dev) command -v dpkg-source >/dev/null ;;
+    # A library or other package without a command of its name: installed per dpkg.
+    *-dev | pkg-config) dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' ;;
     *) command -v "$1" >/dev/null ;;
   esac
 }

@@ -419,6 +419,11 @@ fn launcher_cmake_archive_steps_hit_in_another_build_directory() {
         args.push(format!("-DSTRATA_EXECUTABLE={}", strata_exe()));
         if dir.starts_with("ipo") {
             args.push("-DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON".into());
+            // GCC 12 with -flto and the prefix maps can stream the unmapped working directory
+            // into an LTO object (seen for one of the three here), which pins that object to
+            // its build directory (a MISS elsewhere, docs/launcher.md#prefix-maps-what-strata_enable_launcher-adds);
+            // this test is about the archive steps, so its IPO builds keep absolute paths.
+            args.push("-DSTRATA_PREFIX_MAP=OFF".into());
         }
         run(&args);
         let before = archive_counters(&l.cache);

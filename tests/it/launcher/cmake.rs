@@ -320,3 +320,196 @@ fn launcher_cmake_second_checkout_rebuilds_exactly_what_a_plain_build_rebuilds()
     assert_eq!(would_build(&l, &out(&b), &b), would_build(&l, &out(&c), &c));
     assert_eq!(would_build(&l, &out(&b), &b).len(), 1);
 }
+
+/// A project whose objects embed paths: a `__FILE__` macro in a header, `__FILE__` in
+/// sources, a source generated into the build directory, and debug information
+/// (RelWithDebInfo). `USE_STRATA` turns the launcher on through the module; without it the
+/// build gets the same `-ffile-prefix-map` options from `strata_prefix_map_options()` and
+/// no launcher (the plain reference with the same effective flags). `NO_MAP` calls
+/// `strata_enable_launcher(NO_PREFIX_MAP)`.
+const RELOCATABLE_CMAKELISTS: &str = r#"cmake_minimum_required(VERSION 3.16)
+project(relocatable C CXX)
+include(@MODULE@)
+if(USE_STRATA AND NO_MAP)
+  strata_enable_launcher(NO_PREFIX_MAP)
+elseif(USE_STRATA)
+  strata_enable_launcher()
+else()
+  strata_prefix_map_options(maps)
+  add_compile_options(${maps})
+endif()
+file(WRITE ${CMAKE_BINARY_DIR}/gen/generated.c
+     "const char *generated_file(void) { return __FILE__; }\n")
+add_library(util STATIC lib/where.c lib/u1.c ${CMAKE_BINARY_DIR}/gen/generated.c)
+target_include_directories(util PUBLIC include)
+add_executable(app app/main.cpp)
+target_link_libraries(app util)
+"#;
+
+/// The compilations of [`relocatable_project`].
+const RELOCATABLE_TUS: u64 = 4;
+
+fn relocatable_project(src: &Path) {
+    let module = Path::new(env!("CARGO_MANIFEST_DIR")).join("cmake/strata.cmake");
+    write_file(
+        &src.join("CMakeLists.txt"),
+        RELOCATABLE_CMAKELISTS.replace("@MODULE@", &s(&module)),
+    );
+    write_file(
+        &src.join("include/check.h"),
+        "#ifdef __cplusplus\nextern \"C\" {\n#endif\nint check_failed(const char *file, int line);\n\
+         const char *where_file(void);\nconst char *generated_file(void);\nint u1(int);\n\
+         #ifdef __cplusplus\n}\n#endif\n\
+         #define CHECK(x) ((x) ? 0 : check_failed(__FILE__, __LINE__))\n",
+    );
+    write_file(
+        &src.join("lib/where.c"),
+        "#include <stdio.h>\n#include \"check.h\"\n\
+         int check_failed(const char *file, int line) { fprintf(stderr, \"%s:%d\\n\", file, line); return 1; }\n\
+         const char *where_file(void) { return __FILE__; }\n",
+    );
+    write_file(
+        &src.join("lib/u1.c"),
+        "#include \"check.h\"\nint u1(int n) { return CHECK(n > 0) + n; }\n",
+    );
+    write_file(
+        &src.join("app/main.cpp"),
+        "#include <iostream>\n#include \"check.h\"\n\
+         int main() { std::cout << where_file() << ' ' << generated_file() << ' ' << u1(41) + CHECK(true) << std::endl; }\n",
+    );
+}
+
+/// The compile commands of a Ninja build directory (`ninja -t commands`), each with the
+/// launcher's part (`… compile … --`) removed, sorted.
+fn compile_commands_without_launcher(l: &Launcher, build: &Path) -> Vec<String> {
+    let r = tool(l, build, "ninja", &["-t".into(), "commands".into()]);
+    let mut out: Vec<String> = r
+        .stdout
+        .lines()
+        .filter(|line| line.contains(" -c "))
+        .map(|line| match line.find(" -- ") {
+            Some(at) if line.starts_with(strata_exe()) => line[at + 4..].to_owned(),
+            _ => line.to_owned(),
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+/// `strata_enable_launcher()`'s default set-up makes objects that embed paths relocatable:
+/// a fresh checkout at another path (deeper, other parent names), with the first
+/// checkout's cache, hits every compile, and every object is byte-identical to a plain
+/// build with the same effective flags there, which is itself identical to the plain build
+/// of the first checkout. The opt-outs (`-DSTRATA_PREFIX_MAP=OFF`, `NO_PREFIX_MAP`) add no
+/// map, and the objects then name the checkout's absolute path.
+#[test]
+fn launcher_cmake_prefix_map_fresh_checkout_at_another_path_hits_all_equal_to_plain() {
+    require_tool("cmake", "apt-get install cmake");
+    require_tool("ninja", "apt-get install ninja-build");
+    require_tool("g++", "apt-get install g++");
+    let ctx = TestContext::new();
+    let a = ctx.path("runner-1/proj");
+    let b = ctx.path("runner-2/work/deeper/proj");
+    relocatable_project(&a);
+    relocatable_project(&b);
+    let l = Launcher::new(&ctx.cache);
+    let configure = |checkout: &Path, build: &str, extra: &[&str]| {
+        let mut args = vec![
+            "-S".to_owned(),
+            s(checkout),
+            "-B".into(),
+            s(&checkout.join(build)),
+            "-G".into(),
+            "Ninja".into(),
+            "-DCMAKE_BUILD_TYPE=RelWithDebInfo".into(),
+            format!("-DSTRATA_EXECUTABLE={}", strata_exe()),
+            format!("-DSTRATA_CACHE_DIR={}", s(&ctx.cache)),
+        ];
+        args.extend(extra.iter().map(|e| (*e).to_owned()));
+        tool(&l, checkout, "cmake", &args)
+    };
+    let app_output = |build: &Path| {
+        let run = run_bounded(Command::new(build.join("app")), Duration::from_secs(10));
+        (run.code, run.stdout)
+    };
+    let want_output = (0, "./lib/where.c ./gen/generated.c 41\n".to_owned());
+
+    // Checkout a: the plain reference, then (same build directory, made anew) strata cold.
+    configure(&a, "build", &["-DUSE_STRATA=OFF"]);
+    assert_eq!(build(&l, &a.join("build")), counts(&[]));
+    let plain_a = objects(&a.join("build"));
+    assert_eq!(plain_a.len() as u64, RELOCATABLE_TUS, "{:?}", plain_a.keys().collect::<Vec<_>>());
+    assert_eq!(app_output(&a.join("build")), want_output, "paths in the plain build");
+    let plain_a_commands = compile_commands_without_launcher(&l, &a.join("build"));
+    assert!(plain_a_commands.iter().all(|c| c.contains(&format!("-ffile-prefix-map={}=.", s(&a)))));
+    std::fs::remove_dir_all(a.join("build")).unwrap();
+    let configured = configure(&a, "build", &["-DUSE_STRATA=ON"]);
+    assert!(
+        configured.stdout.contains("are mapped to relative paths in objects (-ffile-prefix-map"),
+        "{}",
+        configured.stdout
+    );
+    assert_eq!(build(&l, &a.join("build")), counts(&[("miss", RELOCATABLE_TUS)]), "cold");
+    assert_eq!(objects(&a.join("build")), plain_a, "objects of the cold build at a");
+    assert_eq!(compile_commands_without_launcher(&l, &a.join("build")), plain_a_commands);
+
+    // Checkout b: plain there gives the same objects as at a (nothing names a checkout).
+    configure(&b, "build", &["-DUSE_STRATA=OFF"]);
+    assert_eq!(build(&l, &b.join("build")), counts(&[]));
+    let plain_b = objects(&b.join("build"));
+    assert_eq!(plain_b, plain_a, "plain objects with the maps do not depend on the checkout");
+    let plain_b_commands = compile_commands_without_launcher(&l, &b.join("build"));
+    std::fs::remove_dir_all(b.join("build")).unwrap();
+    // strata at b, with a's cache: every compile hits, every object equals plain's.
+    configure(&b, "build", &["-DUSE_STRATA=ON"]);
+    assert_eq!(
+        build(&l, &b.join("build")),
+        counts(&[("hit", RELOCATABLE_TUS)]),
+        "a fresh checkout at another path"
+    );
+    assert_eq!(objects(&b.join("build")), plain_b, "objects of the relocated HITs");
+    assert_eq!(compile_commands_without_launcher(&l, &b.join("build")), plain_b_commands);
+    assert_eq!(app_output(&b.join("build")), want_output);
+    for (name, bytes) in &plain_b {
+        for root in [&a, &b, &ctx.root] {
+            assert!(!contains(bytes, &s(root)), "{name} names {}", root.display());
+        }
+    }
+    // Another build directory of that checkout, by another name (the same depth: keys hold
+    // paths relative to the build directory): its name is in neither the objects nor the keys.
+    configure(&b, "out", &["-DUSE_STRATA=ON"]);
+    let elsewhere = b.join("out");
+    assert_eq!(
+        build(&l, &elsewhere),
+        counts(&[("hit", RELOCATABLE_TUS)]),
+        "another build directory"
+    );
+    assert_eq!(objects(&elsewhere), plain_b, "objects in another build directory");
+
+    // Opting out: no map, and the objects name the checkout (here with debug information,
+    // so every one of them).
+    for (build_dir, extra) in
+        [("build-off", "-DSTRATA_PREFIX_MAP=OFF"), ("build-no-map", "-DNO_MAP=ON")]
+    {
+        let configured = configure(&b, build_dir, &["-DUSE_STRATA=ON", extra]);
+        assert!(!configured.stdout.contains("-ffile-prefix-map"), "{}", configured.stdout);
+        let dir = b.join(build_dir);
+        // Not `build`: objects that name their directory make the launcher warn.
+        tool(&l, &dir, "cmake", &["--build".into(), ".".into(), "-j".into(), "4".into()]);
+        let commands = compile_commands_without_launcher(&l, &dir);
+        assert_eq!(commands.len() as u64, RELOCATABLE_TUS);
+        assert!(commands.iter().all(|c| !c.contains("-ffile-prefix-map")), "{commands:?}");
+        let got = objects(&dir);
+        assert_eq!(got.len() as u64, RELOCATABLE_TUS);
+        assert!(got.values().all(|o| contains(o, &s(&b))), "{extra}: objects name {}", b.display());
+        let run = app_output(&dir);
+        assert_eq!(run.0, 0);
+        let want = format!("{}/lib/where.c {}/gen/generated.c 41\n", s(&b), s(&dir));
+        assert_eq!(run.1, want, "{extra}");
+    }
+}
