@@ -77,7 +77,7 @@ pub struct Input {
     pub digest: ContentDigest,
 }
 
-/// What a looked-up path was, for a fact of [`Candidate::present`].
+/// What a looked-up path was, for a fact of [`Names::present`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {

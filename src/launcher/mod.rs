@@ -13,9 +13,9 @@
 //!    their record form ([`location`]) without the ones that only name outputs, the
 //!    source's digest, and the family's environment variables;
 //! 4. lookup: the first candidate of the key whose facts all hold here ([`check`]) is a
-//!    HIT: its outputs are written for the current names and directories ([`restore`]),
+//!    HIT: its outputs are written for the current names and directories (`restore.rs`),
 //!    its messages replayed; nothing is compiled or preprocessed;
-//! 5. otherwise a MISS ([`save`]): the compiler runs with the build's arguments, traced
+//! 5. otherwise a MISS (`save.rs`): the compiler runs with the build's arguments, traced
 //!    ([`trace`]; what it read, looked up, listed and wrote becomes the candidate's facts,
 //!    [`observe`]) or, where tracing is refused, untraced with the fallback model
 //!    ([`model`]); a failed compile is never cached.

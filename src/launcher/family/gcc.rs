@@ -4,7 +4,7 @@
 //! The depfile writer is libcpp's `mkdeps.cc` (GCC 10 to 14): targets and dependencies are
 //! written with `make_write_name` into lines of at most 72 columns (a name that would pass
 //! column 72 starts a continuation line ` \` + newline + one space), `-MT` targets as given,
-//! `-MQ` targets and every dependency quoted by `munge` ([`super::make_quote`]); `-MP`
+//! `-MQ` targets and every dependency quoted by `munge` (`make_quote`); `-MP`
 //! adds `<dependency>:` for every dependency after the source, with no blank lines.
 
 use super::{Family, make_quote};
