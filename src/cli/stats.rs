@@ -62,6 +62,21 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
             n("model")
         )?;
     }
+    let hint = |k: &str| compile.hints.get(k).copied().unwrap_or(0);
+    if hint("embedded_path_miss") > 0 {
+        outln!(
+            "  {} misses because the cached objects embed another checkout's path: build with \
+             -ffile-prefix-map=<checkout>=. (docs/launcher.md, \"Prefix maps\")",
+            hint("embedded_path_miss")
+        )?;
+    }
+    if hint("saved_pinned") > 0 {
+        outln!(
+            "  {} results saved that embed this checkout's paths (they hit only where those \
+             paths are the same)",
+            hint("saved_pinned")
+        )?;
+    }
     print_reasons(&compile.counters)?;
     let archive = &compile.archive;
     if !archive.counters.is_empty() {

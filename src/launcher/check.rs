@@ -54,6 +54,40 @@ impl std::fmt::Display for Mismatch {
     }
 }
 
+/// One line about why every candidate was passed over, by kind with a count and the first
+/// example: `2 candidates: 1 naming another checkout's path (/w/a/x.c), 1 with an input
+/// that changed (/w/inc/x.h)`.
+pub fn summary(passed_over: &[Mismatch]) -> String {
+    if passed_over.is_empty() {
+        return "no candidate".to_owned();
+    }
+    let kind = |m: &Mismatch| match m {
+        Mismatch::Pinned(_) => "naming another checkout's path",
+        Mismatch::Names(_) => "naming another object",
+        Mismatch::Unplaceable(_) => "with a path that has no place here",
+        Mismatch::Appeared(_) => "with a path that exists now",
+        Mismatch::Changed(_) => "with a path that changed kind",
+        Mismatch::Input(_) => "with an input that changed",
+    };
+    let example = |m: &Mismatch| match m {
+        Mismatch::Pinned(p) | Mismatch::Names(p) | Mismatch::Unplaceable(p) => p.clone(),
+        Mismatch::Appeared(p) | Mismatch::Changed(p) | Mismatch::Input(p) => {
+            p.display().to_string()
+        }
+    };
+    let mut groups: Vec<(&str, usize, String)> = Vec::new();
+    for m in passed_over {
+        match groups.iter_mut().find(|(k, _, _)| *k == kind(m)) {
+            Some(group) => group.1 += 1,
+            None => groups.push((kind(m), 1, example(m))),
+        }
+    }
+    let n = passed_over.len();
+    let parts: Vec<String> =
+        groups.iter().map(|(k, count, e)| format!("{count} {k} ({e})")).collect();
+    format!("{n} candidate{}: {}", if n == 1 { "" } else { "s" }, parts.join(", "))
+}
+
 /// Checks `candidate` at `here`: names, pins, then facts about names (grouped by
 /// directory), then input digests. Files hashed and directories verified are remembered in
 /// `memo` (from `began`). `object` is the object's path as given now.

@@ -127,12 +127,14 @@ impl Run<'_> {
                 return None;
             }
         };
-        for candidate in manifest.lookup_order(memo.used()) {
+        let order = manifest.lookup_order(memo.used());
+        let mut passed_over: Vec<check::Mismatch> = Vec::new();
+        for candidate in &order {
             let shared = self.cache.memo_dir();
             if let Err(why) =
                 check::check(candidate, here, &self.compile.object, memo, &shared, began)
             {
-                self.note(why.to_string());
+                passed_over.push(why);
                 continue;
             }
             match self.restore(place, candidate, here, memo, began) {
@@ -156,8 +158,58 @@ impl Run<'_> {
                 }
             }
         }
-        self.note(format!("key {key}"));
+        self.note(format!("{}; key {key}", check::summary(&passed_over)));
+        if let Some(pin) = passed_over.iter().find_map(|m| match m {
+            check::Mismatch::Pinned(p) => Some(p.clone()),
+            _ => None,
+        }) {
+            self.embedded_path_hint(here, &order, &pin);
+        }
         None
+    }
+
+    /// A MISS because the cached objects embed another checkout's path: counted
+    /// (`compile_hints`: `embedded_path_miss`), and said once per build with what to add.
+    fn embedded_path_hint(&self, here: &Location, order: &[&entry::Candidate], pin: &str) {
+        crate::content::counters::bump(self.cache, super::save::HINTS, "embedded_path_miss");
+        if !super::save::once_per_build(self.cache, "embedded-path") {
+            return;
+        }
+        let pinned = entry::decode_path(pin);
+        // This checkout's name for the place the cached object names.
+        let origin =
+            order.iter().find(|c| c.pins.iter().any(|p| p == pin)).map(|c| c.origin.location());
+        let moved = origin
+            .and_then(|o| here.here(&o.spell(pinned.as_os_str())))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| here.cwd.clone());
+        let dir = here
+            .base_spellings()
+            .filter(|b| moved.starts_with(b))
+            .min_by_key(|b| b.as_os_str().len())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| here.cwd.clone());
+        let mapped = self.args.iter().filter_map(|a| a.to_str()).any(|a| {
+            ["-ffile-prefix-map=", "-fmacro-prefix-map=", "-fdebug-prefix-map="].iter().any(|o| {
+                a.strip_prefix(o)
+                    .and_then(|m| m.split_once('='))
+                    .is_some_and(|(old, _)| dir.starts_with(old) || moved.starts_with(old))
+            })
+        });
+        let advice = if mapped {
+            "the arguments already map that directory, so the path comes from other text (a -D              value, a string in the source): no flag will make these objects relocatable"
+                .to_owned()
+        } else {
+            format!(
+                "build with -ffile-prefix-map={}=. (strata_enable_launcher() adds it unless                  NO_PREFIX_MAP or STRATA_PREFIX_MAP=OFF; docs/launcher.md, \"Prefix maps\")",
+                dir.display()
+            )
+        };
+        self.out.warn(format!(
+            "hint: compiles in {} miss because the cached objects embed the absolute path of              the checkout that built them ({}; __FILE__, debug information): {advice}",
+            here.cwd.display(),
+            pinned.display()
+        ));
     }
 
     /// The key (64 hex): see the module docs of [`super`].

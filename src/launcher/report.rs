@@ -46,6 +46,10 @@ pub struct CompileStats {
     /// compiler's process tree traced) and `model` (tracing refused here: the fallback
     /// model, docs/launcher.md).
     pub observed: Counters,
+    /// Hints (domain `compile_hints`): `embedded_path_miss` (MISSes because the cached
+    /// objects embed another checkout's path), `saved_pinned` (results saved that name
+    /// this checkout's paths).
+    pub hints: Counters,
 }
 
 /// The archive steps' counters.
@@ -68,8 +72,16 @@ pub fn stats(cache: &CacheRoot) -> CompileStats {
     let archive =
         ArchiveStats { rate: HitRate::of(Some(&archive_counters)), counters: archive_counters };
     let observed = all.remove(super::save::OBSERVED).unwrap_or_default();
-    let mut out =
-        CompileStats { counters, rate, remote, archive, observed, ..CompileStats::default() };
+    let hints = all.remove(super::save::HINTS).unwrap_or_default();
+    let mut out = CompileStats {
+        counters,
+        rate,
+        remote,
+        archive,
+        observed,
+        hints,
+        ..CompileStats::default()
+    };
     for e in entries(cache) {
         out.entries += 1;
         out.object_bytes += e.bytes;

@@ -172,7 +172,8 @@ impl Run<'_> {
         embedded.dedup();
         let pins: Vec<String> =
             embedded.iter().map(|p| entry::encode_path(Path::new(OsStr::from_bytes(p)))).collect();
-        if !pins.is_empty() && self.args.iter().any(|a| a.as_bytes().starts_with(b"-g")) {
+        if !pins.is_empty() {
+            crate::content::counters::bump(self.cache, super::save::HINTS, "saved_pinned");
             warn_debug_paths_once(self, cwd);
         }
         let verbatim = depfile.is_some_and(|(_, bytes)| bytes.is_some());
@@ -242,7 +243,7 @@ fn warn_debug_paths_once(run: &Run<'_>, cwd: &Path) {
         "objects compiled in {} embed absolute paths of this checkout (debug information, \
          __FILE__): they are cached, but only reused where those paths are the same. Add \
          -ffile-prefix-map=<base dir>=. to the compile flags to share them across checkouts \
-         (docs/launcher.md).",
+         (strata_enable_launcher() does; docs/launcher.md, \"Prefix maps\").",
         cwd.display()
     ));
 }

@@ -161,3 +161,56 @@ fn launcher_replayed_messages_name_the_relocated_paths() {
         Launcher::new(&ctx.cache).base_dirs(&[&base_b]).expect(&b.join("build"), &argv_b, "hit");
     assert_eq!(warm.stderr, want.stderr, "the warning as the compiler prints it at B");
 }
+
+/// Issue 28: misses that come from embedded paths are said once per build with what to
+/// add, in one EXPLAIN line per compile, and counted in `strata stats`; the advice works.
+#[test]
+fn launcher_misses_from_embedded_paths_are_explained_once_with_the_flag_to_add() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let base_a = ctx.path("a");
+    let base_b = ctx.path("x/y");
+    let a = checkout(&base_a);
+    std::fs::create_dir_all(&base_b).unwrap();
+    copy_tree(&a, &base_b.join("proj"));
+    let b = base_b.join("proj");
+    let at_a = Launcher::new(&ctx.cache).base_dirs(&[&base_a]).env("STRATA_EXPLAIN", "1");
+    let at_b = Launcher::new(&ctx.cache).base_dirs(&[&base_b]).env("STRATA_EXPLAIN", "1");
+    // Saved with a path of checkout A: said once for the directory, counted.
+    let saved = at_a.expect(&a.join("build"), &cmake_style(&a, "f", &[]), "miss");
+    assert_eq!(saved.stderr.matches("embed absolute paths of this checkout").count(), 1);
+    // Two versions of the object (another -D): two candidates naming A.
+    at_a.expect(&a.join("build"), &cmake_style(&a, "f", &["-DV=1".into()]), "miss");
+    let other = at_a.expect(&a.join("build"), &cmake_style(&a, "f", &[]), "hit");
+    assert!(!other.stderr.contains("embed absolute paths"), "once per directory");
+    let first = at_b.expect(&b.join("build"), &cmake_style(&b, "f", &[]), "miss");
+    let explain: Vec<&str> =
+        first.stderr.lines().filter(|l| l.starts_with("strata: miss")).collect();
+    assert_eq!(explain.len(), 1, "{}", first.stderr);
+    assert!(
+        explain[0].contains("1 candidate: 1 naming another checkout's path (")
+            && explain[0].contains(&s(&a.join("src/f.c"))),
+        "{}",
+        explain[0]
+    );
+    let hint = format!("build with -ffile-prefix-map={}=.", s(&base_b));
+    assert_eq!(first.stderr.matches(&hint).count(), 1, "{}", first.stderr);
+    // The same build: no second hint.
+    let second = at_b.expect(&b.join("build"), &cmake_style(&b, "f", &["-DV=1".into()]), "miss");
+    assert!(!second.stderr.contains("hint:"), "{}", second.stderr);
+    let stats = at_b.run(&b, &["stats"]);
+    assert!(
+        stats.stdout.contains("2 misses because the cached objects embed another checkout's path"),
+        "{}",
+        stats.stdout
+    );
+    assert!(
+        stats.stdout.contains("results saved that embed this checkout's paths"),
+        "{}",
+        stats.stdout
+    );
+    // Following the advice: the object no longer names the checkout, and hits elsewhere.
+    let map = |base: &Path| vec![format!("-ffile-prefix-map={}=.", s(base))];
+    at_a.expect(&a.join("build"), &cmake_style(&a, "f", &map(&base_a)), "miss");
+    at_b.expect(&b.join("build"), &cmake_style(&b, "f", &map(&base_b)), "hit");
+}
