@@ -86,13 +86,13 @@ impl Backend {
 
     /// The environment a writer of the store has (credentials, or the declaration that
     /// the server takes anonymous uploads).
-    pub fn env(&self) -> Vec<(String, String)> {
+    pub fn env(&self) -> Vec<(&'static str, String)> {
         match (&self.s3, &self.nginx) {
             (Some(server), _) => vec![
-                ("AWS_ACCESS_KEY_ID".into(), server.access_key.clone()),
-                ("AWS_SECRET_ACCESS_KEY".into(), server.secret_key.clone()),
+                ("AWS_ACCESS_KEY_ID", server.access_key.clone()),
+                ("AWS_SECRET_ACCESS_KEY", server.secret_key.clone()),
             ],
-            (_, Some(_)) => vec![("STRATA_HTTP_ANONYMOUS_WRITES".into(), "1".into())],
+            (_, Some(_)) => vec![("STRATA_HTTP_ANONYMOUS_WRITES", "1".into())],
             _ => Vec::new(),
         }
     }
@@ -100,7 +100,7 @@ impl Backend {
     /// A store on the backend with the writer's environment.
     pub fn store(&self, options: &TransportOptions) -> Box<dyn ObjectStore> {
         let env = self.env();
-        let lookup = move |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        let lookup = move |name: &str| env.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
         strata::transport::open_store_with_env(&self.url(), options, lookup)
             .unwrap_or_else(|e| panic!("{}: {e}", self.name()))
     }
