@@ -35,16 +35,13 @@ mod config;
 mod put;
 
 use std::sync::atomic::AtomicU32;
-use std::time::Instant;
 
 use reqwest::{Method, StatusCode};
 
 pub use config::HttpConfig;
 pub(crate) use config::{has_writer_credentials, incomplete_credential_pairs};
 
-use crate::transport::wire::{
-    Call, Exchange, Wire, download, meta_from_headers, network_error, range, stats,
-};
+use crate::transport::wire::{Blocking, Call, Exchange, Wire, meta_from_headers, network_error};
 use crate::transport::{
     Attempts, Capabilities, DeleteObjects, Error, ListObjects, NextRequest, ObjectKey, ObjectMeta,
     ObjectStore, PutOutcome, TransferStats, TransportOptions,
@@ -191,13 +188,12 @@ impl Exchange for Inner {
 
 /// A store on an HTTP cache server under one base URL. See the module docs.
 pub struct HttpStore {
-    inner: Inner,
-    runtime: tokio::runtime::Runtime,
+    net: Blocking<Inner>,
 }
 
 impl std::fmt::Debug for HttpStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HttpStore({})", self.inner.config.describe())
+        write!(f, "HttpStore({})", self.net.exchange.config.describe())
     }
 }
 
@@ -208,14 +204,13 @@ impl HttpStore {
     /// [`Error::Setup`] if the runtime or the TLS client cannot be created.
     pub fn new(config: HttpConfig, options: TransportOptions) -> Result<Self, Error> {
         let (wire, runtime) = Wire::new(options, config.base.scheme(), "HTTP")?;
-        Ok(Self { inner: Inner { config, wire }, runtime })
+        Ok(Self { net: Blocking { exchange: Inner { config, wire }, runtime } })
     }
 }
 
 impl ObjectStore for HttpStore {
     fn head(&self, key: &ObjectKey) -> Result<Option<ObjectMeta>, Error> {
-        let retries = AtomicU32::new(0);
-        self.runtime.block_on(self.inner.head(key, &retries))
+        self.net.head(key)
     }
 
     fn get_to_file_observed(
@@ -224,17 +219,7 @@ impl ObjectStore for HttpStore {
         dest: &std::path::Path,
         progress: &dyn crate::transport::DownloadProgress,
     ) -> Result<(ObjectMeta, TransferStats), Error> {
-        let started = Instant::now();
-        let retries = AtomicU32::new(0);
-        let meta = self.runtime.block_on(download::download(
-            &self.inner,
-            key,
-            dest,
-            &retries,
-            progress,
-        ))?;
-        let bytes = meta.size_bytes;
-        Ok((meta, stats(bytes, started, &retries)))
+        self.net.download(key, dest, progress)
     }
 
     fn put_file_if_absent_observed(
@@ -243,14 +228,13 @@ impl ObjectStore for HttpStore {
         src: &std::path::Path,
         progress: &dyn crate::progress::Progress,
     ) -> Result<(PutOutcome, TransferStats), Error> {
-        let started = Instant::now();
-        let retries = AtomicU32::new(0);
-        let (outcome, bytes) =
-            self.runtime.block_on(put::upload_file(&self.inner, key, src, &retries))?;
-        if outcome == PutOutcome::Created {
-            progress.advance(bytes);
+        let put = self
+            .net
+            .upload(async |inner, retries| put::upload_file(inner, key, src, retries).await)?;
+        if put.0 == PutOutcome::Created {
+            progress.advance(put.1.bytes);
         }
-        Ok((outcome, stats(bytes, started, &retries)))
+        Ok(put)
     }
 
     fn get_range_with(
@@ -260,14 +244,11 @@ impl ObjectStore for HttpStore {
         end: u64,
         next: NextRequest,
     ) -> Result<Vec<u8>, Error> {
-        let retries = AtomicU32::new(0);
-        let close = next == NextRequest::None;
-        self.runtime.block_on(range::get_range(&self.inner, key, start, end, close, &retries))
+        self.net.get_range(key, start, end, next)
     }
 
     fn get_small(&self, key: &ObjectKey, max_bytes: u64) -> Result<Option<Vec<u8>>, Error> {
-        let retries = AtomicU32::new(0);
-        self.runtime.block_on(range::get_small(&self.inner, key, max_bytes, &retries))
+        self.net.get_small(key, max_bytes)
     }
 
     fn put_bytes_if_absent(
@@ -275,12 +256,8 @@ impl ObjectStore for HttpStore {
         key: &ObjectKey,
         bytes: &[u8],
     ) -> Result<(PutOutcome, TransferStats), Error> {
-        let started = Instant::now();
-        let retries = AtomicU32::new(0);
         let body = bytes::Bytes::copy_from_slice(bytes);
-        let (outcome, sent) =
-            self.runtime.block_on(put::upload_bytes(&self.inner, key, body, &retries))?;
-        Ok((outcome, stats(sent, started, &retries)))
+        self.net.upload(async |inner, retries| put::upload_bytes(inner, key, body, retries).await)
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -296,10 +273,10 @@ impl ObjectStore for HttpStore {
     }
 
     fn retried_requests(&self) -> u64 {
-        self.inner.wire.retried_requests()
+        self.net.exchange.wire.retried_requests()
     }
 
     fn describe(&self) -> String {
-        self.inner.config.describe()
+        self.net.exchange.config.describe()
     }
 }

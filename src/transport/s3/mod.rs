@@ -40,7 +40,7 @@ mod response;
 mod sign;
 
 use std::sync::atomic::AtomicU32;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use reqwest::Method;
 
@@ -49,9 +49,7 @@ pub use config::{Credentials, S3Config};
 use response::error_from_response;
 use sign::UnsignedRequest;
 
-use crate::transport::wire::{
-    Call, Exchange, Wire, download, meta_from_headers, network_error, range, stats,
-};
+use crate::transport::wire::{Blocking, Call, Exchange, Wire, meta_from_headers, network_error};
 use crate::transport::{
     Capabilities, DeleteObjects, Error, ListObjects, NextRequest, ObjectKey, ObjectMeta,
     ObjectStore, PutOutcome, TransferStats, TransportOptions,
@@ -208,13 +206,12 @@ fn clone_head_error(e: &Error) -> Error {
 
 /// A store in one bucket under one prefix. See the module docs.
 pub struct S3Store {
-    inner: Inner,
-    runtime: tokio::runtime::Runtime,
+    net: Blocking<Inner>,
 }
 
 impl std::fmt::Debug for S3Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "S3Store({})", self.inner.config.describe())
+        write!(f, "S3Store({})", self.net.exchange.config.describe())
     }
 }
 
@@ -225,20 +222,19 @@ impl S3Store {
     /// [`Error::Setup`] if the runtime or the TLS client cannot be created.
     pub fn new(config: S3Config, options: TransportOptions) -> Result<Self, Error> {
         let (wire, runtime) = Wire::new(options, config.endpoint.scheme(), "S3")?;
-        let inner = Inner { config, wire, lacks: fallback::Lacks::default() };
-        Ok(Self { inner, runtime })
+        let exchange = Inner { config, wire, lacks: fallback::Lacks::default() };
+        Ok(Self { net: Blocking { exchange, runtime } })
     }
 
     /// The resolved configuration (credentials redacted in `Debug`).
     pub fn config(&self) -> &S3Config {
-        &self.inner.config
+        &self.net.exchange.config
     }
 }
 
 impl ObjectStore for S3Store {
     fn head(&self, key: &ObjectKey) -> Result<Option<ObjectMeta>, Error> {
-        let retries = AtomicU32::new(0);
-        self.runtime.block_on(self.inner.head(key, &retries))
+        self.net.head(key)
     }
 
     fn get_to_file_observed(
@@ -247,17 +243,7 @@ impl ObjectStore for S3Store {
         dest: &std::path::Path,
         progress: &dyn crate::transport::DownloadProgress,
     ) -> Result<(ObjectMeta, TransferStats), Error> {
-        let started = Instant::now();
-        let retries = AtomicU32::new(0);
-        let meta = self.runtime.block_on(download::download(
-            &self.inner,
-            key,
-            dest,
-            &retries,
-            progress,
-        ))?;
-        let bytes = meta.size_bytes;
-        Ok((meta, stats(bytes, started, &retries)))
+        self.net.download(key, dest, progress)
     }
 
     fn put_file_if_absent_observed(
@@ -266,11 +252,8 @@ impl ObjectStore for S3Store {
         src: &std::path::Path,
         progress: &dyn crate::progress::Progress,
     ) -> Result<(PutOutcome, TransferStats), Error> {
-        let started = Instant::now();
-        let retries = AtomicU32::new(0);
-        let (outcome, bytes) =
-            self.runtime.block_on(put::upload(&self.inner, key, src, &retries, progress))?;
-        Ok((outcome, stats(bytes, started, &retries)))
+        self.net
+            .upload(async |inner, retries| put::upload(inner, key, src, retries, progress).await)
     }
 
     fn get_range_with(
@@ -280,14 +263,11 @@ impl ObjectStore for S3Store {
         end: u64,
         next: NextRequest,
     ) -> Result<Vec<u8>, Error> {
-        let retries = AtomicU32::new(0);
-        let close = next == NextRequest::None;
-        self.runtime.block_on(range::get_range(&self.inner, key, start, end, close, &retries))
+        self.net.get_range(key, start, end, next)
     }
 
     fn get_small(&self, key: &ObjectKey, max_bytes: u64) -> Result<Option<Vec<u8>>, Error> {
-        let retries = AtomicU32::new(0);
-        self.runtime.block_on(range::get_small(&self.inner, key, max_bytes, &retries))
+        self.net.get_small(key, max_bytes)
     }
 
     fn put_bytes_if_absent(
@@ -295,12 +275,8 @@ impl ObjectStore for S3Store {
         key: &ObjectKey,
         bytes: &[u8],
     ) -> Result<(PutOutcome, TransferStats), Error> {
-        let started = Instant::now();
-        let retries = AtomicU32::new(0);
         let body = bytes::Bytes::copy_from_slice(bytes);
-        let (outcome, sent) =
-            self.runtime.block_on(put::upload_bytes(&self.inner, key, body, &retries))?;
-        Ok((outcome, stats(sent, started, &retries)))
+        self.net.upload(async |inner, retries| put::upload_bytes(inner, key, body, retries).await)
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -316,28 +292,28 @@ impl ObjectStore for S3Store {
     }
 
     fn retried_requests(&self) -> u64 {
-        self.inner.wire.retried_requests()
+        self.net.exchange.wire.retried_requests()
     }
 
     fn describe(&self) -> String {
-        self.inner.config.describe()
+        self.net.exchange.config.describe()
     }
 }
 
 impl ListObjects for S3Store {
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, Error> {
         let retries = AtomicU32::new(0);
-        self.runtime.block_on(list::list_all(&self.inner, prefix, &retries))
+        self.net.runtime.block_on(list::list_all(&self.net.exchange, prefix, &retries))
     }
 }
 
 impl DeleteObjects for S3Store {
     fn delete(&self, key: &ObjectKey) -> Result<(), Error> {
-        self.inner.require_credentials("delete", key.as_str())?;
+        self.net.exchange.require_credentials("delete", key.as_str())?;
         let retries = AtomicU32::new(0);
-        let call = Call::object(&self.inner, Method::DELETE, key.as_str());
-        self.runtime.block_on(async {
-            match self.inner.send(&call, &retries, |_| async { Ok(()) }).await {
+        let call = Call::object(&self.net.exchange, Method::DELETE, key.as_str());
+        self.net.runtime.block_on(async {
+            match self.net.exchange.send(&call, &retries, |_| async { Ok(()) }).await {
                 Err(e) if e.is_not_found() => Ok(()),
                 other => other,
             }

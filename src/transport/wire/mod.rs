@@ -245,3 +245,70 @@ pub(crate) async fn own_object_stored(
     }
     Ok(own)
 }
+
+/// A backend's [`Exchange`] and the runtime its blocking calls run on: the core reads every
+/// network store answers the same way (the backends' `ObjectStore` impls call these).
+pub(crate) struct Blocking<E> {
+    /// The backend.
+    pub exchange: E,
+    /// Its runtime (two worker threads).
+    pub runtime: tokio::runtime::Runtime,
+}
+
+impl<E: Exchange> Blocking<E> {
+    /// HEAD of `key`.
+    pub(crate) fn head(&self, key: &ObjectKey) -> Result<Option<ObjectMeta>, Error> {
+        let retries = AtomicU32::new(0);
+        self.runtime.block_on(self.exchange.head(key, &retries))
+    }
+
+    /// Downloads `key` into `dest` ([`download::download`]).
+    pub(crate) fn download(
+        &self,
+        key: &ObjectKey,
+        dest: &std::path::Path,
+        progress: &dyn crate::transport::DownloadProgress,
+    ) -> Result<(ObjectMeta, TransferStats), Error> {
+        let started = Instant::now();
+        let retries = AtomicU32::new(0);
+        let meta = self.runtime.block_on(download::download(
+            &self.exchange,
+            key,
+            dest,
+            &retries,
+            progress,
+        ))?;
+        let bytes = meta.size_bytes;
+        Ok((meta, stats(bytes, started, &retries)))
+    }
+
+    /// Bytes `start..end` of `key` ([`range::get_range`]).
+    pub(crate) fn get_range(
+        &self,
+        key: &ObjectKey,
+        start: u64,
+        end: u64,
+        next: crate::transport::NextRequest,
+    ) -> Result<Vec<u8>, Error> {
+        let retries = AtomicU32::new(0);
+        let close = next == crate::transport::NextRequest::None;
+        self.runtime.block_on(range::get_range(&self.exchange, key, start, end, close, &retries))
+    }
+
+    /// The whole small object `key` ([`range::get_small`]).
+    pub(crate) fn get_small(&self, key: &ObjectKey, max: u64) -> Result<Option<Vec<u8>>, Error> {
+        let retries = AtomicU32::new(0);
+        self.runtime.block_on(range::get_small(&self.exchange, key, max, &retries))
+    }
+
+    /// Runs an upload `put` (given the retry counter) and times it.
+    pub(crate) fn upload(
+        &self,
+        put: impl AsyncFnOnce(&E, &AtomicU32) -> Result<(crate::transport::PutOutcome, u64), Error>,
+    ) -> Result<(crate::transport::PutOutcome, TransferStats), Error> {
+        let started = Instant::now();
+        let retries = AtomicU32::new(0);
+        let (outcome, bytes) = self.runtime.block_on(put(&self.exchange, &retries))?;
+        Ok((outcome, stats(bytes, started, &retries)))
+    }
+}
