@@ -153,7 +153,7 @@ pub fn check(
 fn check_group(
     dir: &Path,
     group: &Names,
-    mut memo: Option<&mut VerifyMemo>,
+    memo: Option<&mut VerifyMemo>,
     began: SystemTime,
 ) -> Result<(), Mismatch> {
     let stamp = fs::metadata(dir).ok().map(|m| FileStamp::of(&m));
@@ -184,7 +184,7 @@ fn check_group(
     }
     // Remembered only if the directory did not change while it was checked.
     if let Some(stamp) = stamp
-        && let Some(memo) = memo.as_deref_mut()
+        && let Some(memo) = memo
         && fs::metadata(dir).ok().map(|m| FileStamp::of(&m)) == Some(stamp)
     {
         memo.remember_if_settled(&name, stamp, digest, began);
