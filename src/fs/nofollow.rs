@@ -87,7 +87,9 @@ pub fn read_capped_nofollow(path: &Path, max_bytes: u64) -> Result<Option<Vec<u8
             io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
         ));
     }
-    let mut bytes = Vec::new();
+    // Sized from the stat (one read instead of a doubling series), still capped.
+    let hint = meta.len().min(max_bytes).saturating_add(1);
+    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
     file.take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| Error::io("read", path, e))?;

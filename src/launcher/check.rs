@@ -131,10 +131,16 @@ pub fn check(
         .flatten()
         .filter_map(|p| here.absolute(p).parent().map(Path::to_path_buf))
         .collect();
+    let written_ids: Vec<(u64, u64)> =
+        written.iter().filter_map(|w| fs::metadata(w).ok().map(|m| dir_id(&m))).collect();
     for group in &candidate.names {
         let dir = place(&group.dir)?;
-        let memo = if written.iter().any(|w| same_dir(w, &dir)) { None } else { Some(&mut *memo) };
-        check_group(&dir, group, memo, began)?;
+        // One stat per directory: its stamp, and whether it is one the compile writes into.
+        let meta = fs::metadata(&dir).ok();
+        let is_written = written.contains(&dir)
+            || meta.as_ref().is_some_and(|m| written_ids.contains(&dir_id(m)));
+        let memo = if is_written { None } else { Some(&mut *memo) };
+        check_group(&dir, meta.as_ref(), group, memo, began)?;
     }
     for input in &candidate.inputs {
         let path = place(&input.path)?;
@@ -152,11 +158,12 @@ pub fn check(
 /// Checks one directory's facts: vouched for by its stamp, else one by one.
 fn check_group(
     dir: &Path,
+    meta: Option<&std::fs::Metadata>,
     group: &Names,
     memo: Option<&mut VerifyMemo>,
     began: SystemTime,
 ) -> Result<(), Mismatch> {
-    let stamp = fs::metadata(dir).ok().map(|m| FileStamp::of(&m));
+    let stamp = meta.map(FileStamp::of);
     let digest = group_digest(group);
     let name = entry::directory_memo_name(dir, &digest);
     if let (Some(stamp), Some(memo)) = (&stamp, memo.as_deref())
@@ -206,14 +213,10 @@ pub fn kind_of(meta: &std::fs::Metadata) -> Kind {
     }
 }
 
-/// True if `a` and `b` are the same directory (by string, else by device and inode).
-fn same_dir(a: &Path, b: &Path) -> bool {
+/// A directory's identity: device and inode.
+fn dir_id(meta: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
-    a == b
-        || match (fs::metadata(a), fs::metadata(b)) {
-            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-            _ => false,
-        }
+    (meta.dev(), meta.ino())
 }
 
 /// The digest of a directory's facts.
