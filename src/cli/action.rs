@@ -232,7 +232,7 @@ impl RunArgs {
 /// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else a usage error.
 fn cache_root(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
     strata::config::cache_root(flag.as_deref()).ok_or_else(|| Failure {
-        code: strata::exit::USAGE,
+        code: super::exit::USAGE,
         error: anyhow::anyhow!("missing --cache-root (or set STRATA_CACHE_ROOT)"),
     })
 }

@@ -14,6 +14,7 @@
 
 mod action;
 mod artifact;
+pub(crate) mod exit;
 mod key;
 mod launch;
 mod log;
@@ -26,7 +27,7 @@ mod stats;
 use output::{errln, outln};
 
 use clap::{Parser, Subcommand};
-use strata::exit::{self, ExitCode};
+use exit::ExitCode;
 
 /// `--digest`: the content digest algorithm of new records, shared by every command that
 /// writes entries, manifests or archives.
@@ -228,7 +229,7 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 }
 
 impl Failure {
-    /// A library error with the exit code it maps to ([`strata::exit::ExitCode`]).
+    /// A library error with the exit code it maps to ([`exit::ExitCode`]).
     pub(crate) fn of<E: ExitCode + Into<anyhow::Error>>(error: E) -> Self {
         Failure { code: error.exit_code(), error: error.into() }
     }

@@ -9,7 +9,7 @@ use super::output::{errln, outln};
 /// (`strata::config::default_cache_root`).
 pub(crate) fn cache_root_or_default(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
     strata::config::cache_root_or_default(flag.as_deref())
-        .map_err(|e| Failure { code: strata::exit::USAGE, error: e.into() })
+        .map_err(|e| Failure { code: super::exit::USAGE, error: e.into() })
 }
 
 /// The JSON of `strata stats`: the L1 figures and the compile domain's.

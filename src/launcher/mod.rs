@@ -50,6 +50,8 @@ use crate::content::counters::{self, COMPILE};
 use crate::content::layout::CacheRoot;
 use crate::digest::DigestAlgorithm;
 use crate::fs;
+// The exit code of a finished process (`128 + signal` when killed).
+use crate::process::exit_code_of as exit_code;
 
 use args::Classified;
 
@@ -492,11 +494,6 @@ impl KeyBuilder {
     }
 }
 
-/// The exit code of a finished process (`128 + signal` when killed).
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1)
-}
 
 /// UTC now as RFC 3339.
 fn now_rfc3339() -> String {

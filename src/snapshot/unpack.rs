@@ -50,7 +50,7 @@
 //!
 //! # Limitations
 //! GNU long-name and long-link entries are read into memory by the `tar` crate before
-//! strata sees the entry; a reader in front of it (`tar_entry::ExtensionLimit`) rejects one
+//! strata sees the entry; a reader in front of it (`content::codec`'s `tar_entry::ExtensionLimit`) rejects one
 //! that claims more than 64 KiB, and any pax or sparse header (strata never writes them),
 //! from the header alone, so a few kilobytes of zstd cannot make unpack allocate gigabytes.
 

@@ -14,7 +14,7 @@ use strata::artifact::{
     self, ArtifactBuild, ArtifactKey, ArtifactSpec, ArtifactStore, BuildCommand, CommandStdout,
     Kept, PrivateBuild, Stage,
 };
-use strata::exit::ExitCode;
+use crate::cli::exit::ExitCode;
 
 /// `promote`'s own flags: the ready stage's extra required files and `--output`.
 pub(super) struct ReadyStage<'a> {

@@ -10,7 +10,7 @@ use super::args::{IdArgs, RemoteArgs, StoreArgs, open_remote};
 use super::{print, shown};
 use crate::cli::output::errln;
 use crate::cli::{Failure, SigningArgs, TrustArgs};
-use strata::exit;
+use crate::cli::exit;
 use strata::l0::{self, PullOutcome};
 
 /// `strata artifact push`. A transport failure is a warning (exit 0) unless `--strict`.

@@ -10,7 +10,7 @@ use crate::cli::Failure;
 use strata::artifact::{
     self, ArtifactKey, ArtifactSpec, ArtifactStore, Lookup, LookupStatus, Mode, StoreOptions,
 };
-use strata::exit::ExitCode;
+use crate::cli::exit::ExitCode;
 
 /// `strata artifact lookup`: exit 0 HIT, 3 MISS, 4 INVALID, 5 STORAGE_ERROR.
 pub(super) fn lookup(store: &StoreArgs, id: &IdArgs, json: bool) -> Result<i32, Failure> {

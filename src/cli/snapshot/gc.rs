@@ -12,7 +12,7 @@ use super::{env, open, print_json, store_url, usage, warn};
 use crate::cli::Failure;
 use crate::cli::output::errln;
 use strata::ci::{Github, human_bytes};
-use strata::exit;
+use crate::cli::exit;
 use strata::snapshot::Producer;
 use strata::snapshot::gc::{
     Class, DEFAULT_GRACE, GcReport, GcRequest, GcStatus, Mode, gc as run_gc,

@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::Failure;
 use super::output::{errln, outln};
 use strata::ci::{self, Github};
-use strata::exit;
+use crate::cli::exit;
 use strata::snapshot::Compression;
 use strata::transport::{
     ObjectStore, StoreUrl, TransportOptions, incomplete_credential_pairs, open_store_with_env,

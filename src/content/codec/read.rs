@@ -11,7 +11,7 @@ use crate::content::record::{FileRecord, Record};
 use crate::content::verify::Modes;
 use crate::digest::DigestAlgorithm;
 use crate::fs::{self, RelPath};
-use crate::tar_entry::ExtensionLimit;
+use super::tar_entry::ExtensionLimit;
 
 /// Most bytes buffered in front of the decompressor, in bytes (1 MiB; less for a smaller
 /// input of known size, [`ReadSpec::input_bytes`]).
