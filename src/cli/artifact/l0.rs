@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::args::{IdArgs, RemoteArgs, StoreArgs, open_remote};
 use super::{print, shown};
+use crate::cli::exit;
 use crate::cli::output::errln;
 use crate::cli::{Failure, SigningArgs, TrustArgs};
-use crate::cli::exit;
 use strata::l0::{self, PullOutcome};
 
 /// `strata artifact push`. A transport failure is a warning (exit 0) unless `--strict`.

@@ -22,8 +22,8 @@ use serde_json::Value;
 
 use super::Failure;
 use super::output::{errln, outln};
-use strata::ci::{self, Github};
 use crate::cli::exit;
+use strata::ci::{self, Github};
 use strata::snapshot::Compression;
 use strata::transport::{
     ObjectStore, StoreUrl, TransportOptions, incomplete_credential_pairs, open_store_with_env,
