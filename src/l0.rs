@@ -34,6 +34,7 @@ use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, Sharing, StagingDir};
 use crate::progress::{Phase, Progress};
+use crate::record::Timestamp;
 use crate::record::{Envelope, Schema};
 use crate::transport::{DownloadPhase, ObjectKey, ObjectStore, PutOutcome};
 use crate::trust::{Producer, Signature, SigningKey, TrustPolicy};
@@ -421,7 +422,7 @@ fn push_signed(
             key_digest: key.digest().to_string(),
             spec_digest: spec.digest().to_string(),
             manifest_digest: handle.manifest_digest().to_string(),
-            created_at: crate::snapshot::manifest::now_rfc3339(),
+            created_at: Timestamp::now().rfc3339_seconds(),
             producer: trust.producer.clone(),
             signature: None,
         };

@@ -577,7 +577,7 @@ impl Archive<'_> {
             depfile: None,
             stdout: message(&run.stdout)?,
             stderr: message(&run.stderr)?,
-            created_at: super::now_rfc3339(),
+            created_at: crate::record::Timestamp::now().rfc3339(),
         };
         let manifest = CompileManifest { key: key.to_owned(), candidates: vec![candidate] };
         entry::store(place, &manifest).map_err(|e| e.to_string())?;

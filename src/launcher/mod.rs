@@ -493,11 +493,3 @@ impl KeyBuilder {
         self.0.finalize().to_hex().to_string()
     }
 }
-
-
-/// UTC now as RFC 3339.
-fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}

@@ -258,7 +258,7 @@ impl Run<'_> {
             depfile: depfile.map(|(record, _)| record),
             stdout: message(stdout)?,
             stderr: message(stderr)?,
-            created_at: super::now_rfc3339(),
+            created_at: crate::record::Timestamp::now().rfc3339(),
         };
         let mut manifest = match entry::load(place, key) {
             Ok(Some(m)) => m,

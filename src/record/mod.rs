@@ -98,6 +98,7 @@ mod parse;
 pub mod steps;
 #[cfg(test)]
 mod testutil;
+mod time;
 mod verify;
 
 pub use canonical::{canonical_bytes_of, to_canonical_bytes};
@@ -105,6 +106,7 @@ pub use envelope::{Envelope, Schema};
 pub use fast::load_payload_as;
 pub use migrate::{Migrated, Migration, MigrationError, MigrationRegistry, load_current_as};
 pub use parse::parse_strict;
+pub use time::Timestamp;
 pub use verify::{load, load_as};
 
 use crate::digest::Sha256Digest;

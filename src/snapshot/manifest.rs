@@ -301,15 +301,6 @@ pub(crate) fn load<T: serde::de::DeserializeOwned>(
     record::load_as(bytes, schema).map_err(|source| Error::Record { what: what.to_owned(), source })
 }
 
-/// The current UTC time in RFC 3339 (seconds precision).
-pub(crate) fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .unwrap_or_else(|_| time::OffsetDateTime::now_utc());
-    now.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,7 +311,7 @@ mod tests {
         let manifest = SnapshotManifest {
             key: "k".into(),
             layout: "actions-v1".into(),
-            created_at: now_rfc3339(),
+            created_at: crate::record::Timestamp::now().rfc3339_seconds(),
             producer: Producer::from_env_with(|n| (n == "GITHUB_RUN_ID").then(|| "7".into())),
             parents: vec![],
             entries: vec![
@@ -345,7 +336,7 @@ mod tests {
         let err =
             load::<SnapshotManifest>(&envelope.to_bytes(), &SIDECAR_SCHEMA, "sidecar").unwrap_err();
         assert!(matches!(err, Error::Record { .. }));
-        assert!(now_rfc3339().ends_with('Z'));
+        assert!(crate::record::Timestamp::now().rfc3339_seconds().ends_with('Z'));
     }
 
     fn sidecar(key: &str, object: Option<String>) -> Sidecar {
@@ -360,7 +351,7 @@ mod tests {
             entry_count: 1,
             file_count: 0,
             file_bytes: 0,
-            created_at: now_rfc3339(),
+            created_at: crate::record::Timestamp::now().rfc3339_seconds(),
             producer: Producer::default(),
             parents: vec![],
             signature: None,

@@ -47,6 +47,7 @@ use crate::content::{FileRecord, Record};
 use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 use crate::fs::{self, EntryKind, RelPath};
 use crate::progress::{Phase, Progress, Silent};
+use crate::record::Timestamp;
 
 /// How to pack.
 #[derive(Debug, Clone)]
@@ -395,7 +396,7 @@ pub fn pack_observed(
     let manifest = SnapshotManifest {
         key: options.key.clone(),
         layout: CARRIED_DIR.to_owned(),
-        created_at: manifest::now_rfc3339(),
+        created_at: Timestamp::now().rfc3339_seconds(),
         producer: options.producer.clone(),
         parents: options.parents.clone(),
         entries,

@@ -69,8 +69,7 @@ use super::leftovers;
 pub use super::lookup::MAX_FUTURE;
 use super::lookup::{Candidate, prefixes};
 use super::manifest::{
-    MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind,
-    now_rfc3339, seal,
+    MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
 use super::unpack::{UnpackLimits, UnpackReport, unpack_from};
 use super::{Error, SnapshotKey, manifest};
@@ -79,6 +78,7 @@ use crate::content::temp::{self, Purpose, is_leftover};
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, StagingDir};
 use crate::progress::{Phase, Progress};
+use crate::record::Timestamp;
 use crate::transport::{ObjectKey, ObjectStore};
 use crate::trust::TrustPolicy;
 
@@ -606,7 +606,7 @@ pub(super) fn restore_candidate(
     let origin = Origin {
         key: found.key.clone(),
         manifest_digest: unpacked.manifest_digest.clone(),
-        restored_at: now_rfc3339(),
+        restored_at: Timestamp::now().rfc3339_seconds(),
     };
     let local = fs::create_dir_all_within(staging.path(), Path::new(layout::LOCAL_DIR), 0o755)?;
     let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
@@ -650,7 +650,7 @@ fn restore_index_candidate(
     let origin = Origin {
         key: found.key.clone(),
         manifest_digest: restored.manifest_digest.clone(),
-        restored_at: now_rfc3339(),
+        restored_at: Timestamp::now().rfc3339_seconds(),
     };
     let local = fs::create_dir_all_within(cache_dir, Path::new(layout::LOCAL_DIR), 0o755)?;
     let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;

@@ -412,7 +412,7 @@ fn miss(
     let manifest = EntryManifest {
         artifacts,
         build_ms: built.elapsed.as_millis() as u64,
-        created_at: now_rfc3339(),
+        created_at: crate::record::Timestamp::now().rfc3339(),
         ..entry.expected.clone()
     };
     save(ctx, entry, entry_lock, &manifest, &described, built.elapsed)
@@ -482,10 +482,4 @@ fn bypass(ctx: &mut Ctx<'_>, entry: &Entry, reason: String) -> Result<RunReport,
         ctx.publish_artifacts(&artifacts)?;
     }
     Ok(ctx.report(Outcome::Bypass, key, 0))
-}
-
-fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }

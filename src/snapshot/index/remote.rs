@@ -29,8 +29,9 @@ use crate::content::remote::{EntrySource, FetchOutcome, OfferOutcome};
 use crate::content::temp::{self, Purpose};
 use crate::fs;
 use crate::message::one_line;
+use crate::record::Timestamp;
 use crate::snapshot::Error;
-use crate::snapshot::manifest::{Producer, now_rfc3339};
+use crate::snapshot::manifest::Producer;
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome, TransportOptions};
 use crate::trust::{SigningKey, TrustPolicy};
 
@@ -364,7 +365,7 @@ impl RemoteTier {
                 file_count: packed.file_count,
                 file_bytes: packed.file_bytes,
             },
-            created_at: now_rfc3339(),
+            created_at: Timestamp::now().rfc3339_seconds(),
             producer: self.producer.clone(),
             signature: None,
         };

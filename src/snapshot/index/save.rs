@@ -43,9 +43,10 @@ use crate::content::layout::LOCAL_DIR;
 use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs;
+use crate::record::Timestamp;
 use crate::snapshot::commit;
 use crate::snapshot::manifest::{
-    Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, now_rfc3339, seal,
+    Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
 use crate::snapshot::restore::object_key;
 use crate::snapshot::{CARRIED_DIR, Compression, Error};
@@ -177,7 +178,7 @@ pub(crate) fn save_index(request: &IndexSave<'_>) -> Result<IndexSaved, Error> {
     let phase = Instant::now();
     let index = SnapshotIndex {
         key: key.to_owned(),
-        created_at: now_rfc3339(),
+        created_at: Timestamp::now().rfc3339_seconds(),
         producer: request.producer.clone(),
         parents: request.parents.to_vec(),
         entries: locations,
@@ -392,7 +393,7 @@ fn from_refs(
 /// Writes one ref per new location (put-if-absent, [`STORE_PARALLELISM`] at a time);
 /// returns how many were created and notes for those that failed.
 fn write_refs(request: &IndexSave<'_>, locations: &[EntryLocation]) -> (u64, Vec<String>) {
-    let created_at = now_rfc3339();
+    let created_at = Timestamp::now().rfc3339_seconds();
     let results = map_bounded(locations, STORE_PARALLELISM, |location| {
         let mut entry_ref = EntryRef {
             location: location.clone(),
