@@ -425,26 +425,25 @@ fn is_regular_or_absent(path: &Path) -> bool {
     }
 }
 
-/// A launcher key being built: BLAKE3 over named, length-prefixed fields (`name`, a 0 byte,
-/// the value's length as 8 bytes little-endian, the value), the first naming the domain
+/// A launcher key being built: BLAKE3 over named, length-prefixed fields, lengths
+/// little-endian ([`crate::digest::FieldHasher`]), the first naming the domain
 /// (`strata.compile_key`, `strata.archive_key`), so no two field sequences and no two
 /// domains hash the same bytes. [`KeyBuilder::finish`] gives 64 lowercase hex.
-pub(crate) struct KeyBuilder(blake3::Hasher);
+pub(crate) struct KeyBuilder(crate::digest::FieldHasher);
 
 impl KeyBuilder {
     /// A key of the domain `domain` (version 1).
     pub(crate) fn new(domain: &str) -> KeyBuilder {
-        let mut key = KeyBuilder(blake3::Hasher::new());
+        use crate::digest::{FieldHasher, LengthOrder};
+        let hasher = FieldHasher::new(DigestAlgorithm::Blake3, LengthOrder::LittleEndian);
+        let mut key = KeyBuilder(hasher);
         key.field(domain, b"1");
         key
     }
 
     /// Adds one field.
     pub(crate) fn field(&mut self, name: &str, bytes: &[u8]) {
-        self.0.update(name.as_bytes());
-        self.0.update(&[0]);
-        self.0.update(&(bytes.len() as u64).to_le_bytes());
-        self.0.update(bytes);
+        self.0.named(name, bytes);
     }
 
     /// Adds the tool's identity: `<prefix>_version` (the real program's `--version`,
@@ -490,6 +489,6 @@ impl KeyBuilder {
 
     /// The key: 64 lowercase hex.
     pub(crate) fn finish(self) -> String {
-        self.0.finalize().to_hex().to_string()
+        self.0.finish().to_hex()
     }
 }

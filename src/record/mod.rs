@@ -101,7 +101,7 @@ mod testutil;
 mod time;
 mod verify;
 
-pub use canonical::{canonical_bytes_of, to_canonical_bytes};
+pub use canonical::{canonical_bytes_of, canonical_sha256, to_canonical_bytes};
 pub use envelope::{Envelope, Schema};
 pub use fast::load_payload_as;
 pub use migrate::{Migrated, Migration, MigrationError, MigrationRegistry, load_current_as};
