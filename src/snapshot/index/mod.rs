@@ -23,7 +23,6 @@ pub mod remote;
 pub mod restore;
 pub mod save;
 mod upload;
-mod work;
 
 pub use entries::{LocalEntry, list};
 pub use lease::{GuardPolicy, Lease, save_guard};

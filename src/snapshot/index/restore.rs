@@ -40,11 +40,11 @@ use super::entries;
 use super::object::{Installed, install_entry, install_entry_from};
 use super::record::{EntryLocation, MAX_INDEX_BYTES, SnapshotIndex, decompress_index, load_index};
 use super::save::write_parent;
-use super::work::{Permits, STORE_PARALLELISM, map_bounded};
 use crate::content::layout::LOCAL_DIR;
 use crate::content::temp::{self, Purpose};
 use crate::digest::ContentDigest;
 use crate::fs;
+use crate::parallel::{self, Permits, STORE_PARALLELISM, Workers};
 use crate::progress::{Phase, Progress};
 use crate::snapshot::Error;
 use crate::snapshot::manifest::Sidecar;
@@ -251,7 +251,7 @@ pub(crate) fn install_missing(
     // install per core at a time (each install's memory is bounded, so this bounds the
     // restore's).
     let installs = Permits::new(std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let results = map_bounded(&fetches, STORE_PARALLELISM, |fetch| {
+    let results = parallel::map(&fetches, Workers::Threads(STORE_PARALLELISM), |fetch| {
         let outcome = fetch_and_install(store, cache_dir, fetch, &downloaded, &installs);
         phase.advance(fetch.entries.iter().map(|e| e.size_bytes).sum());
         outcome

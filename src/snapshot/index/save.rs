@@ -38,11 +38,11 @@ use super::record::{
     self, EntryLocation, EntryRef, REF_SIGNATURE_DOMAIN, SnapshotIndex, seal_index, seal_ref,
 };
 use super::upload::{self, Uploaded};
-use super::work::{STORE_PARALLELISM, map_bounded};
 use crate::content::layout::LOCAL_DIR;
 use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs;
+use crate::parallel::{self, STORE_PARALLELISM, Workers};
 use crate::record::Timestamp;
 use crate::snapshot::commit;
 use crate::snapshot::manifest::{
@@ -300,7 +300,7 @@ fn confirm<'e>(
         *slot = (*slot).max(end);
     }
     let objects: Vec<(&str, u64)> = needed.into_iter().collect();
-    let held = map_bounded(&objects, STORE_PARALLELISM, |(name, end)| {
+    let held = parallel::map(&objects, Workers::Threads(STORE_PARALLELISM), |(name, end)| {
         let Ok(key) = ObjectKey::new(*name) else { return false };
         match store.head(&key) {
             Ok(Some(meta)) => meta.size_bytes >= *end,
@@ -380,7 +380,7 @@ fn from_refs(
         }
         Some(entry_ref.location)
     };
-    map_bounded(entries, STORE_PARALLELISM, |entry| {
+    parallel::map(entries, Workers::Threads(STORE_PARALLELISM), |entry| {
         vouched(entry, ref_name(&entry.path)).or_else(|| {
             // A signing save's own ref may sit under its key id (another writer's ref
             // held the plain name, `write_refs`).
@@ -394,7 +394,7 @@ fn from_refs(
 /// returns how many were created and notes for those that failed.
 fn write_refs(request: &IndexSave<'_>, locations: &[EntryLocation]) -> (u64, Vec<String>) {
     let created_at = Timestamp::now().rfc3339_seconds();
-    let results = map_bounded(locations, STORE_PARALLELISM, |location| {
+    let results = parallel::map(locations, Workers::Threads(STORE_PARALLELISM), |location| {
         let mut entry_ref = EntryRef {
             location: location.clone(),
             created_at: created_at.clone(),
