@@ -28,6 +28,7 @@ pub mod content;
 pub mod digest;
 pub mod fs;
 pub mod l0;
+pub mod l1;
 pub mod launcher;
 pub mod message;
 pub mod parallel;

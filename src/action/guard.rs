@@ -21,11 +21,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::action::events::EventLog;
 use crate::action::layout::CacheRoot;
-use crate::action::locks::lock_with_events;
 use crate::action::{Error, LockKind};
 use crate::fs::{self, LockGuard, LockWait};
+use crate::l1::events::EventLog;
+use crate::l1::lock::lock_with_events;
 
 /// Everything a custom operator's stage must stay clear of, with a label for messages.
 #[derive(Debug, Default)]

@@ -1,15 +1,15 @@
 //! Where one action entry lives: the names that place an entry ([`EntryName`]) and the
 //! resulting paths ([`EntryLocation`]). The cache-root layout itself (directory names,
-//! component encoding, locks, memos) is the content layer's, [`crate::content::layout`];
+//! component encoding, locks, memos) is L1's, [`crate::l1::layout`];
 //! this module adds what needs an [`ActionKey`].
 
 use std::path::PathBuf;
 
 use crate::action::{ActionKey, Error};
-use crate::content::layout::encode_component;
 use crate::digest::Sha256Digest;
+use crate::l1::layout::encode_component;
 
-pub use crate::content::layout::{CacheRoot, Domain};
+pub use crate::l1::layout::{CacheRoot, Domain};
 
 /// The names that place an entry.
 #[derive(Debug, Clone)]

@@ -79,7 +79,7 @@ pub fn prune_all(
     dry_run: bool,
 ) -> PruneReport {
     let mut report = prune(cache_root, max_operator_versions, dry_run);
-    let Ok(cache) = crate::content::layout::CacheRoot::new(cache_root) else { return report };
+    let Ok(cache) = crate::l1::layout::CacheRoot::new(cache_root) else { return report };
     let compile = crate::launcher::report::prune(&cache, compile_max_size, dry_run);
     if !dry_run
         && !compile.removed.is_empty()

@@ -3,7 +3,7 @@
 //! Counts entries and artifact bytes per domain, operator-text namespaces, dot-named
 //! leftovers of interrupted saves, and reports whether `.updated` is set, with each
 //! domain's hits, misses and hit rate from the machine-local counters
-//! ([`crate::content::counters`]). It only reads.
+//! ([`crate::l1::counters`]). It only reads.
 
 use std::path::{Path, PathBuf};
 
@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use crate::action::Domain;
 use crate::action::layout::CacheRoot;
-use crate::content::counters::{self, HitRate};
 use crate::content::temp::{Purpose, TempName};
 use crate::fs::{self, EntryKind};
+use crate::l1::counters::{self, HitRate};
 
 /// Per-domain figures.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -29,7 +29,7 @@ pub struct DomainStats {
     /// Actions built without the cache (e.g. the entry lock was unavailable).
     pub bypasses: u64,
     /// The remote entry tier's counts (docs/remote-tier.md).
-    pub remote: crate::content::remote::RemoteCounts,
+    pub remote: crate::l1::remote::RemoteCounts,
 }
 
 /// What a cache root holds.
@@ -77,7 +77,7 @@ pub fn stats(cache_root: &Path) -> CacheStats {
         let mut d = DomainStats {
             rate: HitRate::of(counts),
             bypasses: counts.and_then(|c| c.get("bypass")).copied().unwrap_or(0),
-            remote: crate::content::remote::RemoteCounts::of(counts),
+            remote: crate::l1::remote::RemoteCounts::of(counts),
             ..DomainStats::default()
         };
         let root = cache.domain_dir(domain);

@@ -8,9 +8,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use super::Failure;
 use super::output::{errln, outln};
 use strata::action::explain::Verdict;
-use strata::action::locks::Timeouts;
 use strata::action::run::Notice;
 use strata::action::{Domain, IdentityInputs, Profile, RunOptions, SetEnv};
+use strata::l1::lock::Timeouts;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ActionCommand {

@@ -23,9 +23,9 @@ struct StatsJson {
 pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32, Failure> {
     let root = cache_root_or_default(root)?;
     let s = strata::action::stats::stats(&root);
-    let cache = strata::content::layout::CacheRoot::new(&root)?;
+    let cache = strata::l1::layout::CacheRoot::new(&root)?;
     if zero {
-        strata::content::counters::zero(&cache)?;
+        strata::l1::counters::zero(&cache)?;
         outln!("strata: hit and miss counters zeroed in {}", cache.path().display())?;
         return Ok(0);
     }
@@ -94,7 +94,7 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
 
 /// The counters other than hits, misses and the remote tier's, one per line
 /// (`  not cached: <reason>: n`).
-fn print_reasons(counters: &strata::content::counters::Counters) -> Result<(), Failure> {
+fn print_reasons(counters: &strata::l1::counters::Counters) -> Result<(), Failure> {
     for (name, n) in counters {
         if name != "hit" && name != "miss" && !name.starts_with("remote_") {
             let name = name

@@ -34,10 +34,10 @@ use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
 use crate::content::VerifyMemo;
-use crate::content::counters;
-use crate::content::layout::CacheRoot;
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, LockWait};
+use crate::l1::counters;
+use crate::l1::layout::CacheRoot;
 
 use super::compile::{FsClock, save_memo};
 use super::entry::{self, Candidate, CompileManifest, EntryPlace, Output};

@@ -46,10 +46,10 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::content::counters::{self, COMPILE};
-use crate::content::layout::CacheRoot;
 use crate::digest::DigestAlgorithm;
 use crate::fs;
+use crate::l1::counters::{self, COMPILE};
+use crate::l1::layout::CacheRoot;
 // The exit code of a finished process (`128 + signal` when killed).
 use crate::process::exit_code_of as exit_code;
 
@@ -130,7 +130,7 @@ pub struct Config {
     /// (`STRATA_TRACE=0`; for tests and for machines where tracing misbehaves).
     pub model_only: bool,
     /// The remote entry tier ([`Overrides::remote`]).
-    pub remote: Option<std::sync::Arc<dyn crate::content::remote::EntrySource>>,
+    pub remote: Option<std::sync::Arc<dyn crate::l1::remote::EntrySource>>,
 }
 
 impl Config {
@@ -207,7 +207,7 @@ pub struct Overrides {
     pub tool_content: bool,
     /// The remote entry tier, tried when the key has no local entry and offered each new
     /// entry (built by the command line from `STRATA_REMOTE_STORE`; `None`: local only).
-    pub remote: Option<std::sync::Arc<dyn crate::content::remote::EntrySource>>,
+    pub remote: Option<std::sync::Arc<dyn crate::l1::remote::EntrySource>>,
 }
 
 /// What one launcher run did.

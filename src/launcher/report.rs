@@ -2,7 +2,7 @@
 //! launcher's part of `strata stats` and `strata action prune`.
 //!
 //! * [`stats`]: entries, candidates and stored bytes under `actions-v1/compile/`, and the
-//!   launcher counters (domain `compile` of [`crate::content::counters`]).
+//!   launcher counters (domain `compile` of [`crate::l1::counters`]).
 //! * [`prune`]: removes crash leftovers in compile entries (temp files of an interrupted
 //!   save, `.object.tmp-<hex>` and `.strata-<random>.tmp`), entries whose manifest does not
 //!   load, and, with a size limit, the least recently used entries until the domain fits.
@@ -16,10 +16,10 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::content::counters::{self, COMPILE, Counters, HitRate};
-use crate::content::layout::CacheRoot;
 use crate::content::temp::{Purpose, TempName};
 use crate::fs::{self, LockWait};
+use crate::l1::counters::{self, COMPILE, Counters, HitRate};
+use crate::l1::layout::CacheRoot;
 
 use super::entry::{self, COMPILE_DIR};
 
@@ -38,7 +38,7 @@ pub struct CompileStats {
     #[serde(flatten)]
     pub rate: HitRate,
     /// The remote entry tier's counts (docs/remote-tier.md).
-    pub remote: crate::content::remote::RemoteCounts,
+    pub remote: crate::l1::remote::RemoteCounts,
     /// The archive steps' counters (domain `archive`, [`super::archive`]); their entries
     /// are counted with the compile entries above.
     pub archive: ArchiveStats,
@@ -67,7 +67,7 @@ pub fn stats(cache: &CacheRoot) -> CompileStats {
     let mut all = counters::read(cache);
     let counters = all.remove(COMPILE).unwrap_or_default();
     let rate = HitRate::of(Some(&counters));
-    let remote = crate::content::remote::RemoteCounts::of(Some(&counters));
+    let remote = crate::l1::remote::RemoteCounts::of(Some(&counters));
     let archive_counters = all.remove(super::archive::ARCHIVE).unwrap_or_default();
     let archive =
         ArchiveStats { rate: HitRate::of(Some(&archive_counters)), counters: archive_counters };

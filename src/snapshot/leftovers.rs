@@ -67,7 +67,7 @@ pub fn remove_stale(cache_dir: &Path, now: SystemTime, stale_after: Duration) ->
     };
     let mut removed = remove_stale_in(parent, &[name], now, stale_after);
     // Index snapshots stage entries, packs and downloads inside `<cache dir>/.local/`.
-    let local = cache_dir.join(crate::content::layout::LOCAL_DIR);
+    let local = cache_dir.join(crate::l1::layout::LOCAL_DIR);
     removed.extend(remove_stale_in(&local, &LOCAL_STEMS, now, stale_after));
     removed
 }
@@ -109,7 +109,7 @@ pub enum Local {
 /// `<cache dir>/.local` if it is a directory (created first when `create` says so and the
 /// cache directory exists); `None` otherwise.
 fn local_dir(cache_dir: &Path, create: Local) -> Option<PathBuf> {
-    let local = cache_dir.join(crate::content::layout::LOCAL_DIR);
+    let local = cache_dir.join(crate::l1::layout::LOCAL_DIR);
     let is_dir = |p: &Path| fs::symlink_metadata_opt(p).ok().flatten().is_some_and(|m| m.is_dir());
     if is_dir(&local) {
         return Some(local);
@@ -117,7 +117,7 @@ fn local_dir(cache_dir: &Path, create: Local) -> Option<PathBuf> {
     if create == Local::Existing || !is_dir(cache_dir) {
         return None;
     }
-    fs::create_dir_all_within(cache_dir, Path::new(crate::content::layout::LOCAL_DIR), 0o755).ok()
+    fs::create_dir_all_within(cache_dir, Path::new(crate::l1::layout::LOCAL_DIR), 0o755).ok()
 }
 
 /// Housekeeping at the start of a save or restore of `cache_dir`: deletes its leftovers

@@ -70,9 +70,9 @@ pub use restore::{MatchLevel, RestoreReport, RestoreRequest, restore};
 pub use save::{SaveOutcome, SaveReport, SaveRequest, SkipReason, save};
 
 /// The L1 layout version a snapshot carries: the `1` of `actions-v1`, rendered as
-/// `schema1` in every key. Bumping the layout (see `crate::content::layout`) must bump this.
+/// `schema1` in every key. Bumping the layout (see `crate::l1::layout`) must bump this.
 pub const LAYOUT_VERSION: u32 = 1;
 
 /// The directory under the cache root that a snapshot carries (everything else under the
 /// root, such as `.locks/`, `.local/` and `.updated`, is machine-local).
-pub const CARRIED_DIR: &str = crate::content::layout::ACTIONS_DIR;
+pub const CARRIED_DIR: &str = crate::l1::layout::ACTIONS_DIR;

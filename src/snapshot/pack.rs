@@ -41,11 +41,11 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use super::manifest::{MANIFEST_ENTRY, MANIFEST_SCHEMA, Producer, SnapshotManifest};
 use super::{CARRIED_DIR, Compression, Error, manifest};
 use crate::content::codec::{ArchiveWriter, CHUNK_BYTES, WriteOptions};
-use crate::content::layout::is_inside_entry_artifacts;
 use crate::content::temp::is_leftover;
 use crate::content::{FileRecord, Record};
 use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 use crate::fs::{self, EntryKind, RelPath};
+use crate::l1::layout::is_inside_entry_artifacts;
 use crate::progress::{Phase, Progress, Silent};
 use crate::record::Timestamp;
 

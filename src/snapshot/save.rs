@@ -274,8 +274,7 @@ pub fn local_gate(
     if fs::symlink_metadata_opt(&cache_dir.join(CARRIED_DIR))?.is_some_and(|m| !m.is_dir()) {
         return Ok(Some(SkipReason::SymlinkedLayout));
     }
-    if fs::symlink_metadata_opt(&cache_dir.join(crate::content::layout::UPDATED_MARKER))?.is_none()
-    {
+    if fs::symlink_metadata_opt(&cache_dir.join(crate::l1::layout::UPDATED_MARKER))?.is_none() {
         return Ok(Some(SkipReason::NotUpdated));
     }
     if !writer_credentials {

@@ -60,11 +60,11 @@ use std::path::Path;
 use super::manifest::{MANIFEST_ENTRY, MAX_MANIFEST_BYTES, SnapshotManifest, load_manifest};
 use super::{CARRIED_DIR, Compression, Error};
 use crate::content::codec::{self, ManifestAt, ReadSpec};
-use crate::content::layout::is_inside_entry_artifacts;
 use crate::content::temp;
 use crate::content::verify::Modes;
 use crate::digest::DigestAlgorithm;
 use crate::fs::{self, RelPath};
+use crate::l1::layout::is_inside_entry_artifacts;
 
 /// Bounds and expectations for [`unpack`], normally taken from the sidecar.
 #[derive(Debug, Clone, Default)]

@@ -6,12 +6,12 @@
 use std::time::Instant;
 
 use super::{Ctx, Entry};
-use crate::action::events::ms;
-use crate::content::remote::{FetchOutcome, OfferOutcome, counter};
+use crate::l1::events::ms;
+use crate::l1::remote::{FetchOutcome, OfferOutcome, counter};
 
 /// Adds one to the remote counter `name` of the run's domain.
 pub(super) fn count(ctx: &Ctx<'_>, name: &str) {
-    crate::content::counters::bump(&ctx.cache, ctx.opts.domain.as_str(), name);
+    crate::l1::counters::bump(&ctx.cache, ctx.opts.domain.as_str(), name);
 }
 
 /// Asks the remote tier for the absent entry (entry lock held). True if it installed the

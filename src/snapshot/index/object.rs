@@ -149,7 +149,7 @@ pub fn install_entry_from(
     if fs::symlink_metadata_opt(&dest)?.is_some() {
         return Ok(Installed::AlreadyPresent);
     }
-    let local = cache_root.join(crate::content::layout::LOCAL_DIR);
+    let local = cache_root.join(crate::l1::layout::LOCAL_DIR);
     fs::create_dir_all(&local)?;
     let staging = temp::create_dir(&local, Purpose::Staging, "entry", 0o755)?;
     let limits = UnpackLimits {

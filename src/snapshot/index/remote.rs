@@ -25,9 +25,9 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::content::remote::{EntrySource, FetchOutcome, OfferOutcome};
 use crate::content::temp::{self, Purpose};
 use crate::fs;
+use crate::l1::remote::{EntrySource, FetchOutcome, OfferOutcome};
 use crate::message::one_line;
 use crate::record::Timestamp;
 use crate::snapshot::Error;
@@ -102,14 +102,15 @@ impl RemoteConfig {
     }
 }
 
-/// A timeout in seconds: a decimal number from 0.05 to 600.
+/// A timeout in seconds: a decimal number from 0.05 to 600
+/// ([`crate::config::REQUEST_TIMEOUT`]).
 ///
 /// # Errors
 /// What is wrong with `text`.
 pub fn parse_timeout(text: &str) -> Result<Duration, String> {
-    match text.trim().parse::<f64>() {
-        Ok(s) if (0.05..=600.0).contains(&s) => Ok(Duration::from_secs_f64(s)),
-        _ => Err("expected seconds, a number from 0.05 to 600".into()),
+    match crate::config::parse_timeout(text, &crate::config::REQUEST_TIMEOUT)? {
+        crate::config::Timeout::After(d) => Ok(d),
+        crate::config::Timeout::Never => Err(crate::config::REQUEST_TIMEOUT.expected.into()),
     }
 }
 
@@ -410,7 +411,7 @@ fn key(name: &str) -> Result<ObjectKey, String> {
 
 /// `<cache_root>/.local`, created.
 fn local_dir(cache_root: &Path) -> Result<std::path::PathBuf, String> {
-    let local = cache_root.join(crate::content::layout::LOCAL_DIR);
+    let local = cache_root.join(crate::l1::layout::LOCAL_DIR);
     fs::create_dir_all(&local).map_err(|e| e.to_string())?;
     Ok(local)
 }

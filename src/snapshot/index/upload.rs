@@ -48,7 +48,7 @@ pub(crate) fn pack_all(
     progress: &dyn Progress,
 ) -> Result<Vec<Packed>, Error> {
     let local =
-        fs::create_dir_all_within(cache_root, Path::new(crate::content::layout::LOCAL_DIR), 0o755)?;
+        fs::create_dir_all_within(cache_root, Path::new(crate::l1::layout::LOCAL_DIR), 0o755)?;
     // The phase counts file bytes (an estimate from `lstat`; the pack reads them).
     let total: u64 = entries
         .iter()
@@ -97,7 +97,7 @@ pub(crate) fn group(
     cache_root: &Path,
     packed: &[Packed],
 ) -> Result<(Vec<StoreObject>, Vec<EntryLocation>), Error> {
-    let local = cache_root.join(crate::content::layout::LOCAL_DIR);
+    let local = cache_root.join(crate::l1::layout::LOCAL_DIR);
     let mut objects = Vec::new();
     let mut locations: Vec<Option<EntryLocation>> = vec![None; packed.len()];
     let location = |p: &Packed, object: &str, offset: u64| EntryLocation {

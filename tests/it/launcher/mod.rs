@@ -181,9 +181,7 @@ pub fn scrub(cmd: &mut Command) {
 /// The launcher counters of `cache`, read with the library's reader.
 pub fn counters(cache: &Path) -> BTreeMap<String, u64> {
     let root = strata::action::layout::CacheRoot::new(cache).unwrap();
-    strata::content::counters::read(&root)
-        .remove(strata::content::counters::COMPILE)
-        .unwrap_or_default()
+    strata::l1::counters::read(&root).remove(strata::l1::counters::COMPILE).unwrap_or_default()
 }
 
 /// `names` → counts, for comparing whole counter maps.

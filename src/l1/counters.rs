@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{FlockOperation, flock};
 
-use crate::content::layout::CacheRoot;
 use crate::fs;
+use crate::l1::layout::CacheRoot;
 
 /// Number of shard files.
 pub const SHARDS: u32 = 16;

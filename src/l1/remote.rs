@@ -61,7 +61,7 @@ pub trait EntrySource: std::fmt::Debug + Send + Sync {
     fn offer(&self, cache_root: &Path, entry_path: &str) -> OfferOutcome;
 }
 
-/// Counter names ([`crate::content::counters`]) of the remote tier, per domain.
+/// Counter names ([`crate::l1::counters`]) of the remote tier, per domain.
 pub mod counter {
     /// A local MISS that the remote tier turned into a HIT.
     pub const HIT: &str = "remote_hit";
@@ -93,7 +93,7 @@ pub struct RemoteCounts {
 
 impl RemoteCounts {
     /// The remote counters among a domain's `counters` (none: all zero).
-    pub fn of(counters: Option<&crate::content::counters::Counters>) -> Self {
+    pub fn of(counters: Option<&crate::l1::counters::Counters>) -> Self {
         let count = |name: &str| counters.and_then(|c| c.get(name)).copied().unwrap_or(0);
         Self {
             hits: count(counter::HIT),
