@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::content::VerifyMemo;
-use crate::content::layout::CacheRoot;
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs;
+use crate::l1::layout::CacheRoot;
 
 use super::args::{Compile, Depfile, Language};
 use super::entry::{self, EntryPlace};
@@ -171,7 +171,7 @@ impl Run<'_> {
     /// A MISS because the cached objects embed another checkout's path: counted
     /// (`compile_hints`: `embedded_path_miss`), and said once per build with what to add.
     fn embedded_path_hint(&self, here: &Location, order: &[&entry::Candidate], pin: &str) {
-        crate::content::counters::bump(self.cache, super::save::HINTS, "embedded_path_miss");
+        crate::l1::counters::bump(self.cache, super::save::HINTS, "embedded_path_miss");
         if !super::save::once_per_build(self.cache, "embedded-path") {
             return;
         }

@@ -43,9 +43,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::content::layout::CacheRoot;
 use crate::digest::{ContentDigest, Sha256Digest};
 use crate::fs::{self, FileStamp, RelPath};
+use crate::l1::layout::CacheRoot;
 use crate::record::{self, Envelope, Schema};
 
 use super::Error;

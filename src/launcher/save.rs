@@ -18,9 +18,9 @@ use std::process::Stdio;
 use memchr::memmem;
 
 use crate::content::VerifyMemo;
-use crate::content::counters;
 use crate::digest::ContentDigest;
 use crate::fs::{self, FileStamp, LockWait};
+use crate::l1::counters;
 
 use super::args::Depfile;
 use super::compile::{Run, Source};
@@ -652,7 +652,7 @@ pub(super) fn remove_unreferenced(place: &EntryPlace, manifest: &CompileManifest
 
 /// True the first time it is asked about `what` during one build (the launcher's parent
 /// process, by pid and start time, stands for the build), false after.
-pub(super) fn once_per_build(cache: &crate::content::layout::CacheRoot, what: &str) -> bool {
+pub(super) fn once_per_build(cache: &crate::l1::layout::CacheRoot, what: &str) -> bool {
     let ppid = std::os::unix::process::parent_id();
     let start = fs::read(Path::new(&format!("/proc/{ppid}/stat")))
         .ok()

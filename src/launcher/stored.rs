@@ -173,7 +173,7 @@ impl Run<'_> {
         let pins: Vec<String> =
             embedded.iter().map(|p| entry::encode_path(Path::new(OsStr::from_bytes(p)))).collect();
         if !pins.is_empty() {
-            crate::content::counters::bump(self.cache, super::save::HINTS, "saved_pinned");
+            crate::l1::counters::bump(self.cache, super::save::HINTS, "saved_pinned");
             warn_debug_paths_once(self, cwd);
         }
         let verbatim = depfile.is_some_and(|(_, bytes)| bytes.is_some());
