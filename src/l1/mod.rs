@@ -8,7 +8,8 @@
 //! * [`layout`]: the typed layout of the cache root, every domain (`third_party`,
 //!   `custom_operator`, `compile`; archive steps keep their entries in `compile`), the
 //!   lock and memo paths, entry-path component encoding;
-//! * [`lock`]: the lock policy (kinds, timeouts, acquisition with events);
+//! * [`write`]: the one entry writer (staged, durable before visible, never in place) and
+//!   [`lock`]: the one lock policy (kinds, timeouts, acquisition with events);
 //! * [`counters`]: the machine-local hit and miss counters per domain;
 //! * [`events`]: the JSONL event log;
 //! * [`remote`]: the interface of the remote entry tier ([`remote::EntrySource`]), which
@@ -22,5 +23,6 @@ pub mod events;
 pub mod layout;
 pub mod lock;
 pub mod remote;
+pub mod write;
 
 pub use layout::{CacheRoot, Domain};

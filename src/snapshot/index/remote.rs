@@ -28,6 +28,7 @@ use std::time::Duration;
 use crate::content::temp::{self, Purpose};
 use crate::fs;
 use crate::l1::remote::{EntrySource, FetchOutcome, OfferOutcome};
+use crate::l1::write::Durability;
 use crate::message::one_line;
 use crate::record::Timestamp;
 use crate::snapshot::Error;
@@ -213,9 +214,13 @@ impl RemoteTier {
                     repair(&ref_key)
                 ));
             }
-            EntryBytes::Memory(bytes) => install_entry(cache_root, location, &bytes),
+            EntryBytes::Memory(bytes) => {
+                install_entry(cache_root, location, &bytes, Durability::Fsync)
+            }
             EntryBytes::File(path) => match fs::open(&path) {
-                Ok(mut file) => install_entry_from(cache_root, location, &mut file),
+                Ok(mut file) => {
+                    install_entry_from(cache_root, location, &mut file, Durability::Fsync)
+                }
                 Err(e) => Err(e.into()),
             },
         };

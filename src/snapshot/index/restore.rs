@@ -44,6 +44,7 @@ use crate::content::temp::{self, Purpose};
 use crate::digest::ContentDigest;
 use crate::fs;
 use crate::l1::layout::LOCAL_DIR;
+use crate::l1::write::Durability;
 use crate::parallel::{self, Permits, STORE_PARALLELISM, Workers};
 use crate::progress::{Phase, Progress};
 use crate::snapshot::Error;
@@ -370,7 +371,8 @@ fn fetch_and_install(
                     ));
                 };
                 let _permit = installs.acquire();
-                install_entry(cache_dir, entry, slice).map_err(|e| e.one_line())
+                install_entry(cache_dir, entry, slice, Durability::Deferred)
+                    .map_err(|e| e.one_line())
             };
             fetch.entries.iter().map(install).collect()
         }
@@ -385,7 +387,8 @@ fn fetch_and_install(
                 file.seek(SeekFrom::Start(entry.offset))
                     .map_err(|e| format!("{}: {e}", download.0.display()))?;
                 let _permit = installs.acquire();
-                install_entry_from(cache_dir, entry, &mut file).map_err(|e| e.one_line())
+                install_entry_from(cache_dir, entry, &mut file, Durability::Deferred)
+                    .map_err(|e| e.one_line())
             };
             fetch.entries.iter().map(install).collect()
         }
