@@ -35,7 +35,7 @@ use std::time::SystemTime;
 
 use crate::content::VerifyMemo;
 use crate::digest::{ContentDigest, DigestAlgorithm};
-use crate::fs::{self, LockWait};
+use crate::fs;
 use crate::l1::counters;
 use crate::l1::layout::CacheRoot;
 
@@ -532,26 +532,11 @@ impl Archive<'_> {
         archive: &Path,
         run: &std::process::Output,
     ) -> Result<(), String> {
-        fs::create_dir_all(&self.cache.actions_dir()).map_err(|e| e.to_string())?;
-        fs::create_dir_all_within(&self.cache.actions_dir(), Path::new(&place.rel), 0o755)
-            .map_err(|e| e.to_string())?;
-        if let Some(dir) = place.lock.parent() {
-            fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        }
-        let _lock = fs::lock_exclusive(
-            &place.lock,
-            LockWait::Timeout(std::time::Duration::from_secs(30)),
-            &mut |_| {},
-        )
-        .map_err(|e| e.to_string())?;
+        let _lock = super::lock_entry(self.cache, self.config, place).map_err(|e| e.to_string())?;
         let objects = place.dir.join("objects");
-        fs::create_dir_all(&objects).map_err(|e| e.to_string())?;
-        let tmp =
-            crate::content::temp::TempName::new(crate::content::temp::Purpose::Staging, "object")
-                .path_in(&objects);
-        let (digest, size) = fs::copy_new_file(archive, &tmp, 0o644, false, self.config.digest)
-            .map_err(|e| format!("archive {}: {e}", archive.display()))?;
-        fs::rename(&tmp, &place.object(&digest)).map_err(|e| e.to_string())?;
+        let (digest, size) =
+            crate::l1::write::add_copy(archive, &objects, self.config.digest, |d| place.object(d))
+                .map_err(|e| format!("archive {}: {e}", archive.display()))?;
         let message = |bytes: &[u8]| -> Result<Option<Output>, String> {
             if bytes.is_empty() {
                 return Ok(None);

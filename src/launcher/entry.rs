@@ -32,11 +32,12 @@
 //! traced: exactly what it touched) or `model` (where tracing is refused: the dependency
 //! output and the family's model of include search; see [`super::model`]).
 //!
-//! Readers take no lock: `manifest.json` and every object are replaced by rename, so a
-//! reader sees a whole old or a whole new file, and every byte handed back is hashed
-//! against the candidate's digest on the way out (or vouched for by the entry's
-//! verification memo, [`crate::content::memo`]). Writers hold the entry lock while they
-//! read, extend and rewrite the manifest. A version 1 manifest (strata before issue 24)
+//! Readers take no lock: `manifest.json` and every object are replaced by rename (L1's one
+//! entry writer, [`crate::l1::write`]: fsynced before the rename), so a reader sees a whole
+//! old or a whole new file, and every byte handed back is hashed against the candidate's
+//! digest on the way out (or vouched for by the entry's verification memo,
+//! [`crate::content::memo`]). Writers hold the entry lock while they read, extend and
+//! rewrite the manifest. A version 1 manifest (strata before issue 24)
 //! holds no observed facts: it loads as no entry, and the next save replaces it.
 
 use std::path::{Path, PathBuf};
@@ -392,8 +393,8 @@ pub fn load(place: &EntryPlace, key: &str) -> Result<Option<CompileManifest>, Er
     Ok(Some(manifest))
 }
 
-/// Writes `manifest` at `place`: a temp file renamed over the old one, after the objects it
-/// names (not fsynced: after a power cut a torn manifest fails its digest and is a MISS).
+/// Writes `manifest` at `place`: a temp file, fsynced, renamed over the old one, after the
+/// objects it names ([`crate::l1::write::replace_file`]).
 ///
 /// # Errors
 /// I/O errors naming the path.
@@ -401,7 +402,7 @@ pub fn store(place: &EntryPlace, manifest: &CompileManifest) -> Result<(), fs::E
     let path = place.manifest();
     let envelope = Envelope::seal(&COMPILE_ENTRY_SCHEMA, Vec::new(), manifest)
         .map_err(|e| fs::Error::io("encode", &path, std::io::Error::other(e.to_string())))?;
-    fs::write_atomic_nosync(&path, &envelope.to_bytes(), 0o644)
+    crate::l1::write::replace_file(&path, &envelope.to_bytes(), 0o644)
 }
 
 /// Stores `bytes` as the object of their digest under `place` (`objects/` created).
@@ -413,9 +414,7 @@ pub fn store_bytes(
     digest: &ContentDigest,
     bytes: &[u8],
 ) -> Result<(), fs::Error> {
-    let path = place.object(digest);
-    fs::create_dir_all(path.parent().unwrap_or(&place.dir))?;
-    fs::write_atomic_nosync(&path, bytes, 0o644)
+    crate::l1::write::add_file(&place.object(digest), bytes, 0o644)
 }
 
 /// Reads a file (following symlinks, as the compiler does) and returns its digest and

@@ -109,6 +109,10 @@ pub enum Error {
     /// A file system operation failed (the error names the path).
     #[error(transparent)]
     Fs(#[from] fs::Error),
+    /// The entry lock was not taken in time (the message names the lock and the variable
+    /// that sets the timeout).
+    #[error(transparent)]
+    Lock(#[from] crate::l1::lock::LockError),
 }
 
 /// Launcher settings, from the environment ([`Config::from_env`]).
@@ -131,12 +135,15 @@ pub struct Config {
     pub model_only: bool,
     /// The remote entry tier ([`Overrides::remote`]).
     pub remote: Option<std::sync::Arc<dyn crate::l1::remote::EntrySource>>,
+    /// How long a save waits for the entry lock: L1's one entry-lock policy
+    /// ([`crate::l1::lock::Timeouts::entry`], `STRATA_ENTRY_LOCK_TIMEOUT_SECONDS`, 60 s).
+    pub entry_lock: fs::LockWait,
 }
 
 impl Config {
     /// Reads `STRATA_CACHE_ROOT` (default [`crate::config::default_cache_root`]),
     /// `STRATA_BASE_DIRS`, `STRATA_DIGEST`, `STRATA_TOOL_CONTENT`, `STRATA_DISABLE`,
-    /// `STRATA_EXPLAIN` and `STRATA_TRACE`.
+    /// `STRATA_EXPLAIN`, `STRATA_TRACE` and `STRATA_ENTRY_LOCK_TIMEOUT_SECONDS`.
     ///
     /// # Errors
     /// [`Error::Setting`] naming the variable when a value cannot be used or no cache root
@@ -191,6 +198,9 @@ impl Config {
             explain: switch("STRATA_EXPLAIN")? == Some(true),
             model_only: switch("STRATA_TRACE")? == Some(false),
             remote: overrides.remote.clone(),
+            entry_lock: crate::l1::lock::Timeouts::from_env()
+                .map_err(|e| Error::Setting(e.to_string()))?
+                .entry,
         })
     }
 }
@@ -388,6 +398,23 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
             unchanged()
         }
     }
+}
+
+/// Creates the compile entry at `place` (never through a symlink below `actions-v1/`) and
+/// takes its lock with L1's entry-lock policy ([`Config::entry_lock`]), for a save.
+///
+/// # Errors
+/// [`Error::Fs`] naming the path; [`Error::Lock`] when the lock is not taken in time.
+fn lock_entry(
+    cache: &CacheRoot,
+    config: &Config,
+    place: &entry::EntryPlace,
+) -> Result<fs::LockGuard, Error> {
+    fs::create_dir_all(&cache.actions_dir())?;
+    fs::create_dir_all_within(&cache.actions_dir(), Path::new(&place.rel), 0o755)?;
+    let events = crate::l1::events::EventLog::disabled();
+    let kind = crate::l1::lock::LockKind::Entry;
+    Ok(crate::l1::lock::lock_with_events(&place.lock, kind, config.entry_lock, &events)?)
 }
 
 /// Counts `reason` in the counter domain `domain` (compile or archive) and says it under

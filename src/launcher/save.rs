@@ -19,7 +19,7 @@ use memchr::memmem;
 
 use crate::content::VerifyMemo;
 use crate::digest::ContentDigest;
-use crate::fs::{self, FileStamp, LockWait};
+use crate::fs::{self, FileStamp};
 use crate::l1::counters;
 
 use super::args::Depfile;
@@ -211,16 +211,7 @@ impl Run<'_> {
             Ok(r) => r,
             Err(o) => return Ok(Err(o)),
         };
-        if let Some(dir) = place.lock.parent() {
-            fs::create_dir_all(dir)?;
-        }
-        fs::create_dir_all(&self.cache.actions_dir())?;
-        fs::create_dir_all_within(&self.cache.actions_dir(), Path::new(&place.rel), 0o755)?;
-        let _lock = fs::lock_exclusive(
-            &place.lock,
-            LockWait::Timeout(std::time::Duration::from_secs(30)),
-            &mut |_| {},
-        )?;
+        let _lock = super::lock_entry(self.cache, self.config, place)?;
         let stored = self.store_outputs(here, place, &learnt.extra_outputs, depfile.as_ref())?;
         let message = |bytes: &[u8]| -> Result<Option<Output>, Error> {
             if bytes.is_empty() {
