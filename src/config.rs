@@ -270,6 +270,27 @@ pub fn event_log(flag: Option<&Path>) -> Option<PathBuf> {
         .or_else(|| var("STRATA_EVENT_LOG").map(PathBuf::from))
 }
 
+/// Parses a size: bytes, or a number with `K`, `M`, `G`, `T` (powers of 1024, an optional
+/// `i`/`iB`/`B` after it), e.g. `500M`, `5G`, `5GiB`.
+///
+/// # Errors
+/// A message naming the text when it is not such a size.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is not a size (e.g. 500M, 5G)"))?;
+    let shift = match unit.trim_end_matches('B').trim_end_matches('i') {
+        "" => 0,
+        "K" | "k" => 10,
+        "M" | "m" => 20,
+        "G" | "g" => 30,
+        "T" | "t" => 40,
+        _ => return Err(format!("{text:?} is not a size (e.g. 500M, 5G)")),
+    };
+    n.checked_mul(1u64 << shift).ok_or_else(|| format!("{text:?} is too large"))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -286,6 +307,18 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("123"), Ok(123));
+        assert_eq!(parse_size("5G"), Ok(5 << 30));
+        assert_eq!(parse_size("500M"), Ok(500 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("1KB"), Ok(1024));
+        assert!(parse_size("5X").is_err());
+        assert!(parse_size("G").is_err());
+        assert!(parse_size("").is_err());
+    }
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
         move |name| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| OsString::from(v))

@@ -17,7 +17,8 @@
 //! * [`run`](mod@run): the `run` algorithm; [`guard`]: stage safety and output-directory
 //!   locks (lock timeouts and acquisition are [`crate::l1::lock`]'s, the event log
 //!   [`crate::l1::events`]);
-//! * [`prune`] and [`explain`]: maintenance and diagnosis.
+//! * [`explain`]: diagnosis (prune and stats are L1's, over every domain:
+//!   [`crate::l1::prune`], [`crate::l1::stats`]).
 //!
 //! # Invariants
 //! * No false HIT: a HIT needs a verified manifest for the exact key and every artifact
@@ -33,10 +34,8 @@ pub mod guard;
 pub mod identity;
 pub mod layout;
 pub mod prepare;
-pub mod prune;
 pub mod publish;
 pub mod run;
-pub mod stats;
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;

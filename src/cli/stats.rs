@@ -12,28 +12,20 @@ pub(crate) fn cache_root_or_default(flag: Option<PathBuf>) -> Result<PathBuf, Fa
         .map_err(|e| Failure { code: super::exit::USAGE, error: e.into() })
 }
 
-/// The JSON of `strata stats`: the L1 figures and the compile domain's.
-#[derive(serde::Serialize)]
-struct StatsJson {
-    #[serde(flatten)]
-    l1: strata::action::stats::CacheStats,
-    compile: strata::launcher::report::CompileStats,
-}
-
 pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32, Failure> {
     let root = cache_root_or_default(root)?;
-    let s = strata::action::stats::stats(&root);
+    let s = strata::l1::stats::stats(&root, &strata::launcher::report::Format);
     let cache = strata::l1::layout::CacheRoot::new(&root)?;
     if zero {
         strata::l1::counters::zero(&cache)?;
         outln!("strata: hit and miss counters zeroed in {}", cache.path().display())?;
         return Ok(0);
     }
-    let compile = strata::launcher::report::stats(&cache);
     if json {
-        outln!("{}", serde_json::to_string_pretty(&StatsJson { l1: s, compile })?)?;
+        outln!("{}", serde_json::to_string_pretty(&s)?)?;
         return Ok(0);
     }
+    let compile = &s.compile;
     outln!("cache root: {}", s.cache_root.display())?;
     for (name, d) in [("third_party", &s.third_party), ("custom_operator", &s.custom_operator)] {
         let bypasses =

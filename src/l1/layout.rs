@@ -1,14 +1,16 @@
-//! Where the L1 action cache keeps things under its cache root (docs/format.md "L1 layout").
-//! The names are the layout's; both `crate::action` (which writes entries) and
-//! `crate::snapshot` (which packs and unpacks `actions-v1/`) use them from here.
+//! Where the L1 cache keeps things under its cache root (docs/format.md "L1 layout"). The
+//! names are the layout's; the front ends (`crate::action`, `crate::launcher`), the remote
+//! tier and `crate::snapshot` (which packs and unpacks `actions-v1/`) use them from here.
 //!
 //! ```text
 //! <cache root>/
 //!   .updated                         touched after every newly saved entry (snapshot gate)
 //!   actions-v1/                      everything a snapshot carries
-//!     third_party/<unit>/<key>/                                   entry
+//!     third_party/<unit>/<key>/                                   entry (strata action run)
 //!     custom_operator/<soc>/<operator>/<operator_text_hash>/<action>@<unit>/<key>/   entry
 //!       …/<operator_text_hash>/.last-used                         recency for prune
+//!     compile/<first 2 hex of key>/<key>/    entry of a compilation or an archive step
+//!                                            (the launcher; crate::launcher::entry)
 //!     (beside an entry) .<key>.tmp-<16 hex>/   staging of a save (crash leftover if seen)
 //!     (beside an entry) .<key>.old-<16 hex>/   an invalid entry being replaced
 //!   .locks/entry/<sha256(entry path relative to actions-v1)>.lock
@@ -17,6 +19,7 @@
 //!   .local/verify-memo/<sha256(entry path relative to actions-v1)>.json
 //!                                     which artifacts a HIT verified, and their stamps
 //!                                     (machine-local, never packed; crate::content::memo)
+//!   .local/counters/<0..15>.json      hit and miss counters (crate::l1::counters)
 //! ```
 //!
 //! The temp and leftover names (`.tmp-`, `.old-`, …) are spelled in one place,
@@ -56,6 +59,10 @@ pub const LOCAL_DIR: &str = ".local";
 
 /// The marker touched after every newly saved entry (the snapshot save gate).
 pub const UPDATED_MARKER: &str = ".updated";
+
+/// The domain directory of the compiler launcher's entries under `actions-v1` (compile and
+/// archive steps alike).
+pub const COMPILE_DIR: &str = "compile";
 
 /// Every name strata itself creates directly under a cache root (crash leftovers aside).
 pub const ROOT_NAMES: [&str; 4] = [ACTIONS_DIR, LOCKS_DIR, LOCAL_DIR, UPDATED_MARKER];
@@ -209,6 +216,18 @@ impl CacheRoot {
     /// `<root>/actions-v1/<domain>`.
     pub fn domain_dir(&self, domain: Domain) -> PathBuf {
         self.actions_dir().join(domain.as_str())
+    }
+
+    /// `<root>/actions-v1/compile` ([`COMPILE_DIR`]).
+    pub fn compile_dir(&self) -> PathBuf {
+        self.actions_dir().join(COMPILE_DIR)
+    }
+
+    /// The entry path of the compile entry of `key` (64 hex):
+    /// `compile/<first 2 hex>/<key>` (`00` for a key shorter than 2).
+    pub fn compile_entry_rel(key: &str) -> String {
+        let prefix = key.get(..2).unwrap_or("00");
+        format!("{COMPILE_DIR}/{prefix}/{key}")
     }
 
     /// `<root>/.locks`.

@@ -12,6 +12,8 @@
 //!   [`lock`]: the one lock policy (kinds, timeouts, acquisition with events);
 //! * [`counters`]: the machine-local hit and miss counters per domain;
 //! * [`events`]: the JSONL event log;
+//! * [`prune`] and [`stats`]: one prune and one report over every domain (the compile
+//!   domain's entry format is asked through [`prune::CompileFormat`]);
 //! * [`remote`]: the interface of the remote entry tier ([`remote::EntrySource`]), which
 //!   the engine and the launcher call on a local MISS without knowing any store.
 //!
@@ -22,7 +24,9 @@ pub mod counters;
 pub mod events;
 pub mod layout;
 pub mod lock;
+pub mod prune;
 pub mod remote;
+pub mod stats;
 pub mod write;
 
 pub use layout::{CacheRoot, Domain};

@@ -46,9 +46,8 @@ use super::restore::{place_output, read_verified};
 use super::save::remove_unreferenced;
 use super::{Config, KeyBuilder, Messages, Step as Next, exit_code};
 
-/// The counter domain of archive steps (`hit`, `miss`, `archive_failed`, `save_failed`,
-/// `input_changed`, `error`, `uncacheable:<reason>`).
-pub const ARCHIVE: &str = "archive";
+/// The counter domain of archive steps (L1's [`crate::l1::counters::ARCHIVE`]).
+pub use crate::l1::counters::ARCHIVE;
 
 /// Modifiers of `ar q`/`ar r` whose result depends only on the inputs.
 const PURE_MODIFIERS: &[u8] = b"csSDv";

@@ -56,8 +56,7 @@ use super::location::Location;
 pub const COMPILE_ENTRY_SCHEMA: Schema =
     Schema { name: "strata.compile_entry", version: 2, features: &[] };
 
-/// The domain directory under `actions-v1`.
-pub const COMPILE_DIR: &str = "compile";
+pub use crate::l1::layout::COMPILE_DIR;
 
 /// Most candidates kept under one key. Candidates used on this machine are kept first,
 /// most recently used first (the entry's verification memo remembers the order), then the
@@ -322,8 +321,7 @@ pub struct EntryPlace {
 impl EntryPlace {
     /// The entry of `key` (64 hex) in `cache`.
     pub fn new(cache: &CacheRoot, key: &str) -> Self {
-        let prefix = key.get(..2).unwrap_or("00");
-        let rel = format!("{COMPILE_DIR}/{prefix}/{key}");
+        let rel = CacheRoot::compile_entry_rel(key);
         EntryPlace {
             dir: cache.actions_dir().join(&rel),
             lock: cache.entry_lock(&rel),
