@@ -30,13 +30,8 @@ use super::entry::{
 use super::location::Location;
 use super::{Error, Outcome, Step, depfile, model, observe, remote, trace};
 
-/// The counter domain of hints (`embedded_path_miss`: a MISS because the cached objects
-/// embed another checkout's path; `saved_pinned`: a result saved that names this
-/// checkout's paths, reusable only where they hold).
-pub const HINTS: &str = "compile_hints";
-
-/// The counter domain of how compiles that ran were observed (`trace`, `model`).
-pub const OBSERVED: &str = "compile_observed";
+/// The counter domains of hints and of how compiles were observed (L1's counters).
+pub use crate::l1::counters::{COMPILE_HINTS as HINTS, COMPILE_OBSERVED as OBSERVED};
 
 /// Files at least this large are hashed once per machine and stamp (the compiler's back
 /// ends, tens of MB), not once per entry.
