@@ -30,8 +30,8 @@ use std::time::Instant;
 use crate::artifact::{
     self, ArtifactHandle, ArtifactKey, ArtifactSpec, ArtifactStore, Disposition, Lookup, archive,
 };
-use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, DigestAlgorithm};
+use crate::fs::temp::{self, Purpose};
 use crate::fs::{self, Sharing, StagingDir};
 use crate::progress::{Phase, Progress};
 use crate::record::Timestamp;

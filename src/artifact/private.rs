@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{ArtifactHandle, Destination, Error};
-use crate::content::temp::{self, Purpose};
+use crate::fs::temp::{self, Purpose};
 use crate::fs::{self, StagingDir};
 
 /// A private root for this invocation (see the module docs).

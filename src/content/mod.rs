@@ -15,8 +15,6 @@
 //!   archives;
 //! * [`memo`]: verification memos, so a tree whose files' stamps are unchanged since a full
 //!   check is not hashed again;
-//! * [`temp`]: the one spelling (and parser) of strata's temp and crash-leftover names,
-//!   and the one self-deleting staging directory made with it;
 //!
 //! It knows nothing of which cache uses it. Content digests are algorithm-tagged
 //! ([`crate::digest::ContentDigest`]); new records use [`DEFAULT_ALGORITHM`] unless the
@@ -25,7 +23,6 @@
 pub mod codec;
 pub mod memo;
 pub mod record;
-pub mod temp;
 pub mod tree;
 pub mod verify;
 

@@ -23,7 +23,7 @@
 //! ```
 //!
 //! The temp and leftover names (`.tmp-`, `.old-`, …) are spelled in one place,
-//! [`crate::content::temp`].
+//! [`crate::fs::temp`].
 //!
 //! Entry:
 //! ```text

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::content::temp::{Purpose, TempName};
+use crate::fs::temp::{Purpose, TempName};
 use crate::fs::{self, EntryKind};
 use crate::l1::counters::{
     self, ARCHIVE, COMPILE, COMPILE_HINTS, COMPILE_OBSERVED, Counters, HitRate,

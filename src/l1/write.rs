@@ -27,7 +27,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::content::temp::{self, Purpose, TempName};
+use crate::fs::temp::{self, Purpose, TempName};
 use crate::fs::{self, StagingDir};
 
 /// When what the writer published is made durable (see the module docs).

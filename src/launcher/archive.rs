@@ -215,7 +215,7 @@ struct Archive<'a> {
 }
 
 /// The private file an archive step works on: a temp name in the archive's directory
-/// (`.<archive name>.strata-<16 hex>.tmp`, [`crate::content::temp`]).
+/// (`.<archive name>.strata-<16 hex>.tmp`, [`crate::fs::temp`]).
 struct Private {
     /// As the archive was given (relative when it is): what the tool is told.
     given: PathBuf,
@@ -230,8 +230,7 @@ impl Private {
     fn new(archive: &Path, cwd: &Path) -> Private {
         let stem = archive.file_name().map_or("archive".into(), |n| n.to_string_lossy());
         let name =
-            crate::content::temp::TempName::new(crate::content::temp::Purpose::Placement, &stem)
-                .to_string();
+            crate::fs::temp::TempName::new(crate::fs::temp::Purpose::Placement, &stem).to_string();
         let given = match archive.parent() {
             Some(dir) => dir.join(&name),
             None => PathBuf::from(&name),

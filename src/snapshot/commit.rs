@@ -54,9 +54,9 @@ use std::time::{Duration, SystemTime};
 
 use super::Error;
 use super::manifest::{MAX_SIDECAR_BYTES, load_sidecar};
-use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, Sha256Digest};
 use crate::fs;
+use crate::fs::temp::{self, Purpose};
 use crate::progress::Phase;
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
 

@@ -3,7 +3,7 @@
 //! A restore or save works beside the cache directory `<parent>/<name>`:
 //! `<parent>/.<name>.download-<random>`, `.<name>.sidecar-<random>` and
 //! `.<name>.pack-<random>` temp files, and `.<name>.tmp-<16 hex>` staging directories
-//! (spelled by [`crate::content::temp`])
+//! (spelled by [`crate::fs::temp`])
 //! (which also briefly hold the previous tree after a swap). A process that is killed
 //! leaves them behind; nothing ever reads them. [`remove_stale`] deletes the ones that
 //! have not been modified for [`STALE_AFTER`], at the start of the next restore or save of
@@ -30,8 +30,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::content::temp::{Purpose, TempName};
 use crate::fs;
+use crate::fs::temp::{Purpose, TempName};
 
 /// How long a leftover must have been untouched before it is deleted.
 pub const STALE_AFTER: Duration = Duration::from_secs(60 * 60);

@@ -73,8 +73,8 @@ use super::manifest::{
 };
 use super::unpack::{UnpackLimits, UnpackReport, unpack_from};
 use super::{Error, SnapshotKey, manifest};
-use crate::content::temp::{self, Purpose, is_leftover};
 use crate::digest::{ContentDigest, DigestAlgorithm};
+use crate::fs::temp::{self, Purpose, is_leftover};
 use crate::fs::{self, StagingDir};
 use crate::l1::layout::{self, CacheRoot};
 use crate::progress::{Phase, Progress};

@@ -43,8 +43,8 @@ use super::manifest::{
 use super::pack::{PackOptions, pack_observed};
 use super::restore::{object_key, origin_parent, resolve_cache_dir};
 use super::{CARRIED_DIR, Compression, Error};
-use crate::content::temp::{self, Purpose};
 use crate::fs;
+use crate::fs::temp::{self, Purpose};
 use crate::transport::{ObjectStore, StoreUrl};
 
 /// Why a save published nothing.

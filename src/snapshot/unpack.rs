@@ -60,9 +60,9 @@ use std::path::Path;
 use super::manifest::{MANIFEST_ENTRY, MAX_MANIFEST_BYTES, SnapshotManifest, load_manifest};
 use super::{CARRIED_DIR, Compression, Error};
 use crate::content::codec::{self, ManifestAt, ReadSpec};
-use crate::content::temp;
 use crate::content::verify::Modes;
 use crate::digest::DigestAlgorithm;
+use crate::fs::temp;
 use crate::fs::{self, RelPath};
 use crate::l1::layout::is_inside_entry_artifacts;
 

@@ -21,8 +21,8 @@ use super::{
     Advancing, DownloadProgress, Error, ObjectKey, ObjectMeta, ObjectStore, PutOutcome,
     TransferStats, check_range,
 };
-use crate::content::temp::{self, Purpose, TempName};
 use crate::fs as localfs;
+use crate::fs::temp::{self, Purpose, TempName};
 
 const COPY_BUF_BYTES: usize = 256 * 1024;
 

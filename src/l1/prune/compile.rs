@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use super::{CompileFormat, PruneReport, Removal, is_hidden, tree_bytes};
-use crate::content::temp::{Purpose, TempName};
+use crate::fs::temp::{Purpose, TempName};
 use crate::fs::{self, LockGuard};
 use crate::l1::layout::CacheRoot;
 use crate::l1::lock::try_entry_lock;

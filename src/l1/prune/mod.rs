@@ -46,7 +46,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::content::VerifyMemo;
-use crate::content::temp::{Purpose, TempName};
+use crate::fs::temp::{Purpose, TempName};
 use crate::fs::{self, LockGuard, RelPath};
 use crate::l1::layout::{CacheRoot, Domain};
 use crate::l1::lock::try_entry_lock;

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use super::{Class, Deletion, GcReport, GcRequest, Namespace};
-use crate::content::temp::{self, Purpose};
 use crate::digest::ContentDigest;
 use crate::fs::StagingDir;
+use crate::fs::temp::{self, Purpose};
 use crate::snapshot::Error;
 use crate::snapshot::index::lease::{self, GC_LEASE_RENEW, Lease, age_of};
 use crate::snapshot::index::names::{

@@ -25,8 +25,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::content::temp::{self, Purpose};
 use crate::fs;
+use crate::fs::temp::{self, Purpose};
 use crate::l1::remote::{EntrySource, FetchOutcome, OfferOutcome};
 use crate::l1::write::Durability;
 use crate::message::one_line;

@@ -38,9 +38,9 @@ use super::record::{
     self, EntryLocation, EntryRef, REF_SIGNATURE_DOMAIN, SnapshotIndex, seal_index, seal_ref,
 };
 use super::upload::{self, Uploaded};
-use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs;
+use crate::fs::temp::{self, Purpose};
 use crate::l1::layout::LOCAL_DIR;
 use crate::parallel::{self, STORE_PARALLELISM, Workers};
 use crate::record::Timestamp;
