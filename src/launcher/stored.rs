@@ -138,11 +138,8 @@ impl Run<'_> {
                 extra.iter().map(|p| ("file".to_owned(), p.clone(), Some(record_of(here, p)))),
             );
         for (role, path, record) in files {
-            let tmp = crate::content::temp::TempName::new(
-                crate::content::temp::Purpose::Staging,
-                "object",
-            )
-            .path_in(&place.dir.join("objects"));
+            let tmp = crate::fs::temp::TempName::new(crate::fs::temp::Purpose::Staging, "object")
+                .path_in(&place.dir.join("objects"));
             let (digest, size) = fs::copy_new_file(&path, &tmp, 0o644, false, self.config.digest)?;
             let bytes = fs::read(&tmp)?;
             embedded.extend(pins_in(&bytes, here));
