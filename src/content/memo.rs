@@ -16,6 +16,15 @@
 //! cannot be written costs only a full verification next time. Read-only modes may read a
 //! memo but never write one (read-only means read-only).
 //!
+//! The one rule of every stamp memo strata keeps under a cache root (this one, and the
+//! toolchain's memos of a tool's `--version` and content, `crate::toolchain`): a stamp is
+//! stored in one form ([`FileStamp`]'s serde: device, inode, size, mtime, ctime, mode), a
+//! memo file is read capped at [`MAX_MEMO_BYTES`] without following a symlink
+//! ([`read_memo`]) and written whole without fsync ([`write_memo`]): memos are
+//! machine-local, sealed records checked on load, so one torn by a power cut vouches for
+//! nothing, and what they vouch for (an entry's files) was made durable before it was
+//! published (`crate::l1::write`).
+//!
 //! # Racy stamps
 //! Timestamps have a granularity (a kernel tick on ext4/xfs, 1 s or 2 s on some
 //! filesystems), so a file changed twice within one granule can keep its stamp. As in
@@ -50,6 +59,32 @@ pub const MIN_STAMP_AGE: Duration = Duration::from_secs(2);
 /// Largest memo file read, in bytes (a larger one is ignored).
 pub const MAX_MEMO_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Reads the memo file `path`: `None` when it is missing, unreadable, a symlink or larger
+/// than [`MAX_MEMO_BYTES`] (a memo that cannot be read vouches for nothing).
+pub fn read_memo(path: &Path) -> Option<Vec<u8>> {
+    match fs::read_capped_nofollow(path, MAX_MEMO_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            if !e.is_not_found() {
+                tracing::debug!("memo ignored: {e}");
+            }
+            None
+        }
+    }
+}
+
+/// Writes the memo record `bytes` to `path` (its directory created): a temp file renamed
+/// over it, without fsync (see the module docs).
+///
+/// # Errors
+/// I/O errors naming the path.
+pub fn write_memo(path: &Path, bytes: &[u8], mode: u32) -> Result<(), fs::Error> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    fs::write_atomic_nosync(path, bytes, mode)
+}
+
 /// The payload of a memo record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,30 +99,13 @@ struct MemoRecord {
     used: Vec<String>,
 }
 
+/// One remembered file: its path and digest, and its stamp in the one stored form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct MemoFile {
     path: RelPath,
     digest: ContentDigest,
-    device: u64,
-    inode: u64,
-    size_bytes: u64,
-    mtime_ns: i64,
-    ctime_ns: i64,
-    mode: u32,
-}
-
-impl MemoFile {
-    fn stamp(&self) -> FileStamp {
-        FileStamp {
-            dev: self.device,
-            ino: self.inode,
-            size_bytes: self.size_bytes,
-            mtime_ns: i128::from(self.mtime_ns),
-            ctime_ns: i128::from(self.ctime_ns),
-            mode: self.mode,
-        }
-    }
+    #[serde(flatten)]
+    stamp: FileStamp,
 }
 
 /// A verification memo of one subject (in memory).
@@ -114,20 +132,11 @@ impl VerifyMemo {
     /// (any record error) or about another subject: an empty memo.
     pub fn load(path: &Path, subject: &str) -> Self {
         let mut memo = Self::new(subject);
-        let record = match fs::read_capped_nofollow(path, MAX_MEMO_BYTES) {
-            Ok(Some(bytes)) => record::load_payload_as::<MemoRecord>(&bytes, &VERIFY_MEMO_SCHEMA),
-            Ok(None) => return memo,
-            Err(e) => {
-                if !e.is_not_found() {
-                    tracing::debug!("verification memo ignored: {e}");
-                }
-                return memo;
-            }
-        };
-        match record {
+        let Some(bytes) = read_memo(path) else { return memo };
+        match record::load_payload_as::<MemoRecord>(&bytes, &VERIFY_MEMO_SCHEMA) {
             Ok(r) if r.subject == subject => {
                 memo.files =
-                    r.files.iter().map(|f| (f.path.clone(), (f.stamp(), f.digest))).collect();
+                    r.files.iter().map(|f| (f.path.clone(), (f.stamp, f.digest))).collect();
                 memo.used = r.used;
             }
             Ok(_) => tracing::debug!("verification memo {} names another subject", path.display()),
@@ -139,7 +148,7 @@ impl VerifyMemo {
     /// The subject of the memo stored at `path`, or `None` if it is missing, unreadable,
     /// oversized or not a valid memo record (such a memo vouches for nothing).
     pub fn subject_at(path: &Path) -> Option<String> {
-        let bytes = fs::read_capped_nofollow(path, MAX_MEMO_BYTES).ok()??;
+        let bytes = read_memo(path)?;
         record::load_as::<MemoRecord>(&bytes, &VERIFY_MEMO_SCHEMA).ok().map(|(_, r)| r.subject)
     }
 
@@ -189,8 +198,7 @@ impl VerifyMemo {
             .checked_sub(MIN_STAMP_AGE)
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos() as i128);
-        let fits = i64::try_from(stamp.mtime_ns).is_ok() && i64::try_from(stamp.ctime_ns).is_ok();
-        if fits && stamp.mtime_ns < cutoff && stamp.ctime_ns < cutoff {
+        if stamp.is_storable() && stamp.mtime_ns < cutoff && stamp.ctime_ns < cutoff {
             if self.files.get(rel) != Some(&(stamp, digest)) {
                 self.files.insert(rel.clone(), (stamp, digest));
                 self.changed = true;
@@ -239,7 +247,7 @@ impl VerifyMemo {
         self.changed
     }
 
-    /// Writes the memo to `path` atomically (temp file, fsync, rename), creating its
+    /// Writes the memo to `path` ([`write_memo`]: whole, no fsync), creating its
     /// directory; an empty memo removes `path` instead.
     ///
     /// # Errors
@@ -254,15 +262,11 @@ impl VerifyMemo {
                 _ => Ok(()),
             };
         };
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)?;
-        }
-        fs::write_atomic(path, &bytes, mode)
+        write_memo(path, &bytes, mode)
     }
 
     /// The stored form of the memo (a `strata.verify_memo` record, what [`VerifyMemo::save`]
-    /// writes), or `None` when it remembers nothing (stored as no file). For a caller that
-    /// writes it itself: the compiler launcher writes its memos without fsync.
+    /// writes), or `None` when it remembers nothing (stored as no file).
     ///
     /// # Errors
     /// A record error if the memo cannot be encoded.
@@ -273,17 +277,11 @@ impl VerifyMemo {
         let files = self
             .files
             .iter()
-            .filter_map(|(path, (stamp, digest))| {
-                Some(MemoFile {
-                    path: path.clone(),
-                    digest: *digest,
-                    device: stamp.dev,
-                    inode: stamp.ino,
-                    size_bytes: stamp.size_bytes,
-                    mtime_ns: i64::try_from(stamp.mtime_ns).ok()?,
-                    ctime_ns: i64::try_from(stamp.ctime_ns).ok()?,
-                    mode: stamp.mode,
-                })
+            .filter(|(_, (stamp, _))| stamp.is_storable())
+            .map(|(path, (stamp, digest))| MemoFile {
+                path: path.clone(),
+                digest: *digest,
+                stamp: *stamp,
             })
             .collect();
         let record = MemoRecord { subject: self.subject.clone(), files, used: self.used.clone() };
@@ -341,6 +339,21 @@ mod tests {
         )
         .unwrap();
         assert!(VerifyMemo::load(&path, "entry").is_empty(), "digest mismatch must be ignored");
+    }
+
+    /// The stored form of a remembered file is what earlier releases wrote (one object of
+    /// path, digest and the six stamp fields), so their memos still vouch.
+    #[test]
+    fn the_stored_form_of_a_file_is_unchanged() {
+        let rel = RelPath::new("lib/a.a").unwrap();
+        let digest = ContentDigest::from(crate::digest::Sha256Digest::of_bytes(b"x"));
+        let mut memo = VerifyMemo::new("entry");
+        memo.remember(&rel, stamp(90_000_000_000), digest, UNIX_EPOCH + Duration::from_secs(100));
+        let text = String::from_utf8(memo.to_bytes().unwrap().unwrap()).unwrap();
+        let file = format!(
+            r#"{{"ctime_ns":90000000000,"device":1,"digest":"{digest}","inode":2,"mode":33188,"mtime_ns":90000000000,"path":"lib/a.a","size_bytes":3}}"#
+        );
+        assert!(text.contains(&format!(r#""files":[{file}]"#)), "{text}");
     }
 
     #[test]
