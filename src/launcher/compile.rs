@@ -285,24 +285,12 @@ pub(super) fn output_paths(compile: &Compile) -> Vec<&Path> {
     out
 }
 
-/// Writes the entry's verification memo if it changed, without fsync: it is machine-local
-/// and checked on load, so one torn by a power cut vouches for nothing (as a damaged
-/// object or manifest is a MISS). The fsync of [`VerifyMemo::save`] cost a first HIT 2-3 ms.
+/// Writes the entry's verification memo if it changed ([`VerifyMemo::save`]: whole, without
+/// fsync, as every memo).
 pub(super) fn save_memo(memo: &VerifyMemo, place: &EntryPlace) {
-    if !memo.is_changed() {
-        return;
-    }
-    let saved = match memo.to_bytes() {
-        Ok(None) => fs::remove_file(&place.memo).map_err(|e| e.to_string()),
-        Ok(Some(bytes)) => place
-            .memo
-            .parent()
-            .map_or(Ok(()), fs::create_dir_all)
-            .and_then(|()| fs::write_atomic_nosync(&place.memo, &bytes, 0o644))
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = saved {
+    if memo.is_changed()
+        && let Err(e) = memo.save(&place.memo, 0o644)
+    {
         tracing::debug!("verification memo not saved: {e}");
     }
 }
