@@ -27,7 +27,6 @@ pub mod config;
 pub mod content;
 pub mod digest;
 pub mod fs;
-pub mod l0;
 pub mod l1;
 pub mod launcher;
 pub mod message;
