@@ -29,7 +29,7 @@ say() { printf '\n== %s\n' "$*"; }
 # behind); git: source hashes and checkouts; python3 + python3-venv: the lint
 # tools and the action runner; clang, ccache: launcher tests; curl: actions/setup downloads
 # with it (stock Debian has no curl).
-prereqs_debian ca-certificates git curl cmake ninja-build g++ make googletest time python3 python3-venv clang ccache
+prereqs_debian ca-certificates git curl cmake ninja-build g++ make googletest time python3 python3-venv clang ccache nginx-light openssl
 prereqs_rust
 prereqs_tools_venv
 

@@ -23,6 +23,7 @@ mod progress;
 mod remote;
 mod snapshot;
 mod stats;
+mod store;
 
 use output::{errln, outln};
 

@@ -13,10 +13,10 @@ use strata::snapshot::index::remote::{RemoteConfig, RemoteTier};
 /// The flags of the remote entry tier.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RemoteArgs {
-    /// On a local MISS, fetch the entry from this object store (file:///abs/dir or
-    /// s3://bucket/prefix?endpoint=…), verified, before building; a remote failure is a
-    /// MISS with a warning [env: STRATA_REMOTE_STORE; timeout per request
-    /// STRATA_REMOTE_TIMEOUT seconds, default 5].
+    /// On a local MISS, fetch the entry from this object store (file:///abs/dir,
+    /// s3://bucket/prefix?endpoint=… or http(s)://host/path), verified, before building; a
+    /// remote failure is a MISS with a warning [env: STRATA_REMOTE_STORE; timeout per
+    /// request STRATA_REMOTE_TIMEOUT seconds, default 5].
     #[arg(long, value_name = "URL")]
     remote_store: Option<String>,
     /// Upload each new entry to the remote store (needs writer credentials; refs are

@@ -98,6 +98,7 @@ pub fn check(
     candidate: &Candidate,
     here: &Location,
     object: &Path,
+    depfile: Option<&Path>,
     memo: &mut VerifyMemo,
     shared: &Path,
     began: SystemTime,
@@ -122,8 +123,17 @@ pub fn check(
         let path = here.here(&spelled).ok_or_else(|| Mismatch::Unplaceable(text.into()))?;
         Ok(here.absolute(Path::new(&path)))
     };
+    // The directories this compile writes its outputs into change on every HIT: their
+    // facts are checked name by name and never remembered (the memo would be rewritten on
+    // every HIT).
+    let written: Vec<PathBuf> = [Some(object), depfile]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| here.absolute(p).parent().map(Path::to_path_buf))
+        .collect();
     for group in &candidate.names {
         let dir = place(&group.dir)?;
+        let memo = if written.iter().any(|w| same_dir(w, &dir)) { None } else { Some(&mut *memo) };
         check_group(&dir, group, memo, began)?;
     }
     for input in &candidate.inputs {
@@ -143,13 +153,13 @@ pub fn check(
 fn check_group(
     dir: &Path,
     group: &Names,
-    memo: &mut VerifyMemo,
+    memo: Option<&mut VerifyMemo>,
     began: SystemTime,
 ) -> Result<(), Mismatch> {
     let stamp = fs::metadata(dir).ok().map(|m| FileStamp::of(&m));
     let digest = group_digest(group);
     let name = entry::directory_memo_name(dir, &digest);
-    if let Some(stamp) = &stamp
+    if let (Some(stamp), Some(memo)) = (&stamp, memo.as_deref())
         && memo.vouches(&name, stamp, &digest)
     {
         return Ok(());
@@ -174,6 +184,7 @@ fn check_group(
     }
     // Remembered only if the directory did not change while it was checked.
     if let Some(stamp) = stamp
+        && let Some(memo) = memo
         && fs::metadata(dir).ok().map(|m| FileStamp::of(&m)) == Some(stamp)
     {
         memo.remember_if_settled(&name, stamp, digest, began);
@@ -193,6 +204,16 @@ pub fn kind_of(meta: &std::fs::Metadata) -> Kind {
     } else {
         Kind::Other
     }
+}
+
+/// True if `a` and `b` are the same directory (by string, else by device and inode).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a == b
+        || match (fs::metadata(a), fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
 }
 
 /// The digest of a directory's facts.
@@ -296,22 +317,22 @@ mod tests {
         let mut memo = VerifyMemo::new("t");
         let shared = root.join("memo");
         let obj = Path::new("x.o");
-        assert_eq!(check(&cand, &here, obj, &mut memo, &shared, SystemTime::now()), Ok(()));
+        assert_eq!(check(&cand, &here, obj, None, &mut memo, &shared, SystemTime::now()), Ok(()));
         std::fs::write(root.join("a/src/x.h"), b"int y;\n").unwrap();
         assert_eq!(
-            check(&cand, &here, obj, &mut memo, &shared, SystemTime::now()),
+            check(&cand, &here, obj, None, &mut memo, &shared, SystemTime::now()),
             Err(Mismatch::Appeared(root.join("a/src/x.h")))
         );
         std::fs::remove_file(root.join("a/src/x.h")).unwrap();
         std::fs::write(root.join("a/build/../src/inc/x.h.gch"), b"").unwrap();
         assert_eq!(
-            check(&cand, &here, obj, &mut memo, &shared, SystemTime::now()),
+            check(&cand, &here, obj, None, &mut memo, &shared, SystemTime::now()),
             Err(Mismatch::Appeared(root.join("a/build/../src/inc/x.h.gch")))
         );
         std::fs::remove_file(root.join("a/src/inc/x.h.gch")).unwrap();
         std::fs::write(root.join("a/src/inc/x.h"), b"int z;\n").unwrap();
         assert_eq!(
-            check(&cand, &here, obj, &mut memo, &shared, SystemTime::now()),
+            check(&cand, &here, obj, None, &mut memo, &shared, SystemTime::now()),
             Err(Mismatch::Input(root.join("a/src/inc/x.h")))
         );
         // Another checkout: the same facts hold there unless an output is pinned.
@@ -320,11 +341,11 @@ mod tests {
         std::fs::create_dir_all(root.join("b/src/inc")).unwrap();
         std::fs::write(root.join("b/src/inc/x.h"), b"int x;\n").unwrap();
         let there = Location::with_pwd(&root.join("b/build"), None, &[root.join("b")]);
-        assert_eq!(check(&cand, &there, obj, &mut memo, &shared, SystemTime::now()), Ok(()));
+        assert_eq!(check(&cand, &there, obj, None, &mut memo, &shared, SystemTime::now()), Ok(()));
         let pinned = Candidate { pins: vec![entry::encode_path(&root.join("a/src"))], ..cand };
-        assert_eq!(check(&pinned, &here, obj, &mut memo, &shared, SystemTime::now()), Ok(()));
+        assert_eq!(check(&pinned, &here, obj, None, &mut memo, &shared, SystemTime::now()), Ok(()));
         assert!(matches!(
-            check(&pinned, &there, obj, &mut memo, &shared, SystemTime::now()),
+            check(&pinned, &there, obj, None, &mut memo, &shared, SystemTime::now()),
             Err(Mismatch::Pinned(_))
         ));
     }

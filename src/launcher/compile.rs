@@ -131,8 +131,12 @@ impl Run<'_> {
         let mut passed_over: Vec<check::Mismatch> = Vec::new();
         for candidate in &order {
             let shared = self.cache.memo_dir();
+            let depfile = match &self.compile.depfile {
+                super::args::Depfile::Requested { path, .. } => Some(path.as_path()),
+                super::args::Depfile::NotRequested => None,
+            };
             if let Err(why) =
-                check::check(candidate, here, &self.compile.object, memo, &shared, began)
+                check::check(candidate, here, &self.compile.object, depfile, memo, &shared, began)
             {
                 passed_over.push(why);
                 continue;

@@ -173,8 +173,15 @@ fn read_back(
 
 /// Deletes this save's `object` after it lost the key or failed; the pending record goes
 /// if the delete worked and is kept (its path returned) if not.
+/// A store without deletion (an HTTP cache server) keeps the object: named by no
+/// sidecar, it is invisible to restores; the record goes.
 fn withdraw(store: &dyn ObjectStore, object: &ObjectKey, pending: Pending) -> Option<PathBuf> {
-    match store.delete(object) {
+    let Some(deleting) = store.deleting() else {
+        tracing::debug!("{object} stays in {}, which cannot delete objects", store.describe());
+        pending.forget();
+        return None;
+    };
+    match deleting.delete(object) {
         Ok(()) => {
             pending.forget();
             None
@@ -363,9 +370,15 @@ impl Upload<'_> {
     /// Another save committed the key first: this save's object is withdrawn.
     fn lost(&self, pending: Pending, why: &str) -> Result<Published, Error> {
         let (key, object) = (self.key, self.object);
+        let withdrawn = if self.store.deleting().is_some() {
+            "was withdrawn"
+        } else {
+            "stays in the store, which cannot delete objects (named by no sidecar, no restore \
+             sees it)"
+        };
         let mut note = format!(
             "another save published {key} first ({why}); its snapshot stands and this save's \
-             object {object} was withdrawn"
+             object {object} {withdrawn}"
         );
         if let Some(path) = withdraw(self.store, object, pending) {
             note.push_str(&format!(
@@ -449,12 +462,17 @@ pub(crate) fn resolve_pending(
                      (killed?) before its snapshot object {object} reached the store; nothing \
                      of it was left there"
                 )),
-                Ok(Some(_)) => match store.delete(&object) {
-                    Ok(()) => notes.push(format!(
+                Ok(Some(_)) => match store.deleting().map(|d| d.delete(&object)) {
+                    None => notes.push(format!(
+                        "{object}, the uncommitted snapshot object of an earlier failed save of \
+                         {key} from this cache directory, stays in the store, which cannot \
+                         delete objects (named by no sidecar, no restore sees it)"
+                    )),
+                    Some(Ok(())) => notes.push(format!(
                         "deleted {object}, the uncommitted snapshot object of an earlier failed \
                          save of {key} from this cache directory"
                     )),
-                    Err(e) => {
+                    Some(Err(e)) => {
                         tracing::warn!(
                             "could not delete the uncommitted snapshot object {object}: {e}"
                         );

@@ -154,9 +154,14 @@ impl Error {
         Error::Transport { operation, object: object.into(), source: Box::new(source) }
     }
 
-    /// True for malformed flags or inputs (exit code 2).
+    /// True for malformed flags or inputs, and for a store that lacks what the command
+    /// needs (exit code 2).
     pub fn is_usage(&self) -> bool {
-        matches!(self, Error::InvalidInput { .. })
+        match self {
+            Error::InvalidInput { .. } => true,
+            Error::Transport { source, .. } => source.is_unsupported(),
+            _ => false,
+        }
     }
 
     /// True if a snapshot or record failed verification (bad bytes, unsafe entries, a

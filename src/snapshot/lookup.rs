@@ -138,8 +138,19 @@ pub(crate) fn candidates(
         ));
     };
     let Some((prefix, level)) = prefixes.get(index) else { return Ok(None) };
+    let Some(listing) = store.listing() else {
+        // An HTTP cache server: the exact key is all a restore can find there (a
+        // `--restore-key` was refused before the lookup began).
+        report.notes.push(format!(
+            "{} cannot list objects, so only the exact key was looked up: no newest \
+             same-source or compatible snapshot is searched for (a store that lists, file:// \
+             or s3://, can)",
+            store.describe()
+        ));
+        return Ok(None);
+    };
     report.tried.push(prefix.clone());
-    let objects = store.list(prefix).map_err(|e| Error::transport("list", prefix, e))?;
+    let objects = listing.list(prefix).map_err(|e| Error::transport("list", prefix, e))?;
     let listed = newest_first(&objects, prefix, SystemTime::now(), &mut report.notes);
     Ok(Some(
         listed

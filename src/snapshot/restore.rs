@@ -712,11 +712,19 @@ pub fn restore(request: &RestoreRequest<'_>) -> Result<RestoreReport, Box<Restor
     }
 }
 
+/// What `--restore-key` needs listing for, in messages.
+pub const RESTORE_KEY_PURPOSE: &str = "a restore by prefix (--restore-key)";
+
 fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Result<(), Error> {
     let cache_dir = resolve_cache_dir(&request.cache_dir)?;
     report.cache_dir = cache_dir.clone();
     check_target(&cache_dir, &protected_dirs())?;
     let prefixes = prefixes(&request.key, &request.restore_prefixes)?;
+    if !request.restore_prefixes.is_empty() {
+        // Asked for by name: a store that cannot list is refused before anything changes.
+        crate::transport::listing(request.store, RESTORE_KEY_PURPOSE)
+            .map_err(|e| Error::transport("list", request.store.describe(), e))?;
+    }
     let mut _transfer = None;
     if request.mode == LookupMode::Restore {
         fs::remove_file(&cache_dir.join(layout::UPDATED_MARKER))?;

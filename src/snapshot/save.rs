@@ -7,10 +7,10 @@
 //!    (`SymlinkedLayout`: strata never follows it, and a restore would reject it) and it
 //!    holds `.updated` (`NotUpdated`): the engine touches the marker only after saving a
 //!    new entry, and restore deletes it, so an all-HIT build publishes nothing;
-//! 3. writer credentials (`NoWriterCredentials`): an `s3://` store needs `HW_OBS_AK` +
-//!    `HW_OBS_SK` or `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY`
-//!    ([`has_writer_credentials`]); a `file://` store needs none (the directory's
-//!    permissions are the boundary);
+//! 3. writer credentials (`NoWriterCredentials`), as the store's scheme defines them
+//!    ([`StoreUrl::has_writer_credentials`](crate::transport::StoreUrl::has_writer_credentials):
+//!    a key pair for `s3://`, a token or user and password for `http(s)://`; a `file://`
+//!    store needs none, the directory's permissions are the boundary);
 //! 4. no sidecar `<key>.json` exists yet (`AlreadyExists`; snapshots are immutable).
 //!
 //! Write order (`commit.rs`): pack into `<parent>/.<name>.pack-*` beside the cache
@@ -45,7 +45,7 @@ use super::restore::{object_key, origin_parent, resolve_cache_dir};
 use super::{CARRIED_DIR, Compression, Error};
 use crate::fs;
 use crate::fs::temp::{self, Purpose};
-use crate::transport::{ObjectStore, StoreUrl};
+use crate::transport::ObjectStore;
 
 /// Why a save published nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -60,7 +60,9 @@ pub enum SkipReason {
     SymlinkedLayout,
     /// No `.updated` marker: the build added no entry (e.g. every action was a HIT).
     NotUpdated,
-    /// An `s3://` store without writer credentials.
+    /// A store without writer credentials (see
+    /// [`StoreUrl::writer_credentials_hint`](crate::transport::StoreUrl::writer_credentials_hint)
+    /// for the variables).
     NoWriterCredentials,
     /// A snapshot already exists under the key (or another save of the same key committed
     /// first, while this one ran; its object was then withdrawn).
@@ -89,8 +91,7 @@ impl SkipReason {
                 "no .updated marker: the build added no cache entry (nothing new to publish)"
             }
             SkipReason::NoWriterCredentials => {
-                "no writer credentials (HW_OBS_AK + HW_OBS_SK, or AWS_ACCESS_KEY_ID + \
-                 AWS_SECRET_ACCESS_KEY): this job is a read-only consumer"
+                "no writer credentials for the store: this job is a read-only consumer"
             }
             SkipReason::AlreadyExists => {
                 "a snapshot already exists under this key (never overwritten)"
@@ -123,21 +124,6 @@ impl SkipReason {
     }
 }
 
-/// True if a save to `store_url` may proceed: always for a directory store; for an `s3://`
-/// store, when `env` has both `HW_OBS_AK` and `HW_OBS_SK`, or both `AWS_ACCESS_KEY_ID` and
-/// `AWS_SECRET_ACCESS_KEY` (non-empty). A malformed URL is `true` here and fails later
-/// with its own error.
-pub fn has_writer_credentials(store_url: &str, env: impl Fn(&str) -> Option<String>) -> bool {
-    match store_url.parse::<StoreUrl>() {
-        Ok(StoreUrl::S3(_)) => {
-            let set = |name: &str| env(name).is_some_and(|v| !v.trim().is_empty());
-            (set("HW_OBS_AK") && set("HW_OBS_SK"))
-                || (set("AWS_ACCESS_KEY_ID") && set("AWS_SECRET_ACCESS_KEY"))
-        }
-        _ => true,
-    }
-}
-
 /// What to save.
 pub struct SaveRequest<'a> {
     /// The store to write.
@@ -146,7 +132,8 @@ pub struct SaveRequest<'a> {
     pub cache_dir: PathBuf,
     /// The primary key; `None` or empty skips.
     pub key: Option<String>,
-    /// Result of [`has_writer_credentials`] for the store.
+    /// Result of [`StoreUrl::has_writer_credentials`](crate::transport::StoreUrl::has_writer_credentials)
+    /// for the store.
     pub writer_credentials: bool,
     /// Compression format.
     pub compression: Compression,
@@ -534,26 +521,4 @@ fn save_full(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, Erro
         parents,
         notes,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn writer_credentials() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())
-        };
-        let s3 = "s3://bucket/prefix";
-        assert!(has_writer_credentials("file:///tmp/store", env(&[])));
-        assert!(!has_writer_credentials(s3, env(&[])));
-        assert!(!has_writer_credentials(s3, env(&[("HW_OBS_AK", "a")])));
-        assert!(!has_writer_credentials(s3, env(&[("HW_OBS_AK", "a"), ("HW_OBS_SK", " ")])));
-        assert!(has_writer_credentials(s3, env(&[("HW_OBS_AK", "a"), ("HW_OBS_SK", "b")])));
-        assert!(has_writer_credentials(
-            s3,
-            env(&[("AWS_ACCESS_KEY_ID", "a"), ("AWS_SECRET_ACCESS_KEY", "b")])
-        ));
-    }
 }

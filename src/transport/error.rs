@@ -90,13 +90,31 @@ fn wrong_region(configured: &str, named: Option<&str>, status: u16) -> String {
     }
 }
 
+/// The network backend an [`Error::AccessDenied`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// An `s3://` store (credentials `AWS_*` or `HW_OBS_*`).
+    S3,
+    /// An `http(s)://` store (credentials `STRATA_HTTP_*`).
+    Http,
+}
+
 /// What to check after a 403: the credentials, or that there are none.
-fn denied_advice(anonymous: bool) -> &'static str {
-    if anonymous {
-        "no credentials are set, so the request was anonymous: set AWS_ACCESS_KEY_ID and \
-         AWS_SECRET_ACCESS_KEY, or allow anonymous reads on the bucket"
-    } else {
-        "check the credentials / signature / clock skew"
+fn denied_advice(anonymous: bool, backend: Backend) -> &'static str {
+    match (backend, anonymous) {
+        (Backend::S3, true) => {
+            "no credentials are set, so the request was anonymous: set AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY, or allow anonymous reads on the bucket"
+        }
+        (Backend::S3, false) => "check the credentials / signature / clock skew",
+        (Backend::Http, true) => {
+            "no credentials are set, so the request was anonymous: set STRATA_HTTP_TOKEN, or \
+             STRATA_HTTP_USER and STRATA_HTTP_PASSWORD"
+        }
+        (Backend::Http, false) => {
+            "check the credentials in STRATA_HTTP_TOKEN, or STRATA_HTTP_USER and \
+             STRATA_HTTP_PASSWORD, and the server's access rules"
+        }
     }
 }
 
@@ -128,7 +146,7 @@ pub enum Error {
     },
     /// A store URL could not be parsed.
     #[error(
-        "invalid store URL {url:?}: {reason} (expected file:///abs/dir or s3://bucket/prefix?endpoint=…&region=…&addressing=path|virtual|auto)"
+        "invalid store URL {url:?}: {reason} (expected file:///abs/dir, s3://bucket/prefix?endpoint=…&region=…&addressing=path|virtual|auto or http(s)://host[:port]/path[?layout=flat|bazel])"
     )]
     InvalidUrl {
         /// The URL as given.
@@ -158,8 +176,23 @@ pub enum Error {
         /// The object it was attempted on.
         location: String,
     },
+    /// A store lacks a capability that a use of it needs ([`super::Capability`]): said
+    /// when the store is opened for that use, before anything is done.
+    #[error(
+        "the store {store} cannot {}; {purpose} needs {capability} ({})",
+        capability.ability(),
+        super::registry::schemes_with(*capability)
+    )]
+    Unsupported {
+        /// The store, as [`ObjectStore::describe`](super::ObjectStore::describe) prints it.
+        store: String,
+        /// What it lacks.
+        capability: super::Capability,
+        /// What needed it, e.g. `snapshot gc`.
+        purpose: String,
+    },
     /// The HTTP client or its runtime could not be created.
-    #[error("cannot set up the S3 client: {reason}")]
+    #[error("cannot set up the store's HTTP client: {reason}")]
     Setup {
         /// What failed.
         reason: String,
@@ -187,7 +220,7 @@ pub enum Error {
     /// HTTP 403 (or 401): bad key, bad signature, clock skew, or a policy denies access.
     #[error(
         "access denied ({}) for {location}: {method} got HTTP {status}{}{attempts}",
-        denied_advice(*anonymous),
+        denied_advice(*anonymous, *backend),
         detail(code, message)
     )]
     AccessDenied {
@@ -203,6 +236,8 @@ pub enum Error {
         message: Option<String>,
         /// No credentials were set, so the request went out unsigned.
         anonymous: bool,
+        /// Which backend answered (its credential variables go in the advice).
+        backend: Backend,
         /// Retries and elapsed time.
         attempts: Attempts,
     },
@@ -348,8 +383,16 @@ impl Error {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            Error::InvalidKey { .. } | Error::InvalidUrl { .. } | Error::InvalidConfig { .. }
+            Error::InvalidKey { .. }
+                | Error::InvalidUrl { .. }
+                | Error::InvalidConfig { .. }
+                | Error::Unsupported { .. }
         )
+    }
+
+    /// True if a store lacks a capability a use of it needs ([`Error::Unsupported`]).
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Unsupported { .. })
     }
 
     /// True if a ranged read asked for bytes the object does not hold, or for a range no
@@ -441,6 +484,7 @@ mod tests {
             code: Some("SignatureDoesNotMatch".into()),
             message: None,
             anonymous: false,
+            backend: Backend::S3,
             attempts: Attempts { retries: 0, elapsed: Duration::from_millis(20) },
         };
         assert!(denied.is_auth() && !denied.is_retryable() && !denied.is_not_found());
@@ -452,6 +496,7 @@ mod tests {
             code: None,
             message: None,
             anonymous: true,
+            backend: Backend::S3,
             attempts: Attempts::default(),
         };
         assert!(

@@ -8,7 +8,7 @@
 //!
 //! # Limitations
 //! * A crash between creating a temp file and publishing it leaves the temp file behind;
-//!   it is invisible to [`ObjectStore::list`] and harmless, but takes space until removed.
+//!   it is invisible to [`ListObjects::list`] and harmless, but takes space until removed.
 //! * Keys whose segments collide with a file used as a directory (`a` and `a/b`) cannot
 //!   both exist; the second put fails with an I/O error.
 
@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use super::{
-    Advancing, DownloadProgress, Error, ObjectKey, ObjectMeta, ObjectStore, PutOutcome,
-    TransferStats, check_range,
+    Advancing, Capabilities, DeleteObjects, DownloadProgress, Error, ListObjects, NextRequest,
+    ObjectKey, ObjectMeta, ObjectStore, PutOutcome, StoreUrl, TransferStats, check_range,
 };
 use crate::fs as localfs;
 use crate::fs::temp::{self, Purpose, TempName};
@@ -195,7 +195,13 @@ impl ObjectStore for FsStore {
         Ok((meta, stats))
     }
 
-    fn get_range(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error> {
+    fn get_range_with(
+        &self,
+        key: &ObjectKey,
+        start: u64,
+        end: u64,
+        _next: NextRequest,
+    ) -> Result<Vec<u8>, Error> {
         check_range(&self.path_of(key).display().to_string(), start, end)?;
         let (file, metadata, src) = self.open_object(key)?;
         let size = metadata.len();
@@ -261,6 +267,28 @@ impl ObjectStore for FsStore {
         })
     }
 
+    fn capabilities(&self) -> Capabilities {
+        StoreUrl::directory(&self.root).capabilities()
+    }
+
+    fn listing(&self) -> Option<&dyn ListObjects> {
+        Some(self)
+    }
+
+    fn deleting(&self) -> Option<&dyn DeleteObjects> {
+        Some(self)
+    }
+
+    fn retried_requests(&self) -> u64 {
+        0
+    }
+
+    fn describe(&self) -> String {
+        format!("file://{}", self.root.display())
+    }
+}
+
+impl ListObjects for FsStore {
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, Error> {
         // Walk only the deepest directory the prefix names.
         let start_rel = prefix.rfind('/').map_or("", |i| prefix.get(..i).unwrap_or_default());
@@ -298,21 +326,15 @@ impl ObjectStore for FsStore {
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
+}
 
+impl DeleteObjects for FsStore {
     fn delete(&self, key: &ObjectKey) -> Result<(), Error> {
         let path = self.path_of(key);
         match localfs::symlink_metadata_opt(&path)? {
             Some(m) if m.is_dir() => Ok(()),
             _ => Ok(localfs::remove_file(&path)?),
         }
-    }
-
-    fn retried_requests(&self) -> u64 {
-        0
-    }
-
-    fn describe(&self) -> String {
-        format!("file://{}", self.root.display())
     }
 }
 

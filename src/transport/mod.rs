@@ -2,24 +2,33 @@
 //!
 //! Transport knows nothing about caches, actions or snapshots: it puts a local file (or a
 //! small buffer) under a key, gets a key into a local file (or a byte range of it into
-//! memory), answers HEAD and LIST, and deletes. Two backends:
+//! memory) and answers HEAD — the core every backend has ([`ObjectStore`]) — and, where the
+//! backend can, lists and deletes ([`capability`]). Three backends, one file (or folder)
+//! each, all opened through the scheme registry ([`StoreUrl::open`], `registry.rs`):
 //!
 //! * `file:///abs/dir` (or a bare absolute path): a local directory ([`FsStore`]);
 //!   objects are files under the root, the key is the relative path.
 //! * `s3://bucket/prefix?endpoint=…&region=…&addressing=path|virtual|auto`: any
 //!   S3-compatible service (AWS S3, Huawei OBS, MinIO) over HTTPS or HTTP with SigV4
-//!   header signing ([`S3Store`]). See `docs/transport.md` for the URL, credential and
-//!   tuning reference.
+//!   header signing ([`S3Store`]).
+//! * `http(s)://host/path?layout=flat|bazel`: an HTTP build-cache server (WebDAV such as
+//!   nginx's, ccache's HTTP storage, bazel-remote) with GET/HEAD/PUT of whole objects
+//!   ([`HttpStore`]); no listing, no deletion.
+//!
+//! The S3 and HTTP backends share one HTTP layer (`wire`: client and runtime, retries,
+//! ranged and parallel downloads, small reads). See `docs/transport.md` for the URL,
+//! credential and tuning reference.
 //!
 //! # Invariants
 //! * **Never overwrite**: [`ObjectStore::put_file_if_absent`] (and
-//!   [`ObjectStore::put_bytes_if_absent`]) publishes with `renameat2(RENAME_NOREPLACE)` on a directory store, and with a HEAD
-//!   check plus a conditional write (`If-None-Match: *`) on S3. A server that ignores the
-//!   condition (or checks it apart from the write) leaves a small race between the check
-//!   and the write; see `docs/transport.md`.
+//!   [`ObjectStore::put_bytes_if_absent`]) publishes with `renameat2(RENAME_NOREPLACE)` on a
+//!   directory store, and with a HEAD check plus a conditional write (`If-None-Match: *`)
+//!   on S3 and HTTP stores. A server that ignores the condition (or checks it apart from
+//!   the write) leaves a small race between the check and the write; see
+//!   `docs/transport.md`.
 //! * **The truth about retried writes**: a conditional write that was retried after a lost
 //!   answer and then refused compares the stored object with the bytes it sent and reports
-//!   `Created` when they are its own (`s3::put`).
+//!   `Created` when they are its own (`wire::own_object_stored`).
 //! * **Secrets never leave memory**: credentials live in [`Secret`], whose
 //!   `Debug` and `Display` print `***`; no error, log line or [`ObjectStore::describe`]
 //!   output contains one, nor a signature or an `Authorization` header.
@@ -28,29 +37,38 @@
 //!   sizes).
 //!
 //! # Limitations
-//! * The trait is synchronous. The S3 backend owns a small tokio runtime and blocks on it,
-//!   so it must not be called from inside another tokio runtime's async context.
+//! * The trait is synchronous. The network backends own a small tokio runtime and block
+//!   on it, so they must not be called from inside another tokio runtime's async context.
 //! * Credentials come from environment variables only (no shared config files, no instance
 //!   metadata service).
 
+pub mod capability;
 mod error;
 mod fs;
+mod http;
 mod key;
 mod options;
+mod registry;
 mod s3;
 mod secret;
 mod url;
+mod wire;
 
 use std::path::Path;
 use std::time::SystemTime;
 
-pub use error::{Attempts, Error, NetworkErrorKind, NetworkPhase};
+pub use capability::{
+    Capabilities, Capability, DeleteObjects, ListObjects, StoreUse, deleting, listing,
+};
+pub use error::{Attempts, Backend, Error, NetworkErrorKind, NetworkPhase};
 pub use fs::FsStore;
+pub use http::{HttpConfig, HttpStore};
 pub use key::{MAX_KEY_BYTES, ObjectKey};
 pub use options::TransportOptions;
-pub use s3::{Credentials, S3Config, S3Store, incomplete_credential_pairs};
+pub use registry::{HalfPairs, IncompleteCredentials, open_store, open_store_with_env};
+pub use s3::{Credentials, S3Config, S3Store};
 pub use secret::Secret;
-pub use url::{Addressing, S3Url, StoreUrl, redact_store_url};
+pub use url::{Addressing, HttpUrl, Layout, S3Url, StoreUrl, redact_store_url};
 
 /// The longest range [`ObjectStore::get_range`] reads in one call: 256 MiB.
 pub const MAX_RANGE_BYTES: u64 = 256 * 1024 * 1024;
@@ -184,10 +202,31 @@ impl DownloadProgress for Advancing<'_> {
     }
 }
 
-/// A place that holds immutable objects under [`ObjectKey`]s.
+/// What a caller says about its connection to the store after a ranged read
+/// ([`ObjectStore::get_range_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NextRequest {
+    /// More requests may follow: keep the connection.
+    #[default]
+    Likely,
+    /// This is the last request the process makes of the store (the remote entry tier's
+    /// entry object): an HTTP backend sends `Connection: close`, so the server closes the
+    /// connection once it has answered and sends the answer's tail at once. Over a
+    /// kept-alive connection a server that leaves Nagle's algorithm on (s3s-fs does) holds
+    /// the last segment of a large answer until the client acknowledges the earlier ones,
+    /// and Linux delays that acknowledgement by up to 40 ms once a connection carries
+    /// requests and answers in turn. Closing costs nothing when no request follows; a
+    /// later request on the same store opens a new connection. A directory store ignores it.
+    None,
+}
+
+/// A place that holds immutable objects under [`ObjectKey`]s: the core every backend has
+/// (head, get, ranged get, small get, put-if-absent), and the optional capabilities it
+/// declares ([`ObjectStore::capabilities`], [`ObjectStore::listing`],
+/// [`ObjectStore::deleting`]).
 ///
-/// Implementations are [`FsStore`] and [`S3Store`]; [`open_store`] picks one from a
-/// store URL. Every method is blocking.
+/// Implementations are [`FsStore`], [`S3Store`] and [`HttpStore`]; [`StoreUrl::open`]
+/// picks one from a store URL. Every method is blocking.
 pub trait ObjectStore: Send + Sync {
     /// Metadata of `key`, or `None` if there is no such object.
     ///
@@ -257,33 +296,32 @@ pub trait ObjectStore: Send + Sync {
     /// `end - start` of them: a short answer is an error, never a short `Vec`. An empty
     /// range (`start == end`) still checks that the object exists and is at least `end`
     /// bytes long. At most [`MAX_RANGE_BYTES`] are read in one call. A directory store
-    /// reads with `pread`; an S3 store sends one `GET` with `Range: bytes=start-(end-1)`
-    /// (retried like every request) and accepts a `206` whose `Content-Range` names the
-    /// range asked for, or a `200` with the whole object, from which it keeps the range.
-    /// The caller verifies the content (the store only checks lengths).
+    /// reads with `pread`; an S3 or HTTP store sends one `GET` with
+    /// `Range: bytes=start-(end-1)` (retried like every request) and accepts a `206` whose
+    /// `Content-Range` names the range asked for, or a `200` with the whole object (a
+    /// server that ignores `Range`), from which it keeps the range. The caller verifies the
+    /// content (the store only checks lengths).
     ///
     /// # Errors
     /// [`Error::InvalidRange`] (see [`Error::is_invalid_range`]) if `start > end`, if the
     /// range is longer than [`MAX_RANGE_BYTES`], or if it reaches past the end of the object;
     /// [`Error::NotFound`] if there is no such object; network, permission and I/O errors
     /// ([`Error::Protocol`] when the server's answer does not match the range).
-    fn get_range(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error>;
+    fn get_range(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error> {
+        self.get_range_with(key, start, end, NextRequest::Likely)
+    }
 
-    /// [`ObjectStore::get_range`] as the last request a short-lived process makes of the
-    /// store (the remote entry tier's entry object): an S3 store adds `Connection: close`, so
-    /// the server closes the connection once it has answered and sends the answer's tail at
-    /// once. Over a kept-alive connection a server that leaves Nagle's algorithm on (s3s-fs
-    /// does) holds the last segment of a large answer until the client acknowledges the
-    /// earlier ones, and Linux delays that acknowledgement by up to 40 ms once a connection
-    /// carries requests and answers in turn. Closing costs nothing when no request follows;
-    /// a later request on the same store opens a new connection. A directory store reads as
-    /// [`ObjectStore::get_range`] does.
+    /// [`ObjectStore::get_range`], saying whether more requests follow ([`NextRequest`]).
     ///
     /// # Errors
     /// As [`ObjectStore::get_range`].
-    fn get_range_last(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error> {
-        self.get_range(key, start, end)
-    }
+    fn get_range_with(
+        &self,
+        key: &ObjectKey,
+        start: u64,
+        end: u64,
+        next: NextRequest,
+    ) -> Result<Vec<u8>, Error>;
 
     /// The whole object `key` if it holds at most `max_bytes` bytes (at most
     /// [`MAX_RANGE_BYTES`]), or `None` if there is no such object: for small records
@@ -313,19 +351,16 @@ pub trait ObjectStore: Send + Sync {
         bytes: &[u8],
     ) -> Result<(PutOutcome, TransferStats), Error>;
 
-    /// Every object whose key starts with `prefix` (plain string prefix, `""` for all),
-    /// following all pages, sorted by key.
-    ///
-    /// # Errors
-    /// Network, permission and I/O errors.
-    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, Error>;
+    /// What the backend can do beyond the core ([`Capability`]); the same set as
+    /// [`StoreUrl::capabilities`] for the URL it was opened from.
+    fn capabilities(&self) -> Capabilities;
 
-    /// Deletes `key`; deleting a missing object succeeds.
-    ///
-    /// # Errors
-    /// [`Error::MissingCredentials`] for an S3 store without credentials; network,
-    /// permission and I/O errors.
-    fn delete(&self, key: &ObjectKey) -> Result<(), Error>;
+    /// Listing, if the backend has it ([`Capability::List`]). Features that need it ask
+    /// with [`listing`] (an error naming the store and the use) when they start.
+    fn listing(&self) -> Option<&dyn ListObjects>;
+
+    /// Deletion, if the backend has it ([`Capability::Delete`]); see [`deleting`].
+    fn deleting(&self) -> Option<&dyn DeleteObjects>;
 
     /// Requests this store has retried since it was opened, over every operation and
     /// thread (always 0 for a directory store, which has nothing to retry). A caller that
@@ -338,34 +373,4 @@ pub trait ObjectStore: Send + Sync {
     /// `s3://bucket/prefix (endpoint http://127.0.0.1:9000, region us-east-1, path-style)`.
     /// Never contains a secret.
     fn describe(&self) -> String;
-}
-
-/// Opens the store named by `url` (see [`StoreUrl`]), reading S3 settings and credentials
-/// from the process environment (`AWS_*`, `HW_OBS_*`; see `docs/transport.md`).
-///
-/// # Errors
-/// [`Error::InvalidUrl`] for a malformed URL, [`Error::InvalidConfig`] for inconsistent
-/// environment (e.g. an access key without its secret), [`Error::Setup`] if the HTTP client
-/// or runtime cannot be created.
-pub fn open_store(url: &str, options: &TransportOptions) -> Result<Box<dyn ObjectStore>, Error> {
-    open_store_with_env(url, options, |name| std::env::var(name).ok())
-}
-
-/// [`open_store`] with an explicit environment lookup instead of the process environment
-/// (used by tests and by callers that hold credentials themselves).
-///
-/// # Errors
-/// As [`open_store`].
-pub fn open_store_with_env(
-    url: &str,
-    options: &TransportOptions,
-    env: impl Fn(&str) -> Option<String>,
-) -> Result<Box<dyn ObjectStore>, Error> {
-    match url.parse::<StoreUrl>()? {
-        StoreUrl::File(root) => Ok(Box::new(FsStore::new(root))),
-        StoreUrl::S3(s3_url) => {
-            let config = S3Config::from_url(&s3_url, &env)?;
-            Ok(Box::new(S3Store::new(config, options.clone())?))
-        }
-    }
 }

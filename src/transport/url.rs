@@ -1,4 +1,4 @@
-//! [`StoreUrl`]: parsing `file://` and `s3://` store URLs.
+//! [`StoreUrl`]: parsing `file://`, `s3://` and `http(s)://` store URLs.
 //!
 //! Forms (docs/transport.md):
 //! * `file:///abs/dir` or a bare absolute path `/abs/dir`: a directory store;
@@ -6,6 +6,14 @@
 //!   S3-compatible store. The prefix is `/`-separated, without leading or trailing `/`; every
 //!   key is stored as `prefix/key`. Query values may be percent-encoded. Unknown parameters
 //!   are rejected so typos do not silently change behaviour.
+//! * `http://host[:port][/path][?layout=flat|bazel]` (or `https://`): an HTTP build-cache
+//!   server (WebDAV, ccache's HTTP storage, bazel-remote). `layout=flat` (the default)
+//!   stores the object `k` at `<path>/k`; `layout=bazel` at `<path>/ac/<64 hex>`, the
+//!   SHA-256 of `<path without slashes at its ends>/k` (bazel-remote's action cache).
+//!
+//! A parsed URL never holds a credential: user information in the URL is refused.
+//! Everything a store URL means beyond its syntax (credentials, capabilities, which
+//! backend) is in [`super::registry`].
 
 use std::fmt;
 use std::path::PathBuf;
@@ -56,20 +64,79 @@ pub struct S3Url {
     pub addressing: Addressing,
 }
 
-/// A parsed store URL.
+/// Where an HTTP store puts an object under its base URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// `<base>/<key>`: WebDAV servers, ccache's `layout=flat`.
+    #[default]
+    Flat,
+    /// `<base>/ac/<64 hex>`, the SHA-256 of `<base path>/<key>`: bazel-remote's action
+    /// cache (ccache's `layout=bazel`).
+    Bazel,
+}
+
+impl FromStr for Layout {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "flat" => Ok(Layout::Flat),
+            "bazel" => Ok(Layout::Bazel),
+            other => Err(format!("layout={other:?} must be flat or bazel")),
+        }
+    }
+}
+
+/// The HTTP part of a store URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    /// Scheme (`http` or `https`), host and port, and the base path without a trailing
+    /// `/` (percent-encoded as given).
+    pub base: reqwest::Url,
+    /// `layout=`, [`Layout::Flat`] if absent.
+    pub layout: Layout,
+}
+
+/// What a store URL names (one variant per backend; matched only inside `transport`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Location {
+    /// A local directory (absolute path).
+    File(PathBuf),
+    /// An S3-compatible bucket and prefix.
+    S3(S3Url),
+    /// An HTTP build-cache server.
+    Http(HttpUrl),
+}
+
+/// A parsed store URL: a directory, an S3 bucket and prefix, or an HTTP cache server
+/// (see the module docs). What it can do and which credentials it reads are asked of it
+/// ([`StoreUrl::capabilities`], [`StoreUrl::has_writer_credentials`]); it is opened with
+/// [`StoreUrl::open`].
 ///
 /// ```
 /// use strata::transport::StoreUrl;
 /// let url: StoreUrl = "s3://bucket/ci/cache?region=eu-west-1".parse().unwrap();
 /// assert_eq!(url.to_string(), "s3://bucket/ci/cache?region=eu-west-1");
 /// assert_eq!("/var/cache".parse::<StoreUrl>().unwrap().to_string(), "file:///var/cache");
+/// let http: StoreUrl = "https://cache.example:8443/strata/?layout=bazel".parse().unwrap();
+/// assert_eq!(http.to_string(), "https://cache.example:8443/strata?layout=bazel");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreUrl {
-    /// A local directory (absolute path).
-    File(PathBuf),
-    /// An S3-compatible bucket and prefix.
-    S3(S3Url),
+pub struct StoreUrl(pub(crate) Location);
+
+impl StoreUrl {
+    /// The directory store at `root` (an absolute path).
+    pub fn directory(root: impl Into<PathBuf>) -> Self {
+        StoreUrl(Location::File(root.into()))
+    }
+
+    /// The directory of a `file://` URL, `None` for other stores.
+    pub fn local_directory(&self) -> Option<&std::path::Path> {
+        match &self.0 {
+            Location::File(root) => Some(root),
+            _ => None,
+        }
+    }
 }
 
 fn invalid(url: &str, reason: impl Into<String>) -> Error {
@@ -77,7 +144,7 @@ fn invalid(url: &str, reason: impl Into<String>) -> Error {
 }
 
 /// The query parameters a store URL knows; only their values are ever shown.
-const KNOWN_PARAMETERS: [&str; 3] = ["endpoint", "region", "addressing"];
+const KNOWN_PARAMETERS: [&str; 4] = ["endpoint", "region", "addressing", "layout"];
 
 /// `name` if it looks like a parameter name (ASCII letters, digits, `-`, `_`, `.`, at most
 /// 40 characters), else a placeholder: a bare token in a query may be a pasted secret.
@@ -89,8 +156,8 @@ fn shown_name(name: &str) -> &str {
 }
 
 /// A store URL as it may appear in messages: `user:password@` becomes `***@` anywhere, and
-/// the value of every query parameter other than `endpoint`, `region` and `addressing`
-/// becomes `***` (as does every bare query token that is not one of those names), so a
+/// the value of every query parameter other than `endpoint`, `region`, `addressing` and
+/// `layout` becomes `***` (as does every bare query token that is not one of those names), so a
 /// secret pasted into a URL (`?secret=…`, `&x-amz-security-token=…`) is never echoed.
 ///
 /// ```
@@ -202,12 +269,56 @@ fn parse_s3(url: &str, rest: &str) -> Result<S3Url, Error> {
     Ok(s3)
 }
 
+fn parse_http(url: &str) -> Result<HttpUrl, Error> {
+    let mut base =
+        reqwest::Url::parse(url).map_err(|e| invalid(url, format!("not a URL ({e})")))?;
+    if base.host_str().is_none_or(str::is_empty) {
+        return Err(invalid(url, "the host is missing"));
+    }
+    if !base.username().is_empty() || base.password().is_some() {
+        return Err(invalid(
+            url,
+            "credentials do not belong in the URL; set STRATA_HTTP_TOKEN, or STRATA_HTTP_USER \
+             and STRATA_HTTP_PASSWORD",
+        ));
+    }
+    if base.fragment().is_some() {
+        return Err(invalid(url, "an http store URL takes no fragment (#…)"));
+    }
+    let mut layout = Layout::Flat;
+    for pair in base.query().unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match name {
+            "layout" => {
+                layout = decode(url, value)?.parse().map_err(|e: String| invalid(url, e))?
+            }
+            other => {
+                let shown = if pair.contains('=') { shown_name(other) } else { "***" };
+                return Err(invalid(
+                    url,
+                    format!(
+                        "unknown parameter {shown:?} (known: layout; values of other parameters \
+                         are never shown)"
+                    ),
+                ));
+            }
+        }
+    }
+    base.set_query(None);
+    let path = base.path().trim_end_matches('/').to_owned();
+    base.set_path(&path);
+    Ok(HttpUrl { base, layout })
+}
+
 impl FromStr for StoreUrl {
     type Err = Error;
 
     fn from_str(url: &str) -> Result<Self, Error> {
         if let Some(rest) = url.strip_prefix("s3://") {
-            return parse_s3(url, rest).map(StoreUrl::S3);
+            return parse_s3(url, rest).map(|s3| StoreUrl(Location::S3(s3)));
+        }
+        if url.starts_with("http://") || url.starts_with("https://") {
+            return parse_http(url).map(|http| StoreUrl(Location::Http(http)));
         }
         if url.contains(['?', '#']) && !url.starts_with('/') {
             // A query or fragment on a directory store is a mistake (or a pasted secret),
@@ -225,15 +336,22 @@ impl FromStr for StoreUrl {
             return Err(invalid(url, "unknown scheme or relative path"));
         };
         let trimmed = path.trim_end_matches('/');
-        Ok(StoreUrl::File(PathBuf::from(if trimmed.is_empty() { "/" } else { trimmed })))
+        Ok(StoreUrl::directory(PathBuf::from(if trimmed.is_empty() { "/" } else { trimmed })))
     }
 }
 
 impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StoreUrl::File(path) => write!(f, "file://{}", path.display()),
-            StoreUrl::S3(s3) => {
+        match &self.0 {
+            Location::File(path) => write!(f, "file://{}", path.display()),
+            Location::Http(http) => {
+                write!(f, "{}", http.base.as_str().trim_end_matches('/'))?;
+                match http.layout {
+                    Layout::Flat => Ok(()),
+                    Layout::Bazel => write!(f, "?layout=bazel"),
+                }
+            }
+            Location::S3(s3) => {
                 write!(f, "s3://{}", s3.bucket)?;
                 if !s3.prefix.is_empty() {
                     write!(f, "/{}", s3.prefix)?;
@@ -264,9 +382,37 @@ mod tests {
     use super::*;
 
     fn s3(url: &str) -> S3Url {
-        match url.parse::<StoreUrl>().unwrap() {
-            StoreUrl::S3(s3) => s3,
+        match url.parse::<StoreUrl>().unwrap().0 {
+            Location::S3(s3) => s3,
             other => panic!("{other:?}"),
+        }
+    }
+
+    fn http(url: &str) -> HttpUrl {
+        match url.parse::<StoreUrl>().unwrap().0 {
+            Location::Http(http) => http,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_http_urls() {
+        let u = http("http://127.0.0.1:8080/cache/strata/");
+        assert_eq!(u.base.as_str(), "http://127.0.0.1:8080/cache/strata");
+        assert_eq!(u.layout, Layout::Flat);
+        let u = http("https://cache.example/?layout=bazel");
+        assert_eq!((u.base.path(), u.layout), ("/", Layout::Bazel));
+        for bad in [
+            "http://user:secret@host/x",
+            "http://host/x?layout=subdirs",
+            "http://host/x?token=abc",
+            "http://host/x#frag",
+            "http://",
+        ] {
+            let err = bad.parse::<StoreUrl>().unwrap_err();
+            assert!(matches!(err, Error::InvalidUrl { .. }), "{bad}: {err}");
+            let text = err.to_string();
+            assert!(!text.contains("secret") && !text.contains("abc"), "{text}");
         }
     }
 
@@ -296,7 +442,7 @@ mod tests {
             "s3://b?endpoint=",
             "relative/dir",
             "file://relative",
-            "http://example.com/x",
+            "ftp://example.com/x",
         ] {
             let err = bad.parse::<StoreUrl>().unwrap_err();
             assert!(matches!(err, Error::InvalidUrl { .. }), "{bad}: {err}");
@@ -336,12 +482,12 @@ mod tests {
     fn file_urls() {
         assert_eq!(
             "file:///tmp/store/".parse::<StoreUrl>().unwrap(),
-            StoreUrl::File("/tmp/store".into())
+            StoreUrl::directory("/tmp/store")
         );
-        assert_eq!("/tmp/a%20b".parse::<StoreUrl>().unwrap(), StoreUrl::File("/tmp/a%20b".into()));
+        assert_eq!("/tmp/a%20b".parse::<StoreUrl>().unwrap(), StoreUrl::directory("/tmp/a%20b"));
         assert_eq!(
             "file:///tmp/a%20b".parse::<StoreUrl>().unwrap(),
-            StoreUrl::File("/tmp/a b".into())
+            StoreUrl::directory("/tmp/a b")
         );
     }
 }

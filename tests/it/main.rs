@@ -14,6 +14,7 @@ mod names;
 mod r26;
 mod remote;
 mod snapshot;
+mod stores;
 mod transport;
 mod untrusted_sizes;
 mod version;

@@ -13,7 +13,7 @@ use strata::artifact::{
     PrivateRoot, Stage, StoreOptions,
 };
 use strata::fs::LockWait;
-use strata::transport::{ObjectStore, TransportOptions, open_store};
+use strata::transport::{ObjectStore, StoreUse};
 
 #[derive(Debug, Args)]
 pub(crate) struct OutArgs {
@@ -126,7 +126,8 @@ pub(crate) struct OptionalIdArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct RemoteArgs {
-    /// Object store URL (file:///abs/dir or s3://bucket/prefix?...). By default
+    /// Object store URL (file:///abs/dir, s3://bucket/prefix?... or http(s)://host/path).
+    /// By default
     /// file://$XDG_CACHE_HOME/strata/store.
     #[arg(long = "store", env = "STRATA_STORE", value_name = "URL")]
     pub(super) store: Option<String>,
@@ -234,9 +235,14 @@ impl StoreArgs {
     }
 }
 
-/// The object store of `--store` / `STRATA_STORE` / the default store.
-pub(super) fn open_remote(args: &RemoteArgs) -> Result<Box<dyn ObjectStore>, Failure> {
-    let url = strata::config::store_url(args.store.as_deref()).map_err(Failure::usage)?;
-    let options = TransportOptions::from_env().map_err(Failure::usage)?;
-    open_store(&url, &options).map_err(Failure::usage)
+/// The object store of `--store` / `STRATA_STORE` / the default store, for `purpose`
+/// (`artifact push`, `artifact pull`), opened as every command opens its store
+/// ([`crate::cli::store::open`]).
+pub(super) fn open_remote(
+    args: &RemoteArgs,
+    purpose: &'static str,
+) -> Result<Box<dyn ObjectStore>, Failure> {
+    let url = crate::cli::store::store_url(args.store.as_deref())?;
+    let gh = strata::ci::Github::from_env();
+    crate::cli::store::open(&gh, purpose, &url, &StoreUse::core(purpose))
 }

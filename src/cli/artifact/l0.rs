@@ -30,7 +30,7 @@ pub(super) fn push(
     };
     let private = store.private_root()?;
     let opened = store.open(Some(&private))?;
-    let objects = open_remote(remote)?;
+    let objects = open_remote(remote, "artifact push")?;
     let reporter = crate::cli::progress::Reporter::from_env();
     let report = match l0::push(&opened, objects.as_ref(), &key, &spec, &trust, &reporter) {
         Ok(report) => report,
@@ -104,7 +104,7 @@ pub(super) fn pull(
     let dest = store.destination(dest)?;
     let mut private = store.private_root()?;
     let opened = store.open(Some(&private))?;
-    let objects = open_remote(remote)?;
+    let objects = open_remote(remote, "artifact pull")?;
     let reporter = crate::cli::progress::Reporter::from_env();
     let report = match l0::pull(&opened, objects.as_ref(), &key, &spec, &trust, &reporter) {
         Ok(r) => r,

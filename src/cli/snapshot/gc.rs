@@ -8,22 +8,23 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 
-use super::{env, open, print_json, store_url, usage, warn};
+use super::{env, print_json, store_url, usage, warn};
 use crate::cli::Failure;
 use crate::cli::exit;
 use crate::cli::output::errln;
 use strata::ci::{Github, human_bytes};
 use strata::snapshot::Producer;
 use strata::snapshot::gc::{
-    Class, DEFAULT_GRACE, GcReport, GcRequest, GcStatus, Mode, gc as run_gc,
+    Class, DEFAULT_GRACE, GcReport, GcRequest, GcStatus, Mode, PURPOSE, gc as run_gc,
 };
 use strata::snapshot::index::lease::POLL;
-use strata::snapshot::save::has_writer_credentials;
+use strata::transport::{Capability, StoreUse};
 
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
-    /// Object store URL: file:///abs/dir or s3://bucket/prefix?endpoint=…&region=…
-    /// [env: STRATA_STORE; default: file://$XDG_CACHE_HOME/strata/store]
+    /// Object store URL: file:///abs/dir or s3://bucket/prefix?endpoint=…&region=… (an
+    /// http(s):// store cannot list or delete, so it cannot be collected) [env:
+    /// STRATA_STORE; default: file://$XDG_CACHE_HOME/strata/store]
     #[arg(long, value_name = "URL")]
     store: Option<String>,
     /// Snapshots kept per namespace (compatibility prefix), newest first by the time in
@@ -77,15 +78,21 @@ pub(super) fn gc(args: GcArgs) -> Result<i32, Failure> {
     };
     let url = store_url(args.store.clone())?;
     let mode = if args.dry_run { Mode::DryRun } else { Mode::Delete };
-    if mode == Mode::Delete && !has_writer_credentials(&url, env) {
+    // What a gc needs of the store is checked first: an HTTP cache server can neither list
+    // nor delete, whatever the credentials.
+    let usage = match mode {
+        Mode::Delete => StoreUse::needing(PURPOSE, &[Capability::List, Capability::Delete]),
+        Mode::DryRun => StoreUse::needing(PURPOSE, &[Capability::List]),
+    };
+    url.check_use(&usage).map_err(Failure::of)?;
+    if mode == Mode::Delete && !url.has_writer_credentials(&env) {
         return Err(Failure::from(anyhow::anyhow!(
-            "snapshot gc deletes from {}, which needs writer credentials (HW_OBS_AK + \
-             HW_OBS_SK, or AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY); set them, or use \
-             --dry-run to only list what would go",
-            strata::transport::redact_store_url(&url)
+            "snapshot gc deletes from {url}, which needs writer credentials ({}); set them, or \
+             use --dry-run to only list what would go",
+            url.writer_credentials_hint().unwrap_or("none are known for this store")
         )));
     }
-    let store = open(&gh, "snapshot gc", &url)?;
+    let store = crate::cli::store::open(&gh, "snapshot gc", &url, &usage)?;
     let request = GcRequest {
         store: store.as_ref(),
         keep: args.keep,

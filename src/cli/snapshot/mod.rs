@@ -25,9 +25,6 @@ use super::output::{errln, outln};
 use crate::cli::exit;
 use strata::ci::{self, Github};
 use strata::snapshot::Compression;
-use strata::transport::{
-    ObjectStore, StoreUrl, TransportOptions, incomplete_credential_pairs, open_store_with_env,
-};
 
 use gc::GcArgs;
 use key::KeyArgs;
@@ -62,8 +59,8 @@ pub(crate) enum SnapshotCommand {
 /// Flags shared by restore and save.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArgs {
-    /// Object store URL: file:///abs/dir or s3://bucket/prefix?endpoint=…&region=…
-    /// [env: STRATA_STORE; default: file://$XDG_CACHE_HOME/strata/store]
+    /// Object store URL: file:///abs/dir, s3://bucket/prefix?endpoint=…&region=… or
+    /// http(s)://host/path [env: STRATA_STORE; default: file://$XDG_CACHE_HOME/strata/store]
     #[arg(long, value_name = "URL")]
     store: Option<String>,
     /// Append JSONL events to this file [env: STRATA_EVENT_LOG]; its cache_result counts go
@@ -101,7 +98,7 @@ fn non_empty(value: Option<String>) -> Option<String> {
 
 /// Prints a warning: a workflow command under GitHub Actions, else a plain line (both on
 /// stderr, so stdout stays machine-readable).
-fn warn(gh: &Github, title: &str, message: &str) {
+pub(crate) fn warn(gh: &Github, title: &str, message: &str) {
     let line = if gh.actions {
         ci::warning(&format!("strata {title}"), message)
     } else {
@@ -144,9 +141,9 @@ fn check_github_output(gh: &Github, requested: bool) {
     }
 }
 
-/// `--store`, else `STRATA_STORE`, else the default store (`strata::config`).
-fn store_url(flag: Option<String>) -> Result<String, Failure> {
-    strata::config::store_url(flag.as_deref()).map_err(Failure::of)
+/// `--store`, else `STRATA_STORE`, else the default store (`strata::config`), parsed.
+fn store_url(flag: Option<String>) -> Result<strata::transport::StoreUrl, Failure> {
+    crate::cli::store::store_url(flag.as_deref())
 }
 
 fn cache_dir(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
@@ -173,42 +170,6 @@ pub(crate) fn run(cmd: SnapshotCommand) -> Result<i32, Failure> {
         SnapshotCommand::Pack(args) => local::pack(args),
         SnapshotCommand::Unpack(args) => local::unpack(args),
     }
-}
-
-/// Opens the store, mapping configuration problems to usage errors. A `file://` store
-/// reads no credentials at all. For an `s3://` store, a credential pair of which only one
-/// half is set (a misnamed or empty secret) is a warning and is ignored: the other pair is
-/// used if it is complete, else the requests are anonymous (a restore of a public bucket
-/// still works; a save never gets here without a complete pair, it skips with
-/// `no_writer_credentials`).
-fn open(gh: &Github, title: &str, url: &str) -> Result<Box<dyn ObjectStore>, Failure> {
-    let options = TransportOptions::from_env().map_err(Failure::of)?;
-    let ignored = warn_incomplete_pairs(gh, title, url);
-    let env = |name: &str| {
-        if ignored.contains(&name) { None } else { std::env::var(name).ok() }
-    };
-    open_store_with_env(url, &options, env).map_err(Failure::of)
-}
-
-/// Warns about each credential pair of which only one half is set (for `s3://` stores) and
-/// returns the variable names to ignore.
-fn warn_incomplete_pairs(gh: &Github, title: &str, url: &str) -> Vec<&'static str> {
-    let mut ignored: Vec<&'static str> = Vec::new();
-    if let Ok(StoreUrl::S3(_)) = url.parse::<StoreUrl>() {
-        for (set, missing) in incomplete_credential_pairs(&|name| std::env::var(name).ok()) {
-            warn(
-                gh,
-                title,
-                &format!(
-                    "only {set} is set ({missing} is missing or empty; a misnamed secret?): \
-                     ignoring this incomplete credential pair; the other pair is used if it \
-                     is complete, else the store is accessed anonymously"
-                ),
-            );
-            ignored.extend([set, missing]);
-        }
-    }
-    ignored
 }
 
 fn seconds(value: f64) -> String {

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{
     EXIT_CACHE_FAILURE, StoreArgs, cache_dir, check_github_output, event_log, github_write, notice,
-    open, print_json, seconds, store_url, usage, warn,
+    print_json, seconds, store_url, usage, warn,
 };
 use crate::cli::Failure;
 use crate::cli::output::errln;
@@ -18,6 +18,7 @@ use strata::snapshot::restore::{LookupMode, Rejected};
 use strata::snapshot::{
     self, MatchLevel, RestoreOutcome, RestoreRequest, RestoreStatus, SnapshotKey,
 };
+use strata::transport::{Capability, StoreUse};
 
 #[derive(Debug, Args)]
 pub(crate) struct RestoreArgs {
@@ -89,12 +90,19 @@ pub(super) fn restore(args: RestoreArgs) -> Result<i32, Failure> {
     }
     let key: SnapshotKey = place.key_text.parse().map_err(Failure::of)?;
     let url = store_url(args.common.store.clone())?;
-    let store = open(&gh, "snapshot restore", &url)?;
+    let restore_prefixes = restore_keys(&args.restore_key);
+    // A restore by prefix lists the store: one that cannot is refused before anything.
+    let usage = if restore_prefixes.is_empty() {
+        StoreUse::core("snapshot restore")
+    } else {
+        StoreUse::needing(strata::snapshot::restore::RESTORE_KEY_PURPOSE, &[Capability::List])
+    };
+    let store = crate::cli::store::open(&gh, "snapshot restore", &url, &usage)?;
     let request = RestoreRequest {
         store: store.as_ref(),
         cache_dir: place.literal_dir.clone(),
         key,
-        restore_prefixes: restore_keys(&args.restore_key),
+        restore_prefixes,
         mode: if args.lookup_only { LookupMode::LookupOnly } else { LookupMode::Restore },
         trust: args.trust.policy()?,
         progress: &crate::cli::progress::Reporter::from_env(),

@@ -9,17 +9,17 @@ use serde_json::json;
 
 use super::{
     EXIT_CACHE_FAILURE, StoreArgs, cache_dir, check_github_output, env, event_log, github_write,
-    notice, open, print_json, seconds, store_url, warn, warn_incomplete_pairs,
+    notice, print_json, seconds, warn,
 };
 use crate::cli::Failure;
 use crate::cli::output::errln;
+use crate::cli::store::{open, warn_incomplete_credentials};
 use strata::ci::{self, EventCounts, Github};
 use strata::l1::events::EventLog;
 use strata::snapshot::index::GuardPolicy;
 use strata::snapshot::manifest::SnapshotKind;
-use strata::snapshot::save::has_writer_credentials;
 use strata::snapshot::{self, Producer, SaveEnd, SaveOutcome, SaveReport, SaveRequest, SkipReason};
-use strata::transport::redact_store_url;
+use strata::transport::{StoreUrl, StoreUse, redact_store_url};
 
 #[derive(Debug, Args)]
 pub(crate) struct SaveArgs {
@@ -53,16 +53,25 @@ pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
     let level = args.packing.level()?;
     let format = snapshot_format(args.format.as_deref())?;
     let guard = GuardPolicy::from_env(env).map_err(Failure::usage)?;
-    let url = store_url(args.common.store.clone())?;
-    let writer_credentials = has_writer_credentials(&url, env);
+    let text = strata::config::store_url(args.common.store.as_deref()).map_err(Failure::of)?;
+    // A malformed URL is refused when the store is needed: a save that skips for another
+    // reason first (no key, nothing new) does not need it.
+    let url: Result<StoreUrl, _> = text.parse();
+    let writer_credentials = url.as_ref().map_or(true, |u| u.has_writer_credentials(&env));
     // Gates that need no store come first: a read-only consumer never opens it.
     let skip_reason = snapshot::save::local_gate(&literal_dir, Some(&args.key), writer_credentials)
         .map_err(Failure::of)?;
+    let hint = url.as_ref().ok().and_then(StoreUrl::writer_credentials_hint);
     let store = match skip_reason {
-        None => Some(open(&gh, "snapshot save", &url)?),
+        None => {
+            let url = url.map_err(Failure::of)?;
+            Some(open(&gh, "snapshot save", &url, &StoreUse::core("snapshot save"))?)
+        }
         Some(SkipReason::NoWriterCredentials) => {
             // A writer whose secret is misnamed looks like a read-only consumer: say so.
-            warn_incomplete_pairs(&gh, "snapshot save", &url);
+            if let Ok(url) = &url {
+                warn_incomplete_credentials(&gh, "snapshot save", url);
+            }
             None
         }
         Some(_) => None,
@@ -97,8 +106,8 @@ pub(super) fn save(args: SaveArgs) -> Result<i32, Failure> {
         }
     };
     end.emit(&events);
-    let store = store.as_ref().map_or_else(|| redact_store_url(&url), |s| s.describe());
-    let shown = Shown { store: &store, literal_dir: &literal_dir, counts: counts.as_ref() };
+    let store = store.as_ref().map_or_else(|| redact_store_url(&text), |s| s.describe());
+    let shown = Shown { store: &store, literal_dir: &literal_dir, counts: counts.as_ref(), hint };
     match &end {
         SaveEnd::Report(report) => saved_or_skipped(&gh, &args, &end, report, &shown),
         SaveEnd::Failed { error, retries, .. } => failed(&gh, &args, error, *retries, &shown),
@@ -141,6 +150,8 @@ struct Shown<'a> {
     literal_dir: &'a std::path::Path,
     /// The build's cache results so far (from the event log).
     counts: Option<&'a EventCounts>,
+    /// The variables a writer of the store sets (for a `no_writer_credentials` skip).
+    hint: Option<&'static str>,
 }
 
 fn saved_or_skipped(
@@ -179,6 +190,10 @@ fn saved_or_skipped(
         );
     }
     if let SaveOutcome::Skipped { reason: why } = report.outcome {
+        let reason = match (why, shown.hint) {
+            (SkipReason::NoWriterCredentials, Some(hint)) => format!("{reason} (set {hint})"),
+            _ => reason.clone(),
+        };
         let text = if key.is_empty() { reason.clone() } else { format!("{reason} (key {key})") };
         // A skip the producer must act on is a warning, the others are notices.
         if why == SkipReason::TooCompressible {

@@ -53,7 +53,7 @@ use super::index::lease::{self, GC_LEASE_RENEW, Lease, live_in};
 use super::index::names::{LEASES_PREFIX, LeaseKind};
 use super::key::check_key_text;
 use super::{Error, Producer};
-use crate::transport::{ObjectKey, ObjectStore};
+use crate::transport::{self, DeleteObjects, ListObjects, ObjectKey, ObjectStore};
 
 /// The default grace period: 1 hour.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(60 * 60);
@@ -208,21 +208,32 @@ pub fn gc(request: &GcRequest<'_>) -> Result<GcReport, Error> {
     if let Some(prefix) = &request.prefix {
         check_key_text("--prefix", prefix)?;
     }
+    // What a gc needs of the store, asked before anything is written or listed.
+    let store = request.store;
+    let listing = transport::listing(store, PURPOSE)
+        .map_err(|e| Error::transport("list", store.describe(), e))?;
+    let deleting = match request.mode {
+        Mode::Delete => Some(
+            transport::deleting(store, PURPOSE)
+                .map_err(|e| Error::transport("delete from", store.describe(), e))?,
+        ),
+        Mode::DryRun => None,
+    };
     let started = Instant::now();
     loop {
         let mut lease = match request.mode {
             Mode::Delete => Some(Lease::acquire(request.store, LeaseKind::Gc, &request.holder)?),
             Mode::DryRun => None,
         };
-        let busy = busy_leases(request.store, lease.as_ref().map(Lease::name))?;
+        let busy = busy_leases(listing, lease.as_ref().map(Lease::name))?;
         if busy.is_empty() {
             let status = match request.mode {
                 Mode::Delete => GcStatus::Done,
                 Mode::DryRun => GcStatus::DryRun,
             };
-            let mut report = plan::plan(request, lease.as_mut(), GcReport::new(status))?;
-            if let Some(mut lease) = lease {
-                execute(request.store, &mut lease, &mut report);
+            let mut report = plan::plan(request, listing, lease.as_mut(), GcReport::new(status))?;
+            if let (Some(mut lease), Some(deleting)) = (lease, deleting) {
+                execute(deleting, &mut lease, &mut report);
                 lease.release()?;
             }
             return Ok(report);
@@ -242,8 +253,11 @@ pub fn gc(request: &GcRequest<'_>) -> Result<GcReport, Error> {
     }
 }
 
+/// What a gc needs listing and deletion for, in messages.
+pub const PURPOSE: &str = "snapshot gc";
+
 /// The live save leases and the live gc leases other than `own`.
-fn busy_leases(store: &dyn ObjectStore, own: Option<&str>) -> Result<Vec<String>, Error> {
+fn busy_leases(store: &dyn ListObjects, own: Option<&str>) -> Result<Vec<String>, Error> {
     let listing =
         store.list(LEASES_PREFIX).map_err(|e| Error::transport("list", LEASES_PREFIX, e))?;
     let now = SystemTime::now();
@@ -260,7 +274,7 @@ fn busy_leases(store: &dyn ObjectStore, own: Option<&str>) -> Result<Vec<String>
 /// Deletes what `report` plans, in order, renewing `lease` on the way. A sidecar that
 /// cannot be deleted keeps its object. A lease that cannot be renewed stops the run (the
 /// rest would no longer be protected).
-fn execute(store: &dyn ObjectStore, lease: &mut Lease<'_>, report: &mut GcReport) {
+fn execute(store: &dyn DeleteObjects, lease: &mut Lease<'_>, report: &mut GcReport) {
     let mut kept_sidecar = false;
     let mut stopped: Option<String> = None;
     for deletion in &report.deletions {

@@ -21,7 +21,7 @@ use crate::snapshot::index::record::{
 use crate::snapshot::key::{KeyParts, check_key_text, format_time};
 use crate::snapshot::lookup::MAX_FUTURE;
 use crate::snapshot::manifest::{MAX_SIDECAR_BYTES, Sidecar, SnapshotKind, load_sidecar};
-use crate::transport::{ObjectKey, ObjectMeta, ObjectStore};
+use crate::transport::{ListObjects, ObjectKey, ObjectMeta, ObjectStore};
 
 /// The store's objects by kind.
 #[derive(Default)]
@@ -35,8 +35,8 @@ struct Listing {
     leases: Vec<ObjectMeta>,
 }
 
-fn list_store(store: &dyn ObjectStore) -> Result<Listing, Error> {
-    let all = store.list("").map_err(|e| Error::transport("list", store.describe(), e))?;
+fn list_store(store: &dyn ObjectStore, listing: &dyn ListObjects) -> Result<Listing, Error> {
+    let all = listing.list("").map_err(|e| Error::transport("list", store.describe(), e))?;
     let mut listing = Listing::default();
     for meta in all {
         let name = meta.key.as_str();
@@ -116,6 +116,7 @@ struct Planner<'r, 'l, 's> {
 /// scratch directory; the errors of [`Lease::renew_if_older`].
 pub(super) fn plan<'s>(
     request: &GcRequest<'s>,
+    listing: &dyn ListObjects,
     lease: Option<&mut Lease<'s>>,
     report: GcReport,
 ) -> Result<GcReport, Error> {
@@ -125,7 +126,7 @@ pub(super) fn plan<'s>(
         lease,
         scratch,
         now: SystemTime::now(),
-        listing: list_store(request.store)?,
+        listing: list_store(request.store, listing)?,
         report,
         doubt: false,
         sidecars: BTreeMap::new(),

@@ -77,6 +77,8 @@ impl HeldRecord {
 /// running save holds (see the module docs); returns a note for each lease deleted.
 /// Never fails: a store failure leaves the rest for the next save.
 pub fn resolve(store: &dyn ObjectStore, cache_dir: &Path, now: SystemTime) -> Vec<String> {
+    // A store that cannot delete holds no lease (`lease::save_guard` takes none there).
+    let Some(deleting) = store.deleting() else { return Vec::new() };
     let dir = cache_dir.join(HELD_DIR);
     let Ok(paths) = fs::read_dir(&dir) else { return Vec::new() };
     let store_id = store.describe();
@@ -106,7 +108,7 @@ pub fn resolve(store: &dyn ObjectStore, cache_dir: &Path, now: SystemTime) -> Ve
         };
         match store.head(&lease) {
             Ok(None) => {}
-            Ok(Some(_)) => match store.delete(&lease) {
+            Ok(Some(_)) => match deleting.delete(&lease) {
                 Ok(()) => notes.push(format!(
                     "deleted the lease {lease} of an earlier save from this cache directory \
                      that did not finish (killed?); a snapshot gc no longer waits for it"

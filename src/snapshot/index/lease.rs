@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 use super::names::{LEASES_PREFIX, LeaseKind, lease_kind, lease_name};
 use crate::record::Timestamp;
 use crate::snapshot::{Error, Producer};
-use crate::transport::{ObjectKey, ObjectMeta, ObjectStore};
+use crate::transport::{DeleteObjects, ListObjects, ObjectKey, ObjectMeta, ObjectStore};
 
 /// Time to live of a save lease: 15 minutes; a save renews its lease every
 /// [`SAVE_LEASE_RENEW`] while it runs ([`while_held`]), so a killed save blocks a gc for at
@@ -101,6 +101,8 @@ pub struct LeaseRecord {
 #[must_use = "a Lease is released when dropped"]
 pub struct Lease<'a> {
     store: &'a dyn ObjectStore,
+    /// How the lease is deleted; `None` only for a lease not taken ([`Lease::unneeded`]).
+    deleting: Option<&'a dyn DeleteObjects>,
     kind: LeaseKind,
     record: LeaseRecord,
     key: Option<ObjectKey>,
@@ -138,12 +140,15 @@ impl<'a> Lease<'a> {
     ///
     /// # Errors
     /// [`Error::Transport`] naming the lease if the store refuses the write (an `s3://`
-    /// store without writer credentials, a read-only bucket).
+    /// store without writer credentials, a read-only bucket) or cannot delete objects (a
+    /// lease must go again).
     pub fn acquire(
         store: &'a dyn ObjectStore,
         kind: LeaseKind,
         holder: &Producer,
     ) -> Result<Lease<'a>, Error> {
+        let deleting = crate::transport::deleting(store, "a lease")
+            .map_err(|e| Error::transport("take a lease in", store.describe(), e))?;
         let record = LeaseRecord {
             kind: kind.as_str().to_owned(),
             created_at: Timestamp::now().rfc3339_seconds(),
@@ -151,9 +156,37 @@ impl<'a> Lease<'a> {
             pid: std::process::id(),
             run_id: holder.run_id.clone(),
         };
-        let mut lease = Lease { store, kind, record, key: None, written: Instant::now() };
+        let mut lease = Lease {
+            store,
+            deleting: Some(deleting),
+            kind,
+            record,
+            key: None,
+            written: Instant::now(),
+        };
         lease.key = Some(lease.write_new()?);
         Ok(lease)
+    }
+
+    /// A save lease that is not taken, for a store that can neither list nor delete (an
+    /// HTTP cache server): no gc can run there ([`crate::snapshot::gc`] needs both), so
+    /// nothing needs keeping out. Its name is empty; renewing and releasing it do nothing.
+    pub fn unneeded(store: &'a dyn ObjectStore) -> Lease<'a> {
+        let record = LeaseRecord {
+            kind: LeaseKind::Save.as_str().to_owned(),
+            created_at: String::new(),
+            host: String::new(),
+            pid: std::process::id(),
+            run_id: None,
+        };
+        Lease {
+            store,
+            deleting: None,
+            kind: LeaseKind::Save,
+            record,
+            key: None,
+            written: Instant::now(),
+        }
     }
 
     /// Writes a new lease object (new name, current time) and returns its key.
@@ -185,10 +218,11 @@ impl<'a> Lease<'a> {
     /// [`Error::Transport`] if the new lease cannot be written (the old one stays) or the
     /// old one cannot be deleted (it turns stale).
     pub fn renew(&mut self) -> Result<(), Error> {
+        let Some(deleting) = self.deleting else { return Ok(()) };
         let fresh = self.write_new()?;
         match self.key.replace(fresh) {
             Some(old) => {
-                self.store.delete(&old).map_err(|e| Error::transport("delete", old.as_str(), e))
+                deleting.delete(&old).map_err(|e| Error::transport("delete", old.as_str(), e))
             }
             None => Ok(()),
         }
@@ -201,6 +235,9 @@ impl<'a> Lease<'a> {
     /// live ([`ttl`]): others may have ignored it, so the holder must stop. Else as
     /// [`Lease::renew`].
     pub fn renew_if_older(&mut self, age: Duration) -> Result<bool, Error> {
+        if self.key.is_none() {
+            return Ok(false);
+        }
         let elapsed = self.written.elapsed();
         if elapsed >= ttl(self.kind) {
             return Err(Error::LeaseExpired {
@@ -220,19 +257,19 @@ impl<'a> Lease<'a> {
     /// # Errors
     /// [`Error::Transport`] naming the lease; it then turns stale after its time to live.
     pub fn release(mut self) -> Result<(), Error> {
-        match self.key.take() {
-            Some(key) => {
-                self.store.delete(&key).map_err(|e| Error::transport("delete", key.as_str(), e))
+        match (self.key.take(), self.deleting) {
+            (Some(key), Some(deleting)) => {
+                deleting.delete(&key).map_err(|e| Error::transport("delete", key.as_str(), e))
             }
-            None => Ok(()),
+            _ => Ok(()),
         }
     }
 }
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take()
-            && let Err(e) = self.store.delete(&key)
+        if let (Some(key), Some(deleting)) = (self.key.take(), self.deleting)
+            && let Err(e) = deleting.delete(&key)
         {
             tracing::warn!(
                 "could not delete the lease {key} in {}: {e}; it turns stale after {} s and \
@@ -253,6 +290,10 @@ pub fn while_held<'a, T>(
     cache_dir: &std::path::Path,
     work: impl FnOnce() -> T,
 ) -> (T, Lease<'a>) {
+    if lease.key.is_none() {
+        // Not taken (`Lease::unneeded`): nothing to renew or record.
+        return (work(), lease);
+    }
     let record = super::held::HeldRecord::write(cache_dir, lease.store, lease.name());
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {
@@ -322,7 +363,7 @@ pub fn live_in(
 /// # Errors
 /// [`Error::Transport`] if `~leases/` cannot be listed.
 pub fn active(
-    store: &dyn ObjectStore,
+    store: &dyn ListObjects,
     kind: LeaseKind,
     ttl: Duration,
     now: SystemTime,
@@ -371,7 +412,9 @@ impl GuardPolicy {
 /// The lease an index save holds (see the module docs, "Protocol"): writes a save lease,
 /// then waits while a live gc lease exists. `Some(lease)`: go ahead, and release the lease
 /// once the sidecar is committed. `None`: a gc kept running for `policy.wait`; the save's
-/// lease is released and the save must skip (`SkipReason::StoreBusy`).
+/// lease is released and the save must skip (`SkipReason::StoreBusy`). On a store that
+/// cannot list or delete, where no gc can run, the lease is [`Lease::unneeded`] and
+/// nothing is written.
 ///
 /// # Errors
 /// [`Error::Transport`] if the lease cannot be written or `~leases/` cannot be listed (the
@@ -381,10 +424,13 @@ pub fn save_guard<'a>(
     holder: &Producer,
     policy: &GuardPolicy,
 ) -> Result<Option<Lease<'a>>, Error> {
+    let (Some(listing), Some(_)) = (store.listing(), store.deleting()) else {
+        return Ok(Some(Lease::unneeded(store)));
+    };
     let lease = Lease::acquire(store, LeaseKind::Save, holder)?;
     let started = Instant::now();
     loop {
-        let running = active(store, LeaseKind::Gc, policy.gc_ttl, SystemTime::now())?;
+        let running = active(listing, LeaseKind::Gc, policy.gc_ttl, SystemTime::now())?;
         let Some((name, _)) = running.first() else { return Ok(Some(lease)) };
         let waited = started.elapsed();
         if waited >= policy.wait {
@@ -407,7 +453,14 @@ mod tests {
     use crate::transport::FsStore;
 
     fn names(store: &dyn ObjectStore) -> Vec<String> {
-        store.list(LEASES_PREFIX).unwrap().into_iter().map(|m| m.key.as_str().to_owned()).collect()
+        store
+            .listing()
+            .unwrap()
+            .list(LEASES_PREFIX)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.key.as_str().to_owned())
+            .collect()
     }
 
     #[test]

@@ -33,7 +33,10 @@ use crate::message::one_line;
 use crate::record::Timestamp;
 use crate::snapshot::Error;
 use crate::snapshot::manifest::Producer;
-use crate::transport::{ObjectKey, ObjectStore, PutOutcome, TransportOptions};
+use crate::transport::{
+    HalfPairs, NextRequest, ObjectKey, ObjectStore, PutOutcome, StoreUrl, StoreUse,
+    TransportOptions,
+};
 use crate::trust::{SigningKey, TrustPolicy};
 
 use super::entries::manifest_digest;
@@ -57,12 +60,14 @@ const ENTRY_LEVEL: i32 = 3;
 /// How a [`RemoteTier`] is set up.
 #[derive(Debug, Clone)]
 pub struct RemoteConfig {
-    /// The store URL (`file:///dir`, `s3://bucket/prefix?…`), as for `snapshot`.
-    pub url: String,
+    /// The store (`file:///dir`, `s3://bucket/prefix?…`, `http(s)://host/path`), as for
+    /// `snapshot`; or, for a URL that does not parse, the reason (one line, no secret):
+    /// the tier then fails every fetch with it as a warning, and the build runs.
+    pub url: Result<StoreUrl, String>,
     /// Upload new entries (`--remote-write`, `STRATA_REMOTE_WRITE=1`).
     pub write: bool,
-    /// Result of [`crate::snapshot::save::has_writer_credentials`] for `url`: without
-    /// them, an offer fails with a warning instead of uploading.
+    /// Result of [`StoreUrl::has_writer_credentials`] for `url`: without them, an offer
+    /// fails with a warning instead of uploading.
     pub writer_credentials: bool,
     /// Limit of one request (`STRATA_REMOTE_TIMEOUT`, seconds).
     pub timeout: Duration,
@@ -98,7 +103,11 @@ impl RemoteConfig {
             ),
             None => TrustPolicy::default(),
         };
-        let writer_credentials = crate::snapshot::save::has_writer_credentials(&url, &env);
+        let url: Result<StoreUrl, String> = url.parse().map_err(|e| {
+            format!("remote store {}: {}", crate::transport::redact_store_url(&url), one_line(&e))
+        });
+        // A URL that does not parse fails every fetch and offer later, with its reason.
+        let writer_credentials = url.as_ref().map_or(true, |u| u.has_writer_credentials(&env));
         Ok(Some(Self { url, write, writer_credentials, timeout, trust }))
     }
 }
@@ -137,7 +146,7 @@ pub struct RemoteTier {
 impl std::fmt::Debug for RemoteTier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteTier")
-            .field("url", &crate::transport::redact_store_url(&self.config.url))
+            .field("url", &self.config.url.as_ref().map(ToString::to_string))
             .field("write", &self.config.write)
             .field("signed", &self.signing_key.is_some())
             .finish()
@@ -165,11 +174,11 @@ impl RemoteTier {
 
     fn store(&self) -> Result<&dyn ObjectStore, String> {
         let opened = self.store.get_or_init(|| {
+            let url = self.config.url.as_ref().map_err(Clone::clone)?;
             let options = transport_options(self.config.timeout);
-            crate::transport::open_store(&self.config.url, &options).map_err(|e| {
-                let url = crate::transport::redact_store_url(&self.config.url);
-                format!("remote store {url}: {}", one_line(&e))
-            })
+            let env = |name: &str| std::env::var(name).ok();
+            url.open(&options, &env, HalfPairs::Refuse, &StoreUse::core("the remote entry tier"))
+                .map_err(|e| format!("remote store {url}: {}", one_line(&e)))
         });
         opened.as_ref().map(|s| s.as_ref()).map_err(Clone::clone)
     }
@@ -306,9 +315,11 @@ impl RemoteTier {
 
     fn try_offer(&self, cache_root: &Path, entry_path: &str) -> Result<OfferOutcome, String> {
         if !self.config.writer_credentials {
-            return Err("remote write needs writer credentials (AWS_ACCESS_KEY_ID and \
-                 AWS_SECRET_ACCESS_KEY, or HW_OBS_AK and HW_OBS_SK); not uploading"
-                .into());
+            let hint = self.config.url.as_ref().ok().and_then(StoreUrl::writer_credentials_hint);
+            return Err(format!(
+                "remote write needs writer credentials ({}); not uploading",
+                hint.unwrap_or("none are known for this store")
+            ));
         }
         let store = self.store()?;
         let _transfer = crate::snapshot::leftovers::TransferLock::hold(
@@ -454,8 +465,8 @@ fn get_entry_object(
     let failed = |e: &crate::transport::Error| format!("{key}: {}", one_line(e));
     let (start, end) = (location.offset, location.offset.saturating_add(location.size_bytes));
     if location.size_bytes <= MAX_IN_MEMORY_BYTES {
-        // The last request of the lookup (see `get_range_last`).
-        return match store.get_range_last(key, start, end) {
+        // The last request of the lookup (see `NextRequest::None`).
+        return match store.get_range_with(key, start, end, NextRequest::None) {
             Ok(bytes) => Ok(EntryBytes::Memory(bytes)),
             Err(e) if e.is_not_found() => Ok(EntryBytes::Absent),
             Err(e) => Err(failed(&e)),
@@ -511,7 +522,7 @@ mod tests {
 
     fn config(write: bool, trust: TrustPolicy) -> RemoteConfig {
         RemoteConfig {
-            url: "file:///unused".into(),
+            url: Ok(StoreUrl::directory("/unused")),
             write,
             writer_credentials: true,
             timeout: DEFAULT_TIMEOUT,

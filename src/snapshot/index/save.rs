@@ -343,9 +343,11 @@ fn from_refs(
     if entries.is_empty() {
         return Vec::new();
     }
-    let listed: Option<std::collections::HashSet<String>> = (entries.len()
-        > REF_GETS_WITHOUT_LISTING)
-        .then(|| match store.list(super::names::REFS_PREFIX) {
+    // A store that cannot list (an HTTP cache server) is asked for every ref.
+    let listed: Option<std::collections::HashSet<String>> = store
+        .listing()
+        .filter(|_| entries.len() > REF_GETS_WITHOUT_LISTING)
+        .map(|listing| match listing.list(super::names::REFS_PREFIX) {
             Ok(refs) => Some(refs.into_iter().map(|m| m.key.as_str().to_owned()).collect()),
             Err(e) => {
                 tracing::warn!("cannot list the entry refs ({e}); every new entry is uploaded");

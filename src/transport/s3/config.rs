@@ -14,24 +14,10 @@
 
 use std::fmt;
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Url;
 
+use crate::transport::wire::{encode_component, encode_key};
 use crate::transport::{Addressing, Error, S3Url, Secret};
-
-/// Characters left as they are in a URI path segment or query value (RFC 3986 unreserved),
-/// as SigV4 requires; everything else is percent-encoded.
-const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
-
-/// Percent-encodes one query name or value, or one path segment, the way SigV4 expects.
-pub(crate) fn encode_component(text: &str) -> String {
-    utf8_percent_encode(text, COMPONENT).to_string()
-}
-
-/// Percent-encodes an object key for a URL path, keeping `/` between segments.
-pub(crate) fn encode_key(key: &str) -> String {
-    key.split('/').map(encode_component).collect::<Vec<_>>().join("/")
-}
 
 /// Static credentials. `Debug` never shows any part of them.
 #[derive(Clone)]
@@ -318,8 +304,8 @@ mod tests {
     use super::*;
 
     fn config(url: &str, env: &[(&str, &str)]) -> S3Config {
-        let s3 = match url.parse::<crate::transport::StoreUrl>().unwrap() {
-            crate::transport::StoreUrl::S3(s3) => s3,
+        let s3 = match url.parse::<crate::transport::StoreUrl>().unwrap().0 {
+            crate::transport::url::Location::S3(s3) => s3,
             other => panic!("{other:?}"),
         };
         let lookup =
@@ -365,8 +351,8 @@ mod tests {
     #[test]
     fn virtual_hosting_that_cannot_work_is_refused() {
         let error = |url: &str, env: &[(&str, &str)]| {
-            let s3 = match url.parse::<crate::transport::StoreUrl>().unwrap() {
-                crate::transport::StoreUrl::S3(s3) => s3,
+            let s3 = match url.parse::<crate::transport::StoreUrl>().unwrap().0 {
+                crate::transport::url::Location::S3(s3) => s3,
                 other => panic!("{other:?}"),
             };
             let lookup =

@@ -27,10 +27,11 @@ use std::sync::atomic::AtomicU32;
 
 use reqwest::Method;
 
+use super::Inner;
 use super::fallback::Feature;
-use super::get::protocol_error as protocol;
 use super::response::child_text;
-use super::{Call, Inner};
+use crate::transport::wire::protocol_error as protocol;
+use crate::transport::wire::{Call, Exchange};
 use crate::transport::{Error, ObjectKey, ObjectMeta};
 
 /// Most pages one listing reads (100 million objects at the usual 1,000 per page) before
@@ -230,10 +231,10 @@ async fn read_page(
     }
     let call = Call {
         method: Method::GET,
-        full_key: None,
+        target: None,
         query,
         headers: Vec::new(),
-        payload: super::sign::Payload::Empty,
+        payload: crate::transport::wire::Payload::Empty,
         location: location.clone(),
         close_connection: false,
     };
@@ -245,7 +246,7 @@ async fn read_page(
                 let text = response
                     .text()
                     .await
-                    .map_err(|e| super::response::body_error("GET", &location, e))?;
+                    .map_err(|e| crate::transport::wire::body_error("GET", &location, e))?;
                 let mut page = parse_page(&text, &store_prefix, &location)?;
                 if v1 {
                     // Version 1's NextMarker (sent only with a delimiter) is not a token.

@@ -5,7 +5,7 @@
 //! [`ObjectStore`] trait stays synchronous. Requests:
 //! * HEAD/GET/DELETE on `prefix/key`; downloads are a HEAD for the size, then one GET for
 //!   objects up to the part size or parallel ranged GETs written at their offsets
-//!   ([`get`]); a range read into memory is one ranged GET ([`range`]);
+//!   (`wire::download`); a range read into memory is one ranged GET (`wire::range`);
 //! * uploads are a HEAD (existing object → `AlreadyExists`), then one `PUT` with
 //!   `If-None-Match: *` below the part size (always, for a buffer in memory), or a multipart upload whose completion
 //!   carries `If-None-Match: *` ([`put`], [`multipart`]); a 412 means `AlreadyExists`,
@@ -18,8 +18,9 @@
 //! same request without it, once per store and feature, with one warning that says which
 //! guarantee is weaker ([`fallback`]).
 //!
-//! Every request has a timeout and bounded retries ([`retry`]); errors are mapped by
-//! [`response`].
+//! Every request has a timeout and bounded retries (`wire::retry`); errors are mapped by
+//! [`response`]. This module implements the shared layer's `Exchange` (`wire`): the
+//! object path (prefix + key), SigV4 signing, S3's error answers and the HEAD probes.
 //!
 //! # Limitations
 //! * A server that ignores `If-None-Match` (older MinIO, some OBS versions) is protected
@@ -32,95 +33,52 @@
 
 mod config;
 mod fallback;
-mod get;
 mod list;
 mod multipart;
 mod put;
-mod range;
 mod response;
-mod retry;
 mod sign;
 
-use std::sync::Once;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{Instant, SystemTime};
+use std::sync::atomic::AtomicU32;
+use std::time::SystemTime;
 
 use reqwest::Method;
 
-pub use config::{Credentials, S3Config, incomplete_credential_pairs};
-use response::{error_from_response, network_error};
-use retry::{RetryPolicy, with_retries};
-use sign::{Payload, UnsignedRequest};
+pub(crate) use config::incomplete_credential_pairs;
+pub use config::{Credentials, S3Config};
+use response::error_from_response;
+use sign::UnsignedRequest;
 
+use crate::transport::wire::{Blocking, Call, Exchange, Wire, meta_from_headers, network_error};
 use crate::transport::{
-    Error, ObjectKey, ObjectMeta, ObjectStore, PutOutcome, TransferStats, TransportOptions,
+    Capabilities, DeleteObjects, Error, ListObjects, NextRequest, ObjectKey, ObjectMeta,
+    ObjectStore, PutOutcome, TransferStats, TransportOptions,
 };
-
-/// Installs rustls's ring crypto provider as the process default, once. Another provider
-/// installed first is kept.
-fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // Err means a provider is already installed, which is fine.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
-/// One S3 request: what to send and how to name it in errors and logs.
-#[derive(Clone)]
-pub(crate) struct Call {
-    /// HTTP method.
-    pub method: Method,
-    /// Full object name in the bucket (with the store prefix), or `None` for the bucket.
-    pub full_key: Option<String>,
-    /// Query parameters, unencoded.
-    pub query: Vec<(&'static str, String)>,
-    /// Extra headers to send and sign (lower-case names).
-    pub headers: Vec<(&'static str, String)>,
-    /// The body.
-    pub payload: Payload,
-    /// `s3://bucket/prefix/key` for errors and logs.
-    pub location: String,
-    /// Send `Connection: close` (not signed: a hop-by-hop header), so that the server
-    /// closes the connection once it has answered. See [`ObjectStore::get_range_last`].
-    pub close_connection: bool,
-}
-
-impl Call {
-    /// A request on an object, with no query, headers or body.
-    pub(crate) fn object(inner: &Inner, method: Method, key: &str) -> Self {
-        Self {
-            method,
-            full_key: Some(inner.config.full_key(key)),
-            query: Vec::new(),
-            headers: Vec::new(),
-            payload: Payload::Empty,
-            location: inner.config.location(key),
-            close_connection: false,
-        }
-    }
-}
 
 /// The parts of a store that async code borrows.
 pub(crate) struct Inner {
     pub config: S3Config,
-    pub client: reqwest::Client,
-    pub options: TransportOptions,
-    pub policy: RetryPolicy,
-    /// Requests retried since the store was opened ([`ObjectStore::retried_requests`]).
-    pub retried: AtomicU64,
+    /// Client, options, retry policy and the retry count.
+    pub wire: Wire,
     /// Optional S3 features this server turned out to lack ([`fallback`]).
     pub lacks: fallback::Lacks,
 }
 
-impl Inner {
-    /// Sends `call` once. Success statuses return the response (body unread); others are
-    /// mapped to errors.
-    ///
-    /// # Errors
-    /// Network errors and mapped HTTP errors (see [`response`]).
-    pub(crate) async fn send_once(&self, call: &Call) -> Result<reqwest::Response, Error> {
-        let url = self.config.request_url(call.full_key.as_deref(), &call.query);
+impl Exchange for Inner {
+    fn wire(&self) -> &Wire {
+        &self.wire
+    }
+
+    fn object_path(&self, key: &str) -> String {
+        self.config.full_key(key)
+    }
+
+    fn location(&self, key: &str) -> String {
+        self.config.location(key)
+    }
+
+    async fn send_once(&self, call: &Call) -> Result<reqwest::Response, Error> {
+        let url = self.config.request_url(call.target.as_deref(), &call.query);
         let request = UnsignedRequest::new(
             call.method.clone(),
             url,
@@ -134,7 +92,7 @@ impl Inner {
             None => request.anonymous()?,
         };
         let method = call.method.as_str();
-        let mut builder = signed.into_builder(&self.client);
+        let mut builder = signed.into_builder(&self.wire.client);
         if call.close_connection {
             builder = builder.header(reqwest::header::CONNECTION, "close");
         }
@@ -147,52 +105,8 @@ impl Inner {
         }
     }
 
-    /// Sends `call` with retries, consuming the response with `read` inside each attempt
-    /// (so a body that breaks off is retried too). The retries made are added to
-    /// `retries` and to the store's total, whatever the outcome.
-    ///
-    /// # Errors
-    /// The last attempt's error, with the retry count.
-    pub(crate) async fn send<T, F, Fut>(
-        &self,
-        call: &Call,
-        retries: &AtomicU32,
-        read: F,
-    ) -> Result<T, Error>
-    where
-        F: Fn(reqwest::Response) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        let made = AtomicU32::new(0);
-        let result =
-            with_retries(&self.policy, call.method.as_str(), &call.location, &made, || async {
-                let response = self.send_once(call).await?;
-                read(response).await
-            })
-            .await;
-        let made = made.load(Ordering::Relaxed);
-        retries.fetch_add(made, Ordering::Relaxed);
-        self.retried.fetch_add(u64::from(made), Ordering::Relaxed);
-        result
-    }
-
-    /// Fails with [`Error::MissingCredentials`] unless the store has credentials.
-    pub(crate) fn require_credentials(
-        &self,
-        operation: &'static str,
-        key: &str,
-    ) -> Result<(), Error> {
-        if self.config.credentials.is_none() {
-            return Err(Error::MissingCredentials {
-                operation,
-                location: self.config.location(key),
-            });
-        }
-        Ok(())
-    }
-
     /// HEAD of `key`: `None` on 404 (after checking that the bucket exists).
-    pub(crate) async fn head(
+    async fn head(
         &self,
         key: &ObjectKey,
         retries: &AtomicU32,
@@ -202,7 +116,7 @@ impl Inner {
         let result = self
             .send(&call, retries, |response| {
                 let location = location.clone();
-                async move { get::meta_from_headers(key, &location, "HEAD", response.headers()) }
+                async move { meta_from_headers(key, &location, "HEAD", response.headers()) }
             })
             .await;
         match result {
@@ -238,21 +152,46 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Fails with [`Error::MissingCredentials`] unless the store has credentials.
+    pub(crate) fn require_credentials(
+        &self,
+        operation: &'static str,
+        key: &str,
+    ) -> Result<(), Error> {
+        if self.config.credentials.is_none() {
+            return Err(Error::MissingCredentials {
+                operation,
+                location: self.config.location(key),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// A copy of a HEAD's error without a body (an [`Error::Http`] or [`Error::AccessDenied`]
 /// with no code), for [`Inner::head`].
 fn clone_head_error(e: &Error) -> Error {
     match e {
-        Error::AccessDenied { method, location, status, message, anonymous, attempts, .. } => {
-            Error::AccessDenied {
-                method: method.clone(),
-                location: location.clone(),
-                status: *status,
-                code: None,
-                message: message.clone(),
-                anonymous: *anonymous,
-                attempts: *attempts,
-            }
-        }
+        Error::AccessDenied {
+            method,
+            location,
+            status,
+            message,
+            anonymous,
+            backend,
+            attempts,
+            ..
+        } => Error::AccessDenied {
+            method: method.clone(),
+            location: location.clone(),
+            status: *status,
+            code: None,
+            message: message.clone(),
+            anonymous: *anonymous,
+            backend: *backend,
+            attempts: *attempts,
+        },
         Error::Http { method, location, status, message, attempts, .. } => Error::Http {
             method: method.clone(),
             location: location.clone(),
@@ -267,13 +206,12 @@ fn clone_head_error(e: &Error) -> Error {
 
 /// A store in one bucket under one prefix. See the module docs.
 pub struct S3Store {
-    inner: Inner,
-    runtime: tokio::runtime::Runtime,
+    net: Blocking<Inner>,
 }
 
 impl std::fmt::Debug for S3Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "S3Store({})", self.inner.config.describe())
+        write!(f, "S3Store({})", self.net.exchange.config.describe())
     }
 }
 
@@ -283,57 +221,20 @@ impl S3Store {
     /// # Errors
     /// [`Error::Setup`] if the runtime or the TLS client cannot be created.
     pub fn new(config: S3Config, options: TransportOptions) -> Result<Self, Error> {
-        install_crypto_provider();
-        let mut builder = reqwest::Client::builder()
-            .timeout(options.request_timeout)
-            .connect_timeout(options.connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_idle_timeout(std::time::Duration::from_secs(30))
-            .user_agent(crate::PRODUCER);
-        if config.endpoint.scheme() == "http" {
-            // Plain HTTP and no redirects: no request of this client uses TLS, so the
-            // system's root certificates are not loaded (about 150 files, milliseconds per
-            // process: the remote entry tier opens a store on a compile's MISS).
-            builder = builder.tls_certs_only(Vec::<reqwest::Certificate>::new());
-        }
-        let client =
-            builder.build().map_err(|e| Error::Setup { reason: format!("HTTP client: {e}") })?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("strata-s3")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Setup { reason: format!("tokio runtime: {e}") })?;
-        let policy = RetryPolicy::from_options(&options);
-        let inner = Inner {
-            config,
-            client,
-            options,
-            policy,
-            retried: AtomicU64::new(0),
-            lacks: fallback::Lacks::default(),
-        };
-        Ok(Self { inner, runtime })
+        let (wire, runtime) = Wire::new(options, config.endpoint.scheme(), "S3")?;
+        let exchange = Inner { config, wire, lacks: fallback::Lacks::default() };
+        Ok(Self { net: Blocking { exchange, runtime } })
     }
 
     /// The resolved configuration (credentials redacted in `Debug`).
     pub fn config(&self) -> &S3Config {
-        &self.inner.config
-    }
-}
-
-fn stats(bytes: u64, started: Instant, retries: &AtomicU32) -> TransferStats {
-    TransferStats {
-        bytes,
-        seconds: started.elapsed().as_secs_f64(),
-        retries: retries.load(Ordering::Relaxed),
+        &self.net.exchange.config
     }
 }
 
 impl ObjectStore for S3Store {
     fn head(&self, key: &ObjectKey) -> Result<Option<ObjectMeta>, Error> {
-        let retries = AtomicU32::new(0);
-        self.runtime.block_on(self.inner.head(key, &retries))
+        self.net.head(key)
     }
 
     fn get_to_file_observed(
@@ -342,12 +243,7 @@ impl ObjectStore for S3Store {
         dest: &std::path::Path,
         progress: &dyn crate::transport::DownloadProgress,
     ) -> Result<(ObjectMeta, TransferStats), Error> {
-        let started = Instant::now();
-        let retries = AtomicU32::new(0);
-        let meta =
-            self.runtime.block_on(get::download(&self.inner, key, dest, &retries, progress))?;
-        let bytes = meta.size_bytes;
-        Ok((meta, stats(bytes, started, &retries)))
+        self.net.download(key, dest, progress)
     }
 
     fn put_file_if_absent_observed(
@@ -356,26 +252,22 @@ impl ObjectStore for S3Store {
         src: &std::path::Path,
         progress: &dyn crate::progress::Progress,
     ) -> Result<(PutOutcome, TransferStats), Error> {
-        let started = Instant::now();
-        let retries = AtomicU32::new(0);
-        let (outcome, bytes) =
-            self.runtime.block_on(put::upload(&self.inner, key, src, &retries, progress))?;
-        Ok((outcome, stats(bytes, started, &retries)))
+        self.net
+            .upload(async |inner, retries| put::upload(inner, key, src, retries, progress).await)
     }
 
-    fn get_range(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error> {
-        let retries = AtomicU32::new(0);
-        self.runtime.block_on(range::get_range(&self.inner, key, start, end, false, &retries))
-    }
-
-    fn get_range_last(&self, key: &ObjectKey, start: u64, end: u64) -> Result<Vec<u8>, Error> {
-        let retries = AtomicU32::new(0);
-        self.runtime.block_on(range::get_range(&self.inner, key, start, end, true, &retries))
+    fn get_range_with(
+        &self,
+        key: &ObjectKey,
+        start: u64,
+        end: u64,
+        next: NextRequest,
+    ) -> Result<Vec<u8>, Error> {
+        self.net.get_range(key, start, end, next)
     }
 
     fn get_small(&self, key: &ObjectKey, max_bytes: u64) -> Result<Option<Vec<u8>>, Error> {
-        let retries = AtomicU32::new(0);
-        self.runtime.block_on(range::get_small(&self.inner, key, max_bytes, &retries))
+        self.net.get_small(key, max_bytes)
     }
 
     fn put_bytes_if_absent(
@@ -383,36 +275,48 @@ impl ObjectStore for S3Store {
         key: &ObjectKey,
         bytes: &[u8],
     ) -> Result<(PutOutcome, TransferStats), Error> {
-        let started = Instant::now();
-        let retries = AtomicU32::new(0);
         let body = bytes::Bytes::copy_from_slice(bytes);
-        let (outcome, sent) =
-            self.runtime.block_on(put::upload_bytes(&self.inner, key, body, &retries))?;
-        Ok((outcome, stats(sent, started, &retries)))
+        self.net.upload(async |inner, retries| put::upload_bytes(inner, key, body, retries).await)
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::of(&crate::transport::Capability::ALL)
+    }
+
+    fn listing(&self) -> Option<&dyn ListObjects> {
+        Some(self)
+    }
+
+    fn deleting(&self) -> Option<&dyn DeleteObjects> {
+        Some(self)
+    }
+
+    fn retried_requests(&self) -> u64 {
+        self.net.exchange.wire.retried_requests()
+    }
+
+    fn describe(&self) -> String {
+        self.net.exchange.config.describe()
+    }
+}
+
+impl ListObjects for S3Store {
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, Error> {
         let retries = AtomicU32::new(0);
-        self.runtime.block_on(list::list_all(&self.inner, prefix, &retries))
+        self.net.runtime.block_on(list::list_all(&self.net.exchange, prefix, &retries))
     }
+}
 
+impl DeleteObjects for S3Store {
     fn delete(&self, key: &ObjectKey) -> Result<(), Error> {
-        self.inner.require_credentials("delete", key.as_str())?;
+        self.net.exchange.require_credentials("delete", key.as_str())?;
         let retries = AtomicU32::new(0);
-        let call = Call::object(&self.inner, Method::DELETE, key.as_str());
-        self.runtime.block_on(async {
-            match self.inner.send(&call, &retries, |_| async { Ok(()) }).await {
+        let call = Call::object(&self.net.exchange, Method::DELETE, key.as_str());
+        self.net.runtime.block_on(async {
+            match self.net.exchange.send(&call, &retries, |_| async { Ok(()) }).await {
                 Err(e) if e.is_not_found() => Ok(()),
                 other => other,
             }
         })
-    }
-
-    fn retried_requests(&self) -> u64 {
-        self.inner.retried.load(Ordering::Relaxed)
-    }
-
-    fn describe(&self) -> String {
-        self.inner.config.describe()
     }
 }

@@ -13,7 +13,7 @@
 //!   attempt succeeded: 412 (the object now exists), `NoSuchUpload` (404) or 403 (s3s and
 //!   some stores check the upload id, used up by the completion, before anything else). Then
 //!   the stored object is compared with the local file (size, then SHA-256 of a GET,
-//!   [`super::put::own_object_stored`]): the same bytes mean the upload succeeded
+//!   `wire::own_object_stored`): the same bytes mean the upload succeeded
 //!   (`Created`, nothing aborted); otherwise a 412 is `AlreadyExists` and a 403/404 is an
 //!   error that says the completion was refused after a lost answer.
 //! * Any failure after CreateMultipartUpload aborts the upload (best effort, logged) so no
@@ -28,12 +28,13 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
 
+use super::Inner;
 use super::fallback::Feature;
 use super::put::is_precondition_failed;
 use super::response::{child_text, parse_error_body, xml_escape};
-use super::sign::{FileRange, Payload};
-use super::{Call, Inner};
 use crate::progress::Progress;
+use crate::transport::wire::{Call, Exchange, own_object_stored};
+use crate::transport::wire::{FileRange, Payload};
 use crate::transport::{Attempts, Error, ObjectKey, PutOutcome};
 
 /// The smallest part S3 accepts (except the last), in bytes.
@@ -64,7 +65,7 @@ async fn body_text(
     location: &str,
     method: &str,
 ) -> Result<String, Error> {
-    response.text().await.map_err(|e| super::response::body_error(method, location, e))
+    response.text().await.map_err(|e| crate::transport::wire::body_error(method, location, e))
 }
 
 /// Uploads `file` (opened from `src`, `size` bytes) under `key` as a multipart upload.
@@ -126,7 +127,7 @@ async fn upload_parts_and_complete(
     upload: &Upload<'_>,
     size: u64,
 ) -> Result<(PutOutcome, u64), Error> {
-    let part_size = effective_part_size(size, upload.inner.options.part_size_bytes);
+    let part_size = effective_part_size(size, upload.inner.wire.options.part_size_bytes);
     let count = size.div_ceil(part_size);
     let mut parts: Vec<(u64, String)> = futures::stream::iter(1..=count)
         .map(|number| {
@@ -134,7 +135,7 @@ async fn upload_parts_and_complete(
             let length = part_size.min(size - offset);
             upload_part(upload, number, offset, length)
         })
-        .buffer_unordered(upload.inner.options.parallelism.max(1))
+        .buffer_unordered(upload.inner.wire.options.parallelism.max(1))
         .try_collect()
         .await?;
     parts.sort_by_key(|(number, _)| *number);
@@ -157,7 +158,7 @@ async fn upload_part(
     let range = FileRange { file: Arc::clone(file), path: Arc::from(src), offset, length };
     let unsigned = !inner.lacks.lacks(Feature::UnsignedPayload);
     call.payload =
-        if unsigned { Payload::UnsignedFile(range.clone()) } else { hashed(range.clone()).await? };
+        if unsigned { Payload::File(range.clone()) } else { hashed(range.clone()).await? };
     let mut etag = send_part(inner, &call, number, retries).await;
     if unsigned
         && let Err(e) = &etag
@@ -245,7 +246,7 @@ async fn complete(
         call.headers.push(("if-none-match", "*".to_owned()));
     }
     call.headers.push(("content-type", "application/xml".to_owned()));
-    call.payload = Payload::Signed(Bytes::from(completion_document(parts)));
+    call.payload = Payload::Bytes(Bytes::from(completion_document(parts)));
     let location = call.location.clone();
     let mut result = send_completion(inner, &call, retries).await;
     if conditional
@@ -261,7 +262,7 @@ async fn complete(
         Err(e) if e.retries() > 0 && refused_after_retry(&e) => {
             // An earlier attempt may have completed the upload and lost its answer.
             let (sent, _) = crate::fs::hash_file(src)?;
-            if super::put::own_object_stored(inner, key, size, &sent, retries).await? {
+            if own_object_stored(inner, key, size, &sent, retries).await? {
                 Ok((PutOutcome::Created, size))
             } else if is_precondition_failed(&e) {
                 Ok((PutOutcome::AlreadyExists, 0))

@@ -13,7 +13,7 @@
 //! and for a multipart completion also 403 or `NoSuchUpload`, which stores send once the
 //! upload id is used up), the stored object is compared with what was sent — size from a
 //! HEAD, then the SHA-256 of a GET against the SHA-256 of the local bytes
-//! ([`own_object_stored`]). The same bytes are `Created` (the truth: our write landed);
+//! (`wire::own_object_stored`). The same bytes are `Created` (the truth: our write landed);
 //! anything else keeps the refusal's meaning. A write refused on its first attempt is never
 //! ours, and costs no extra request.
 //!
@@ -32,51 +32,16 @@ use bytes::Bytes;
 use reqwest::Method;
 
 use super::fallback::Feature;
-use super::sign::Payload;
-use super::{Call, Inner, get, multipart};
+use super::{Inner, multipart};
 use crate::digest::Sha256Digest;
 use crate::progress::Progress;
+use crate::transport::wire::Payload;
+use crate::transport::wire::{Call, Exchange, own_object_stored};
 use crate::transport::{Error, ObjectKey, PutOutcome};
 
 /// True if `error` is a failed `If-None-Match: *` precondition (the object exists).
 pub(crate) fn is_precondition_failed(error: &Error) -> bool {
     matches!(error, Error::Http { status: 412, .. })
-}
-
-/// True if `key` now holds exactly `size` bytes whose SHA-256 is `sent`: the object an
-/// earlier attempt of a retried write stored (see the module docs). `Ok(false)` when there
-/// is no object or it differs.
-///
-/// # Errors
-/// Network and HTTP errors of the HEAD and GET (then the write's outcome stays unknown).
-pub(crate) async fn own_object_stored(
-    inner: &Inner,
-    key: &ObjectKey,
-    size: u64,
-    sent: &Sha256Digest,
-    retries: &AtomicU32,
-) -> Result<bool, Error> {
-    let head = inner.head(key, retries).await?;
-    if head.is_none_or(|meta| meta.size_bytes != size) {
-        return Ok(false);
-    }
-    let stored = get::stored_digest(inner, key, retries).await?;
-    let own = stored.is_some_and(|(stored_size, digest)| stored_size == size && &digest == sent);
-    let location = inner.config.location(key.as_str());
-    if own {
-        tracing::info!(
-            object = %location,
-            "the write was retried after a lost answer and refused; the stored object has the \
-             uploaded bytes, so the earlier attempt created it"
-        );
-    } else {
-        tracing::info!(
-            object = %location,
-            "the write was retried after a lost answer and refused; the stored object is not \
-             the uploaded one (another writer's)"
-        );
-    }
-    Ok(own)
 }
 
 /// Uploads `src` under `key` unless it exists; returns the outcome and the bytes sent.
@@ -97,7 +62,7 @@ pub(crate) async fn upload(
     }
     let file = crate::fs::open(src)?;
     let size = file.metadata().map_err(|e| crate::fs::Error::io("stat", src, e))?.len();
-    if size < inner.options.part_size_bytes {
+    if size < inner.wire.options.part_size_bytes {
         drop(file);
         let body = Bytes::from(crate::fs::read(src)?);
         if body.len() as u64 != size {
@@ -150,7 +115,7 @@ async fn put_single(
         call.headers.push(("if-none-match", "*".to_owned()));
     }
     call.headers.push(("content-type", "application/octet-stream".to_owned()));
-    call.payload = Payload::Signed(body.clone());
+    call.payload = Payload::Bytes(body.clone());
     let mut sent = inner.send(&call, retries, |_| async { Ok(()) }).await;
     if conditional
         && let Err(e) = &sent

@@ -18,9 +18,8 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 
 use super::config::S3Config;
-use crate::transport::{Attempts, Error, NetworkErrorKind, NetworkPhase};
-
-const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+use crate::transport::wire::read_error_body;
+use crate::transport::{Attempts, Error};
 
 /// The fields of an S3 `<Error>` document.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -53,57 +52,6 @@ pub(crate) fn parse_error_body(body: &str) -> Option<S3ErrorBody> {
         message: clean(child_text(root, "Message")),
         region: clean(child_text(root, "Region")),
     })
-}
-
-/// A network-level failure of `method` on `location` while sending it or waiting for the
-/// answer's head.
-pub(crate) fn network_error(method: &str, location: &str, source: reqwest::Error) -> Error {
-    network_error_in(method, location, source, NetworkPhase::Request)
-}
-
-/// A network-level failure of `method` on `location` while reading the answer's body
-/// (the head had arrived): the message says so, whatever the client's own error text
-/// ("error sending request", "error decoding response body") suggests.
-pub(crate) fn body_error(method: &str, location: &str, source: reqwest::Error) -> Error {
-    network_error_in(method, location, source, NetworkPhase::Body)
-}
-
-fn network_error_in(
-    method: &str,
-    location: &str,
-    source: reqwest::Error,
-    phase: NetworkPhase,
-) -> Error {
-    let kind = if source.is_timeout() {
-        NetworkErrorKind::Timeout
-    } else if source.is_connect() {
-        NetworkErrorKind::Connect
-    } else {
-        NetworkErrorKind::Other
-    };
-    // Drop the URL from the client's error: it may carry query parameters we do not want
-    // repeated (upload ids), and the location already names the object.
-    Error::Network {
-        method: method.to_owned(),
-        location: location.to_owned(),
-        kind,
-        phase,
-        attempts: Attempts::default(),
-        source: source.without_url(),
-    }
-}
-
-/// Reads at most 64 KiB of `response`'s body as text (lossy UTF-8).
-async fn read_error_body(mut response: reqwest::Response) -> String {
-    let mut body = Vec::new();
-    while body.len() < MAX_ERROR_BODY_BYTES {
-        match response.chunk().await {
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            Ok(None) | Err(_) => break,
-        }
-    }
-    body.truncate(MAX_ERROR_BODY_BYTES);
-    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// Maps a non-success `response` of `method` on `location` to an [`Error`], reading the
@@ -173,6 +121,7 @@ pub(crate) fn classify(
             code: body.code,
             message: body.message,
             anonymous: config.credentials.is_none(),
+            backend: crate::transport::Backend::S3,
             attempts,
         },
         _ => Error::Http {
@@ -208,11 +157,11 @@ mod tests {
 
     /// The store `s3://bkt/p`, with stub credentials when `signed`, else anonymous.
     fn config_with(signed: bool) -> S3Config {
-        let url = match "s3://bkt/p?region=us-east-1".parse::<crate::transport::StoreUrl>().unwrap()
-        {
-            crate::transport::StoreUrl::S3(s3) => s3,
-            other => panic!("{other:?}"),
-        };
+        let url =
+            match "s3://bkt/p?region=us-east-1".parse::<crate::transport::StoreUrl>().unwrap().0 {
+                crate::transport::url::Location::S3(s3) => s3,
+                other => panic!("{other:?}"),
+            };
         let env = |name: &str| match name {
             "AWS_ACCESS_KEY_ID" if signed => Some("stub-access".to_owned()),
             "AWS_SECRET_ACCESS_KEY" if signed => Some("stub-secret".to_owned()),

@@ -22,88 +22,13 @@ use aws_sigv4::http_request::{
     UriPathNormalizationMode, sign,
 };
 use aws_sigv4::sign::v4;
-use std::sync::Arc;
-
-use bytes::Bytes;
 use reqwest::Method;
 use reqwest::header::{HeaderName, HeaderValue};
 
 use super::config::Credentials;
 use crate::digest::Sha256Digest;
 use crate::transport::Error;
-
-/// A request body and how its hash enters the signature.
-#[derive(Clone)]
-pub(crate) enum Payload {
-    /// No body; hashed as the SHA-256 of zero bytes.
-    Empty,
-    /// A body whose SHA-256 is signed (small PUTs, XML documents).
-    Signed(Bytes),
-    /// A byte range of a file, sent with `UNSIGNED-PAYLOAD` and read while it is sent
-    /// (upload parts): memory holds one read buffer, not the part.
-    UnsignedFile(FileRange),
-    /// A byte range of a file whose SHA-256 (hex) was computed beforehand and is signed;
-    /// the body is read while it is sent, as for [`Payload::UnsignedFile`] (for servers
-    /// that refuse `UNSIGNED-PAYLOAD`, `super::fallback`).
-    HashedFile(FileRange, String),
-}
-
-/// A byte range of an open file.
-#[derive(Clone)]
-pub(crate) struct FileRange {
-    /// The file.
-    pub file: Arc<std::fs::File>,
-    /// Its path, for errors.
-    pub path: Arc<std::path::Path>,
-    /// First byte.
-    pub offset: u64,
-    /// Length in bytes.
-    pub length: u64,
-}
-
-/// Bytes read per step of a [`FileRange`] body.
-const FILE_READ_BYTES: u64 = 256 * 1024;
-
-impl FileRange {
-    /// The range as a stream of chunks, read on the blocking pool.
-    fn stream(self) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
-        futures::stream::try_unfold((self, 0u64), |(range, done)| async move {
-            if done >= range.length {
-                return Ok(None);
-            }
-            let want = (range.length - done).min(FILE_READ_BYTES);
-            let (file, path, offset) =
-                (Arc::clone(&range.file), Arc::clone(&range.path), range.offset + done);
-            let chunk = tokio::task::spawn_blocking(move || {
-                let mut buffer = vec![0u8; usize::try_from(want).unwrap_or(0)];
-                crate::fs::read_exact_at(&file, &path, &mut buffer, offset)
-                    .map(|()| buffer)
-                    .map_err(std::io::Error::other)
-            })
-            .await
-            .map_err(std::io::Error::other)??;
-            Ok(Some((Bytes::from(chunk), (range, done + want))))
-        })
-    }
-}
-
-/// The body of a signed request.
-enum Body {
-    Bytes(Bytes),
-    File(FileRange),
-}
-
-impl Payload {
-    fn body(&self) -> Body {
-        match self {
-            Payload::Empty => Body::Bytes(Bytes::new()),
-            Payload::Signed(b) => Body::Bytes(b.clone()),
-            Payload::UnsignedFile(range) | Payload::HashedFile(range, _) => {
-                Body::File(range.clone())
-            }
-        }
-    }
-}
+use crate::transport::wire::Payload;
 
 /// A request that has not been signed yet.
 pub(crate) struct UnsignedRequest {
@@ -118,7 +43,7 @@ pub(crate) struct SignedRequest {
     method: Method,
     url: String,
     headers: Vec<(HeaderName, HeaderValue)>,
-    body: Body,
+    payload: Payload,
 }
 
 impl fmt::Debug for UnsignedRequest {
@@ -191,10 +116,10 @@ impl UnsignedRequest {
             .into();
         let body = match &self.payload {
             Payload::Empty => SignableBody::Precomputed(Sha256Digest::of_bytes(&[]).to_hex()),
-            Payload::Signed(bytes) => {
+            Payload::Bytes(bytes) => {
                 SignableBody::Precomputed(Sha256Digest::of_bytes(bytes).to_hex())
             }
-            Payload::UnsignedFile(_) => SignableBody::UnsignedPayload,
+            Payload::File(_) => SignableBody::UnsignedPayload,
             Payload::HashedFile(_, hex) => SignableBody::Precomputed(hex.clone()),
         };
         let signable = SignableRequest::new(
@@ -220,7 +145,7 @@ impl UnsignedRequest {
         for (name, value) in instructions.headers() {
             headers.push(header(name, value)?);
         }
-        Ok(SignedRequest { method: self.method, url: self.url, headers, body: self.payload.body() })
+        Ok(SignedRequest { method: self.method, url: self.url, headers, payload: self.payload })
     }
 
     /// Sends the request unsigned (anonymous access to a public bucket).
@@ -232,7 +157,7 @@ impl UnsignedRequest {
         for (name, value) in &self.headers {
             headers.push(header(name, value)?);
         }
-        Ok(SignedRequest { method: self.method, url: self.url, headers, body: self.payload.body() })
+        Ok(SignedRequest { method: self.method, url: self.url, headers, payload: self.payload })
     }
 }
 
@@ -243,13 +168,7 @@ impl SignedRequest {
         for (name, value) in self.headers {
             builder = builder.header(name, value);
         }
-        match self.body {
-            Body::Bytes(bytes) if bytes.is_empty() => builder,
-            Body::Bytes(bytes) => builder.body(bytes),
-            Body::File(range) => builder
-                .header(reqwest::header::CONTENT_LENGTH, range.length)
-                .body(reqwest::Body::wrap_stream(range.stream())),
-        }
+        self.payload.attach(builder)
     }
 
     #[cfg(test)]
@@ -262,8 +181,11 @@ impl SignedRequest {
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
+    use std::sync::Arc;
+
     use super::*;
     use crate::transport::Secret;
+    use crate::transport::wire::FileRange;
 
     /// The example credentials and time of AWS's published S3 SigV4 examples ("Signature
     /// Calculations for the Authorization Header: Transferring Payload in a Single Chunk",
@@ -332,7 +254,7 @@ mod tests {
             Method::PUT,
             "http://127.0.0.1:9000/b/k?partNumber=1&uploadId=x".into(),
             Vec::new(),
-            Payload::UnsignedFile(FileRange {
+            Payload::File(FileRange {
                 file: Arc::new(tempfile::tempfile().unwrap()),
                 path: Arc::from(std::path::Path::new("part")),
                 offset: 0,

@@ -89,6 +89,19 @@ fn l0_round_trip_through_s3s_fs() {
 }
 
 #[test]
+fn l0_round_trip_through_an_http_cache_server() {
+    let nginx = crate::transport::nginx::Nginx::start();
+    round_trip(&nginx.url("store"), &[]);
+    // The object lies under the server's directory, where any HTTP client finds it.
+    let stored: Vec<_> = walkdir::WalkDir::new(nginx.data_dir("store").join("l0-v1"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+}
+
+#[test]
 fn l0_default_store_is_under_xdg_cache_home() {
     let producer = Workspace::new();
     publish(&producer);

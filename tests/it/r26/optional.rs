@@ -59,8 +59,14 @@ fn r26_store_without_optional_features_works_without_retrying_a_501() {
     // The HEAD still keeps an existing object: never overwritten.
     let (outcome, _) = store.put_bytes_if_absent(&k("a/small"), b"other").unwrap();
     assert_eq!(outcome, PutOutcome::AlreadyExists);
-    let listed: Vec<String> =
-        store.list("a/").unwrap().into_iter().map(|m| m.key.as_str().to_owned()).collect();
+    let listed: Vec<String> = store
+        .listing()
+        .unwrap()
+        .list("a/")
+        .unwrap()
+        .into_iter()
+        .map(|m| m.key.as_str().to_owned())
+        .collect();
     assert_eq!(listed, ["a/big", "a/small"]);
     let stored = server.data_dir().join("strata-test/p/a");
     assert_eq!(std::fs::read(stored.join("big")).unwrap(), std::fs::read(&big).unwrap());

@@ -81,7 +81,14 @@ impl Fixture {
 
     /// Every object name in the store.
     fn listing(&self) -> BTreeSet<String> {
-        self.store.list("").unwrap().into_iter().map(|m| m.key.as_str().to_owned()).collect()
+        self.store
+            .listing()
+            .unwrap()
+            .list("")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.key.as_str().to_owned())
+            .collect()
     }
 
     /// An entry object of random bytes, aged [`OLD`]; returns its name.
@@ -375,7 +382,11 @@ fn save_guard_waits_for_a_live_gc_then_reports_busy() {
             && started.elapsed() < Duration::from_secs(5)
     );
     let now = SystemTime::now();
-    assert!(lease::active(store, LeaseKind::Save, lease::SAVE_LEASE_TTL, now).unwrap().is_empty());
+    assert!(
+        lease::active(store.listing().unwrap(), LeaseKind::Save, lease::SAVE_LEASE_TTL, now)
+            .unwrap()
+            .is_empty()
+    );
 
     // A gc that finishes while the save waits lets it through.
     let long = GuardPolicy { wait: Duration::from_secs(20), ..policy };
@@ -393,9 +404,14 @@ fn save_guard_waits_for_a_live_gc_then_reports_busy() {
             && started.elapsed() < Duration::from_secs(10)
     );
     assert_eq!(
-        lease::active(store, LeaseKind::Save, lease::SAVE_LEASE_TTL, SystemTime::now())
-            .unwrap()
-            .len(),
+        lease::active(
+            store.listing().unwrap(),
+            LeaseKind::Save,
+            lease::SAVE_LEASE_TTL,
+            SystemTime::now()
+        )
+        .unwrap()
+        .len(),
         1
     );
     guard.release().unwrap();

@@ -144,8 +144,12 @@ fn snapshot_damage_in_transit_is_called_possibly_transient() {
     let server = S3sServer::start();
     let k = saved_key(&scratch, &server, 4);
     // The data object: the one stored object beside the sidecar (a save names it uniquely).
-    let objects =
-        server.store("l1", &super::super::transport::server::fast_options()).list("").unwrap();
+    let objects = server
+        .store("l1", &super::super::transport::server::fast_options())
+        .listing()
+        .unwrap()
+        .list("")
+        .unwrap();
     let names: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
     assert_eq!(names.len(), 2, "{names:?}");
     let object = names.iter().find(|n| !n.ends_with(".json")).unwrap().to_string();

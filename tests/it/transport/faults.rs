@@ -144,7 +144,7 @@ fn transport_s3_server_down_fails_in_bounded_time() {
     };
     let store = open_store_with_env(&url_for(&endpoint, "p"), &options, env).unwrap();
     let started = Instant::now();
-    let err = store.list("").unwrap_err();
+    let err = store.listing().unwrap().list("").unwrap_err();
     assert!(
         matches!(err, strata::transport::Error::Network { kind: NetworkErrorKind::Connect, .. }),
         "{err}"
@@ -221,7 +221,7 @@ fn transport_s3_wrong_region_names_the_right_one() {
         open_store_with_env(&url_for(&proxy.endpoint, "p"), &fast_options(), server.env()).unwrap();
     let err = store.head(&key("k")).unwrap_err();
     assert!(err.to_string().contains("the bucket is in eu-west-1; set region=eu-west-1"), "{err}");
-    let err = store.list("").unwrap_err();
+    let err = store.listing().unwrap().list("").unwrap_err();
     assert!(
         err.to_string().contains("the bucket is in ap-southeast-1; set region=ap-southeast-1"),
         "{err}"

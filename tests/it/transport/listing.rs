@@ -29,7 +29,7 @@ fn transport_s3_lists_past_truncated_pages_without_a_token() {
     keys.push("q/outside".to_owned());
     let stub = ListStub::start(keys, 1_000, Paging::StartAfterOnly);
     let store = open_store_with_env(&url_for(&stub.endpoint, "p"), &fast_options(), env).unwrap();
-    let listed = store.list("").unwrap();
+    let listed = store.listing().unwrap().list("").unwrap();
     let got: Vec<String> = listed.iter().map(|m| m.key.to_string()).collect();
     let expected: Vec<String> = (0..2_345).map(|i| format!("k{i:05}")).collect();
     assert_eq!(got.len(), 2_345);
@@ -45,7 +45,7 @@ fn transport_s3_lists_past_truncated_pages_without_a_token() {
     );
     assert!(requests.iter().all(|r| query_value(r, "continuation-token").is_none()));
     // A listing under a sub-prefix pages the same way.
-    assert_eq!(store.list("k01").unwrap().len(), 1_000);
+    assert_eq!(store.listing().unwrap().list("k01").unwrap().len(), 1_000);
 }
 
 #[test]
@@ -60,7 +60,7 @@ fn transport_s3_listing_that_repeats_a_page_stops_with_a_clear_error() {
         let store =
             open_store_with_env(&url_for(&stub.endpoint, "p"), &fast_options(), env).unwrap();
         let started = Instant::now();
-        let err = store.list("").unwrap_err();
+        let err = store.listing().unwrap().list("").unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(20), "{paging:?}: {:?}", started.elapsed());
         assert!(matches!(err, Error::Protocol { .. }), "{paging:?}: {err}");
         assert!(!err.is_retryable(), "{paging:?}: {err}");
@@ -98,7 +98,7 @@ fn transport_s3_lists_s3s_fs_with_every_continuation_token_stripped() {
     let store =
         open_store_with_env(&url_for(&proxy.endpoint, "pfx"), &fast_options(), server.env())
             .unwrap();
-    let listed = store.list("").unwrap();
+    let listed = store.listing().unwrap().list("").unwrap();
     assert_eq!(listed.len(), 2_100);
     assert_eq!(listed.last().unwrap().key.as_str(), "o02099");
     assert_eq!(proxy.rewritten(), 2, "{:?}", proxy.seen());

@@ -1,14 +1,17 @@
-//! Transport: the directory store, and the S3 store against a real s3s-fs server on
-//! 127.0.0.1 (started per test by [`server::S3sServer`]), with faults injected by a small
-//! HTTP proxy ([`proxy::FaultProxy`]).
+//! Transport: one contract suite every backend runs ([`contract`]: the directory store,
+//! S3 against a real s3s-fs server on 127.0.0.1 started per test by [`server::S3sServer`],
+//! WebDAV against a real nginx started per test by [`nginx::Nginx`]), the HTTP store's
+//! answers to failing servers ([`http_store`]), and S3 faults injected by a small HTTP
+//! proxy ([`proxy::FaultProxy`]).
 
+pub mod contract;
 mod faults;
-mod fs_store;
+mod http_store;
 mod listing;
 pub mod logs;
+pub mod nginx;
 pub mod proxy;
 mod range;
-mod s3_store;
 pub mod server;
 pub mod stub;
 

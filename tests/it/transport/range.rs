@@ -380,7 +380,10 @@ fn transport_s3_get_range_last_asks_the_server_to_close_the_connection() {
     };
     let store = open_store_with_env(&url_for(&endpoint, "p"), &fast_options(), env).unwrap();
     assert_eq!(store.get_range(&key("k"), 0, 4).unwrap(), b"abcd");
-    assert_eq!(store.get_range_last(&key("k"), 0, 4).unwrap(), b"abcd");
+    assert_eq!(
+        store.get_range_with(&key("k"), 0, 4, strata::transport::NextRequest::None).unwrap(),
+        b"abcd"
+    );
     assert_eq!(store.get_range(&key("k"), 0, 4).unwrap(), b"abcd");
     let seen = seen.lock().unwrap().clone();
     let connections: Vec<usize> = seen.iter().map(|(n, _)| *n).collect();
@@ -398,6 +401,14 @@ fn transport_fs_get_range_last_reads_as_get_range() {
     let dir = tempfile::tempdir().unwrap();
     let store = fs_store(dir.path());
     store.put_bytes_if_absent(&key("k"), b"0123456789").unwrap();
-    assert_eq!(store.get_range_last(&key("k"), 2, 5).unwrap(), b"234");
-    assert!(store.get_range_last(&key("k"), 8, 12).unwrap_err().is_invalid_range());
+    assert_eq!(
+        store.get_range_with(&key("k"), 2, 5, strata::transport::NextRequest::None).unwrap(),
+        b"234"
+    );
+    assert!(
+        store
+            .get_range_with(&key("k"), 8, 12, strata::transport::NextRequest::None)
+            .unwrap_err()
+            .is_invalid_range()
+    );
 }

@@ -30,8 +30,7 @@ use futures::{StreamExt, TryStreamExt};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 
-use super::response::body_error;
-use super::{Call, Inner};
+use super::{Call, Exchange, body_error};
 use crate::digest::{Hasher, Sha256Digest};
 use crate::transport::{Attempts, DownloadProgress, Error, ObjectKey, ObjectMeta};
 
@@ -156,7 +155,7 @@ impl RangeSupport {
 /// `offset` are skipped, the range is kept, and the connection is dropped after it.
 #[allow(clippy::too_many_arguments)]
 async fn fetch(
-    inner: &Inner,
+    exchange: &impl Exchange,
     key: &ObjectKey,
     target: &Target<'_>,
     offset: u64,
@@ -165,7 +164,7 @@ async fn fetch(
     support: Option<&RangeSupport>,
     retries: &AtomicU32,
 ) -> Result<(), Error> {
-    let mut call = Call::object(inner, Method::GET, key.as_str());
+    let mut call = Call::object(exchange, Method::GET, key.as_str());
     if ranged {
         let last = offset + length - 1;
         call.headers.push(("range", format!("bytes={offset}-{last}")));
@@ -173,7 +172,7 @@ async fn fetch(
     let location = call.location.clone();
     // Bytes of a whole-object answer already reported (a retry rewrites them silently).
     let reported = std::sync::atomic::AtomicU64::new(0);
-    let result = inner
+    let result = exchange
         .send(&call, retries, |mut response| {
             let location = location.clone();
             let reported = &reported;
@@ -275,7 +274,7 @@ async fn fetch(
 /// A part after the first: waits for the first part's answer, then fetches its own range
 /// only if the server honours `Range`.
 async fn fetch_later(
-    inner: &Inner,
+    exchange: &impl Exchange,
     key: &ObjectKey,
     target: &Target<'_>,
     (offset, length): (u64, u64),
@@ -283,7 +282,7 @@ async fn fetch_later(
     retries: &AtomicU32,
 ) -> Result<(), Error> {
     match support.wait().await {
-        Answer::Ranged => fetch(inner, key, target, offset, length, true, None, retries).await,
+        Answer::Ranged => fetch(exchange, key, target, offset, length, true, None, retries).await,
         // The first part wrote (or failed to write) the whole object.
         Answer::Whole | Answer::Failed => Ok(()),
     }
@@ -298,14 +297,14 @@ async fn fetch_later(
 /// # Errors
 /// [`Error::NotFound`] for a missing object; network, HTTP and local I/O errors.
 pub(crate) async fn download(
-    inner: &Inner,
+    exchange: &impl Exchange,
     key: &ObjectKey,
     dest: &Path,
     retries: &AtomicU32,
     progress: &dyn DownloadProgress,
 ) -> Result<ObjectMeta, Error> {
-    let meta = inner.head(key, retries).await?.ok_or_else(|| Error::NotFound {
-        location: inner.config.location(key.as_str()),
+    let meta = exchange.head(key, retries).await?.ok_or_else(|| Error::NotFound {
+        location: exchange.location(key.as_str()),
         attempts: Attempts::default(),
     })?;
     let file = crate::fs::create_truncate(dest, 0o644)?;
@@ -315,23 +314,23 @@ pub(crate) async fn download(
         return Ok(meta);
     }
     let target = Target { file: &file, path: dest, progress, size };
-    let part = inner.options.part_size_bytes.max(1);
+    let part = exchange.wire().options.part_size_bytes.max(1);
     if size <= part {
-        fetch(inner, key, &target, 0, size, false, None, retries).await?;
+        fetch(exchange, key, &target, 0, size, false, None, retries).await?;
     } else {
         let support = RangeSupport::new();
-        let first = fetch(inner, key, &target, 0, part, true, Some(&support), retries);
+        let first = fetch(exchange, key, &target, 0, part, true, Some(&support), retries);
         let rest = (1..size.div_ceil(part)).map(|i| {
             let start = i * part;
             (start, part.min(size - start))
         });
         let later = rest.map(|range| {
             futures::future::Either::Right(fetch_later(
-                inner, key, &target, range, &support, retries,
+                exchange, key, &target, range, &support, retries,
             ))
         });
         futures::stream::iter(std::iter::once(futures::future::Either::Left(first)).chain(later))
-            .buffer_unordered(inner.options.parallelism.max(1))
+            .buffer_unordered(exchange.wire().options.parallelism.max(1))
             .try_collect::<Vec<()>>()
             .await?;
     }
@@ -345,15 +344,15 @@ pub(crate) async fn download(
 /// # Errors
 /// Network and HTTP errors; [`Error::Protocol`] if the body is not the size HEAD reported.
 pub(crate) async fn stored_digest(
-    inner: &Inner,
+    exchange: &impl Exchange,
     key: &ObjectKey,
     retries: &AtomicU32,
 ) -> Result<Option<(u64, Sha256Digest)>, Error> {
-    let Some(meta) = inner.head(key, retries).await? else { return Ok(None) };
-    let call = Call::object(inner, Method::GET, key.as_str());
+    let Some(meta) = exchange.head(key, retries).await? else { return Ok(None) };
+    let call = Call::object(exchange, Method::GET, key.as_str());
     let location = call.location.clone();
     let size = meta.size_bytes;
-    let digest = inner
+    let digest = exchange
         .send(&call, retries, |mut response| {
             let location = location.clone();
             async move {

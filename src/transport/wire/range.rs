@@ -21,9 +21,8 @@ use std::sync::atomic::AtomicU32;
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 
-use super::get::protocol_error;
-use super::response::body_error;
-use super::{Call, Inner};
+use super::download::protocol_error;
+use super::{Call, Exchange, body_error};
 use crate::transport::{Attempts, Error, ObjectKey, check_range};
 
 /// `Content-Range: bytes first-last/total` (`total` is `None` for `*`).
@@ -48,24 +47,24 @@ fn invalid_range(location: &str, start: u64, end: u64, reason: String) -> Error 
 }
 
 /// Bytes `start..end` of `key` (see the module docs), with `Connection: close` when
-/// `close_connection` is set ([`ObjectStore::get_range_last`]).
+/// `close_connection` is set ([`crate::transport::NextRequest::None`]).
 ///
 /// # Errors
 /// [`Error::InvalidRange`] for bounds [`check_range`] refuses or a range past the end of the
 /// object; [`Error::NotFound`]; network, HTTP and [`Error::Protocol`] errors.
 pub(crate) async fn get_range(
-    inner: &Inner,
+    exchange: &impl Exchange,
     key: &ObjectKey,
     start: u64,
     end: u64,
     close_connection: bool,
     retries: &AtomicU32,
 ) -> Result<Vec<u8>, Error> {
-    let location = inner.config.location(key.as_str());
+    let location = exchange.location(key.as_str());
     check_range(&location, start, end)?;
     if start == end {
         // No byte to ask for (`bytes=a-(a-1)` is not a range): HEAD for existence and size.
-        let meta = inner.head(key, retries).await?.ok_or_else(|| Error::NotFound {
+        let meta = exchange.head(key, retries).await?.ok_or_else(|| Error::NotFound {
             location: location.clone(),
             attempts: Attempts::default(),
         })?;
@@ -75,10 +74,10 @@ pub(crate) async fn get_range(
         }
         return Ok(Vec::new());
     }
-    let mut call = Call::object(inner, Method::GET, key.as_str());
+    let mut call = Call::object(exchange, Method::GET, key.as_str());
     call.headers.push(("range", format!("bytes={start}-{}", end - 1)));
     call.close_connection = close_connection;
-    let result = inner
+    let result = exchange
         .send(&call, retries, |response| {
             let location = location.clone();
             async move { read_range(response, &location, start, end).await }
@@ -196,19 +195,19 @@ async fn read_range(
 /// [`Error::InvalidRange`] for an object above `max_bytes` (or `max_bytes` above
 /// `MAX_RANGE_BYTES`); network, HTTP and [`Error::Protocol`] errors.
 pub(crate) async fn get_small(
-    inner: &Inner,
+    exchange: &impl Exchange,
     key: &ObjectKey,
     max_bytes: u64,
     retries: &AtomicU32,
 ) -> Result<Option<Vec<u8>>, Error> {
-    let location = inner.config.location(key.as_str());
+    let location = exchange.location(key.as_str());
     check_range(&location, 0, max_bytes)?;
-    let call = Call::object(inner, Method::GET, key.as_str());
+    let call = Call::object(exchange, Method::GET, key.as_str());
     let too_large = |size: &str| {
         let reason = format!("the object holds {size} bytes, more than the {max_bytes} read whole");
         invalid_range(&location, 0, max_bytes, reason)
     };
-    let result = inner
+    let result = exchange
         .send(&call, retries, |mut response| {
             let location = location.clone();
             let too_large = &too_large;

@@ -24,15 +24,18 @@ pub(crate) struct RetryPolicy {
     pub base_delay: Duration,
     /// Largest backoff ceiling.
     pub max_delay: Duration,
+    /// What the log lines call a request: `S3` or `HTTP`.
+    pub label: &'static str,
 }
 
 impl RetryPolicy {
-    /// The policy of `options`.
-    pub(crate) fn from_options(options: &TransportOptions) -> Self {
+    /// The policy of `options`, for requests the logs call `label` requests.
+    pub(crate) fn from_options(options: &TransportOptions, label: &'static str) -> Self {
         Self {
             max_retries: options.max_retries,
             base_delay: options.retry_base_delay,
             max_delay: options.retry_max_delay,
+            label,
         }
     }
 
@@ -55,7 +58,7 @@ fn brief(error: &Error) -> String {
             None => format!("HTTP {status}"),
         },
         Error::Network { kind, phase, .. } => {
-            super::super::error::network_failure_text(*kind, *phase)
+            crate::transport::error::network_failure_text(*kind, *phase)
         }
         Error::Protocol { reason, .. } => reason.clone(),
         other => other.to_string(),
@@ -93,7 +96,8 @@ where
                     object = location,
                     attempt = retry,
                     max_retries = policy.max_retries,
-                    "S3 request failed ({}); retrying in {:.2}s",
+                    "{} request failed ({}); retrying in {:.2}s",
+                    policy.label,
                     brief(&error),
                     delay.as_secs_f64()
                 );
@@ -118,6 +122,7 @@ mod tests {
             max_retries: 4,
             base_delay: Duration::from_millis(200),
             max_delay: Duration::from_secs(5),
+            label: "S3",
         };
         for retry in 0..40 {
             let delay = policy.backoff(retry);
@@ -135,6 +140,7 @@ mod tests {
             max_retries: 3,
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(2),
+            label: "S3",
         };
         let counter = AtomicU32::new(0);
         let mut calls = 0;
