@@ -34,6 +34,7 @@ pub mod parallel;
 pub mod process;
 pub mod progress;
 pub mod record;
+pub mod remote;
 pub mod snapshot;
 pub mod toolchain;
 pub mod transport;

@@ -4,7 +4,7 @@
 //!
 //! This layer defines only the interface, so that `crate::action` and `crate::launcher`
 //! never touch the network: the implementation that knows an object store is
-//! `crate::snapshot::index::remote::RemoteTier`, built by the command line from
+//! `crate::remote::RemoteTier`, built by the command line from
 //! `--remote-store` / `STRATA_REMOTE_STORE` and handed down.
 //!
 //! Contract: nothing an [`EntrySource`] does fails a build. A fetch that cannot complete

@@ -504,6 +504,18 @@ pub(crate) fn resolve_pending(
     notes
 }
 
+
+/// `name` as an object key; an invalid one is [`Error::InvalidInput`] naming `--key`.
+pub(crate) fn object_key(name: &str) -> Result<ObjectKey, Error> {
+    ObjectKey::new(name).map_err(|e| Error::InvalidInput {
+        what: "--key",
+        reason: match e {
+            crate::transport::Error::InvalidKey { reason, .. } => reason.to_owned(),
+            other => other.to_string(),
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,7 +52,6 @@ pub mod gc;
 pub mod index;
 pub mod key;
 pub mod leftovers;
-mod lookup;
 pub mod manifest;
 pub mod outcome;
 pub mod pack;

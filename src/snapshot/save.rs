@@ -41,7 +41,8 @@ use super::manifest::{
     Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
 use super::pack::{PackOptions, pack_observed};
-use super::restore::{object_key, origin_parent, resolve_cache_dir};
+use super::commit::object_key;
+use super::restore::{origin_parent, resolve_cache_dir};
 use super::{CARRIED_DIR, Compression, Error};
 use crate::fs;
 use crate::fs::temp::{self, Purpose};

@@ -66,6 +66,16 @@ use crate::fs::temp;
 use crate::fs::{self, RelPath};
 use crate::l1::layout::is_inside_entry_artifacts;
 
+/// The most a snapshot may expand per byte of its object: the uncompressed size its
+/// sidecar declares (512 bytes of tar header per entry plus the file bytes) must be at most
+/// this multiple of the object size, or [`MIN_EXPANSION_ALLOWANCE_BYTES`], whichever is
+/// larger. Build outputs compress 2–20×; the cap only stops a small object that declares
+/// (and would unpack) a huge tree.
+pub const MAX_EXPANSION_RATIO: u64 = 1000;
+
+/// Declared sizes up to this many bytes are always accepted, whatever the ratio.
+pub const MIN_EXPANSION_ALLOWANCE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Bounds and expectations for [`unpack`], normally taken from the sidecar.
 #[derive(Debug, Clone, Default)]
 pub struct UnpackLimits {

@@ -19,7 +19,7 @@ use crate::snapshot::index::record::{
     EntryLocation, MAX_INDEX_BYTES, MAX_REF_BYTES, decompress_index, load_index, load_ref,
 };
 use crate::snapshot::key::{KeyParts, check_key_text, format_time};
-use crate::snapshot::lookup::MAX_FUTURE;
+use crate::snapshot::restore::lookup::MAX_FUTURE;
 use crate::snapshot::manifest::{MAX_SIDECAR_BYTES, Sidecar, SnapshotKind, load_sidecar};
 use crate::transport::{ListObjects, ObjectKey, ObjectMeta, ObjectStore};
 

@@ -113,7 +113,7 @@ pub(crate) fn fetch_index(
             ),
         ));
     }
-    let object = crate::snapshot::restore::object_key(sidecar.object_name())?;
+    let object = crate::snapshot::commit::object_key(sidecar.object_name())?;
     let download = temp::temp_file_beside(cache_dir, Purpose::Download)?;
     match store.get_to_file(&object, &download) {
         Ok(_) => {}
@@ -269,7 +269,7 @@ pub(crate) fn install_missing(
                 e.path,
                 e.file_bytes,
                 e.size_bytes,
-                crate::snapshot::restore::MAX_EXPANSION_RATIO
+                crate::snapshot::unpack::MAX_EXPANSION_RATIO
             )
         })
         .collect();
@@ -323,7 +323,7 @@ pub(crate) fn install_missing(
 /// True if `entry` declares more file bytes than a snapshot of its size may unpack to
 /// (the bound of full snapshots, `MAX_EXPANSION_RATIO`, applied per entry object).
 pub(crate) fn expands_too_much(entry: &EntryLocation) -> bool {
-    use crate::snapshot::restore::{MAX_EXPANSION_RATIO, MIN_EXPANSION_ALLOWANCE_BYTES};
+    use crate::snapshot::unpack::{MAX_EXPANSION_RATIO, MIN_EXPANSION_ALLOWANCE_BYTES};
     let declared = entry.file_count.saturating_mul(512).saturating_add(entry.file_bytes);
     let allowed =
         entry.size_bytes.saturating_mul(MAX_EXPANSION_RATIO).max(MIN_EXPANSION_ALLOWANCE_BYTES);

@@ -48,7 +48,7 @@ use crate::snapshot::commit;
 use crate::snapshot::manifest::{
     Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
-use crate::snapshot::restore::object_key;
+use crate::snapshot::commit::object_key;
 use crate::snapshot::{CARRIED_DIR, Compression, Error};
 use crate::transport::{ObjectKey, ObjectStore};
 

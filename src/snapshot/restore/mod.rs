@@ -61,13 +61,17 @@
 //! besides strata's own (`actions-v1`, `.locks`, `.local`, `.updated`, and strata's crash
 //! leftovers): `--cache-dir .` must never delete a workspace ([`check_target`]).
 
+pub(crate) mod lookup;
+
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use super::arrivals::{Arrivals, ArrivingReader, FinishGuard};
 use super::leftovers;
-pub use super::lookup::MAX_FUTURE;
-use super::lookup::{Candidate, prefixes};
+pub use lookup::MAX_FUTURE;
+use lookup::{Candidate, prefixes};
+pub use crate::snapshot::unpack::{MAX_EXPANSION_RATIO, MIN_EXPANSION_ALLOWANCE_BYTES};
+use crate::snapshot::commit::object_key;
 use super::manifest::{
     MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
@@ -263,16 +267,6 @@ fn protected_dirs() -> Vec<(&'static str, PathBuf)> {
     out
 }
 
-pub(crate) fn object_key(name: &str) -> Result<ObjectKey, Error> {
-    ObjectKey::new(name).map_err(|e| Error::InvalidInput {
-        what: "--key",
-        reason: match e {
-            crate::transport::Error::InvalidKey { reason, .. } => reason.to_owned(),
-            other => other.to_string(),
-        },
-    })
-}
-
 /// Most candidates that may fail verification in one restore before it gives up
 /// (untrusted ones are counted apart, [`MAX_UNTRUSTED`]).
 pub const MAX_REJECTED: usize = 3;
@@ -443,16 +437,6 @@ pub(super) struct Restored {
     pub(super) manifest_digest: String,
     pub(super) note: Option<String>,
 }
-
-/// The most a snapshot may expand per byte of its object: the uncompressed size its
-/// sidecar declares (512 bytes of tar header per entry plus the file bytes) must be at most
-/// this multiple of the object size, or [`MIN_EXPANSION_ALLOWANCE_BYTES`], whichever is
-/// larger. Build outputs compress 2–20×; the cap only stops a small object that declares
-/// (and would unpack) a huge tree.
-pub const MAX_EXPANSION_RATIO: u64 = 1000;
-
-/// Declared sizes up to this many bytes are always accepted, whatever the ratio.
-pub const MIN_EXPANSION_ALLOWANCE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Checks the sidecar's declared sizes against [`MAX_EXPANSION_RATIO`] before anything is
 /// downloaded (unpacking then enforces the declared sizes themselves).

@@ -1,7 +1,8 @@
-//! The remote entry tier (docs/remote-tier.md): [`RemoteTier`], the
+//! The remote entry tier (docs/remote-tier.md), above [`crate::snapshot`] whose index
+//! format (entry refs, entry objects: [`crate::snapshot::index`]) it shares: [`RemoteTier`], the
 //! [`EntrySource`] that fetches single L1 entries from an object store on a local MISS
 //! and uploads new ones, by their entry refs (`~refs/<2 hex>/<sha256(path)>.json`,
-//! [`super::record::EntryRef`]) and entry objects (`~entries/<2 hex>/<blake3>`).
+//! [`crate::snapshot::index::EntryRef`]) and entry objects (`~entries/<2 hex>/<blake3>`).
 //!
 //! Fetch: GET the ref (at most [`MAX_REF_BYTES`]), load and check it, require that it
 //! names the entry path asked for and, when a trust policy is configured, that a trusted
@@ -39,10 +40,10 @@ use crate::transport::{
 };
 use crate::trust::{SigningKey, TrustPolicy};
 
-use super::entries::manifest_digest;
-use super::names::{entry_object_name, keyed_ref_name, ref_name};
-use super::object::{Installed, install_entry, install_entry_from, pack_entry};
-use super::record::{
+use crate::snapshot::index::entries::manifest_digest;
+use crate::snapshot::index::names::{entry_object_name, keyed_ref_name, ref_name};
+use crate::snapshot::index::object::{Installed, install_entry, install_entry_from, pack_entry};
+use crate::snapshot::index::record::{
     EntryLocation, EntryRef, MAX_REF_BYTES, REF_SIGNATURE_DOMAIN, load_ref, seal_ref,
 };
 
