@@ -91,6 +91,18 @@ pub fn var_raw(name: &str) -> Option<OsString> {
     std::env::var_os(name)
 }
 
+/// A variable of the process environment as `std::env::var` reads it: `None` when unset
+/// or not UTF-8; an empty value is `Some("")`. For lookups handed to the `*_with` forms.
+pub fn var_string(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The directory for scratch files of this process: `$TMPDIR`, else `/tmp`
+/// (`std::env::temp_dir`).
+pub fn temp_dir() -> PathBuf {
+    std::env::temp_dir()
+}
+
 /// What a timeout setting may be ([`parse_timeout`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TimeoutRange {

@@ -93,7 +93,7 @@ impl Github {
 
     /// The same, from the process environment.
     pub fn from_env() -> Self {
-        Self::from_env_with(|name| std::env::var(name).ok())
+        Self::from_env_with(crate::config::var_string)
     }
 
     /// True if `GITHUB_OUTPUT` is set.

@@ -234,7 +234,7 @@ impl Run<'_> {
         }
         key.field("source", source.to_string().as_bytes());
         for name in self.family.key_environment() {
-            let Some(value) = std::env::var_os(name) else { continue };
+            let Some(value) = crate::config::var_raw(name) else { continue };
             if PATH_LIST_VARIABLES.contains(name) {
                 let mut relocated = Vec::new();
                 for (k, dir) in value.as_bytes().split(|&b| b == b':').enumerate() {

@@ -157,7 +157,7 @@ impl Config {
     /// # Errors
     /// As [`Config::from_env`].
     pub fn from_env_with(overrides: &Overrides) -> Result<Self, Error> {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let var = crate::config::var;
         let switch = |name: &str| -> Result<Option<bool>, Error> {
             match var(name) {
                 Some(v) => crate::config::parse_switch(&v.to_string_lossy())
@@ -360,7 +360,8 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
         // the link with a file, and the saved copy could not be read back anyway.
         return skip("uncacheable:output_not_regular_file", &source);
     }
-    if let Some(name) = UNCACHEABLE_ENVIRONMENT.iter().find(|n| std::env::var_os(n).is_some()) {
+    if let Some(name) = UNCACHEABLE_ENVIRONMENT.iter().find(|n| crate::config::var_raw(n).is_some())
+    {
         return skip(&format!("uncacheable:environment_{}", name.to_lowercase()), &source);
     }
     let run = compile::Run {
@@ -508,7 +509,7 @@ impl KeyBuilder {
     /// Adds each variable of `names` that is set, as a field named after it.
     pub(crate) fn environment(&mut self, names: &[&str]) {
         for name in names {
-            if let Some(value) = std::env::var_os(name) {
+            if let Some(value) = crate::config::var_raw(name) {
                 self.field(name, value.as_bytes());
             }
         }

@@ -458,7 +458,7 @@ impl Run<'_> {
         if dependency {
             return not_cached("uncacheable:pragma_dependency");
         }
-        let epoch = std::env::var_os("SOURCE_DATE_EPOCH").is_some();
+        let epoch = crate::config::var_raw("SOURCE_DATE_EPOCH").is_some();
         if (dates && !(epoch && self.probe.epoch_fixes_date))
             || (stamp_macro && !(epoch && self.probe.epoch_fixes_timestamp))
         {

@@ -158,7 +158,7 @@ impl RemoteTier {
     /// A tier for `config`; refs it uploads are signed with `signing_key` when given.
     /// Opens nothing yet.
     pub fn new(config: RemoteConfig, signing_key: Option<SigningKey>) -> Self {
-        let producer = Producer::from_env_with(|name| std::env::var(name).ok());
+        let producer = Producer::from_env_with(crate::config::var_string);
         Self { config, signing_key, producer, store: OnceLock::new() }
     }
 
@@ -177,7 +177,7 @@ impl RemoteTier {
         let opened = self.store.get_or_init(|| {
             let url = self.config.url.as_ref().map_err(Clone::clone)?;
             let options = transport_options(self.config.timeout);
-            let env = |name: &str| std::env::var(name).ok();
+            let env = crate::config::var_string;
             url.open(&options, &env, HalfPairs::Refuse, &StoreUse::core("the remote entry tier"))
                 .map_err(|e| format!("remote store {url}: {}", one_line(&e)))
         });

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::Error;
-use super::restore::lookup::{Candidate, candidates};
 use super::manifest::SnapshotKind;
+use super::restore::lookup::{Candidate, candidates};
 use super::restore::{
     LookupMode, MAX_REJECTED, MAX_UNTRUSTED, MAX_UNTRUSTED_TIME, MatchLevel, Rejected,
     RestoreReport, RestoreRequest, lookup_producer, restore_candidate,

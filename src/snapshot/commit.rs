@@ -504,7 +504,6 @@ pub(crate) fn resolve_pending(
     notes
 }
 
-
 /// `name` as an object key; an invalid one is [`Error::InvalidInput`] naming `--key`.
 pub(crate) fn object_key(name: &str) -> Result<ObjectKey, Error> {
     ObjectKey::new(name).map_err(|e| Error::InvalidInput {

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::commit;
+use super::commit::object_key;
 use super::index::save::{IndexSave, IndexSaveCounts, save_index};
 use super::key::check_key_text;
 use super::leftovers;
@@ -41,7 +42,6 @@ use super::manifest::{
     Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
 use super::pack::{PackOptions, pack_observed};
-use super::commit::object_key;
 use super::restore::{origin_parent, resolve_cache_dir};
 use super::{CARRIED_DIR, Compression, Error};
 use crate::fs;

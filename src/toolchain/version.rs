@@ -123,7 +123,7 @@ pub fn resolve_tool(spec: &str, path_var: Option<&std::ffi::OsStr>) -> Option<Pa
     } else {
         spec.to_owned()
     };
-    let env_path = std::env::var_os("PATH");
+    let env_path = crate::config::var_raw("PATH");
     let path = path_var.or(env_path.as_deref())?;
     std::env::split_paths(path)
         .map(|dir| dir.join(&name))

@@ -45,10 +45,10 @@ use crate::l1::layout::LOCAL_DIR;
 use crate::parallel::{self, STORE_PARALLELISM, Workers};
 use crate::record::Timestamp;
 use crate::snapshot::commit;
+use crate::snapshot::commit::object_key;
 use crate::snapshot::manifest::{
     Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
-use crate::snapshot::commit::object_key;
 use crate::snapshot::{CARRIED_DIR, Compression, Error};
 use crate::transport::{ObjectKey, ObjectStore};
 

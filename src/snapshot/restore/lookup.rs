@@ -7,9 +7,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::snapshot::key::{KeyParts, check_key_text, format_time, key_time};
 use super::{MatchLevel, RestoreReport, RestoreRequest};
 use crate::snapshot::commit::object_key;
+use crate::snapshot::key::{KeyParts, check_key_text, format_time, key_time};
 use crate::snapshot::{Error, SnapshotKey};
 use crate::transport::ObjectMeta;
 

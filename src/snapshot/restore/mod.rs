@@ -68,10 +68,6 @@ use std::time::{Instant, SystemTime};
 
 use super::arrivals::{Arrivals, ArrivingReader, FinishGuard};
 use super::leftovers;
-pub use lookup::MAX_FUTURE;
-use lookup::{Candidate, prefixes};
-pub use crate::snapshot::unpack::{MAX_EXPANSION_RATIO, MIN_EXPANSION_ALLOWANCE_BYTES};
-use crate::snapshot::commit::object_key;
 use super::manifest::{
     MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
@@ -83,8 +79,12 @@ use crate::fs::{self, StagingDir};
 use crate::l1::layout::{self, CacheRoot};
 use crate::progress::{Phase, Progress};
 use crate::record::Timestamp;
+use crate::snapshot::commit::object_key;
+pub use crate::snapshot::unpack::{MAX_EXPANSION_RATIO, MIN_EXPANSION_ALLOWANCE_BYTES};
 use crate::transport::{ObjectKey, ObjectStore};
 use crate::trust::TrustPolicy;
+pub use lookup::MAX_FUTURE;
+use lookup::{Candidate, prefixes};
 
 /// How a snapshot was matched (the `matched-level` output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -259,7 +259,7 @@ fn protected_dirs() -> Vec<(&'static str, PathBuf)> {
     if let Ok(cwd) = fs::current_dir() {
         out.push(("the current directory", fs::resolve_nonstrict(&cwd).unwrap_or(cwd)));
     }
-    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+    if let Some(home) = crate::config::var("HOME").map(PathBuf::from)
         && home.is_absolute()
     {
         out.push(("$HOME", fs::resolve_nonstrict(&home).unwrap_or(home)));
