@@ -44,7 +44,6 @@
 //! * This module knows no S3 wire details and never prints; the CLI reports.
 
 mod arrivals;
-mod candidates;
 mod commit;
 pub mod compat;
 mod error;

@@ -61,6 +61,7 @@
 //! besides strata's own (`actions-v1`, `.locks`, `.local`, `.updated`, and strata's crash
 //! leftovers): `--cache-dir .` must never delete a workspace ([`check_target`]).
 
+mod candidates;
 pub(crate) mod lookup;
 
 use std::path::{Path, PathBuf};
@@ -729,13 +730,8 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
     // The parents of the cache directory this restore creates; removed again (if still
     // empty) unless a snapshot is restored.
     let mut created_parents: Option<fs::CreatedDirs> = None;
-    let result = super::candidates::try_candidates(
-        request,
-        report,
-        &cache_dir,
-        &prefixes,
-        &mut created_parents,
-    );
+    let result =
+        candidates::try_candidates(request, report, &cache_dir, &prefixes, &mut created_parents);
     if let Some(created) = created_parents {
         if report.restored {
             created.keep();
