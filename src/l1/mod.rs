@@ -8,7 +8,7 @@
 //! * [`layout`]: the typed layout of the cache root, every domain (`third_party`,
 //!   `custom_operator`, `compile`; archive steps keep their entries in `compile`), the
 //!   lock and memo paths, entry-path component encoding;
-//! * [`write`]: the one entry writer (staged, durable before visible, never in place) and
+//! * [`write`](mod@write): the one entry writer (staged, durable before visible, never in place) and
 //!   [`lock`]: the one lock policy (kinds, timeouts, acquisition with events);
 //! * [`counters`]: the machine-local hit and miss counters per domain;
 //! * [`events`]: the JSONL event log;
