@@ -40,7 +40,7 @@ use crate::l1::counters;
 use crate::l1::layout::CacheRoot;
 
 use super::compile::{FsClock, save_memo};
-use super::entry::{self, Candidate, CompileManifest, EntryPlace, Output};
+use super::entry::{self, Candidate, CompileKey, CompileManifest, EntryPlace, Output};
 use super::location::Location;
 use super::restore::{place_output, read_verified};
 use super::save::remove_unreferenced;
@@ -401,7 +401,7 @@ impl Archive<'_> {
         &self,
         here: &Location,
         place: &EntryPlace,
-        key: &str,
+        key: &CompileKey,
         private: &Private,
         archive: &Path,
         inputs: &[Input],
@@ -472,7 +472,7 @@ impl Archive<'_> {
         here: &Location,
         adds_to_existing: bool,
         inputs: &[ContentDigest],
-    ) -> Result<String, String> {
+    ) -> Result<CompileKey, String> {
         let mut key = KeyBuilder::new("strata.archive_key");
         key.tool(self.cache, self.config, self.resolved, self.program, "tool")
             .map_err(|e| e.to_string())?;
@@ -526,7 +526,7 @@ impl Archive<'_> {
         &self,
         here: &Location,
         place: &EntryPlace,
-        key: &str,
+        key: &CompileKey,
         archive: &Path,
         run: &std::process::Output,
     ) -> Result<(), String> {
@@ -562,7 +562,7 @@ impl Archive<'_> {
             stderr: message(&run.stderr)?,
             created_at: crate::record::Timestamp::now().rfc3339(),
         };
-        let manifest = CompileManifest { key: key.to_owned(), candidates: vec![candidate] };
+        let manifest = CompileManifest { key: key.clone(), candidates: vec![candidate] };
         entry::store(place, &manifest).map_err(|e| e.to_string())?;
         remove_unreferenced(place, &manifest);
         let _ = fs::touch(&self.cache.updated_marker());

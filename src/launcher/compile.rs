@@ -12,7 +12,7 @@ use crate::fs;
 use crate::l1::layout::CacheRoot;
 
 use super::args::{Compile, Depfile, Language};
-use super::entry::{self, EntryPlace};
+use super::entry::{self, CompileKey, EntryPlace};
 use super::family::{Family, Kind, Probe};
 use super::location::Location;
 use super::{Config, Error, KeyBuilder, Messages, Outcome, Step, check, remote};
@@ -107,7 +107,7 @@ impl Run<'_> {
         &self,
         here: &Location,
         place: &EntryPlace,
-        key: &str,
+        key: &CompileKey,
         memo: &mut VerifyMemo,
         began: SystemTime,
     ) -> Option<Step> {
@@ -217,7 +217,7 @@ impl Run<'_> {
     }
 
     /// The key (64 hex): see the module docs of [`super`].
-    fn key(&self, here: &Location, source: &ContentDigest) -> Result<String, Error> {
+    fn key(&self, here: &Location, source: &ContentDigest) -> Result<CompileKey, Error> {
         let mut key = KeyBuilder::new("strata.compile_key");
         key.field("entry_schema", b"2");
         key.tool(self.cache, self.config, self.tool, self.compiler, "compiler")?;

@@ -245,12 +245,45 @@ impl Candidate {
     }
 }
 
+/// The key of an entry of the compile domain (a compile or an archive step): 64 lowercase
+/// hex, the BLAKE3 field hash of what the step depends on (`super::KeyBuilder`). Stored
+/// as that string (the manifest's `key` field) and named by the entry's directory,
+/// `compile/<first 2 hex>/<key>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CompileKey(String);
+
+impl CompileKey {
+    /// `text` as a key if it is 64 lowercase hex characters.
+    pub fn parse(text: &str) -> Option<Self> {
+        (text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .then(|| CompileKey(text.to_owned()))
+    }
+
+    /// A key as produced by the key builder, or as named by an entry directory found on
+    /// disk (which a manifest that names another key then refuses): not checked.
+    pub(crate) fn unchecked(text: String) -> Self {
+        CompileKey(text)
+    }
+
+    /// The key's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CompileKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The payload of `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompileManifest {
-    /// The key (64 lowercase hex).
-    pub key: String,
+    /// The key.
+    pub key: CompileKey,
     /// Candidates, newest first.
     pub candidates: Vec<Candidate>,
 }
@@ -319,9 +352,9 @@ pub struct EntryPlace {
 }
 
 impl EntryPlace {
-    /// The entry of `key` (64 hex) in `cache`.
-    pub fn new(cache: &CacheRoot, key: &str) -> Self {
-        let rel = CacheRoot::compile_entry_rel(key);
+    /// The entry of `key` in `cache`.
+    pub fn new(cache: &CacheRoot, key: &CompileKey) -> Self {
+        let rel = CacheRoot::compile_entry_rel(key.as_str());
         EntryPlace {
             dir: cache.actions_dir().join(&rel),
             lock: cache.entry_lock(&rel),
@@ -367,7 +400,7 @@ pub fn directory_memo_name(dir: &Path, facts: &ContentDigest) -> RelPath {
 ///
 /// # Errors
 /// [`Error::Entry`] when it cannot be used (the entry is then rewritten by the next save).
-pub fn load(place: &EntryPlace, key: &str) -> Result<Option<CompileManifest>, Error> {
+pub fn load(place: &EntryPlace, key: &CompileKey) -> Result<Option<CompileManifest>, Error> {
     let unusable = |reason: String| Error::Entry { entry: place.rel.clone(), reason };
     let bytes = match fs::read_capped_nofollow(&place.manifest(), MAX_MANIFEST_BYTES) {
         Ok(Some(bytes)) => bytes,
@@ -385,7 +418,7 @@ pub fn load(place: &EntryPlace, key: &str) -> Result<Option<CompileManifest>, Er
         }
         Err(e) => return Err(unusable(format!("manifest.json: {e}"))),
     };
-    if manifest.key != key {
+    if manifest.key != *key {
         return Err(unusable(format!("manifest.json names key {}, not {key}", manifest.key)));
     }
     Ok(Some(manifest))
@@ -455,6 +488,21 @@ mod tests {
     use super::*;
     use crate::digest::DigestAlgorithm;
 
+    #[test]
+    fn compile_keys_are_64_lowercase_hex_stored_as_plain_strings() {
+        let hex = "0123456789abcdef".repeat(4);
+        let key = CompileKey::parse(&hex).unwrap();
+        assert_eq!(key.as_str(), hex);
+        assert_eq!(CompileKey::parse(&hex.to_uppercase()), None);
+        assert_eq!(CompileKey::parse(&hex[1..]), None);
+        assert_eq!(CompileKey::parse(&format!("{}g", &hex[1..])), None);
+        // The manifest's bytes are those of a `key: String` field.
+        let manifest = CompileManifest { key, candidates: vec![] };
+        let json = serde_json::to_string(&manifest).unwrap();
+        assert_eq!(json, format!(r#"{{"key":"{hex}","candidates":[]}}"#));
+        assert_eq!(serde_json::from_str::<CompileManifest>(&json).unwrap(), manifest);
+    }
+
     fn candidate(n: u8) -> Candidate {
         Candidate {
             observed_by: "trace".into(),
@@ -479,7 +527,7 @@ mod tests {
     /// number of newer ones.
     #[test]
     fn candidates_are_kept_by_use_then_age() {
-        let mut m = CompileManifest { key: "k".into(), candidates: vec![] };
+        let mut m = CompileManifest { key: CompileKey::unchecked("k".into()), candidates: vec![] };
         m.add(candidate(0), &[]);
         let used = vec![candidate(0).id()];
         for n in 1..40 {

@@ -516,7 +516,7 @@ impl KeyBuilder {
     }
 
     /// The key: 64 lowercase hex.
-    pub(crate) fn finish(self) -> String {
-        self.0.finish().to_hex()
+    pub(crate) fn finish(self) -> entry::CompileKey {
+        entry::CompileKey::unchecked(self.0.finish().to_hex())
     }
 }

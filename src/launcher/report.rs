@@ -14,7 +14,8 @@ pub struct Format;
 
 impl CompileFormat for Format {
     fn candidates(&self, cache: &CacheRoot, key: &str) -> Option<u64> {
-        match entry::load(&entry::EntryPlace::new(cache, key), key) {
+        let key = entry::CompileKey::unchecked(key.to_owned());
+        match entry::load(&entry::EntryPlace::new(cache, &key), &key) {
             Ok(Some(m)) => Some(m.candidates.len() as u64),
             _ => None,
         }

@@ -25,7 +25,8 @@ use crate::l1::counters;
 use super::args::Depfile;
 use super::compile::{Run, Source};
 use super::entry::{
-    self, Candidate, CompileManifest, EntryPlace, Input, Kind, Names, Origin, Output, Present,
+    self, Candidate, CompileKey, CompileManifest, EntryPlace, Input, Kind, Names, Origin, Output,
+    Present,
 };
 use super::location::Location;
 use super::{Error, Outcome, Step, depfile, model, observe, remote, trace};
@@ -68,7 +69,7 @@ impl Run<'_> {
         &self,
         here: &Location,
         place: &EntryPlace,
-        key: &str,
+        key: &CompileKey,
         source: &Source<'_>,
         memo: &mut VerifyMemo,
     ) -> (Outcome, Step) {
@@ -165,7 +166,7 @@ impl Run<'_> {
         &self,
         here: &Location,
         place: &EntryPlace,
-        key: &str,
+        key: &CompileKey,
         source: &Source<'_>,
         ran: &Ran,
         private_dep: Option<&Path>,
@@ -248,7 +249,7 @@ impl Run<'_> {
         };
         let mut manifest = match entry::load(place, key) {
             Ok(Some(m)) => m,
-            _ => CompileManifest { key: key.to_owned(), candidates: Vec::new() },
+            _ => CompileManifest { key: key.clone(), candidates: Vec::new() },
         };
         manifest.add(candidate, memo.used());
         entry::store(place, &manifest)?;
