@@ -91,6 +91,7 @@
 //! * Nesting is limited to 128 levels by `serde_json`; deeper input is a syntax error.
 
 mod canonical;
+mod digest;
 mod envelope;
 mod fast;
 mod migrate;
@@ -102,6 +103,7 @@ mod time;
 mod verify;
 
 pub use canonical::{canonical_bytes_of, canonical_sha256, to_canonical_bytes};
+pub use digest::RecordDigest;
 pub use envelope::{Envelope, Schema};
 pub use fast::load_payload_as;
 pub use migrate::{Migrated, Migration, MigrationError, MigrationRegistry, load_current_as};

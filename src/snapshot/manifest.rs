@@ -89,7 +89,7 @@ pub struct SnapshotManifest {
     /// Who made it.
     pub producer: Producer,
     /// Manifest digests (`sha256:<hex>`) of the snapshot(s) the cache grew from.
-    pub parents: Vec<String>,
+    pub parents: Vec<crate::record::RecordDigest>,
     /// Every directory, regular file and symlink, sorted by path (paths relative to the
     /// cache root, `actions-v1[/…]`; files restored 0755 with owner-exec, else 0644).
     pub entries: Vec<Record>,
@@ -117,13 +117,16 @@ impl SnapshotManifest {
 /// # Errors
 /// [`Error::Record`] for a record that does not verify or migrate; [`Error::Corrupt`]
 /// (labelled `label`) for one that breaks the rules.
-pub fn load_manifest(bytes: &[u8], label: &str) -> Result<(SnapshotManifest, String), Error> {
+pub fn load_manifest(
+    bytes: &[u8],
+    label: &str,
+) -> Result<(SnapshotManifest, crate::record::RecordDigest), Error> {
     let (migrated, manifest): (_, SnapshotManifest) =
         record::load_current_as(bytes, &MANIFEST_SCHEMA)
             .map_err(|source| Error::Record { what: "manifest".to_owned(), source })?;
     crate::content::tree::check_records(&manifest.entries, &MANIFEST_RULES)
         .map_err(|reason| Error::corrupt(label, format!("the manifest is invalid: {reason}")))?;
-    Ok((manifest, migrated.source_digest.to_prefixed()))
+    Ok((manifest, crate::record::RecordDigest::of(&migrated.source_digest)))
 }
 
 /// The sidecar payload (see the module docs).
@@ -147,7 +150,7 @@ pub struct Sidecar {
     /// sidecars migrated from versions 1 and 2). The snapshot's files use the same one.
     pub object_digest: ContentDigest,
     /// `content_digest` of the manifest record inside (`sha256:<hex>`).
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// Number of directories, files and symlinks.
     pub entry_count: u64,
     /// Number of regular files.
@@ -159,7 +162,7 @@ pub struct Sidecar {
     /// Who made it.
     pub producer: Producer,
     /// As in the manifest.
-    pub parents: Vec<String>,
+    pub parents: Vec<crate::record::RecordDigest>,
     /// The producer's signature of everything above ([`Sidecar::statement`]), when the
     /// save was given a signing key. Absent in unsigned sidecars and in those of
     /// earlier versions.
@@ -271,7 +274,7 @@ pub struct Origin {
     /// The key that was restored.
     pub key: String,
     /// Its manifest digest (`sha256:<hex>`).
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// When, UTC RFC 3339.
     pub restored_at: String,
 }
@@ -347,7 +350,10 @@ mod tests {
             kind: SnapshotKind::Full,
             object_size_bytes: 1,
             object_digest: ContentDigest::of_bytes(crate::digest::DigestAlgorithm::Blake3, b"x"),
-            manifest_digest: format!("sha256:{}", "0".repeat(64)),
+            manifest_digest: crate::record::RecordDigest::from_stored(format!(
+                "sha256:{}",
+                "0".repeat(64)
+            )),
             entry_count: 1,
             file_count: 0,
             file_bytes: 0,

@@ -66,7 +66,7 @@ pub struct PackOptions {
     /// The producer recorded in the manifest.
     pub producer: Producer,
     /// Parent manifest digests recorded in the manifest.
-    pub parents: Vec<String>,
+    pub parents: Vec<crate::record::RecordDigest>,
     /// Pack only this directory below `actions-v1/` (an entry path such as
     /// `third_party/zlib/<key>`), preceded by its ancestor directories: an entry object of
     /// an index snapshot (`crate::snapshot::index`). `None`: the whole tree.
@@ -96,7 +96,7 @@ pub struct PackReport {
     /// The manifest written as the last entry.
     pub manifest: SnapshotManifest,
     /// Its record digest (`sha256:<hex>`).
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// Size of the output file in bytes.
     pub object_size_bytes: u64,
     /// Digest of the output file's bytes ([`PackOptions::digest`]).
@@ -408,7 +408,7 @@ pub fn pack_observed(
     let written = writer.finish().map_err(pack_err(out))?;
     Ok(PackReport {
         manifest,
-        manifest_digest: envelope.content_digest.to_prefixed(),
+        manifest_digest: crate::record::RecordDigest::of(&envelope.content_digest),
         object_size_bytes: written.object_size_bytes,
         object_digest: written.object_digest,
         warnings: collected.warnings,

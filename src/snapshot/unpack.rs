@@ -84,7 +84,7 @@ pub struct UnpackLimits {
     /// Most bytes of file content in total.
     pub max_file_bytes: u64,
     /// The manifest's record digest must equal this (`sha256:<hex>`), if given.
-    pub manifest_digest: Option<String>,
+    pub manifest_digest: Option<crate::record::RecordDigest>,
     /// The manifest's key must equal this, if given.
     pub key: Option<String>,
     /// The compression the object must use, if given.
@@ -109,7 +109,7 @@ pub struct UnpackReport {
     /// The verified manifest.
     pub manifest: SnapshotManifest,
     /// Its record digest as stored (`sha256:<hex>`).
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// Number of regular files written.
     pub files: u64,
     /// Bytes of file content written.
@@ -179,7 +179,8 @@ pub fn unpack_from(
         writer_threads: !limits.inline_writes,
         input_bytes: limits.object_bytes,
     };
-    let parse = |bytes: &[u8]| -> Result<((SnapshotManifest, String), Vec<crate::content::Record>), String> {
+    type Parsed = ((SnapshotManifest, crate::record::RecordDigest), Vec<crate::content::Record>);
+    let parse = |bytes: &[u8]| -> Result<Parsed, String> {
         let (manifest, digest) = load_manifest(bytes, label).map_err(|e| match e {
             Error::Corrupt { reason, .. } => reason,
             other => other.one_line(),
@@ -187,7 +188,9 @@ pub fn unpack_from(
         if let Some(expected) = &limits.manifest_digest
             && expected != &digest
         {
-            return Err(format!("the manifest digest {digest} differs from the sidecar's {expected}"));
+            return Err(format!(
+                "the manifest digest {digest} differs from the sidecar's {expected}"
+            ));
         }
         if manifest.layout != CARRIED_DIR {
             return Err(format!("the manifest describes layout {:?}", manifest.layout));
@@ -498,7 +501,10 @@ mod tests {
             (UnpackLimits { max_file_bytes: 999, ..limits(&report) }, "file content"),
             (UnpackLimits { max_entries: 2, ..limits(&report) }, "entries"),
             (
-                UnpackLimits { manifest_digest: Some("sha256:00".into()), ..limits(&report) },
+                UnpackLimits {
+                    manifest_digest: Some(crate::record::RecordDigest::from_stored("sha256:00")),
+                    ..limits(&report)
+                },
                 "digest",
             ),
             (UnpackLimits { key: Some("other".into()), ..limits(&report) }, "another key"),

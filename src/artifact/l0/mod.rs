@@ -384,7 +384,7 @@ fn push_signed(
             object_digest: digest,
             key_digest: key.digest().to_string(),
             spec_digest: spec.digest().to_string(),
-            manifest_digest: handle.manifest_digest().to_string(),
+            manifest_digest: crate::record::RecordDigest::of(&handle.manifest_digest().digest()),
             created_at: Timestamp::now().rfc3339_seconds(),
             producer: trust.producer.clone(),
             signature: None,

@@ -38,7 +38,7 @@ pub struct ArchiveStatement {
     /// The artifact's spec digest (64 hex).
     pub spec_digest: String,
     /// The manifest record's digest (`sha256:<hex>`) inside the archive.
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// Signing time, UTC RFC 3339.
     pub created_at: String,
     /// Who signed (the CI context).

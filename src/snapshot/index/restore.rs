@@ -82,7 +82,7 @@ pub struct IndexRestoreCounts {
 pub(crate) struct IndexRestored {
     pub counts: IndexRestoreCounts,
     /// The index record's content digest (`sha256:<hex>`).
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// The verified index record bytes (uncompressed).
     pub record: Vec<u8>,
     /// Files and bytes of the entries installed.
@@ -102,7 +102,7 @@ pub(crate) fn fetch_index(
     cache_dir: &Path,
     key: &str,
     sidecar: &Sidecar,
-) -> Result<(SnapshotIndex, String, Vec<u8>, u64), Error> {
+) -> Result<(SnapshotIndex, crate::record::RecordDigest, Vec<u8>, u64), Error> {
     if sidecar.object_size_bytes > MAX_INDEX_BYTES {
         return Err(Error::corrupt(
             key,
@@ -311,7 +311,7 @@ pub(crate) fn install_missing(
     fs::sync_filesystem(cache_dir)?;
     Ok(IndexRestored {
         counts,
-        manifest_digest: String::new(),
+        manifest_digest: crate::record::RecordDigest::default(),
         record: Vec::new(),
         file_count,
         file_bytes,

@@ -93,9 +93,9 @@ pub struct IndexSaveCounts {
 pub(crate) struct IndexSave<'a> {
     pub store: &'a dyn ObjectStore,
     pub cache_dir: &'a Path,
-    pub key: &'a str,
+    pub key: &'a crate::snapshot::SnapshotKey,
     pub sidecar_key: &'a ObjectKey,
-    pub parents: &'a [String],
+    pub parents: &'a [crate::record::RecordDigest],
     pub producer: &'a Producer,
     pub signing_key: Option<&'a crate::trust::SigningKey>,
     pub level: i32,
@@ -109,7 +109,7 @@ pub(crate) struct IndexSaved {
     pub object_size_bytes: u64,
     pub file_count: u64,
     pub file_bytes: u64,
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     pub retries: u32,
     pub notes: Vec<String>,
 }
@@ -177,7 +177,7 @@ pub(crate) fn save_index(request: &IndexSave<'_>) -> Result<IndexSaved, Error> {
 
     let phase = Instant::now();
     let index = SnapshotIndex {
-        key: key.to_owned(),
+        key: key.as_str().to_owned(),
         created_at: Timestamp::now().rfc3339_seconds(),
         producer: request.producer.clone(),
         parents: request.parents.to_vec(),
@@ -456,7 +456,7 @@ fn commit_index(
     request: &IndexSave<'_>,
     index: &SnapshotIndex,
     record_bytes: &[u8],
-    manifest_digest: &str,
+    manifest_digest: &crate::record::RecordDigest,
 ) -> Result<(commit::Published, u64, u32), Error> {
     let IndexSave { store, cache_dir, key, sidecar_key, .. } = *request;
     let compressed = record::compress_index(record_bytes)
@@ -464,15 +464,15 @@ fn commit_index(
     let temp = temp::temp_file_beside(cache_dir, Purpose::Pack)?;
     fs::write_atomic_nosync(&temp, &compressed, 0o600)?;
     let object_digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, &compressed);
-    let object = object_key(&commit::unique_object_name(key, &object_digest))?;
+    let object = object_key(&commit::unique_object_name(key.as_str(), &object_digest))?;
     let sidecar = Sidecar {
-        key: key.to_owned(),
+        key: key.as_str().to_owned(),
         object: Some(object.as_str().to_owned()),
         format: Compression::Zstd,
         kind: SnapshotKind::Index,
         object_size_bytes: compressed.len() as u64,
         object_digest,
-        manifest_digest: manifest_digest.to_owned(),
+        manifest_digest: manifest_digest.clone(),
         entry_count: index.entries.len() as u64,
         file_count: index.file_count(),
         file_bytes: index.file_bytes(),
@@ -489,8 +489,13 @@ fn commit_index(
         None => sidecar,
     };
     let sidecar_bytes = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar)?.to_bytes();
-    let pending =
-        commit::Pending::record(cache_dir, &store.describe(), key, &object, &sidecar_bytes)?;
+    let pending = commit::Pending::record(
+        cache_dir,
+        &store.describe(),
+        key.as_str(),
+        &object,
+        &sidecar_bytes,
+    )?;
     let upload = commit::Upload {
         store,
         cache_dir,

@@ -180,7 +180,7 @@ pub struct RestoreReport {
     pub retries: u32,
     /// The restored manifest's digest (`sha256:<hex>`; for an index snapshot, the index
     /// record's).
-    pub manifest_digest: Option<String>,
+    pub manifest_digest: Option<crate::record::RecordDigest>,
     /// The kind of the snapshot restored (`full` or `index`); `full` when nothing was.
     pub kind: SnapshotKind,
     /// For an index snapshot restored: its entry counts.
@@ -435,7 +435,7 @@ pub(super) struct Restored {
     pub(super) object_size_bytes: u64,
     pub(super) file_count: u64,
     pub(super) file_bytes: u64,
-    pub(super) manifest_digest: String,
+    pub(super) manifest_digest: crate::record::RecordDigest,
     pub(super) note: Option<String>,
 }
 
@@ -747,7 +747,7 @@ pub const ORIGIN_FILE: &str = "snapshot-origin.json";
 
 /// The manifest digest of the snapshot the cache at `cache_dir` was restored from, if its
 /// origin record exists and verifies.
-pub fn origin_parent(cache_dir: &Path) -> Option<String> {
+pub fn origin_parent(cache_dir: &Path) -> Option<crate::record::RecordDigest> {
     let bytes = fs::read(&cache_dir.join(layout::LOCAL_DIR).join(ORIGIN_FILE)).ok()?;
     let (_, origin): (_, Origin) = manifest::load(&bytes, &ORIGIN_SCHEMA, "origin").ok()?;
     Some(origin.manifest_digest)
