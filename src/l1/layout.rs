@@ -154,6 +154,69 @@ pub fn entry_depth(domain: Domain) -> usize {
     }
 }
 
+/// The path of an L1 entry relative to the actions directory (`actions-v1/`):
+/// `/`-separated and relative, e.g. `third_party/zlib/<key>`,
+/// `custom_operator/<soc>/<op>/<ns>/<action>@<unit>/<key>` or `compile/ab/<key>`. It names
+/// the entry's directory, its lock and its memo ([`CacheRoot::entry_lock`],
+/// [`CacheRoot::verify_memo`]) and, in a store, its ref. Serialized as that string (serde
+/// transparent); never deserialized, so every value was built by the layout or parsed.
+///
+/// Built by the layout from encoded components ([`CacheRoot::compile_entry_rel`], the
+/// engine's entry locations); text from elsewhere is checked by [`EntryPath::parse`]. It
+/// dereferences to `str`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct EntryPath(String);
+
+impl EntryPath {
+    /// `text` as an entry path if it is a safe relative path ([`fs::RelPath`]: no empty,
+    /// `.` or `..` component, not absolute) that does not start with `.`.
+    ///
+    /// # Errors
+    /// The reason, naming `text`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if fs::RelPath::new(text.to_owned()).is_err() || text.starts_with('.') {
+            return Err(format!("{text:?} is not a relative entry path"));
+        }
+        Ok(EntryPath(text.to_owned()))
+    }
+
+    /// A path the layout built from components it encoded itself.
+    pub(crate) fn built(text: String) -> Self {
+        EntryPath(text)
+    }
+
+    /// The path's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for EntryPath {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for EntryPath {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for EntryPath {
+    fn as_ref(&self) -> &Path {
+        Path::new(&self.0)
+    }
+}
+
+impl fmt::Display for EntryPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// True if `rel`, a `/`-separated path relative to the actions directory, lies strictly
 /// below an entry's `artifacts/` directory (`<entry>/artifacts/<something>`). Only there may
 /// an L1 cache hold symlinks (artifacts recorded as symlinks); a symlink at any layout
@@ -225,9 +288,9 @@ impl CacheRoot {
 
     /// The entry path of the compile entry of `key` (64 hex):
     /// `compile/<first 2 hex>/<key>` (`00` for a key shorter than 2).
-    pub fn compile_entry_rel(key: &str) -> String {
+    pub fn compile_entry_rel(key: &str) -> EntryPath {
         let prefix = key.get(..2).unwrap_or("00");
-        format!("{COMPILE_DIR}/{prefix}/{key}")
+        EntryPath::built(format!("{COMPILE_DIR}/{prefix}/{key}"))
     }
 
     /// `<root>/.locks`.
@@ -273,6 +336,21 @@ impl CacheRoot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_paths_are_relative_and_stored_as_strings() {
+        let p = EntryPath::parse("third_party/zlib/abc").unwrap();
+        assert_eq!(p.as_str(), "third_party/zlib/abc");
+        assert_eq!(serde_json::to_string(&p).unwrap(), r#""third_party/zlib/abc""#);
+        assert_eq!(CacheRoot::compile_entry_rel("abcd").as_str(), "compile/ab/abcd");
+        for bad in ["", "/abs/x", "a/../b", "a//b", "./a", ".hidden/a", "a/./b"] {
+            assert_eq!(
+                EntryPath::parse(bad),
+                Err(format!("{bad:?} is not a relative entry path")),
+                "{bad:?}"
+            );
+        }
+    }
 
     #[test]
     fn encoding_is_injective_and_safe() {

@@ -15,6 +15,8 @@
 
 use std::path::Path;
 
+use crate::l1::layout::EntryPath;
+
 /// What [`EntrySource::fetch`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchOutcome {
@@ -54,11 +56,11 @@ pub trait EntrySource: std::fmt::Debug + Send + Sync {
     /// `third_party/zlib/<key>` or `compile/ab/<key>`) into `cache_root`, verified, without
     /// replacing anything already there. Called with the entry's lock held, when the
     /// entry directory is absent.
-    fn fetch(&self, cache_root: &Path, entry_path: &str) -> FetchOutcome;
+    fn fetch(&self, cache_root: &Path, entry_path: &EntryPath) -> FetchOutcome;
 
     /// Offers the entry just saved at `entry_path` in `cache_root` to the store (packed and
     /// uploaded when this source writes and the store has no entry for that path yet).
-    fn offer(&self, cache_root: &Path, entry_path: &str) -> OfferOutcome;
+    fn offer(&self, cache_root: &Path, entry_path: &EntryPath) -> OfferOutcome;
 }
 
 /// Counter names ([`crate::l1::counters`]) of the remote tier, per domain.

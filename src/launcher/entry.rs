@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::{ContentDigest, Sha256Digest};
 use crate::fs::{self, FileStamp, RelPath};
-use crate::l1::layout::CacheRoot;
+use crate::l1::layout::{CacheRoot, EntryPath};
 use crate::record::{self, Envelope, Schema};
 
 use super::Error;
@@ -344,7 +344,7 @@ pub struct EntryPlace {
     /// The entry directory.
     pub dir: PathBuf,
     /// Its path relative to `actions-v1` (`compile/ab/abcd…`).
-    pub rel: String,
+    pub rel: EntryPath,
     /// The entry lock.
     pub lock: PathBuf,
     /// The entry's verification memo (machine-local).
@@ -401,7 +401,7 @@ pub fn directory_memo_name(dir: &Path, facts: &ContentDigest) -> RelPath {
 /// # Errors
 /// [`Error::Entry`] when it cannot be used (the entry is then rewritten by the next save).
 pub fn load(place: &EntryPlace, key: &CompileKey) -> Result<Option<CompileManifest>, Error> {
-    let unusable = |reason: String| Error::Entry { entry: place.rel.clone(), reason };
+    let unusable = |reason: String| Error::Entry { entry: place.rel.to_string(), reason };
     let bytes = match fs::read_capped_nofollow(&place.manifest(), MAX_MANIFEST_BYTES) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Err(unusable("manifest.json is larger than 16 MiB".into())),

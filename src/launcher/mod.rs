@@ -412,7 +412,7 @@ fn lock_entry(
     place: &entry::EntryPlace,
 ) -> Result<fs::LockGuard, Error> {
     fs::create_dir_all(&cache.actions_dir())?;
-    fs::create_dir_all_within(&cache.actions_dir(), Path::new(&place.rel), 0o755)?;
+    fs::create_dir_all_within(&cache.actions_dir(), Path::new(place.rel.as_str()), 0o755)?;
     let events = crate::l1::events::EventLog::disabled();
     let kind = crate::l1::lock::LockKind::Entry;
     Ok(crate::l1::lock::lock_with_events(&place.lock, kind, config.entry_lock, &events)?)

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use crate::fs;
 use crate::fs::temp::{self, Purpose};
+use crate::l1::layout::EntryPath;
 use crate::l1::remote::{EntrySource, FetchOutcome, OfferOutcome};
 use crate::l1::write::Durability;
 use crate::message::one_line;
@@ -399,11 +400,11 @@ impl RemoteTier {
 }
 
 impl EntrySource for RemoteTier {
-    fn fetch(&self, cache_root: &Path, entry_path: &str) -> FetchOutcome {
+    fn fetch(&self, cache_root: &Path, entry_path: &EntryPath) -> FetchOutcome {
         self.try_fetch(cache_root, entry_path).unwrap_or_else(FetchOutcome::Failed)
     }
 
-    fn offer(&self, cache_root: &Path, entry_path: &str) -> OfferOutcome {
+    fn offer(&self, cache_root: &Path, entry_path: &EntryPath) -> OfferOutcome {
         if !self.config.write {
             return OfferOutcome::ReadOnly;
         }
@@ -582,21 +583,39 @@ mod tests {
         // A read-only tier never writes; an unsigned producer uploads; a second offer
         // finds the ref.
         let reader = RemoteTier::with_store(config(false, TrustPolicy::default()), None, store());
-        assert_eq!(reader.offer(producer.path(), rel), OfferOutcome::ReadOnly);
+        assert_eq!(
+            reader.offer(producer.path(), &EntryPath::parse(rel).unwrap()),
+            OfferOutcome::ReadOnly
+        );
         let writer = RemoteTier::with_store(config(true, TrustPolicy::default()), None, store());
-        assert_eq!(writer.offer(producer.path(), rel), OfferOutcome::Uploaded);
-        assert_eq!(writer.offer(producer.path(), rel), OfferOutcome::AlreadyPresent);
+        assert_eq!(
+            writer.offer(producer.path(), &EntryPath::parse(rel).unwrap()),
+            OfferOutcome::Uploaded
+        );
+        assert_eq!(
+            writer.offer(producer.path(), &EntryPath::parse(rel).unwrap()),
+            OfferOutcome::AlreadyPresent
+        );
 
         let consumer = tempfile::tempdir().unwrap();
-        assert_eq!(reader.fetch(consumer.path(), "third_party/zlib/none"), FetchOutcome::Absent);
-        assert_eq!(reader.fetch(consumer.path(), rel), FetchOutcome::Installed);
+        assert_eq!(
+            reader.fetch(consumer.path(), &EntryPath::parse("third_party/zlib/none").unwrap()),
+            FetchOutcome::Absent
+        );
+        assert_eq!(
+            reader.fetch(consumer.path(), &EntryPath::parse(rel).unwrap()),
+            FetchOutcome::Installed
+        );
         let installed = consumer.path().join("actions-v1").join(rel);
         assert_eq!(std::fs::read(installed.join("artifacts/lib.a")).unwrap(), vec![3u8; 3000]);
 
         // Under a trust policy the unsigned ref is refused, and nothing is installed.
         let strict = RemoteTier::with_store(config(false, trusted.clone()), None, store());
         let other = tempfile::tempdir().unwrap();
-        let FetchOutcome::Failed(why) = strict.fetch(other.path(), rel) else { panic!() };
+        let FetchOutcome::Failed(why) = strict.fetch(other.path(), &EntryPath::parse(rel).unwrap())
+        else {
+            panic!()
+        };
         assert!(why.contains("not signed"), "{why}");
         assert!(!other.path().join("actions-v1").join(rel).exists());
 
@@ -605,8 +624,14 @@ mod tests {
         make_entry(producer.path(), rel2);
         let signer =
             RemoteTier::with_store(config(true, TrustPolicy::default()), Some(signing), store());
-        assert_eq!(signer.offer(producer.path(), rel2), OfferOutcome::Uploaded);
-        assert_eq!(strict.fetch(other.path(), rel2), FetchOutcome::Installed);
+        assert_eq!(
+            signer.offer(producer.path(), &EntryPath::parse(rel2).unwrap()),
+            OfferOutcome::Uploaded
+        );
+        assert_eq!(
+            strict.fetch(other.path(), &EntryPath::parse(rel2).unwrap()),
+            FetchOutcome::Installed
+        );
         let moved = "compile/ab/k3";
         std::fs::create_dir_all(store_dir.path().join(ref_name(moved)).parent().unwrap()).unwrap();
         std::fs::copy(
@@ -614,7 +639,11 @@ mod tests {
             store_dir.path().join(ref_name(moved)),
         )
         .unwrap();
-        let FetchOutcome::Failed(why) = strict.fetch(other.path(), moved) else { panic!() };
+        let FetchOutcome::Failed(why) =
+            strict.fetch(other.path(), &EntryPath::parse(moved).unwrap())
+        else {
+            panic!()
+        };
         assert!(why.contains("names the entry"), "{why}");
         assert!(!other.path().join("actions-v1").join(moved).exists());
     }

@@ -29,7 +29,7 @@ pub(super) fn fetch(ctx: &mut Ctx<'_>, entry: &Entry) -> bool {
         "remote_fetch",
         &[
             ("status", status.into()),
-            ("entry", entry.loc.rel.clone().into()),
+            ("entry", entry.loc.rel.as_str().into()),
             ("fetch_ms", ms(started.elapsed())),
         ],
     );
@@ -63,7 +63,7 @@ pub(super) fn offer(ctx: &mut Ctx<'_>, entry: &Entry) {
         "remote_offer",
         &[
             ("status", status.into()),
-            ("entry", entry.loc.rel.clone().into()),
+            ("entry", entry.loc.rel.as_str().into()),
             ("offer_ms", ms(started.elapsed())),
         ],
     );

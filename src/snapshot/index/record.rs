@@ -109,9 +109,7 @@ impl SnapshotIndex {
 /// # Errors
 /// The reason.
 pub fn check_location(entry: &EntryLocation) -> Result<(), String> {
-    if crate::fs::RelPath::new(entry.path.clone()).is_err() || entry.path.starts_with('.') {
-        return Err(format!("{:?} is not a relative entry path", entry.path));
-    }
+    crate::l1::layout::EntryPath::parse(&entry.path)?;
     if super::names::entry_object_digest(&entry.object).is_none() {
         return Err(format!("{}: {:?} is not an entry object name", entry.path, entry.object));
     }
