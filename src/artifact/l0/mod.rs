@@ -132,6 +132,15 @@ pub enum PushOutcome {
     AlreadyPresent,
 }
 
+impl From<PutOutcome> for PushOutcome {
+    fn from(put: PutOutcome) -> Self {
+        match put {
+            PutOutcome::Created => PushOutcome::Uploaded,
+            PutOutcome::AlreadyExists => PushOutcome::AlreadyPresent,
+        }
+    }
+}
+
 impl PushOutcome {
     /// `uploaded` or `already_present`.
     pub fn as_str(self) -> &'static str {
@@ -305,10 +314,7 @@ pub fn push(
     let (outcome, _) = put.map_err(transport)?;
     Ok(PushReport {
         object,
-        outcome: match outcome {
-            PutOutcome::Created => PushOutcome::Uploaded,
-            PutOutcome::AlreadyExists => PushOutcome::AlreadyPresent,
-        },
+        outcome: outcome.into(),
         archive_bytes: packed.archive_bytes,
         payload_bytes,
         seconds: start.elapsed().as_secs_f64(),
@@ -408,10 +414,7 @@ fn push_signed(
         }
         return Ok(PushReport {
             object,
-            outcome: match outcome {
-                PutOutcome::Created => PushOutcome::Uploaded,
-                PutOutcome::AlreadyExists => PushOutcome::AlreadyPresent,
-            },
+            outcome: outcome.into(),
             archive_bytes: packed.archive_bytes,
             payload_bytes,
             seconds: 0.0,
