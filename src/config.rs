@@ -40,6 +40,17 @@ pub enum Error {
         /// The flag and variable that replace the default, e.g. `--store or STRATA_STORE`.
         instead: &'static str,
     },
+    /// A variable holds a value that cannot be used (a typo never silently becomes the
+    /// default).
+    #[error("environment variable {name}={value:?} is invalid: {expected}")]
+    InvalidValue {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What it must be.
+        expected: &'static str,
+    },
 }
 
 impl Error {
@@ -71,6 +82,98 @@ pub fn parse_switch(text: &str) -> Result<bool, String> {
 /// A variable of the process environment as text; `None` when unset, empty or not UTF-8.
 pub fn var_text(name: &str) -> Option<String> {
     var(name).and_then(|v| v.into_string().ok())
+}
+
+/// A variable of the process environment exactly as set (empty included); for values that
+/// are inputs rather than settings (`PATH`, `PWD`, a compiler's environment), where an
+/// empty value is not the same as none.
+pub fn var_raw(name: &str) -> Option<OsString> {
+    std::env::var_os(name)
+}
+
+/// A variable of the process environment as `std::env::var` reads it: `None` when unset
+/// or not UTF-8; an empty value is `Some("")`. For lookups handed to the `*_with` forms.
+pub fn var_string(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The directory for scratch files of this process: `$TMPDIR`, else `/tmp`
+/// (`std::env::temp_dir`).
+pub fn temp_dir() -> PathBuf {
+    std::env::temp_dir()
+}
+
+/// What a timeout setting may be ([`parse_timeout`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeoutRange {
+    /// Smallest number of seconds.
+    pub min_seconds: f64,
+    /// Largest number of seconds.
+    pub max_seconds: f64,
+    /// `inf` is allowed (wait forever).
+    pub infinite: bool,
+    /// What the value must be, for messages.
+    pub expected: &'static str,
+}
+
+/// Lock timeouts (`STRATA_*_LOCK_TIMEOUT_SECONDS`): any non-negative number of seconds
+/// (decimals allowed; `0` means one attempt) or `inf`.
+pub const LOCK_TIMEOUT: TimeoutRange = TimeoutRange {
+    min_seconds: 0.0,
+    max_seconds: f64::MAX,
+    infinite: true,
+    expected: "a non-negative number of seconds or `inf`",
+};
+
+/// Per-request timeouts of the remote entry tier (`STRATA_REMOTE_TIMEOUT`): a decimal
+/// number of seconds from 0.05 to 600.
+pub const REQUEST_TIMEOUT: TimeoutRange = TimeoutRange {
+    min_seconds: 0.05,
+    max_seconds: 600.0,
+    infinite: false,
+    expected: "expected seconds, a number from 0.05 to 600",
+};
+
+/// A timeout setting ([`parse_timeout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeout {
+    /// Wait at most this long (zero: one attempt).
+    After(std::time::Duration),
+    /// Wait as long as it takes (`inf`).
+    Never,
+}
+
+/// Parses a timeout in seconds within `range` (surrounding white space ignored).
+///
+/// # Errors
+/// `range.expected` for anything else, such as `60s`.
+pub fn parse_timeout(text: &str, range: &TimeoutRange) -> Result<Timeout, &'static str> {
+    let text = text.trim();
+    if range.infinite && text == "inf" {
+        return Ok(Timeout::Never);
+    }
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && (range.min_seconds..=range.max_seconds).contains(&s) => {
+            std::time::Duration::try_from_secs_f64(s)
+                .map(Timeout::After)
+                .map_err(|_| range.expected)
+        }
+        _ => Err(range.expected),
+    }
+}
+
+/// The timeout the variable `name` sets within `range`; `None` when it is unset, empty or
+/// blank.
+///
+/// # Errors
+/// [`Error::InvalidValue`] naming the variable for a value outside `range`.
+pub fn timeout_var(name: &'static str, range: &TimeoutRange) -> Result<Option<Timeout>, Error> {
+    let Some(value) = var_text(name).filter(|v| !v.trim().is_empty()) else { return Ok(None) };
+    parse_timeout(&value, range).map(Some).map_err(|expected| Error::InvalidValue {
+        name,
+        value,
+        expected,
+    })
 }
 
 /// The cache home of the process environment (see the module docs).
@@ -179,6 +282,27 @@ pub fn event_log(flag: Option<&Path>) -> Option<PathBuf> {
         .or_else(|| var("STRATA_EVENT_LOG").map(PathBuf::from))
 }
 
+/// Parses a size: bytes, or a number with `K`, `M`, `G`, `T` (powers of 1024, an optional
+/// `i`/`iB`/`B` after it), e.g. `500M`, `5G`, `5GiB`.
+///
+/// # Errors
+/// A message naming the text when it is not such a size.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is not a size (e.g. 500M, 5G)"))?;
+    let shift = match unit.trim_end_matches('B').trim_end_matches('i') {
+        "" => 0,
+        "K" | "k" => 10,
+        "M" | "m" => 20,
+        "G" | "g" => 30,
+        "T" | "t" => 40,
+        _ => return Err(format!("{text:?} is not a size (e.g. 500M, 5G)")),
+    };
+    n.checked_mul(1u64 << shift).ok_or_else(|| format!("{text:?} is too large"))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -195,6 +319,18 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("123"), Ok(123));
+        assert_eq!(parse_size("5G"), Ok(5 << 30));
+        assert_eq!(parse_size("500M"), Ok(500 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("1KB"), Ok(1024));
+        assert!(parse_size("5X").is_err());
+        assert!(parse_size("G").is_err());
+        assert!(parse_size("").is_err());
+    }
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
         move |name| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| OsString::from(v))

@@ -19,6 +19,18 @@ use std::process::{Command, ExitStatus};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+/// The exit code of a child killed by `signal`, as shells report it: 128 + the signal.
+pub const fn killed_by(signal: i32) -> i32 {
+    128 + signal
+}
+
+/// The exit code of a finished child: its own code, or [`killed_by`] its signal (1 if it
+/// has neither).
+pub fn exit_code_of(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().or_else(|| status.signal().map(killed_by)).unwrap_or(1)
+}
+
 /// How the child ended.
 #[derive(Debug, Clone, Copy)]
 pub struct ChildEnd {

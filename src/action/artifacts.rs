@@ -26,9 +26,9 @@ use std::path::{Component, Path, PathBuf};
 use crate::action::Error;
 use crate::action::entry::Described;
 use crate::action::identity::Patterns;
-use crate::content::temp::{Purpose, TempName};
 use crate::content::{FileRecord, Record};
 use crate::digest::DigestAlgorithm;
+use crate::fs::temp::{Purpose, TempName};
 use crate::fs::{self, EntryKind, RelPath};
 
 /// An `lstat` signature used to notice changed outputs.

@@ -28,12 +28,12 @@
 //! refuses to pass through a symlink, so no entry is ever written outside it either.
 //! (`actions-v1` itself and the cache root are the user's choice and may be symlinks.)
 //!
-//! Write order (a save, under the entry lock): stage a sibling `.<key>.tmp-<hex>` directory,
-//! copy each artifact while hashing and compare with the digest taken when it was
-//! described, write both records, fsync everything, publish with
-//! `renameat2(RENAME_NOREPLACE)`. An invalid entry in the way is first renamed to
-//! `.<key>.old-<hex>` and deleted after the new one is in place; a crash in between leaves
-//! no entry (a MISS), never a partial one.
+//! Write order (a save, under the entry lock), through L1's one entry writer
+//! ([`crate::l1::write`]): stage a sibling `.<key>.tmp-<hex>` directory, copy each artifact
+//! while hashing and compare with the digest taken when it was described, write both
+//! records, fsync everything, publish with `renameat2(RENAME_NOREPLACE)`. An invalid entry
+//! in the way is first renamed to `.<key>.old-<hex>` and deleted after the new one is in
+//! place; a crash in between leaves no entry (a MISS), never a partial one.
 
 use std::path::{Path, PathBuf};
 
@@ -42,11 +42,11 @@ use serde::{Deserialize, Serialize};
 use crate::action::identity::Components;
 use crate::action::layout::EntryLocation;
 use crate::action::{ActionKey, Domain, Error};
-use crate::content::temp::{self, Purpose, TempName};
 use crate::content::verify::{Checked, Modes};
 use crate::content::{self, Directories, FileRecord, Record, Rules, VerifyMemo, tree};
 use crate::digest::Sha256Digest;
 use crate::fs::{self, RelPath, Sharing};
+use crate::l1::write::{Durability, Existing, NewEntry};
 use crate::record::{self, Envelope, Schema};
 
 /// Schema of an entry manifest. Version 1 (untagged SHA-256 digests) is read through the
@@ -254,10 +254,7 @@ pub fn save(
     described: &[Described],
 ) -> Result<(), Error> {
     // The actions directory may be a symlink (the user's choice); nothing below it may.
-    fs::create_dir_all(&loc.actions_dir)?;
-    let parent_rel = loc.rel.rsplit_once('/').map_or("", |(parent, _)| parent);
-    fs::create_dir_all_within(&loc.actions_dir, Path::new(parent_rel), Sharing::Shared.dir_mode())?;
-    let staging = temp::staging_beside(&loc.dir, Sharing::Shared.dir_mode())?;
+    let staging = NewEntry::beside(&loc.actions_dir, &loc.rel, Sharing::Shared.dir_mode())?;
     let art_root = staging.path().join("artifacts");
     fs::create_dir_all(&art_root)?;
     for d in described {
@@ -289,21 +286,10 @@ pub fn save(
         components,
         WriteMode::CreateNew,
     )?;
-    match fs::publish_dir(staging, &loc.dir, true) {
-        Ok(()) => Ok(()),
-        Err((fs::Error::AlreadyExists { .. }, staging)) => {
-            // An invalid entry is in the way: move it aside, publish, delete it.
-            let old =
-                TempName::new(Purpose::Replaced, &manifest.key.to_string()).path_in(&loc.parent);
-            fs::rename(&loc.dir, &old)?;
-            let result = fs::publish_dir(staging, &loc.dir, true).map_err(|(e, _)| e);
-            if let Err(e) = fs::remove_tree(&old) {
-                tracing::warn!("could not remove replaced entry {}: {e}", old.display());
-            }
-            Ok(result?)
-        }
-        Err((e, _)) => Err(e.into()),
-    }
+    // An invalid entry in the way is moved aside, and deleted once the new one is in.
+    let existing = Existing::Replace { stem: manifest.key.to_string() };
+    staging.publish(Durability::Fsync, existing)?;
+    Ok(())
 }
 
 /// How [`write_record`] writes its file.

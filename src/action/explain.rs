@@ -22,7 +22,7 @@ use crate::action::identity::{Components, Records};
 use crate::action::layout::{CacheRoot, Domain};
 use crate::action::prepare::{entry_name, prepare};
 use crate::action::{ActionKey, Error, RunOptions};
-use crate::content::layout::encode_component;
+use crate::l1::layout::encode_component;
 
 /// What changed in one record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

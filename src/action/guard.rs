@@ -21,11 +21,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::action::events::EventLog;
 use crate::action::layout::CacheRoot;
-use crate::action::locks::lock_with_events;
 use crate::action::{Error, LockKind};
 use crate::fs::{self, LockGuard, LockWait};
+use crate::l1::events::EventLog;
+use crate::l1::lock::lock_with_events;
 
 /// Everything a custom operator's stage must stay clear of, with a label for messages.
 #[derive(Debug, Default)]
@@ -62,7 +62,7 @@ pub fn check_stage(
         return Err(unsafe_stage("the filesystem root", stage));
     }
     let mut fixed = Protected::default();
-    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+    if let Some(home) = crate::config::var("HOME") {
         fixed.add("the home directory", Path::new(&home));
     }
     if let Ok(cwd) = fs::current_dir() {
@@ -110,7 +110,7 @@ pub const HELD_DIRS_VAR: &str = "STRATA_HELD_OUTPUT_DIRS";
 
 /// The directories held by the strata processes this one runs under.
 pub fn held_dirs() -> Vec<PathBuf> {
-    std::env::var(HELD_DIRS_VAR)
+    crate::config::var_string(HELD_DIRS_VAR)
         .map(|v| v.lines().filter(|l| l.starts_with('/')).map(PathBuf::from).collect())
         .unwrap_or_default()
 }

@@ -1,15 +1,15 @@
 //! Where one action entry lives: the names that place an entry ([`EntryName`]) and the
 //! resulting paths ([`EntryLocation`]). The cache-root layout itself (directory names,
-//! component encoding, locks, memos) is the content layer's, [`crate::content::layout`];
+//! component encoding, locks, memos) is L1's, [`crate::l1::layout`];
 //! this module adds what needs an [`ActionKey`].
 
 use std::path::PathBuf;
 
 use crate::action::{ActionKey, Error};
-use crate::content::layout::encode_component;
 use crate::digest::Sha256Digest;
+use crate::l1::layout::{EntryPath, encode_component};
 
-pub use crate::content::layout::{CacheRoot, Domain};
+pub use crate::l1::layout::{CacheRoot, Domain};
 
 /// The names that place an entry.
 #[derive(Debug, Clone)]
@@ -35,8 +35,8 @@ pub struct EntryLocation {
     pub dir: PathBuf,
     /// The actions directory (`<root>/actions-v1`) the entry lives under.
     pub actions_dir: PathBuf,
-    /// Its path relative to the actions directory, `/`-separated.
-    pub rel: String,
+    /// Its path relative to the actions directory.
+    pub rel: EntryPath,
     /// Its lock file.
     pub lock: PathBuf,
     /// The directory holding all keys of this unit/action (the entry's parent).
@@ -73,7 +73,7 @@ impl CacheRoot {
                 (format!("{ns_rel}/{action}@{unit}"), Some(ns_rel))
             }
         };
-        let rel = format!("{parent_rel}/{key}");
+        let rel = EntryPath::built(format!("{parent_rel}/{key}"));
         let actions = self.actions_dir();
         Ok(EntryLocation {
             dir: actions.join(&rel),

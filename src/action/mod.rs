@@ -10,14 +10,15 @@
 //! * [`identity`]: action keys and their components; [`prepare`]: the one preparation of a
 //!   request's identity inputs that `run` and `explain` share;
 //! * [`layout`]: where an entry lives (the cache-root layout names are
-//!   [`crate::content::layout`]'s);
+//!   [`crate::l1::layout`]'s);
 //! * [`entry`]: entry manifests, validation, restore and save;
 //! * [`artifacts`]: finding and describing what a build produced;
 //! * [`publish`]: custom-operator publication into a shared directory with ownership;
-//! * [`events`]: the JSONL event log;
-//! * [`run`](mod@run): the `run` algorithm; [`locks`]: lock timeouts and acquisition; [`guard`]:
-//!   stage safety and output-directory locks;
-//! * [`prune`] and [`explain`]: maintenance and diagnosis.
+//! * [`run`](mod@run): the `run` algorithm; [`guard`]: stage safety and output-directory
+//!   locks (lock timeouts and acquisition are [`crate::l1::lock`]'s, the event log
+//!   [`crate::l1::events`]);
+//! * [`explain`]: diagnosis (prune and stats are L1's, over every domain:
+//!   [`crate::l1::prune`], [`crate::l1::stats`]).
 //!
 //! # Invariants
 //! * No false HIT: a HIT needs a verified manifest for the exact key and every artifact
@@ -28,24 +29,20 @@
 
 pub mod artifacts;
 pub mod entry;
-pub mod events;
 pub mod explain;
 pub mod guard;
 pub mod identity;
 pub mod layout;
-pub mod locks;
 pub mod prepare;
-pub mod prune;
 pub mod publish;
 pub mod run;
-pub mod stats;
 
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::l1::lock::LockKind;
 pub use identity::{ActionKey, Identity, IdentityInputs, Profile};
 pub use layout::{CacheRoot, Domain, EntryLocation};
 pub use run::{Outcome, RunOptions, RunReport, run};
@@ -94,43 +91,6 @@ impl SetEnv {
     /// `NAME=VALUE`, exactly as given (bytes).
     pub fn text(&self) -> Vec<u8> {
         [self.name.as_bytes(), b"=", self.value.as_bytes()].concat()
-    }
-}
-
-/// Which lock timed out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockKind {
-    /// The per-entry lock (a timeout means BYPASS, not failure).
-    Entry,
-    /// The per-action lock (custom operators) or per-output-directory lock (third party).
-    Action,
-    /// The publication lock of a publish directory.
-    Publish,
-}
-
-impl LockKind {
-    /// `entry`, `action` or `publish`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LockKind::Entry => "entry",
-            LockKind::Action => "action",
-            LockKind::Publish => "publish",
-        }
-    }
-
-    /// The environment variable that sets this lock's timeout.
-    pub fn timeout_variable(self) -> &'static str {
-        match self {
-            LockKind::Entry => "STRATA_ENTRY_LOCK_TIMEOUT_SECONDS",
-            LockKind::Action => "STRATA_ACTION_LOCK_TIMEOUT_SECONDS",
-            LockKind::Publish => "STRATA_PUBLISH_LOCK_TIMEOUT_SECONDS",
-        }
-    }
-}
-
-impl fmt::Display for LockKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -297,21 +257,25 @@ pub enum Error {
         /// The path.
         path: PathBuf,
     },
-    /// An environment variable has a value strata cannot use.
-    #[error("environment variable {name}={value:?} is invalid: {expected}")]
-    InvalidEnvironment {
-        /// The variable.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// What is accepted.
-        expected: &'static str,
-    },
+    /// A setting in the environment cannot be used (the message names the variable).
+    #[error(transparent)]
+    Config(#[from] crate::config::Error),
 }
 
-impl From<crate::content::layout::InvalidName> for Error {
-    fn from(e: crate::content::layout::InvalidName) -> Self {
+impl From<crate::l1::layout::InvalidName> for Error {
+    fn from(e: crate::l1::layout::InvalidName) -> Self {
         Error::InvalidName { what: e.what, value: e.value, reason: e.reason }
+    }
+}
+
+impl From<crate::l1::lock::LockError> for Error {
+    fn from(e: crate::l1::lock::LockError) -> Self {
+        match e {
+            crate::l1::lock::LockError::Timeout { kind, path, waited } => {
+                Error::LockTimeout { kind, path, waited }
+            }
+            crate::l1::lock::LockError::Fs(e) => Error::Fs(e),
+        }
     }
 }
 
@@ -331,7 +295,7 @@ impl Error {
                 | Error::UnsafeStage { .. }
                 | Error::MissingFlag { .. }
                 | Error::EmptyCommand
-                | Error::InvalidEnvironment { .. }
+                | Error::Config(_)
         )
     }
 }

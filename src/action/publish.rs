@@ -39,12 +39,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::action::entry::{WriteMode, place_parent, write_record};
-use crate::action::events::EventLog;
-use crate::action::locks::lock_with_events;
 use crate::action::{Error, LockKind};
 use crate::content::{FileRecord, Record};
 use crate::digest::Sha256Digest;
 use crate::fs::{self, LockWait, Placement, RelPath, Sharing};
+use crate::l1::events::EventLog;
+use crate::l1::lock::lock_with_events;
 use crate::record::{self, Schema};
 
 /// Schema of `owners.json`.

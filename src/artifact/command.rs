@@ -11,7 +11,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Command;
 
-use crate::exit::{ExitCode, killed_by};
+use crate::process::killed_by;
 
 /// The variable naming the directory the command writes its outputs into.
 pub const OUT_VAR: &str = "STRATA_ARTIFACT_OUT";
@@ -44,12 +44,6 @@ pub struct CommandFailed {
     /// The exit code strata ends with: the command's own, 128 + a signal, or 127 when it
     /// could not start.
     pub code: i32,
-}
-
-impl ExitCode for CommandFailed {
-    fn exit_code(&self) -> i32 {
-        self.code
-    }
 }
 
 impl BuildCommand {

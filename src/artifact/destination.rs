@@ -32,7 +32,7 @@ use super::Error;
 use super::handle::MaterializeReport;
 use super::layout::StoreRoot;
 use super::verify;
-use crate::content::temp::{self, Purpose};
+use crate::fs::temp::{self, Purpose};
 use crate::fs::{self, Sharing};
 
 /// A destination directory that was checked (see the module docs).

@@ -107,8 +107,7 @@ fn identity_digest(tag: &str, version: u32, record: &serde_json::Value) -> Sha25
     let framed = json!([tag, version, record]);
     // Identity records hold strings and integers only, so encoding cannot fail; an error
     // would be a programming error in this file, caught by the unit tests.
-    let bytes = record::to_canonical_bytes(&framed).unwrap_or_default();
-    Sha256Digest::of_bytes(&bytes)
+    record::canonical_sha256(&framed).unwrap_or_else(|_| Sha256Digest::of_bytes(b""))
 }
 
 fn parse_digest(field: &str, text: &str) -> Result<Sha256Digest, Error> {

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::content::temp::{Purpose, TempName};
+use crate::fs::temp::{Purpose, TempName};
 
 use super::identity::{ArtifactKey, ArtifactSpec, EnvDigest, KeyDigest, SpecDigest, Stage};
 

@@ -22,10 +22,11 @@
 //! * `publish`: the write order of a publication;
 //! * `gc`: offline cleanup;
 //! * [`archive`]: packing a ready artifact for L0 transfer (tar + zstd) and checking one;
+//! * [`l0`]: L0 transfer, one ready artifact pushed to and pulled from an object store
+//!   (through [`crate::transport`]'s store trait);
 //! * [`include`](mod@include): the conservative include scanner for extern packaging.
 //!
-//! This module never touches the network: moving archives to and from object stores is
-//! [`crate::l0`]'s job.
+//! Only [`l0`] reaches an object store; everything else works on the local store.
 //!
 //! # Invariants
 //! * No false HIT: a HIT needs the manifest to load strictly, to name exactly the requested
@@ -51,6 +52,7 @@ mod gc;
 mod handle;
 mod identity;
 pub mod include;
+pub mod l0;
 mod layout;
 mod manifest;
 mod private;

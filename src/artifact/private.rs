@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{ArtifactHandle, Destination, Error};
-use crate::content::temp::{self, Purpose};
+use crate::fs::temp::{self, Purpose};
 use crate::fs::{self, StagingDir};
 
 /// A private root for this invocation (see the module docs).
@@ -39,8 +39,12 @@ impl PrivateRoot {
         match given {
             Some(p) => Ok(Self { path: p.to_path_buf(), temporary: None, keep: true }),
             None => {
-                let dir =
-                    temp::create_dir(&std::env::temp_dir(), Purpose::Scratch, "artifact", 0o700)?;
+                let dir = temp::create_dir(
+                    &crate::config::temp_dir(),
+                    Purpose::Scratch,
+                    "artifact",
+                    0o700,
+                )?;
                 Ok(Self { path: dir.path().to_path_buf(), temporary: Some(dir), keep: false })
             }
         }

@@ -15,7 +15,7 @@
 //! 7. fsync the spec directory (a failure here is a warning: the slot exists).
 //!
 //! A failed publication drops its [`crate::fs::StagingDir`] (named by
-//! [`crate::content::temp`]), which removes it.
+//! [`crate::fs::temp`]), which removes it.
 
 use std::path::Path;
 
@@ -26,7 +26,7 @@ use super::manifest::{FileRecord, ManifestDigest, ManifestPayload};
 use super::store::Lookup;
 use super::verify;
 use crate::content;
-use crate::content::temp;
+use crate::fs::temp;
 use crate::fs::{self, Sharing};
 
 /// Publishes `files` of `private_dir` at `slot` (write order in the module docs). `Err` is

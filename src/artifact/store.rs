@@ -57,8 +57,8 @@ use super::manifest::{FileRecord, ManifestDigest};
 use super::publish::{self, Published};
 use super::verify::{self, Problem};
 use super::{BuilderError, Error};
-use crate::content::temp::{self, Purpose};
 use crate::digest::DigestAlgorithm;
+use crate::fs::temp::{self, Purpose};
 use crate::fs::{self, LockGuard, LockProgress, LockWait, Sharing};
 
 /// Whether a store may write under its root.

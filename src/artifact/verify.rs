@@ -34,8 +34,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path};
 use std::sync::Mutex;
 
-use rayon::prelude::*;
-
 use super::identity::{ArtifactKey, ArtifactSpec, MANIFEST_NAME};
 use super::layout::{SlotPath, StoreRoot};
 use super::manifest::{self, FileRecord, MAX_MANIFEST_BYTES, ManifestDigest, ManifestPayload};
@@ -165,26 +163,24 @@ pub(crate) fn hash_new(
     files: &[TreeFile],
     algorithm: DigestAlgorithm,
 ) -> Result<Vec<FileRecord>, Problem> {
-    files
-        .par_iter()
-        .map(|file| {
-            let path = file.rel.to_path(dir);
-            let (digest, size, stamp) =
-                fs::hash_file_stable(&path, algorithm).map_err(|e| classify(&e))?;
-            if size != file.size_bytes || stamp != file.stamp {
-                return Err(Problem::Invalid(format!(
-                    "{} changed while the tree was being read",
-                    path.display()
-                )));
-            }
-            Ok(FileRecord {
-                executable: file.executable,
-                path: file.rel.clone(),
-                digest,
-                size_bytes: size,
-            })
+    let hashed = crate::parallel::map(files, crate::parallel::Workers::Pool, |file| {
+        let path = file.rel.to_path(dir);
+        let (digest, size, stamp) =
+            fs::hash_file_stable(&path, algorithm).map_err(|e| classify(&e))?;
+        if size != file.size_bytes || stamp != file.stamp {
+            return Err(Problem::Invalid(format!(
+                "{} changed while the tree was being read",
+                path.display()
+            )));
+        }
+        Ok(FileRecord {
+            executable: file.executable,
+            path: file.rel.clone(),
+            digest,
+            size_bytes: size,
         })
-        .collect()
+    });
+    hashed.into_iter().collect()
 }
 
 /// Compares the tree at `dir` with `files` (listing first, then every byte; with `memo`,

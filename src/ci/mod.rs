@@ -13,7 +13,7 @@
 //! * Workflow commands are single lines: `::warning title=T::message`, with `%`, `\r` and
 //!   `\n` escaped in the message (`%25`, `%0D`, `%0A`) and additionally `:` and `,` in
 //!   properties, as the runner expects.
-//! * The event log is strata's JSONL (`crate::action::events`): every line with
+//! * The event log is strata's JSONL (`crate::l1::events`): every line with
 //!   `"event":"cache_result"` is counted by its `status`.
 
 use std::collections::BTreeMap;
@@ -93,7 +93,7 @@ impl Github {
 
     /// The same, from the process environment.
     pub fn from_env() -> Self {
-        Self::from_env_with(|name| std::env::var(name).ok())
+        Self::from_env_with(crate::config::var_string)
     }
 
     /// True if `GITHUB_OUTPUT` is set.

@@ -8,9 +8,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use super::Failure;
 use super::output::{errln, outln};
 use strata::action::explain::Verdict;
-use strata::action::locks::Timeouts;
 use strata::action::run::Notice;
 use strata::action::{Domain, IdentityInputs, Profile, RunOptions, SetEnv};
+use strata::l1::lock::Timeouts;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ActionCommand {
@@ -31,11 +31,11 @@ pub(crate) enum ActionCommand {
         #[arg(long, value_name = "DIR")]
         cache_root: Option<PathBuf>,
         /// Operator-text versions kept per SoC/operator; 0 or less keeps all.
-        #[arg(long, default_value_t = strata::action::prune::DEFAULT_MAX_OPERATOR_VERSIONS, allow_negative_numbers = true)]
+        #[arg(long, default_value_t = strata::l1::prune::DEFAULT_MAX_OPERATOR_VERSIONS, allow_negative_numbers = true)]
         max_operator_versions: i64,
         /// Evict the least recently used compile entries (the launcher's) until they fit in
         /// SIZE (bytes, or with K/M/G/T: 500M, 5G) [env: STRATA_COMPILE_MAX_SIZE].
-        #[arg(long, value_name = "SIZE", value_parser = strata::launcher::report::parse_size)]
+        #[arg(long, value_name = "SIZE", value_parser = strata::config::parse_size)]
         compile_max_size: Option<u64>,
         /// List what would be removed without removing it.
         #[arg(long)]
@@ -232,7 +232,7 @@ impl RunArgs {
 /// `--cache-root`, else a non-empty `STRATA_CACHE_ROOT`, else a usage error.
 fn cache_root(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
     strata::config::cache_root(flag.as_deref()).ok_or_else(|| Failure {
-        code: strata::exit::USAGE,
+        code: super::exit::USAGE,
         error: anyhow::anyhow!("missing --cache-root (or set STRATA_CACHE_ROOT)"),
     })
 }
@@ -251,7 +251,7 @@ pub(crate) fn run(cmd: ActionCommand) -> Result<i32, Failure> {
             let compile_max_size = match compile_max_size {
                 Some(size) => Some(size),
                 None => strata::config::var_text("STRATA_COMPILE_MAX_SIZE")
-                    .map(|v| strata::launcher::report::parse_size(&v))
+                    .map(|v| strata::config::parse_size(&v))
                     .transpose()
                     .map_err(|e| Failure::usage(anyhow::anyhow!("STRATA_COMPILE_MAX_SIZE: {e}")))?,
             };
@@ -368,7 +368,12 @@ fn prune(
     dry_run: bool,
     json: bool,
 ) -> Result<i32, Failure> {
-    let report = strata::action::prune::prune_all(&cache_root, max, compile_max_size, dry_run);
+    let options = strata::l1::prune::PruneOptions {
+        max_operator_versions: max,
+        compile_max_bytes: compile_max_size,
+        dry_run,
+    };
+    let report = strata::l1::prune::prune(&cache_root, &options, &strata::launcher::report::Format);
     if json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(0);

@@ -14,6 +14,7 @@
 
 mod action;
 mod artifact;
+pub(crate) mod exit;
 mod key;
 mod launch;
 mod log;
@@ -27,7 +28,7 @@ mod store;
 use output::{errln, outln};
 
 use clap::{Parser, Subcommand};
-use strata::exit::{self, ExitCode};
+use exit::ExitCode;
 
 /// `--digest`: the content digest algorithm of new records, shared by every command that
 /// writes entries, manifests or archives.
@@ -229,7 +230,7 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 }
 
 impl Failure {
-    /// A library error with the exit code it maps to ([`strata::exit::ExitCode`]).
+    /// A library error with the exit code it maps to ([`exit::ExitCode`]).
     pub(crate) fn of<E: ExitCode + Into<anyhow::Error>>(error: E) -> Self {
         Failure { code: error.exit_code(), error: error.into() }
     }

@@ -1,14 +1,14 @@
 //! The remote entry tier's settings (docs/remote-tier.md): `--remote-store`,
 //! `--remote-write` and the signing and trust flags of `action run`, and the environment
-//! alone for the compiler launcher. Builds `strata::snapshot::index::remote::RemoteTier`,
-//! the one implementation of `strata::content::remote::EntrySource`.
+//! alone for the compiler launcher. Builds `strata::remote::RemoteTier`,
+//! the one implementation of `strata::l1::remote::EntrySource`.
 
 use std::sync::Arc;
 
 use super::output::errln;
 use super::{Failure, SigningArgs, TrustArgs};
-use strata::content::remote::EntrySource;
-use strata::snapshot::index::remote::{RemoteConfig, RemoteTier};
+use strata::l1::remote::EntrySource;
+use strata::remote::{RemoteConfig, RemoteTier};
 
 /// The flags of the remote entry tier.
 #[derive(Debug, clap::Args)]

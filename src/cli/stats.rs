@@ -9,31 +9,23 @@ use super::output::{errln, outln};
 /// (`strata::config::default_cache_root`).
 pub(crate) fn cache_root_or_default(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
     strata::config::cache_root_or_default(flag.as_deref())
-        .map_err(|e| Failure { code: strata::exit::USAGE, error: e.into() })
-}
-
-/// The JSON of `strata stats`: the L1 figures and the compile domain's.
-#[derive(serde::Serialize)]
-struct StatsJson {
-    #[serde(flatten)]
-    l1: strata::action::stats::CacheStats,
-    compile: strata::launcher::report::CompileStats,
+        .map_err(|e| Failure { code: super::exit::USAGE, error: e.into() })
 }
 
 pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32, Failure> {
     let root = cache_root_or_default(root)?;
-    let s = strata::action::stats::stats(&root);
-    let cache = strata::content::layout::CacheRoot::new(&root)?;
+    let s = strata::l1::stats::stats(&root, &strata::launcher::report::Format);
+    let cache = strata::l1::layout::CacheRoot::new(&root)?;
     if zero {
-        strata::content::counters::zero(&cache)?;
+        strata::l1::counters::zero(&cache)?;
         outln!("strata: hit and miss counters zeroed in {}", cache.path().display())?;
         return Ok(0);
     }
-    let compile = strata::launcher::report::stats(&cache);
     if json {
-        outln!("{}", serde_json::to_string_pretty(&StatsJson { l1: s, compile })?)?;
+        outln!("{}", serde_json::to_string_pretty(&s)?)?;
         return Ok(0);
     }
+    let compile = &s.compile;
     outln!("cache root: {}", s.cache_root.display())?;
     for (name, d) in [("third_party", &s.third_party), ("custom_operator", &s.custom_operator)] {
         let bypasses =
@@ -94,7 +86,7 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
 
 /// The counters other than hits, misses and the remote tier's, one per line
 /// (`  not cached: <reason>: n`).
-fn print_reasons(counters: &strata::content::counters::Counters) -> Result<(), Failure> {
+fn print_reasons(counters: &strata::l1::counters::Counters) -> Result<(), Failure> {
     for (name, n) in counters {
         if name != "hit" && name != "miss" && !name.starts_with("remote_") {
             let name = name

@@ -12,7 +12,7 @@
 //! Tar headers are GNU format with deterministic fields: mode from the owner-exec bit only
 //! (the container picks the two modes), uid/gid 0, mtime 0, no user or group names, so the
 //! same tree gives the same tar bytes. Member names and link texts are the exact bytes on
-//! disk (`crate::tar_entry`); names longer than 100 bytes go into GNU long-name entries;
+//! disk (`codec/tar_entry.rs`); names longer than 100 bytes go into GNU long-name entries;
 //! no pax or sparse headers are ever written. Every file's bytes are hashed in the pass that
 //! copies them into the stream ([`ArchiveWriter::file`]), or by the caller's reader thread
 //! that hands them over ([`ArchiveWriter::begin_file`]); the compressed output is hashed as
@@ -50,6 +50,7 @@
 
 mod ahead;
 pub mod read;
+mod tar_entry;
 pub(crate) mod writers;
 
 use std::fmt;
@@ -59,7 +60,6 @@ use std::str::FromStr;
 
 use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 use crate::fs::{self, RelPath};
-use crate::tar_entry;
 
 pub use read::{Error, Extracted, ManifestAt, ReadSpec, extract};
 

@@ -17,6 +17,15 @@
 //! cannot be written costs only a full verification next time. Read-only modes may read a
 //! memo but never write one (read-only means read-only).
 //!
+//! The one rule of every stamp memo strata keeps under a cache root (this one, and the
+//! toolchain's memos of a tool's `--version` and content, `crate::toolchain`): a stamp is
+//! the six fields of [`FileStamp`] (device, inode, size, mtime, ctime, mode; in records
+//! its serde form, in this memo's binary form the same six in that order), a memo file is read capped at [`MAX_MEMO_BYTES`] without following a symlink
+//! ([`read_memo`]) and written whole without fsync ([`write_memo`]): memos are
+//! machine-local, sealed (a record's digest, this memo's checksum) and checked on load, so one torn by a power cut vouches for
+//! nothing, and what they vouch for (an entry's files) was made durable before it was
+//! published (`crate::l1::write`).
+//!
 //! # Racy stamps
 //! Timestamps have a granularity (a kernel tick on ext4/xfs, 1 s or 2 s on some
 //! filesystems), so a file changed twice within one granule can keep its stamp. As in
@@ -51,6 +60,32 @@ pub const MIN_STAMP_AGE: Duration = Duration::from_secs(2);
 /// Largest memo file read, in bytes (a larger one is ignored).
 pub const MAX_MEMO_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Reads the memo file `path`: `None` when it is missing, unreadable, a symlink or larger
+/// than [`MAX_MEMO_BYTES`] (a memo that cannot be read vouches for nothing).
+pub fn read_memo(path: &Path) -> Option<Vec<u8>> {
+    match fs::read_capped_nofollow(path, MAX_MEMO_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            if !e.is_not_found() {
+                tracing::debug!("memo ignored: {e}");
+            }
+            None
+        }
+    }
+}
+
+/// Writes the memo record `bytes` to `path` (its directory created): a temp file renamed
+/// over it, without fsync (see the module docs).
+///
+/// # Errors
+/// I/O errors naming the path.
+pub fn write_memo(path: &Path, bytes: &[u8], mode: u32) -> Result<(), fs::Error> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    fs::write_atomic_nosync(path, bytes, mode)
+}
+
 /// The payload of a memo record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,30 +100,13 @@ struct MemoRecord {
     used: Vec<String>,
 }
 
+/// One remembered file: its path and digest, and its stamp in the one stored form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct MemoFile {
     path: RelPath,
     digest: ContentDigest,
-    device: u64,
-    inode: u64,
-    size_bytes: u64,
-    mtime_ns: i64,
-    ctime_ns: i64,
-    mode: u32,
-}
-
-impl MemoFile {
-    fn stamp(&self) -> FileStamp {
-        FileStamp {
-            dev: self.device,
-            ino: self.inode,
-            size_bytes: self.size_bytes,
-            mtime_ns: i128::from(self.mtime_ns),
-            ctime_ns: i128::from(self.ctime_ns),
-            mode: self.mode,
-        }
-    }
+    #[serde(flatten)]
+    stamp: FileStamp,
 }
 
 /// A verification memo of one subject (in memory).
@@ -115,16 +133,7 @@ impl VerifyMemo {
     /// (any record error) or about another subject: an empty memo.
     pub fn load(path: &Path, subject: &str) -> Self {
         let mut memo = Self::new(subject);
-        let bytes = match fs::read_capped_nofollow(path, MAX_MEMO_BYTES) {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => return memo,
-            Err(e) => {
-                if !e.is_not_found() {
-                    tracing::debug!("verification memo ignored: {e}");
-                }
-                return memo;
-            }
-        };
+        let Some(bytes) = read_memo(path) else { return memo };
         match decode(&bytes) {
             Ok(stored) if stored.subject == subject => {
                 memo.files = stored.files;
@@ -139,7 +148,7 @@ impl VerifyMemo {
     /// The subject of the memo stored at `path`, or `None` if it is missing, unreadable,
     /// oversized or not a valid memo (such a memo vouches for nothing).
     pub fn subject_at(path: &Path) -> Option<String> {
-        let bytes = fs::read_capped_nofollow(path, MAX_MEMO_BYTES).ok()??;
+        let bytes = read_memo(path)?;
         decode(&bytes).ok().map(|stored| stored.subject)
     }
 
@@ -189,8 +198,7 @@ impl VerifyMemo {
             .checked_sub(MIN_STAMP_AGE)
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos() as i128);
-        let fits = i64::try_from(stamp.mtime_ns).is_ok() && i64::try_from(stamp.ctime_ns).is_ok();
-        if fits && stamp.mtime_ns < cutoff && stamp.ctime_ns < cutoff {
+        if stamp.is_storable() && stamp.mtime_ns < cutoff && stamp.ctime_ns < cutoff {
             if self.files.get(rel) != Some(&(stamp, digest)) {
                 self.files.insert(rel.clone(), (stamp, digest));
                 self.changed = true;
@@ -239,7 +247,7 @@ impl VerifyMemo {
         self.changed
     }
 
-    /// Writes the memo to `path` atomically (temp file, fsync, rename), creating its
+    /// Writes the memo to `path` ([`write_memo`]: whole, no fsync), creating its
     /// directory; an empty memo removes `path` instead.
     ///
     /// # Errors
@@ -254,15 +262,11 @@ impl VerifyMemo {
                 _ => Ok(()),
             };
         };
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)?;
-        }
-        fs::write_atomic(path, &bytes, mode)
+        write_memo(path, &bytes, mode)
     }
 
     /// The stored form of the memo (a `strata.verify_memo` record, what [`VerifyMemo::save`]
-    /// writes), or `None` when it remembers nothing (stored as no file). For a caller that
-    /// writes it itself: the compiler launcher writes its memos without fsync.
+    /// writes), or `None` when it remembers nothing (stored as no file).
     ///
     /// # Errors
     /// A record error if the memo cannot be encoded.
@@ -290,7 +294,7 @@ fn decode(bytes: &[u8]) -> Result<Stored, String> {
     let r = record::load_payload_as::<MemoRecord>(bytes, &VERIFY_MEMO_SCHEMA)
         .map_err(|e| e.to_string())?;
     Ok(Stored {
-        files: r.files.iter().map(|f| (f.path.clone(), (f.stamp(), f.digest))).collect(),
+        files: r.files.iter().map(|f| (f.path.clone(), (f.stamp, f.digest))).collect(),
         subject: r.subject,
         used: r.used,
     })
@@ -352,9 +356,7 @@ mod binary {
         let kept: Vec<_> = files
             .iter()
             .filter(|(path, (stamp, _))| {
-                u16::try_from(path.as_str().len()).is_ok()
-                    && i64::try_from(stamp.mtime_ns).is_ok()
-                    && i64::try_from(stamp.ctime_ns).is_ok()
+                u16::try_from(path.as_str().len()).is_ok() && stamp.is_storable()
             })
             .collect();
         out.extend_from_slice(&(kept.len() as u32).to_le_bytes());
@@ -532,20 +534,12 @@ mod tests {
         let path = dir.path().join("memo.json");
         let digest = ContentDigest::from(crate::digest::Sha256Digest::of_bytes(b"x"));
         let old = stamp(90_000_000_000);
-        let v1 = MemoRecord {
-            subject: "entry".into(),
-            files: vec![MemoFile {
-                path: RelPath::new("lib/a.a").unwrap(),
-                digest,
-                device: old.dev,
-                inode: old.ino,
-                size_bytes: old.size_bytes,
-                mtime_ns: 90_000_000_000,
-                ctime_ns: 90_000_000_000,
-                mode: old.mode,
-            }],
-            used: vec!["c1".into()],
-        };
+        // The payload exactly as earlier releases wrote it (one object per file: path,
+        // digest and the six stamp fields).
+        let v1: serde_json::Value = serde_json::from_str(&format!(
+            r#"{{"files":[{{"ctime_ns":90000000000,"device":1,"digest":"{digest}","inode":2,"mode":33188,"mtime_ns":90000000000,"path":"lib/a.a","size_bytes":3}}],"subject":"entry","used":["c1"]}}"#
+        ))
+        .unwrap();
         let sealed = record::Envelope::seal(&VERIFY_MEMO_SCHEMA, Vec::new(), &v1).unwrap();
         std::fs::write(&path, sealed.to_bytes()).unwrap();
         let loaded = VerifyMemo::load(&path, "entry");

@@ -15,26 +15,14 @@
 //!   archives;
 //! * [`memo`]: verification memos, so a tree whose files' stamps are unchanged since a full
 //!   check is not hashed again;
-//! * [`layout`]: the L1 layout names under a cache root (`actions-v1/`, `.locks/`,
-//!   `.local/`, `.updated`), entry-path component encoding, the cache-root paths;
-//! * [`temp`]: the one spelling (and parser) of strata's temp and crash-leftover names,
-//!   and the one self-deleting staging directory made with it;
-//! * [`counters`]: the machine-local hit and miss counters per domain that the launcher
-//!   and `strata action run` keep under `.local/counters/`;
-//! * [`remote`]: the interface of the remote entry tier ([`remote::EntrySource`]), which
-//!   the engine and the launcher call on a local MISS without knowing any store.
 //!
 //! It knows nothing of which cache uses it. Content digests are algorithm-tagged
 //! ([`crate::digest::ContentDigest`]); new records use [`DEFAULT_ALGORITHM`] unless the
 //! user chose SHA-256 (`--digest sha256` or `STRATA_DIGEST=sha256` on the command line).
 
 pub mod codec;
-pub mod counters;
-pub mod layout;
 pub mod memo;
 pub mod record;
-pub mod remote;
-pub mod temp;
 pub mod tree;
 pub mod verify;
 

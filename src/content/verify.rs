@@ -46,31 +46,33 @@ pub fn check_files(
 ) -> Result<Checked, Problem> {
     let began = SystemTime::now();
     let known: Option<&VerifyMemo> = memo.as_deref();
-    let results: Vec<Result<(u64, bool), Problem>> = crate::parallel::map(found, |f| {
-        let Some(Record::File(FileRecord { path, size_bytes, digest, .. })) = records.get(f.index)
-        else {
-            return Err(Problem::Invalid("a found file has no file record".into()));
-        };
-        if known.is_some_and(|m| m.vouches(path, &f.stamp, digest)) {
-            return Ok((*size_bytes, false));
-        }
-        let real = path.to_path(root);
-        let (actual, size, stamp) =
-            fs::hash_file_stable(&real, digest.algorithm()).map_err(|e| Problem::classify(&e))?;
-        if size != *size_bytes || stamp != f.stamp {
-            return Err(Problem::Invalid(format!(
-                "{} changed while the tree was being verified",
-                real.display()
-            )));
-        }
-        if actual != *digest {
-            return Err(Problem::Invalid(format!(
-                "{} has digest {actual}, the manifest records {digest}",
-                real.display()
-            )));
-        }
-        Ok((size, true))
-    });
+    let results: Vec<Result<(u64, bool), Problem>> =
+        crate::parallel::map(found, crate::parallel::Workers::Pool, |f| {
+            let Some(Record::File(FileRecord { path, size_bytes, digest, .. })) =
+                records.get(f.index)
+            else {
+                return Err(Problem::Invalid("a found file has no file record".into()));
+            };
+            if known.is_some_and(|m| m.vouches(path, &f.stamp, digest)) {
+                return Ok((*size_bytes, false));
+            }
+            let real = path.to_path(root);
+            let (actual, size, stamp) = fs::hash_file_stable(&real, digest.algorithm())
+                .map_err(|e| Problem::classify(&e))?;
+            if size != *size_bytes || stamp != f.stamp {
+                return Err(Problem::Invalid(format!(
+                    "{} changed while the tree was being verified",
+                    real.display()
+                )));
+            }
+            if actual != *digest {
+                return Err(Problem::Invalid(format!(
+                    "{} has digest {actual}, the manifest records {digest}",
+                    real.display()
+                )));
+            }
+            Ok((size, true))
+        });
     let mut checked = Checked::default();
     let mut hashed = Vec::new();
     for (f, result) in found.iter().zip(results) {
@@ -161,16 +163,17 @@ pub fn place_tree(
         records.iter().enumerate().filter(|(_, r)| matches!(r, Record::File(_))).collect();
     let began = SystemTime::now();
     let known: &VerifyMemo = memo;
-    let results: Vec<Result<fs::Placed, fs::Error>> = crate::parallel::map(&files, |(_, r)| {
-        let Record::File(FileRecord { path, digest, executable, .. }) = r else {
-            return Err(fs::Error::WrongFileType { path: PathBuf::new(), expected: "file" });
-        };
-        let dest = place_parent(dest_root, path, modes.dir)?;
-        let mode = if *executable { modes.executable } else { modes.file };
-        let opts = Placement { expected: *digest, mode, sync: false };
-        let vouched = |stamp: &FileStamp| known.vouches(path, stamp, digest);
-        fs::place_file_checked(&path.to_path(src_root), &dest, opts, &vouched)
-    });
+    let results: Vec<Result<fs::Placed, fs::Error>> =
+        crate::parallel::map(&files, crate::parallel::Workers::Pool, |(_, r)| {
+            let Record::File(FileRecord { path, digest, executable, .. }) = r else {
+                return Err(fs::Error::WrongFileType { path: PathBuf::new(), expected: "file" });
+            };
+            let dest = place_parent(dest_root, path, modes.dir)?;
+            let mode = if *executable { modes.executable } else { modes.file };
+            let opts = Placement { expected: *digest, mode, sync: false };
+            let vouched = |stamp: &FileStamp| known.vouches(path, stamp, digest);
+            fs::place_file_checked(&path.to_path(src_root), &dest, opts, &vouched)
+        });
     let mut checked = Checked::default();
     let mut hashed = Vec::new();
     for ((index, _), result) in files.iter().zip(results) {
@@ -218,7 +221,7 @@ pub fn copy_files(
             fs::create_dir_all_within(dest_root, &parent.to_relative_path(), modes.dir)?;
         }
     }
-    let results = crate::parallel::map(files, |file| {
+    let results = crate::parallel::map(files, crate::parallel::Workers::Pool, |file| {
         let mode = if file.executable { modes.executable } else { modes.file };
         let src = file.path.to_path(src_root);
         let size = copy_in(&src, &file.path.to_path(dest_root), &file.digest, mode)?;

@@ -54,11 +54,13 @@ use std::io::{self, Read};
 use std::str::FromStr;
 
 mod content;
+mod fields;
 
 pub use content::{
     CONTENT_DIGEST_LEN, ContentDigest, ContentHasher, DigestAlgorithm, LARGE_INPUT_BYTES,
     RAYON_THRESHOLD_BYTES,
 };
+pub use fields::{FieldHasher, LengthOrder};
 
 /// Length in bytes of a SHA-256 digest.
 pub const SHA256_LEN: usize = 32;

@@ -15,6 +15,8 @@
 //! * [`publish`]: `renameat2(RENAME_NOREPLACE)`, fsync of files, directories and parents,
 //!   and the [`StagingDir`] guard;
 //! * [`lock`]: `flock` locks with polling and a timeout;
+//! * [`temp`]: the one spelling (and parser) of strata's temp and crash-leftover names,
+//!   and the self-deleting staging directories made with them;
 //! * [`perm`]: the two permission policies (private and shared).
 //!
 //! # Invariants
@@ -40,6 +42,7 @@ pub mod ops;
 pub mod path;
 pub mod perm;
 pub mod publish;
+pub mod temp;
 pub mod walk;
 
 use std::io;

@@ -58,6 +58,57 @@ impl FileStamp {
     }
 }
 
+/// The stored form of a [`FileStamp`] in memo records: `device`, `inode`, `size_bytes`,
+/// `mtime_ns`, `ctime_ns` (signed 64-bit nanoseconds) and `mode`. A stamp whose times do
+/// not fit 64 bits is not stored (serialising it fails).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredStamp {
+    device: u64,
+    inode: u64,
+    size_bytes: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    mode: u32,
+}
+
+impl serde::Serialize for FileStamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::Error as _;
+        let time = |ns: i128| i64::try_from(ns).map_err(|_| S::Error::custom("time out of range"));
+        StoredStamp {
+            device: self.dev,
+            inode: self.ino,
+            size_bytes: self.size_bytes,
+            mtime_ns: time(self.mtime_ns)?,
+            ctime_ns: time(self.ctime_ns)?,
+            mode: self.mode,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for FileStamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = StoredStamp::deserialize(d)?;
+        Ok(FileStamp {
+            dev: s.device,
+            ino: s.inode,
+            size_bytes: s.size_bytes,
+            mtime_ns: i128::from(s.mtime_ns),
+            ctime_ns: i128::from(s.ctime_ns),
+            mode: s.mode,
+        })
+    }
+}
+
+impl FileStamp {
+    /// True if the times fit the stored form (64-bit nanoseconds), so the stamp can be
+    /// remembered in a memo record.
+    pub fn is_storable(&self) -> bool {
+        i64::try_from(self.mtime_ns).is_ok() && i64::try_from(self.ctime_ns).is_ok()
+    }
+}
+
 /// Opens `path` read-only with `O_NOFOLLOW | O_CLOEXEC`: a symlink as the last component is
 /// an error (`ELOOP`), never followed.
 ///

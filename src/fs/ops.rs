@@ -430,7 +430,7 @@ pub fn open_append(path: &Path) -> Result<File> {
 /// Creates the new file `path` with `mode` (before umask) and returns it open for writing
 /// with a guard that deletes it when dropped (unless kept); `None` if the name is taken.
 /// Used for downloads, packs and puts that must live on the destination's filesystem;
-/// `crate::content::temp` names them (dot-named, never packed).
+/// `crate::fs::temp` names them (dot-named, never packed).
 ///
 /// # Errors
 /// [`Error::Io`] with op "create temporary file" naming `path`.

@@ -164,7 +164,7 @@ impl<'de> serde::Deserialize<'de> for RelPath {
 /// Expands a leading `~` or `~/` to `$HOME`. Other text is returned unchanged.
 pub fn expand_tilde(path: &Path) -> PathBuf {
     let Some(text) = path.to_str() else { return path.to_path_buf() };
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    let home = crate::config::var("HOME");
     match (text, home) {
         ("~", Some(home)) => PathBuf::from(home),
         (t, Some(home)) if t.starts_with("~/") => PathBuf::from(home).join(&t[2..]),

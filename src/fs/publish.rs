@@ -139,7 +139,7 @@ pub fn fsync_tree(root: &Path) -> Result<()> {
 
 /// A self-deleting directory: a private staging directory beside its final destination,
 /// removed on drop unless published or kept, or a private scratch directory. This is the
-/// one self-deleting directory type; `crate::content::temp` names and creates them.
+/// one self-deleting directory type; `crate::fs::temp` names and creates them.
 #[must_use = "a StagingDir is deleted when dropped"]
 #[derive(Debug)]
 pub struct StagingDir {
@@ -148,7 +148,7 @@ pub struct StagingDir {
 
 impl StagingDir {
     /// Creates the directory `path` with permission bits `mode`; `None` if the name is
-    /// taken. The parent must exist. Names come from `crate::content::temp` (which also
+    /// taken. The parent must exist. Names come from `crate::fs::temp` (which also
     /// offers `staging_beside`, the usual way to get one).
     ///
     /// # Errors

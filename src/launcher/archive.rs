@@ -34,21 +34,20 @@ use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
 use crate::content::VerifyMemo;
-use crate::content::counters;
-use crate::content::layout::CacheRoot;
 use crate::digest::{ContentDigest, DigestAlgorithm};
-use crate::fs::{self, LockWait};
+use crate::fs;
+use crate::l1::counters;
+use crate::l1::layout::CacheRoot;
 
 use super::compile::{FsClock, save_memo};
-use super::entry::{self, Candidate, CompileManifest, EntryPlace, Output};
+use super::entry::{self, Candidate, CompileKey, CompileManifest, EntryPlace, Output};
 use super::location::Location;
 use super::restore::{place_output, read_verified};
 use super::save::remove_unreferenced;
 use super::{Config, KeyBuilder, Messages, Step as Next, exit_code};
 
-/// The counter domain of archive steps (`hit`, `miss`, `archive_failed`, `save_failed`,
-/// `input_changed`, `error`, `uncacheable:<reason>`).
-pub const ARCHIVE: &str = "archive";
+/// The counter domain of archive steps (L1's [`crate::l1::counters::ARCHIVE`]).
+pub use crate::l1::counters::ARCHIVE;
 
 /// Modifiers of `ar q`/`ar r` whose result depends only on the inputs.
 const PURE_MODIFIERS: &[u8] = b"csSDv";
@@ -216,7 +215,7 @@ struct Archive<'a> {
 }
 
 /// The private file an archive step works on: a temp name in the archive's directory
-/// (`.<archive name>.strata-<16 hex>.tmp`, [`crate::content::temp`]).
+/// (`.<archive name>.strata-<16 hex>.tmp`, [`crate::fs::temp`]).
 struct Private {
     /// As the archive was given (relative when it is): what the tool is told.
     given: PathBuf,
@@ -231,8 +230,7 @@ impl Private {
     fn new(archive: &Path, cwd: &Path) -> Private {
         let stem = archive.file_name().map_or("archive".into(), |n| n.to_string_lossy());
         let name =
-            crate::content::temp::TempName::new(crate::content::temp::Purpose::Placement, &stem)
-                .to_string();
+            crate::fs::temp::TempName::new(crate::fs::temp::Purpose::Placement, &stem).to_string();
         let given = match archive.parent() {
             Some(dir) => dir.join(&name),
             None => PathBuf::from(&name),
@@ -403,7 +401,7 @@ impl Archive<'_> {
         &self,
         here: &Location,
         place: &EntryPlace,
-        key: &str,
+        key: &CompileKey,
         private: &Private,
         archive: &Path,
         inputs: &[Input],
@@ -474,7 +472,7 @@ impl Archive<'_> {
         here: &Location,
         adds_to_existing: bool,
         inputs: &[ContentDigest],
-    ) -> Result<String, String> {
+    ) -> Result<CompileKey, String> {
         let mut key = KeyBuilder::new("strata.archive_key");
         key.tool(self.cache, self.config, self.resolved, self.program, "tool")
             .map_err(|e| e.to_string())?;
@@ -528,30 +526,15 @@ impl Archive<'_> {
         &self,
         here: &Location,
         place: &EntryPlace,
-        key: &str,
+        key: &CompileKey,
         archive: &Path,
         run: &std::process::Output,
     ) -> Result<(), String> {
-        fs::create_dir_all(&self.cache.actions_dir()).map_err(|e| e.to_string())?;
-        fs::create_dir_all_within(&self.cache.actions_dir(), Path::new(&place.rel), 0o755)
-            .map_err(|e| e.to_string())?;
-        if let Some(dir) = place.lock.parent() {
-            fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        }
-        let _lock = fs::lock_exclusive(
-            &place.lock,
-            LockWait::Timeout(std::time::Duration::from_secs(30)),
-            &mut |_| {},
-        )
-        .map_err(|e| e.to_string())?;
+        let _lock = super::lock_entry(self.cache, self.config, place).map_err(|e| e.to_string())?;
         let objects = place.dir.join("objects");
-        fs::create_dir_all(&objects).map_err(|e| e.to_string())?;
-        let tmp =
-            crate::content::temp::TempName::new(crate::content::temp::Purpose::Staging, "object")
-                .path_in(&objects);
-        let (digest, size) = fs::copy_new_file(archive, &tmp, 0o644, false, self.config.digest)
-            .map_err(|e| format!("archive {}: {e}", archive.display()))?;
-        fs::rename(&tmp, &place.object(&digest)).map_err(|e| e.to_string())?;
+        let (digest, size) =
+            crate::l1::write::add_copy(archive, &objects, self.config.digest, |d| place.object(d))
+                .map_err(|e| format!("archive {}: {e}", archive.display()))?;
         let message = |bytes: &[u8]| -> Result<Option<Output>, String> {
             if bytes.is_empty() {
                 return Ok(None);
@@ -577,9 +560,9 @@ impl Archive<'_> {
             depfile: None,
             stdout: message(&run.stdout)?,
             stderr: message(&run.stderr)?,
-            created_at: super::now_rfc3339(),
+            created_at: crate::record::Timestamp::now().rfc3339(),
         };
-        let manifest = CompileManifest { key: key.to_owned(), candidates: vec![candidate] };
+        let manifest = CompileManifest { key: key.clone(), candidates: vec![candidate] };
         entry::store(place, &manifest).map_err(|e| e.to_string())?;
         remove_unreferenced(place, &manifest);
         let _ = fs::touch(&self.cache.updated_marker());

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::content::VerifyMemo;
-use crate::content::layout::CacheRoot;
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs;
+use crate::l1::layout::CacheRoot;
 
 use super::args::{Compile, Depfile, Language};
-use super::entry::{self, EntryPlace};
+use super::entry::{self, CompileKey, EntryPlace};
 use super::family::{Family, Kind, Probe};
 use super::location::Location;
 use super::{Config, Error, KeyBuilder, Messages, Outcome, Step, check, remote};
@@ -107,7 +107,7 @@ impl Run<'_> {
         &self,
         here: &Location,
         place: &EntryPlace,
-        key: &str,
+        key: &CompileKey,
         memo: &mut VerifyMemo,
         began: SystemTime,
     ) -> Option<Step> {
@@ -175,7 +175,7 @@ impl Run<'_> {
     /// A MISS because the cached objects embed another checkout's path: counted
     /// (`compile_hints`: `embedded_path_miss`), and said once per build with what to add.
     fn embedded_path_hint(&self, here: &Location, order: &[&entry::Candidate], pin: &str) {
-        crate::content::counters::bump(self.cache, super::save::HINTS, "embedded_path_miss");
+        crate::l1::counters::bump(self.cache, super::save::HINTS, "embedded_path_miss");
         if !super::save::once_per_build(self.cache, "embedded-path") {
             return;
         }
@@ -217,7 +217,7 @@ impl Run<'_> {
     }
 
     /// The key (64 hex): see the module docs of [`super`].
-    fn key(&self, here: &Location, source: &ContentDigest) -> Result<String, Error> {
+    fn key(&self, here: &Location, source: &ContentDigest) -> Result<CompileKey, Error> {
         let mut key = KeyBuilder::new("strata.compile_key");
         key.field("entry_schema", b"2");
         key.tool(self.cache, self.config, self.tool, self.compiler, "compiler")?;
@@ -234,7 +234,7 @@ impl Run<'_> {
         }
         key.field("source", source.to_string().as_bytes());
         for name in self.family.key_environment() {
-            let Some(value) = std::env::var_os(name) else { continue };
+            let Some(value) = crate::config::var_raw(name) else { continue };
             if PATH_LIST_VARIABLES.contains(name) {
                 let mut relocated = Vec::new();
                 for (k, dir) in value.as_bytes().split(|&b| b == b':').enumerate() {
@@ -289,24 +289,12 @@ pub(super) fn output_paths(compile: &Compile) -> Vec<&Path> {
     out
 }
 
-/// Writes the entry's verification memo if it changed, without fsync: it is machine-local
-/// and checked on load, so one torn by a power cut vouches for nothing (as a damaged
-/// object or manifest is a MISS). The fsync of [`VerifyMemo::save`] cost a first HIT 2-3 ms.
+/// Writes the entry's verification memo if it changed ([`VerifyMemo::save`]: whole, without
+/// fsync, as every memo).
 pub(super) fn save_memo(memo: &VerifyMemo, place: &EntryPlace) {
-    if !memo.is_changed() {
-        return;
-    }
-    let saved = match memo.to_bytes() {
-        Ok(None) => fs::remove_file(&place.memo).map_err(|e| e.to_string()),
-        Ok(Some(bytes)) => place
-            .memo
-            .parent()
-            .map_or(Ok(()), fs::create_dir_all)
-            .and_then(|()| fs::write_atomic_nosync(&place.memo, &bytes, 0o644))
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = saved {
+    if memo.is_changed()
+        && let Err(e) = memo.save(&place.memo, 0o644)
+    {
         tracing::debug!("verification memo not saved: {e}");
     }
 }

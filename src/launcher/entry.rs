@@ -32,20 +32,21 @@
 //! traced: exactly what it touched) or `model` (where tracing is refused: the dependency
 //! output and the family's model of include search; see [`super::model`]).
 //!
-//! Readers take no lock: `manifest.json` and every object are replaced by rename, so a
-//! reader sees a whole old or a whole new file, and every byte handed back is hashed
-//! against the candidate's digest on the way out (or vouched for by the entry's
-//! verification memo, [`crate::content::memo`]). Writers hold the entry lock while they
-//! read, extend and rewrite the manifest. A version 1 manifest (strata before issue 24)
+//! Readers take no lock: `manifest.json` and every object are replaced by rename (L1's one
+//! entry writer, [`crate::l1::write`]: fsynced before the rename), so a reader sees a whole
+//! old or a whole new file, and every byte handed back is hashed against the candidate's
+//! digest on the way out (or vouched for by the entry's verification memo,
+//! [`crate::content::memo`]). Writers hold the entry lock while they read, extend and
+//! rewrite the manifest. A version 1 manifest (strata before issue 24)
 //! holds no observed facts: it loads as no entry, and the next save replaces it.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::content::layout::CacheRoot;
 use crate::digest::{ContentDigest, Sha256Digest};
 use crate::fs::{self, FileStamp, RelPath};
+use crate::l1::layout::{CacheRoot, EntryPath};
 use crate::record::{self, Envelope, Schema};
 
 use super::Error;
@@ -55,8 +56,7 @@ use super::location::Location;
 pub const COMPILE_ENTRY_SCHEMA: Schema =
     Schema { name: "strata.compile_entry", version: 2, features: &[] };
 
-/// The domain directory under `actions-v1`.
-pub const COMPILE_DIR: &str = "compile";
+pub use crate::l1::layout::COMPILE_DIR;
 
 /// Most candidates kept under one key. Candidates used on this machine are kept first,
 /// most recently used first (the entry's verification memo remembers the order), then the
@@ -245,12 +245,45 @@ impl Candidate {
     }
 }
 
+/// The key of an entry of the compile domain (a compile or an archive step): 64 lowercase
+/// hex, the BLAKE3 field hash of what the step depends on (`super::KeyBuilder`). Stored
+/// as that string (the manifest's `key` field) and named by the entry's directory,
+/// `compile/<first 2 hex>/<key>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CompileKey(String);
+
+impl CompileKey {
+    /// `text` as a key if it is 64 lowercase hex characters.
+    pub fn parse(text: &str) -> Option<Self> {
+        (text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .then(|| CompileKey(text.to_owned()))
+    }
+
+    /// A key as produced by the key builder, or as named by an entry directory found on
+    /// disk (which a manifest that names another key then refuses): not checked.
+    pub(crate) fn unchecked(text: String) -> Self {
+        CompileKey(text)
+    }
+
+    /// The key's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CompileKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The payload of `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompileManifest {
-    /// The key (64 lowercase hex).
-    pub key: String,
+    /// The key.
+    pub key: CompileKey,
     /// Candidates, newest first.
     pub candidates: Vec<Candidate>,
 }
@@ -311,7 +344,7 @@ pub struct EntryPlace {
     /// The entry directory.
     pub dir: PathBuf,
     /// Its path relative to `actions-v1` (`compile/ab/abcd…`).
-    pub rel: String,
+    pub rel: EntryPath,
     /// The entry lock.
     pub lock: PathBuf,
     /// The entry's verification memo (machine-local).
@@ -319,10 +352,9 @@ pub struct EntryPlace {
 }
 
 impl EntryPlace {
-    /// The entry of `key` (64 hex) in `cache`.
-    pub fn new(cache: &CacheRoot, key: &str) -> Self {
-        let prefix = key.get(..2).unwrap_or("00");
-        let rel = format!("{COMPILE_DIR}/{prefix}/{key}");
+    /// The entry of `key` in `cache`.
+    pub fn new(cache: &CacheRoot, key: &CompileKey) -> Self {
+        let rel = CacheRoot::compile_entry_rel(key.as_str());
         EntryPlace {
             dir: cache.actions_dir().join(&rel),
             lock: cache.entry_lock(&rel),
@@ -368,8 +400,8 @@ pub fn directory_memo_name(dir: &Path, facts: &ContentDigest) -> RelPath {
 ///
 /// # Errors
 /// [`Error::Entry`] when it cannot be used (the entry is then rewritten by the next save).
-pub fn load(place: &EntryPlace, key: &str) -> Result<Option<CompileManifest>, Error> {
-    let unusable = |reason: String| Error::Entry { entry: place.rel.clone(), reason };
+pub fn load(place: &EntryPlace, key: &CompileKey) -> Result<Option<CompileManifest>, Error> {
+    let unusable = |reason: String| Error::Entry { entry: place.rel.to_string(), reason };
     let bytes = match fs::read_capped_nofollow(&place.manifest(), MAX_MANIFEST_BYTES) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Err(unusable("manifest.json is larger than 16 MiB".into())),
@@ -386,14 +418,14 @@ pub fn load(place: &EntryPlace, key: &str) -> Result<Option<CompileManifest>, Er
         }
         Err(e) => return Err(unusable(format!("manifest.json: {e}"))),
     };
-    if manifest.key != key {
+    if manifest.key != *key {
         return Err(unusable(format!("manifest.json names key {}, not {key}", manifest.key)));
     }
     Ok(Some(manifest))
 }
 
-/// Writes `manifest` at `place`: a temp file renamed over the old one, after the objects it
-/// names (not fsynced: after a power cut a torn manifest fails its digest and is a MISS).
+/// Writes `manifest` at `place`: a temp file, fsynced, renamed over the old one, after the
+/// objects it names ([`crate::l1::write::replace_file`]).
 ///
 /// # Errors
 /// I/O errors naming the path.
@@ -401,7 +433,7 @@ pub fn store(place: &EntryPlace, manifest: &CompileManifest) -> Result<(), fs::E
     let path = place.manifest();
     let envelope = Envelope::seal(&COMPILE_ENTRY_SCHEMA, Vec::new(), manifest)
         .map_err(|e| fs::Error::io("encode", &path, std::io::Error::other(e.to_string())))?;
-    fs::write_atomic_nosync(&path, &envelope.to_bytes(), 0o644)
+    crate::l1::write::replace_file(&path, &envelope.to_bytes(), 0o644)
 }
 
 /// Stores `bytes` as the object of their digest under `place` (`objects/` created).
@@ -413,9 +445,7 @@ pub fn store_bytes(
     digest: &ContentDigest,
     bytes: &[u8],
 ) -> Result<(), fs::Error> {
-    let path = place.object(digest);
-    fs::create_dir_all(path.parent().unwrap_or(&place.dir))?;
-    fs::write_atomic_nosync(&path, bytes, 0o644)
+    crate::l1::write::add_file(&place.object(digest), bytes, 0o644)
 }
 
 /// Reads a file (following symlinks, as the compiler does) and returns its digest and
@@ -458,6 +488,21 @@ mod tests {
     use super::*;
     use crate::digest::DigestAlgorithm;
 
+    #[test]
+    fn compile_keys_are_64_lowercase_hex_stored_as_plain_strings() {
+        let hex = "0123456789abcdef".repeat(4);
+        let key = CompileKey::parse(&hex).unwrap();
+        assert_eq!(key.as_str(), hex);
+        assert_eq!(CompileKey::parse(&hex.to_uppercase()), None);
+        assert_eq!(CompileKey::parse(&hex[1..]), None);
+        assert_eq!(CompileKey::parse(&format!("{}g", &hex[1..])), None);
+        // The manifest's bytes are those of a `key: String` field.
+        let manifest = CompileManifest { key, candidates: vec![] };
+        let json = serde_json::to_string(&manifest).unwrap();
+        assert_eq!(json, format!(r#"{{"key":"{hex}","candidates":[]}}"#));
+        assert_eq!(serde_json::from_str::<CompileManifest>(&json).unwrap(), manifest);
+    }
+
     fn candidate(n: u8) -> Candidate {
         Candidate {
             observed_by: "trace".into(),
@@ -482,7 +527,7 @@ mod tests {
     /// number of newer ones.
     #[test]
     fn candidates_are_kept_by_use_then_age() {
-        let mut m = CompileManifest { key: "k".into(), candidates: vec![] };
+        let mut m = CompileManifest { key: CompileKey::unchecked("k".into()), candidates: vec![] };
         m.add(candidate(0), &[]);
         let used = vec![candidate(0).id()];
         for n in 1..40 {

@@ -139,7 +139,7 @@ impl Location {
     /// The location with working directory `cwd` (physical) and base directories
     /// `base_dirs`; the logical working directory comes from `$PWD`.
     pub fn new(cwd: &Path, base_dirs: &[PathBuf]) -> Self {
-        let pwd = std::env::var_os("PWD").map(PathBuf::from);
+        let pwd = crate::config::var_raw("PWD").map(PathBuf::from);
         Self::with_pwd(cwd, pwd.as_deref(), base_dirs)
     }
 

@@ -46,10 +46,12 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::content::counters::{self, COMPILE};
-use crate::content::layout::CacheRoot;
 use crate::digest::DigestAlgorithm;
 use crate::fs;
+use crate::l1::counters::{self, COMPILE};
+use crate::l1::layout::CacheRoot;
+// The exit code of a finished process (`128 + signal` when killed).
+use crate::process::exit_code_of as exit_code;
 
 use args::Classified;
 
@@ -107,6 +109,10 @@ pub enum Error {
     /// A file system operation failed (the error names the path).
     #[error(transparent)]
     Fs(#[from] fs::Error),
+    /// The entry lock was not taken in time (the message names the lock and the variable
+    /// that sets the timeout).
+    #[error(transparent)]
+    Lock(#[from] crate::l1::lock::LockError),
 }
 
 /// Launcher settings, from the environment ([`Config::from_env`]).
@@ -128,13 +134,16 @@ pub struct Config {
     /// (`STRATA_TRACE=0`; for tests and for machines where tracing misbehaves).
     pub model_only: bool,
     /// The remote entry tier ([`Overrides::remote`]).
-    pub remote: Option<std::sync::Arc<dyn crate::content::remote::EntrySource>>,
+    pub remote: Option<std::sync::Arc<dyn crate::l1::remote::EntrySource>>,
+    /// How long a save waits for the entry lock: L1's one entry-lock policy
+    /// ([`crate::l1::lock::Timeouts::entry`], `STRATA_ENTRY_LOCK_TIMEOUT_SECONDS`, 60 s).
+    pub entry_lock: fs::LockWait,
 }
 
 impl Config {
     /// Reads `STRATA_CACHE_ROOT` (default [`crate::config::default_cache_root`]),
     /// `STRATA_BASE_DIRS`, `STRATA_DIGEST`, `STRATA_TOOL_CONTENT`, `STRATA_DISABLE`,
-    /// `STRATA_EXPLAIN` and `STRATA_TRACE`.
+    /// `STRATA_EXPLAIN`, `STRATA_TRACE` and `STRATA_ENTRY_LOCK_TIMEOUT_SECONDS`.
     ///
     /// # Errors
     /// [`Error::Setting`] naming the variable when a value cannot be used or no cache root
@@ -148,7 +157,7 @@ impl Config {
     /// # Errors
     /// As [`Config::from_env`].
     pub fn from_env_with(overrides: &Overrides) -> Result<Self, Error> {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let var = crate::config::var;
         let switch = |name: &str| -> Result<Option<bool>, Error> {
             match var(name) {
                 Some(v) => crate::config::parse_switch(&v.to_string_lossy())
@@ -189,6 +198,9 @@ impl Config {
             explain: switch("STRATA_EXPLAIN")? == Some(true),
             model_only: switch("STRATA_TRACE")? == Some(false),
             remote: overrides.remote.clone(),
+            entry_lock: crate::l1::lock::Timeouts::from_env()
+                .map_err(|e| Error::Setting(e.to_string()))?
+                .entry,
         })
     }
 }
@@ -205,7 +217,7 @@ pub struct Overrides {
     pub tool_content: bool,
     /// The remote entry tier, tried when the key has no local entry and offered each new
     /// entry (built by the command line from `STRATA_REMOTE_STORE`; `None`: local only).
-    pub remote: Option<std::sync::Arc<dyn crate::content::remote::EntrySource>>,
+    pub remote: Option<std::sync::Arc<dyn crate::l1::remote::EntrySource>>,
 }
 
 /// What one launcher run did.
@@ -348,7 +360,8 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
         // the link with a file, and the saved copy could not be read back anyway.
         return skip("uncacheable:output_not_regular_file", &source);
     }
-    if let Some(name) = UNCACHEABLE_ENVIRONMENT.iter().find(|n| std::env::var_os(n).is_some()) {
+    if let Some(name) = UNCACHEABLE_ENVIRONMENT.iter().find(|n| crate::config::var_raw(n).is_some())
+    {
         return skip(&format!("uncacheable:environment_{}", name.to_lowercase()), &source);
     }
     let run = compile::Run {
@@ -388,6 +401,23 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
     }
 }
 
+/// Creates the compile entry at `place` (never through a symlink below `actions-v1/`) and
+/// takes its lock with L1's entry-lock policy ([`Config::entry_lock`]), for a save.
+///
+/// # Errors
+/// [`Error::Fs`] naming the path; [`Error::Lock`] when the lock is not taken in time.
+fn lock_entry(
+    cache: &CacheRoot,
+    config: &Config,
+    place: &entry::EntryPlace,
+) -> Result<fs::LockGuard, Error> {
+    fs::create_dir_all(&cache.actions_dir())?;
+    fs::create_dir_all_within(&cache.actions_dir(), Path::new(place.rel.as_str()), 0o755)?;
+    let events = crate::l1::events::EventLog::disabled();
+    let kind = crate::l1::lock::LockKind::Entry;
+    Ok(crate::l1::lock::lock_with_events(&place.lock, kind, config.entry_lock, &events)?)
+}
+
 /// Counts `reason` in the counter domain `domain` (compile or archive) and says it under
 /// `STRATA_EXPLAIN` (`strata: <reason> <what>`, `what` being the source, or the whole
 /// command when no single source was found).
@@ -423,26 +453,25 @@ fn is_regular_or_absent(path: &Path) -> bool {
     }
 }
 
-/// A launcher key being built: BLAKE3 over named, length-prefixed fields (`name`, a 0 byte,
-/// the value's length as 8 bytes little-endian, the value), the first naming the domain
+/// A launcher key being built: BLAKE3 over named, length-prefixed fields, lengths
+/// little-endian ([`crate::digest::FieldHasher`]), the first naming the domain
 /// (`strata.compile_key`, `strata.archive_key`), so no two field sequences and no two
 /// domains hash the same bytes. [`KeyBuilder::finish`] gives 64 lowercase hex.
-pub(crate) struct KeyBuilder(blake3::Hasher);
+pub(crate) struct KeyBuilder(crate::digest::FieldHasher);
 
 impl KeyBuilder {
     /// A key of the domain `domain` (version 1).
     pub(crate) fn new(domain: &str) -> KeyBuilder {
-        let mut key = KeyBuilder(blake3::Hasher::new());
+        use crate::digest::{FieldHasher, LengthOrder};
+        let hasher = FieldHasher::new(DigestAlgorithm::Blake3, LengthOrder::LittleEndian);
+        let mut key = KeyBuilder(hasher);
         key.field(domain, b"1");
         key
     }
 
     /// Adds one field.
     pub(crate) fn field(&mut self, name: &str, bytes: &[u8]) {
-        self.0.update(name.as_bytes());
-        self.0.update(&[0]);
-        self.0.update(&(bytes.len() as u64).to_le_bytes());
-        self.0.update(bytes);
+        self.0.named(name, bytes);
     }
 
     /// Adds the tool's identity: `<prefix>_version` (the real program's `--version`,
@@ -480,27 +509,14 @@ impl KeyBuilder {
     /// Adds each variable of `names` that is set, as a field named after it.
     pub(crate) fn environment(&mut self, names: &[&str]) {
         for name in names {
-            if let Some(value) = std::env::var_os(name) {
+            if let Some(value) = crate::config::var_raw(name) {
                 self.field(name, value.as_bytes());
             }
         }
     }
 
     /// The key: 64 lowercase hex.
-    pub(crate) fn finish(self) -> String {
-        self.0.finalize().to_hex().to_string()
+    pub(crate) fn finish(self) -> entry::CompileKey {
+        entry::CompileKey::unchecked(self.0.finish().to_hex())
     }
-}
-
-/// The exit code of a finished process (`128 + signal` when killed).
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1)
-}
-
-/// UTC now as RFC 3339.
-fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }

@@ -5,10 +5,10 @@
 
 use super::compile::Run;
 use super::entry::EntryPlace;
-use crate::content::counters::{self, COMPILE};
-use crate::content::remote::{FetchOutcome, OfferOutcome};
+use crate::l1::counters::{self, COMPILE};
+use crate::l1::remote::{FetchOutcome, OfferOutcome};
 
-pub(super) use crate::content::remote::counter;
+pub(super) use crate::l1::remote::counter;
 
 /// Adds one to the launcher's remote counter `name`.
 pub(super) fn count(run: &Run<'_>, name: &str) {

@@ -18,25 +18,21 @@ use std::process::Stdio;
 use memchr::memmem;
 
 use crate::content::VerifyMemo;
-use crate::content::counters;
 use crate::digest::ContentDigest;
-use crate::fs::{self, FileStamp, LockWait};
+use crate::fs::{self, FileStamp};
+use crate::l1::counters;
 
 use super::args::Depfile;
 use super::compile::{Run, Source};
 use super::entry::{
-    self, Candidate, CompileManifest, EntryPlace, Input, Kind, Names, Origin, Output, Present,
+    self, Candidate, CompileKey, CompileManifest, EntryPlace, Input, Kind, Names, Origin, Output,
+    Present,
 };
 use super::location::Location;
 use super::{Error, Outcome, Step, depfile, model, observe, remote, trace};
 
-/// The counter domain of hints (`embedded_path_miss`: a MISS because the cached objects
-/// embed another checkout's path; `saved_pinned`: a result saved that names this
-/// checkout's paths, reusable only where they hold).
-pub const HINTS: &str = "compile_hints";
-
-/// The counter domain of how compiles that ran were observed (`trace`, `model`).
-pub const OBSERVED: &str = "compile_observed";
+/// The counter domains of hints and of how compiles were observed (L1's counters).
+pub use crate::l1::counters::{COMPILE_HINTS as HINTS, COMPILE_OBSERVED as OBSERVED};
 
 /// Files at least this large are hashed once per machine and stamp (the compiler's back
 /// ends, tens of MB), not once per entry.
@@ -73,7 +69,7 @@ impl Run<'_> {
         &self,
         here: &Location,
         place: &EntryPlace,
-        key: &str,
+        key: &CompileKey,
         source: &Source<'_>,
         memo: &mut VerifyMemo,
     ) -> (Outcome, Step) {
@@ -170,7 +166,7 @@ impl Run<'_> {
         &self,
         here: &Location,
         place: &EntryPlace,
-        key: &str,
+        key: &CompileKey,
         source: &Source<'_>,
         ran: &Ran,
         private_dep: Option<&Path>,
@@ -211,16 +207,7 @@ impl Run<'_> {
             Ok(r) => r,
             Err(o) => return Ok(Err(o)),
         };
-        if let Some(dir) = place.lock.parent() {
-            fs::create_dir_all(dir)?;
-        }
-        fs::create_dir_all(&self.cache.actions_dir())?;
-        fs::create_dir_all_within(&self.cache.actions_dir(), Path::new(&place.rel), 0o755)?;
-        let _lock = fs::lock_exclusive(
-            &place.lock,
-            LockWait::Timeout(std::time::Duration::from_secs(30)),
-            &mut |_| {},
-        )?;
+        let _lock = super::lock_entry(self.cache, self.config, place)?;
         let stored = self.store_outputs(here, place, &learnt.extra_outputs, depfile.as_ref())?;
         let message = |bytes: &[u8]| -> Result<Option<Output>, Error> {
             if bytes.is_empty() {
@@ -258,11 +245,11 @@ impl Run<'_> {
             depfile: depfile.map(|(record, _)| record),
             stdout: message(stdout)?,
             stderr: message(stderr)?,
-            created_at: super::now_rfc3339(),
+            created_at: crate::record::Timestamp::now().rfc3339(),
         };
         let mut manifest = match entry::load(place, key) {
             Ok(Some(m)) => m,
-            _ => CompileManifest { key: key.to_owned(), candidates: Vec::new() },
+            _ => CompileManifest { key: key.clone(), candidates: Vec::new() },
         };
         manifest.add(candidate, memo.used());
         entry::store(place, &manifest)?;
@@ -472,7 +459,7 @@ impl Run<'_> {
         if dependency {
             return not_cached("uncacheable:pragma_dependency");
         }
-        let epoch = std::env::var_os("SOURCE_DATE_EPOCH").is_some();
+        let epoch = crate::config::var_raw("SOURCE_DATE_EPOCH").is_some();
         if (dates && !(epoch && self.probe.epoch_fixes_date))
             || (stamp_macro && !(epoch && self.probe.epoch_fixes_timestamp))
         {
@@ -652,7 +639,7 @@ pub(super) fn remove_unreferenced(place: &EntryPlace, manifest: &CompileManifest
 
 /// True the first time it is asked about `what` during one build (the launcher's parent
 /// process, by pid and start time, stands for the build), false after.
-pub(super) fn once_per_build(cache: &crate::content::layout::CacheRoot, what: &str) -> bool {
+pub(super) fn once_per_build(cache: &crate::l1::layout::CacheRoot, what: &str) -> bool {
     let ppid = std::os::unix::process::parent_id();
     let start = fs::read(Path::new(&format!("/proc/{ppid}/stat")))
         .ok()

@@ -138,13 +138,12 @@ impl Run<'_> {
                 extra.iter().map(|p| ("file".to_owned(), p.clone(), Some(record_of(here, p)))),
             );
         for (role, path, record) in files {
-            let tmp = crate::content::temp::TempName::new(
-                crate::content::temp::Purpose::Staging,
-                "object",
-            )
-            .path_in(&place.dir.join("objects"));
-            let (digest, size) = fs::copy_new_file(&path, &tmp, 0o644, false, self.config.digest)?;
-            let bytes = fs::read(&tmp)?;
+            let objects = place.dir.join("objects");
+            let (digest, size) =
+                crate::l1::write::add_copy(&path, &objects, self.config.digest, |d| {
+                    place.object(d)
+                })?;
+            let bytes = fs::read(&place.object(&digest))?;
             embedded.extend(pins_in(&bytes, here));
             // The directory by the name the shell gave it, if the compiler embedded that
             // one (GCC does, for -g): pinned as the working directory itself.
@@ -155,7 +154,6 @@ impl Run<'_> {
             }
             names_object |=
                 object_text.contains(&b'/') && memmem::find(&bytes, object_text).is_some();
-            fs::rename(&tmp, &place.object(&digest))?;
             outputs.push(Output { role, digest, size_bytes: size, path: record });
         }
         if let Some((_, Some(bytes))) = depfile {
@@ -173,7 +171,7 @@ impl Run<'_> {
         let pins: Vec<String> =
             embedded.iter().map(|p| entry::encode_path(Path::new(OsStr::from_bytes(p)))).collect();
         if !pins.is_empty() {
-            crate::content::counters::bump(self.cache, super::save::HINTS, "saved_pinned");
+            crate::l1::counters::bump(self.cache, super::save::HINTS, "saved_pinned");
             warn_debug_paths_once(self, cwd);
         }
         let verbatim = depfile.is_some_and(|(_, bytes)| bytes.is_some());

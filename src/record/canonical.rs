@@ -49,6 +49,16 @@ pub fn canonical_bytes_of<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
     to_canonical_bytes(&value)
 }
 
+/// The SHA-256 of `value`'s canonical JSON bytes: the key recipe of documents whose JSON
+/// encoding delimits every value (artifact identities, the snapshot compatibility
+/// descriptor; length-prefixed keys use [`crate::digest::FieldHasher`]).
+///
+/// # Errors
+/// As [`to_canonical_bytes`].
+pub fn canonical_sha256(value: &Value) -> Result<crate::digest::Sha256Digest> {
+    to_canonical_bytes(value).map(|bytes| crate::digest::Sha256Digest::of_bytes(&bytes))
+}
+
 /// A canonical JSON writer that knows the JSON pointer of what it is writing.
 ///
 /// A number that is not an integer is written in `serde_json`'s form and remembered as an

@@ -91,6 +91,7 @@
 //! * Nesting is limited to 128 levels by `serde_json`; deeper input is a syntax error.
 
 mod canonical;
+mod digest;
 mod envelope;
 mod fast;
 mod migrate;
@@ -98,13 +99,16 @@ mod parse;
 pub mod steps;
 #[cfg(test)]
 mod testutil;
+mod time;
 mod verify;
 
-pub use canonical::{canonical_bytes_of, to_canonical_bytes};
+pub use canonical::{canonical_bytes_of, canonical_sha256, to_canonical_bytes};
+pub use digest::RecordDigest;
 pub use envelope::{Envelope, Schema};
 pub use fast::load_payload_as;
 pub use migrate::{Migrated, Migration, MigrationError, MigrationRegistry, load_current_as};
 pub use parse::parse_strict;
+pub use time::Timestamp;
 pub use verify::{load, load_as};
 
 use crate::digest::Sha256Digest;

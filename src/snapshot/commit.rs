@@ -54,9 +54,9 @@ use std::time::{Duration, SystemTime};
 
 use super::Error;
 use super::manifest::{MAX_SIDECAR_BYTES, load_sidecar};
-use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, Sha256Digest};
 use crate::fs;
+use crate::fs::temp::{self, Purpose};
 use crate::progress::Phase;
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
 
@@ -202,7 +202,7 @@ pub(crate) struct Upload<'a> {
     /// The cache directory (temp files go beside it).
     pub cache_dir: &'a Path,
     /// The snapshot key.
-    pub key: &'a str,
+    pub key: &'a crate::snapshot::SnapshotKey,
     /// This save's object name ([`unique_object_name`]).
     pub object: &'a ObjectKey,
     /// The packed snapshot.
@@ -233,7 +233,7 @@ pub(crate) fn publish(upload: &Upload<'_>, pending: Pending) -> Result<Published
             // The name is this save's alone: someone else's bytes are there. Leave them.
             pending.forget();
             return Err(Error::corrupt(
-                key,
+                key.as_str(),
                 format!(
                     "the store already holds an object named {object} that this save did not \
                      write; nothing was published (save again)"
@@ -280,7 +280,7 @@ fn commit(upload: &Upload<'_>, pending: Pending, retries: u32) -> Result<Publish
                         ),
                     };
                     Err(Error::corrupt(
-                        key,
+                        key.as_str(),
                         format!(
                             "its sidecar {sidecar_key} was uploaded but is gone when read back \
                              (deleted by someone else?); {withdrawn}"
@@ -359,7 +359,7 @@ impl Upload<'_> {
     /// A failed save whose object may remain in the store, recorded in `pending`.
     fn uncommitted(&self, what: &str, pending: PathBuf, source: Error) -> Error {
         Error::Uncommitted {
-            key: self.key.to_owned(),
+            key: self.key.as_str().to_owned(),
             what: what.to_owned(),
             object: self.object.as_str().to_owned(),
             pending,
@@ -504,6 +504,17 @@ pub(crate) fn resolve_pending(
     notes
 }
 
+/// `name` as an object key; an invalid one is [`Error::InvalidInput`] naming `--key`.
+pub(crate) fn object_key(name: &str) -> Result<ObjectKey, Error> {
+    ObjectKey::new(name).map_err(|e| Error::InvalidInput {
+        what: "--key",
+        reason: match e {
+            crate::transport::Error::InvalidKey { reason, .. } => reason.to_owned(),
+            other => other.to_string(),
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -562,7 +573,10 @@ mod tests {
                 kind: crate::snapshot::manifest::SnapshotKind::Full,
                 object_size_bytes: 12,
                 object_digest: ContentDigest::from(Sha256Digest::of_bytes(b"object bytes")),
-                manifest_digest: format!("sha256:{}", "0".repeat(64)),
+                manifest_digest: crate::record::RecordDigest::from_stored(format!(
+                    "sha256:{}",
+                    "0".repeat(64)
+                )),
                 entry_count: 1,
                 file_count: 0,
                 file_bytes: 0,

@@ -322,8 +322,7 @@ pub fn descriptor(architecture: &str, soc: &str, toolchain: Value) -> Value {
 /// # Errors
 /// A reason if the descriptor cannot be encoded (it holds no floats, so never in practice).
 pub fn descriptor_digest(descriptor: &Value) -> Result<Sha256Digest, String> {
-    record::to_canonical_bytes(descriptor)
-        .map(|bytes| Sha256Digest::of_bytes(&bytes))
+    record::canonical_sha256(descriptor)
         .map_err(|e| format!("cannot encode the compatibility descriptor: {e}"))
 }
 

@@ -3,7 +3,7 @@
 //! A restore or save works beside the cache directory `<parent>/<name>`:
 //! `<parent>/.<name>.download-<random>`, `.<name>.sidecar-<random>` and
 //! `.<name>.pack-<random>` temp files, and `.<name>.tmp-<16 hex>` staging directories
-//! (spelled by [`crate::content::temp`])
+//! (spelled by [`crate::fs::temp`])
 //! (which also briefly hold the previous tree after a swap). A process that is killed
 //! leaves them behind; nothing ever reads them. [`remove_stale`] deletes the ones that
 //! have not been modified for [`STALE_AFTER`], at the start of the next restore or save of
@@ -30,8 +30,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::content::temp::{Purpose, TempName};
 use crate::fs;
+use crate::fs::temp::{Purpose, TempName};
 
 /// How long a leftover must have been untouched before it is deleted.
 pub const STALE_AFTER: Duration = Duration::from_secs(60 * 60);
@@ -67,7 +67,7 @@ pub fn remove_stale(cache_dir: &Path, now: SystemTime, stale_after: Duration) ->
     };
     let mut removed = remove_stale_in(parent, &[name], now, stale_after);
     // Index snapshots stage entries, packs and downloads inside `<cache dir>/.local/`.
-    let local = cache_dir.join(crate::content::layout::LOCAL_DIR);
+    let local = cache_dir.join(crate::l1::layout::LOCAL_DIR);
     removed.extend(remove_stale_in(&local, &LOCAL_STEMS, now, stale_after));
     removed
 }
@@ -109,7 +109,7 @@ pub enum Local {
 /// `<cache dir>/.local` if it is a directory (created first when `create` says so and the
 /// cache directory exists); `None` otherwise.
 fn local_dir(cache_dir: &Path, create: Local) -> Option<PathBuf> {
-    let local = cache_dir.join(crate::content::layout::LOCAL_DIR);
+    let local = cache_dir.join(crate::l1::layout::LOCAL_DIR);
     let is_dir = |p: &Path| fs::symlink_metadata_opt(p).ok().flatten().is_some_and(|m| m.is_dir());
     if is_dir(&local) {
         return Some(local);
@@ -117,7 +117,7 @@ fn local_dir(cache_dir: &Path, create: Local) -> Option<PathBuf> {
     if create == Local::Existing || !is_dir(cache_dir) {
         return None;
     }
-    fs::create_dir_all_within(cache_dir, Path::new(crate::content::layout::LOCAL_DIR), 0o755).ok()
+    fs::create_dir_all_within(cache_dir, Path::new(crate::l1::layout::LOCAL_DIR), 0o755).ok()
 }
 
 /// Housekeeping at the start of a save or restore of `cache_dir`: deletes its leftovers

@@ -89,7 +89,7 @@ pub struct SnapshotManifest {
     /// Who made it.
     pub producer: Producer,
     /// Manifest digests (`sha256:<hex>`) of the snapshot(s) the cache grew from.
-    pub parents: Vec<String>,
+    pub parents: Vec<crate::record::RecordDigest>,
     /// Every directory, regular file and symlink, sorted by path (paths relative to the
     /// cache root, `actions-v1[/…]`; files restored 0755 with owner-exec, else 0644).
     pub entries: Vec<Record>,
@@ -117,13 +117,16 @@ impl SnapshotManifest {
 /// # Errors
 /// [`Error::Record`] for a record that does not verify or migrate; [`Error::Corrupt`]
 /// (labelled `label`) for one that breaks the rules.
-pub fn load_manifest(bytes: &[u8], label: &str) -> Result<(SnapshotManifest, String), Error> {
+pub fn load_manifest(
+    bytes: &[u8],
+    label: &str,
+) -> Result<(SnapshotManifest, crate::record::RecordDigest), Error> {
     let (migrated, manifest): (_, SnapshotManifest) =
         record::load_current_as(bytes, &MANIFEST_SCHEMA)
             .map_err(|source| Error::Record { what: "manifest".to_owned(), source })?;
     crate::content::tree::check_records(&manifest.entries, &MANIFEST_RULES)
         .map_err(|reason| Error::corrupt(label, format!("the manifest is invalid: {reason}")))?;
-    Ok((manifest, migrated.source_digest.to_prefixed()))
+    Ok((manifest, crate::record::RecordDigest::of(&migrated.source_digest)))
 }
 
 /// The sidecar payload (see the module docs).
@@ -147,7 +150,7 @@ pub struct Sidecar {
     /// sidecars migrated from versions 1 and 2). The snapshot's files use the same one.
     pub object_digest: ContentDigest,
     /// `content_digest` of the manifest record inside (`sha256:<hex>`).
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// Number of directories, files and symlinks.
     pub entry_count: u64,
     /// Number of regular files.
@@ -159,7 +162,7 @@ pub struct Sidecar {
     /// Who made it.
     pub producer: Producer,
     /// As in the manifest.
-    pub parents: Vec<String>,
+    pub parents: Vec<crate::record::RecordDigest>,
     /// The producer's signature of everything above ([`Sidecar::statement`]), when the
     /// save was given a signing key. Absent in unsigned sidecars and in those of
     /// earlier versions.
@@ -271,7 +274,7 @@ pub struct Origin {
     /// The key that was restored.
     pub key: String,
     /// Its manifest digest (`sha256:<hex>`).
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// When, UTC RFC 3339.
     pub restored_at: String,
 }
@@ -301,15 +304,6 @@ pub(crate) fn load<T: serde::de::DeserializeOwned>(
     record::load_as(bytes, schema).map_err(|source| Error::Record { what: what.to_owned(), source })
 }
 
-/// The current UTC time in RFC 3339 (seconds precision).
-pub(crate) fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .unwrap_or_else(|_| time::OffsetDateTime::now_utc());
-    now.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,7 +314,7 @@ mod tests {
         let manifest = SnapshotManifest {
             key: "k".into(),
             layout: "actions-v1".into(),
-            created_at: now_rfc3339(),
+            created_at: crate::record::Timestamp::now().rfc3339_seconds(),
             producer: Producer::from_env_with(|n| (n == "GITHUB_RUN_ID").then(|| "7".into())),
             parents: vec![],
             entries: vec![
@@ -345,7 +339,7 @@ mod tests {
         let err =
             load::<SnapshotManifest>(&envelope.to_bytes(), &SIDECAR_SCHEMA, "sidecar").unwrap_err();
         assert!(matches!(err, Error::Record { .. }));
-        assert!(now_rfc3339().ends_with('Z'));
+        assert!(crate::record::Timestamp::now().rfc3339_seconds().ends_with('Z'));
     }
 
     fn sidecar(key: &str, object: Option<String>) -> Sidecar {
@@ -356,11 +350,14 @@ mod tests {
             kind: SnapshotKind::Full,
             object_size_bytes: 1,
             object_digest: ContentDigest::of_bytes(crate::digest::DigestAlgorithm::Blake3, b"x"),
-            manifest_digest: format!("sha256:{}", "0".repeat(64)),
+            manifest_digest: crate::record::RecordDigest::from_stored(format!(
+                "sha256:{}",
+                "0".repeat(64)
+            )),
             entry_count: 1,
             file_count: 0,
             file_bytes: 0,
-            created_at: now_rfc3339(),
+            created_at: crate::record::Timestamp::now().rfc3339_seconds(),
             producer: Producer::default(),
             parents: vec![],
             signature: None,

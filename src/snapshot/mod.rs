@@ -44,7 +44,6 @@
 //! * This module knows no S3 wire details and never prints; the CLI reports.
 
 mod arrivals;
-mod candidates;
 mod commit;
 pub mod compat;
 mod error;
@@ -52,7 +51,6 @@ pub mod gc;
 pub mod index;
 pub mod key;
 pub mod leftovers;
-mod lookup;
 pub mod manifest;
 pub mod outcome;
 pub mod pack;
@@ -70,9 +68,9 @@ pub use restore::{MatchLevel, RestoreReport, RestoreRequest, restore};
 pub use save::{SaveOutcome, SaveReport, SaveRequest, SkipReason, save};
 
 /// The L1 layout version a snapshot carries: the `1` of `actions-v1`, rendered as
-/// `schema1` in every key. Bumping the layout (see `crate::content::layout`) must bump this.
+/// `schema1` in every key. Bumping the layout (see `crate::l1::layout`) must bump this.
 pub const LAYOUT_VERSION: u32 = 1;
 
 /// The directory under the cache root that a snapshot carries (everything else under the
 /// root, such as `.locks/`, `.local/` and `.updated`, is machine-local).
-pub const CARRIED_DIR: &str = crate::content::layout::ACTIONS_DIR;
+pub const CARRIED_DIR: &str = crate::l1::layout::ACTIONS_DIR;

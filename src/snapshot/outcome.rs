@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::Error;
 use super::restore::{MatchLevel, Rejected, RestoreFailure, RestoreReport};
 use super::save::{SaveOutcome, SaveReport};
-use crate::action::events::EventLog;
+use crate::l1::events::EventLog;
 
 /// How a restore ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

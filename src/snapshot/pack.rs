@@ -41,12 +41,13 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use super::manifest::{MANIFEST_ENTRY, MANIFEST_SCHEMA, Producer, SnapshotManifest};
 use super::{CARRIED_DIR, Compression, Error, manifest};
 use crate::content::codec::{ArchiveWriter, CHUNK_BYTES, WriteOptions};
-use crate::content::layout::is_inside_entry_artifacts;
-use crate::content::temp::is_leftover;
 use crate::content::{FileRecord, Record};
 use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
+use crate::fs::temp::is_leftover;
 use crate::fs::{self, EntryKind, RelPath};
+use crate::l1::layout::is_inside_entry_artifacts;
 use crate::progress::{Phase, Progress, Silent};
+use crate::record::Timestamp;
 
 /// How to pack.
 #[derive(Debug, Clone)]
@@ -65,7 +66,7 @@ pub struct PackOptions {
     /// The producer recorded in the manifest.
     pub producer: Producer,
     /// Parent manifest digests recorded in the manifest.
-    pub parents: Vec<String>,
+    pub parents: Vec<crate::record::RecordDigest>,
     /// Pack only this directory below `actions-v1/` (an entry path such as
     /// `third_party/zlib/<key>`), preceded by its ancestor directories: an entry object of
     /// an index snapshot (`crate::snapshot::index`). `None`: the whole tree.
@@ -95,7 +96,7 @@ pub struct PackReport {
     /// The manifest written as the last entry.
     pub manifest: SnapshotManifest,
     /// Its record digest (`sha256:<hex>`).
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// Size of the output file in bytes.
     pub object_size_bytes: u64,
     /// Digest of the output file's bytes ([`PackOptions::digest`]).
@@ -395,7 +396,7 @@ pub fn pack_observed(
     let manifest = SnapshotManifest {
         key: options.key.clone(),
         layout: CARRIED_DIR.to_owned(),
-        created_at: manifest::now_rfc3339(),
+        created_at: Timestamp::now().rfc3339_seconds(),
         producer: options.producer.clone(),
         parents: options.parents.clone(),
         entries,
@@ -407,7 +408,7 @@ pub fn pack_observed(
     let written = writer.finish().map_err(pack_err(out))?;
     Ok(PackReport {
         manifest,
-        manifest_digest: envelope.content_digest.to_prefixed(),
+        manifest_digest: crate::record::RecordDigest::of(&envelope.content_digest),
         object_size_bytes: written.object_size_bytes,
         object_digest: written.object_digest,
         warnings: collected.warnings,

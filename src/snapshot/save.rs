@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::commit;
+use super::commit::object_key;
 use super::index::save::{IndexSave, IndexSaveCounts, save_index};
 use super::key::check_key_text;
 use super::leftovers;
@@ -41,10 +42,10 @@ use super::manifest::{
     Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
 use super::pack::{PackOptions, pack_observed};
-use super::restore::{object_key, origin_parent, resolve_cache_dir};
-use super::{CARRIED_DIR, Compression, Error};
-use crate::content::temp::{self, Purpose};
+use super::restore::{origin_parent, resolve_cache_dir};
+use super::{CARRIED_DIR, Compression, Error, SnapshotKey};
 use crate::fs;
+use crate::fs::temp::{self, Purpose};
 use crate::transport::ObjectStore;
 
 /// Why a save published nothing.
@@ -205,9 +206,9 @@ pub struct SaveReport {
     /// Transport retries.
     pub retries: u32,
     /// The manifest's digest (`sha256:<hex>`).
-    pub manifest_digest: Option<String>,
+    pub manifest_digest: Option<crate::record::RecordDigest>,
     /// The parent snapshot's manifest digest, if the cache came from a restore.
-    pub parents: Vec<String>,
+    pub parents: Vec<crate::record::RecordDigest>,
     /// Skipped special files and similar notes.
     pub notes: Vec<String>,
 }
@@ -261,8 +262,7 @@ pub fn local_gate(
     if fs::symlink_metadata_opt(&cache_dir.join(CARRIED_DIR))?.is_some_and(|m| !m.is_dir()) {
         return Ok(Some(SkipReason::SymlinkedLayout));
     }
-    if fs::symlink_metadata_opt(&cache_dir.join(crate::content::layout::UPDATED_MARKER))?.is_none()
-    {
+    if fs::symlink_metadata_opt(&cache_dir.join(crate::l1::layout::UPDATED_MARKER))?.is_none() {
         return Ok(Some(SkipReason::NotUpdated));
     }
     if !writer_credentials {
@@ -337,7 +337,9 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
         leftovers::Local::Create,
     );
     notes.extend(leftovers::notes(&stale));
-    let parents: Vec<String> = origin_parent(&cache_dir).into_iter().collect();
+    let parents: Vec<crate::record::RecordDigest> = origin_parent(&cache_dir).into_iter().collect();
+    // Checked by the local gate above: a valid key from here on.
+    let key = SnapshotKey::new(key)?;
     let gated = Gated { cache_dir, key, sidecar_key, parents, notes, started };
     match request.format {
         SnapshotKind::Full => save_full(request, gated),
@@ -348,16 +350,17 @@ fn save_uncounted(request: &SaveRequest<'_>) -> Result<SaveReport, Error> {
 /// A save that passed the gates and housekeeping.
 struct Gated {
     cache_dir: PathBuf,
-    key: String,
+    key: SnapshotKey,
     sidecar_key: crate::transport::ObjectKey,
-    parents: Vec<String>,
+    parents: Vec<crate::record::RecordDigest>,
     notes: Vec<String>,
     started: Instant,
 }
 
 impl Gated {
     fn skip(self, reason: SkipReason, kind: SnapshotKind) -> Result<SaveReport, Error> {
-        let mut report = SaveReport::skipped(reason, Some(self.key), self.cache_dir, self.started);
+        let key = Some(self.key.as_str().to_owned());
+        let mut report = SaveReport::skipped(reason, key, self.cache_dir, self.started);
         report.notes = self.notes;
         report.kind = kind;
         Ok(report)
@@ -406,7 +409,7 @@ fn save_as_index(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, 
     Ok(SaveReport {
         outcome: SaveOutcome::Saved,
         kind: SnapshotKind::Index,
-        key: Some(gated.key),
+        key: Some(gated.key.as_str().to_owned()),
         cache_dir: gated.cache_dir,
         object_size_bytes: saved.object_size_bytes,
         file_count: saved.file_count,
@@ -427,7 +430,8 @@ fn save_full(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, Erro
     let store = request.store;
     let Gated { cache_dir, key, sidecar_key, parents, mut notes, started } = gated;
     let skip = |reason, notes: Vec<String>| {
-        let mut report = SaveReport::skipped(reason, Some(key.clone()), cache_dir.clone(), started);
+        let mut report =
+            SaveReport::skipped(reason, Some(key.as_str().to_owned()), cache_dir.clone(), started);
         report.notes = notes;
         Ok(report)
     };
@@ -437,7 +441,7 @@ fn save_full(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, Erro
         level: request.level,
         threads: request.threads,
         digest: request.digest,
-        key: key.clone(),
+        key: key.as_str().to_owned(),
         producer: request.producer.clone(),
         parents: parents.clone(),
         subtree: None,
@@ -447,9 +451,9 @@ fn save_full(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, Erro
     let pack_seconds = pack_started.elapsed().as_secs_f64();
 
     let manifest = &packed.manifest;
-    let object = object_key(&commit::unique_object_name(&key, &packed.object_digest))?;
+    let object = object_key(&commit::unique_object_name(key.as_str(), &packed.object_digest))?;
     let sidecar = Sidecar {
-        key: key.clone(),
+        key: key.as_str().to_owned(),
         object: Some(object.as_str().to_owned()),
         format: request.compression,
         kind: SnapshotKind::Full,
@@ -473,13 +477,18 @@ fn save_full(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, Erro
     };
     // Restore refuses such an object (a decompression-bomb bound): publishing it would
     // leave its namespace cold for every consumer.
-    if super::restore::check_expansion(&key, &sidecar).is_err() {
+    if super::restore::check_expansion(key.as_str(), &sidecar).is_err() {
         let _ = fs::remove_file(&temp);
         return skip(SkipReason::TooCompressible, notes);
     }
     let sidecar_bytes = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar)?.to_bytes();
-    let pending =
-        commit::Pending::record(&cache_dir, &store.describe(), &key, &object, &sidecar_bytes)?;
+    let pending = commit::Pending::record(
+        &cache_dir,
+        &store.describe(),
+        key.as_str(),
+        &object,
+        &sidecar_bytes,
+    )?;
 
     let upload_started = Instant::now();
     let upload = commit::Upload {
@@ -509,7 +518,7 @@ fn save_full(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, Erro
         outcome: SaveOutcome::Saved,
         kind: SnapshotKind::Full,
         index: None,
-        key: Some(key),
+        key: Some(key.as_str().to_owned()),
         cache_dir,
         object_size_bytes: packed.object_size_bytes,
         file_count: manifest.file_count(),

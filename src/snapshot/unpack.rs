@@ -50,7 +50,7 @@
 //!
 //! # Limitations
 //! GNU long-name and long-link entries are read into memory by the `tar` crate before
-//! strata sees the entry; a reader in front of it (`tar_entry::ExtensionLimit`) rejects one
+//! strata sees the entry; a reader in front of it (`content::codec`'s `tar_entry::ExtensionLimit`) rejects one
 //! that claims more than 64 KiB, and any pax or sparse header (strata never writes them),
 //! from the header alone, so a few kilobytes of zstd cannot make unpack allocate gigabytes.
 
@@ -60,11 +60,21 @@ use std::path::Path;
 use super::manifest::{MANIFEST_ENTRY, MAX_MANIFEST_BYTES, SnapshotManifest, load_manifest};
 use super::{CARRIED_DIR, Compression, Error};
 use crate::content::codec::{self, ManifestAt, ReadSpec};
-use crate::content::layout::is_inside_entry_artifacts;
-use crate::content::temp;
 use crate::content::verify::Modes;
 use crate::digest::DigestAlgorithm;
+use crate::fs::temp;
 use crate::fs::{self, RelPath};
+use crate::l1::layout::is_inside_entry_artifacts;
+
+/// The most a snapshot may expand per byte of its object: the uncompressed size its
+/// sidecar declares (512 bytes of tar header per entry plus the file bytes) must be at most
+/// this multiple of the object size, or [`MIN_EXPANSION_ALLOWANCE_BYTES`], whichever is
+/// larger. Build outputs compress 2–20×; the cap only stops a small object that declares
+/// (and would unpack) a huge tree.
+pub const MAX_EXPANSION_RATIO: u64 = 1000;
+
+/// Declared sizes up to this many bytes are always accepted, whatever the ratio.
+pub const MIN_EXPANSION_ALLOWANCE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Bounds and expectations for [`unpack`], normally taken from the sidecar.
 #[derive(Debug, Clone, Default)]
@@ -74,7 +84,7 @@ pub struct UnpackLimits {
     /// Most bytes of file content in total.
     pub max_file_bytes: u64,
     /// The manifest's record digest must equal this (`sha256:<hex>`), if given.
-    pub manifest_digest: Option<String>,
+    pub manifest_digest: Option<crate::record::RecordDigest>,
     /// The manifest's key must equal this, if given.
     pub key: Option<String>,
     /// The compression the object must use, if given.
@@ -99,7 +109,7 @@ pub struct UnpackReport {
     /// The verified manifest.
     pub manifest: SnapshotManifest,
     /// Its record digest as stored (`sha256:<hex>`).
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// Number of regular files written.
     pub files: u64,
     /// Bytes of file content written.
@@ -169,7 +179,8 @@ pub fn unpack_from(
         writer_threads: !limits.inline_writes,
         input_bytes: limits.object_bytes,
     };
-    let parse = |bytes: &[u8]| -> Result<((SnapshotManifest, String), Vec<crate::content::Record>), String> {
+    type Parsed = ((SnapshotManifest, crate::record::RecordDigest), Vec<crate::content::Record>);
+    let parse = |bytes: &[u8]| -> Result<Parsed, String> {
         let (manifest, digest) = load_manifest(bytes, label).map_err(|e| match e {
             Error::Corrupt { reason, .. } => reason,
             other => other.one_line(),
@@ -177,7 +188,9 @@ pub fn unpack_from(
         if let Some(expected) = &limits.manifest_digest
             && expected != &digest
         {
-            return Err(format!("the manifest digest {digest} differs from the sidecar's {expected}"));
+            return Err(format!(
+                "the manifest digest {digest} differs from the sidecar's {expected}"
+            ));
         }
         if manifest.layout != CARRIED_DIR {
             return Err(format!("the manifest describes layout {:?}", manifest.layout));
@@ -488,7 +501,10 @@ mod tests {
             (UnpackLimits { max_file_bytes: 999, ..limits(&report) }, "file content"),
             (UnpackLimits { max_entries: 2, ..limits(&report) }, "entries"),
             (
-                UnpackLimits { manifest_digest: Some("sha256:00".into()), ..limits(&report) },
+                UnpackLimits {
+                    manifest_digest: Some(crate::record::RecordDigest::from_stored("sha256:00")),
+                    ..limits(&report)
+                },
                 "digest",
             ),
             (UnpackLimits { key: Some("other".into()), ..limits(&report) }, "another key"),

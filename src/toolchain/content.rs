@@ -26,6 +26,7 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 
 use super::Error;
+use crate::content::memo::{read_memo, write_memo};
 use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm, Sha256Digest};
 use crate::fs::{self, FileStamp};
 use crate::record::{self, Envelope, Schema};
@@ -38,16 +39,12 @@ pub const TOOL_CONTENT_MEMO_SCHEMA: Schema =
 const BACK_ENDS: &[&str] = &["cc1", "cc1plus", "cc1obj", "collect2", "lto1", "lto-wrapper"];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct MemoFile {
     role: String,
     path: String,
-    device: u64,
-    inode: u64,
-    size_bytes: u64,
-    mtime_ns: i64,
-    ctime_ns: i64,
-    mode: u32,
+    /// Its stamp, in the one stored form of stamps (`crate::content::memo`).
+    #[serde(flatten)]
+    stamp: FileStamp,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,16 +56,7 @@ struct Memo {
 }
 
 fn memo_file(role: &str, path: &Path, stamp: &FileStamp) -> MemoFile {
-    MemoFile {
-        role: role.to_owned(),
-        path: fs::name::encode_os(path.as_os_str()),
-        device: stamp.dev,
-        inode: stamp.ino,
-        size_bytes: stamp.size_bytes,
-        mtime_ns: i64::try_from(stamp.mtime_ns).unwrap_or(i64::MIN),
-        ctime_ns: i64::try_from(stamp.ctime_ns).unwrap_or(i64::MIN),
-        mode: stamp.mode,
-    }
+    MemoFile { role: role.to_owned(), path: fs::name::encode_os(path.as_os_str()), stamp: *stamp }
 }
 
 fn current_stamp(path: &Path) -> Option<FileStamp> {
@@ -119,7 +107,7 @@ pub fn tool_content(canonical: &Path, memo_dir: Option<&Path>) -> Result<String,
     });
     let tool = fs::name::encode_os(canonical.as_os_str());
     if let Some(path) = &memo_path
-        && let Ok(Some(bytes)) = fs::read_capped_nofollow(path, 1024 * 1024)
+        && let Some(bytes) = read_memo(path)
         && let Ok((_, memo)) = record::load_as::<Memo>(&bytes, &TOOL_CONTENT_MEMO_SCHEMA)
         && memo.tool == tool
         && !memo.files.is_empty()
@@ -144,9 +132,7 @@ pub fn tool_content(canonical: &Path, memo_dir: Option<&Path>) -> Result<String,
     if let Some(path) = &memo_path {
         let memo = Memo { tool, files, digest };
         if let Ok(env) = Envelope::seal(&TOOL_CONTENT_MEMO_SCHEMA, Vec::new(), &memo)
-            && let Some(dir) = path.parent()
-            && fs::create_dir_all(dir).is_ok()
-            && let Err(e) = fs::write_atomic(path, &env.to_bytes(), 0o644)
+            && let Err(e) = write_memo(path, &env.to_bytes(), 0o644)
         {
             tracing::debug!("tool content memo not written: {e}");
         }

@@ -10,9 +10,11 @@
 //!
 //! # Memo
 //! Outputs are memoised in `<memo_dir>/<sha256(canonical path)>.json`, a
-//! `strata.tool_memo` record holding the canonical path, size in bytes, mtime and ctime
-//! (nanoseconds), inode and device of the executable when it was run. A memo is used only
-//! if all six still match `stat` of the canonical path; anything else reruns the tool and
+//! `strata.tool_memo` record holding the canonical path and the stamp of the executable
+//! when it was run (size in bytes, mtime and ctime in nanoseconds, inode, device and mode:
+//! the one stored form of stamps, `crate::content::memo`). A memo is used only if the path
+//! and the whole stamp still match `stat` of the canonical path (a memo of an earlier
+//! release, which did not store the mode, is run again once); anything else reruns the tool and
 //! rewrites the memo, so a replaced or upgraded binary is never served a stale version.
 //! ctime cannot be set from user space, so even a binary replaced with a forged mtime and
 //! the same size is noticed.
@@ -32,8 +34,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::Error;
+use crate::content::memo::{read_memo, write_memo};
 use crate::digest::Sha256Digest;
-use crate::fs;
+use crate::fs::{self, FileStamp};
 use crate::record::{self, Envelope, Schema};
 
 /// How long `--version` may run.
@@ -43,25 +46,12 @@ pub const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 pub const TOOL_MEMO_SCHEMA: Schema = Schema { name: "strata.tool_memo", version: 1, features: &[] };
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Memo {
     path: String,
-    size_bytes: u64,
-    mtime_ns: i64,
-    ctime_ns: i64,
-    inode: u64,
-    device: u64,
+    /// The tool's stamp, in the one stored form of stamps (`crate::content::memo`).
+    #[serde(flatten)]
+    stamp: FileStamp,
     version: String,
-}
-
-impl Memo {
-    fn stat_matches(&self, meta: &std::fs::Metadata) -> bool {
-        self.size_bytes == meta.size()
-            && self.mtime_ns == meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
-            && self.ctime_ns == meta.ctime() * 1_000_000_000 + meta.ctime_nsec()
-            && self.inode == meta.ino()
-            && self.device == meta.dev()
-    }
 }
 
 /// Compiler driver names whose `--version` is safe to run and identifies the toolchain.
@@ -133,7 +123,7 @@ pub fn resolve_tool(spec: &str, path_var: Option<&std::ffi::OsStr>) -> Option<Pa
     } else {
         spec.to_owned()
     };
-    let env_path = std::env::var_os("PATH");
+    let env_path = crate::config::var_raw("PATH");
     let path = path_var.or(env_path.as_deref())?;
     std::env::split_paths(path)
         .map(|dir| dir.join(&name))
@@ -171,10 +161,10 @@ pub fn memoised(
         d.join(format!("{what}{}.json", key.to_hex()))
     });
     if let Some(path) = &memo_path
-        && let Ok(bytes) = fs::read(path)
+        && let Some(bytes) = read_memo(path)
         && let Ok((_, memo)) = record::load_as::<Memo>(&bytes, &TOOL_MEMO_SCHEMA)
         && memo.path == fs::name::encode_os(canonical.as_os_str())
-        && memo.stat_matches(&meta)
+        && memo.stamp == FileStamp::of(&meta)
     {
         return Ok(memo.version);
     }
@@ -182,18 +172,12 @@ pub fn memoised(
     if let Some(path) = &memo_path {
         let memo = Memo {
             path: fs::name::encode_os(canonical.as_os_str()),
-            size_bytes: meta.size(),
-            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-            inode: meta.ino(),
-            device: meta.dev(),
+            stamp: FileStamp::of(&meta),
             version: version.clone(),
         };
         // A memo that cannot be written only costs a spawn next time.
         if let Ok(env) = Envelope::seal(&TOOL_MEMO_SCHEMA, Vec::new(), &memo)
-            && let Some(dir) = path.parent()
-            && fs::create_dir_all(dir).is_ok()
-            && let Err(e) = fs::write_atomic(path, &env.to_bytes(), 0o644)
+            && let Err(e) = write_memo(path, &env.to_bytes(), 0o644)
         {
             tracing::debug!("tool memo not written: {e}");
         }

@@ -21,8 +21,8 @@ use super::{
     Advancing, Capabilities, DeleteObjects, DownloadProgress, Error, ListObjects, NextRequest,
     ObjectKey, ObjectMeta, ObjectStore, PutOutcome, StoreUrl, TransferStats, check_range,
 };
-use crate::content::temp::{self, Purpose, TempName};
 use crate::fs as localfs;
+use crate::fs::temp::{self, Purpose, TempName};
 
 const COPY_BUF_BYTES: usize = 256 * 1024;
 

@@ -59,7 +59,7 @@ impl TransportOptions {
     /// # Errors
     /// [`Error::InvalidConfig`] naming the variable whose value is not a number in range.
     pub fn from_env() -> Result<Self, Error> {
-        Self::from_env_with(|name| std::env::var(name).ok())
+        Self::from_env_with(crate::config::var_string)
     }
 
     /// [`from_env`](Self::from_env) with an explicit lookup.

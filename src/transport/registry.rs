@@ -199,7 +199,7 @@ const HTTP_OTHERWISE: &str = "STRATA_HTTP_TOKEN is used if it is set";
 /// [`Error::InvalidUrl`] for a malformed URL; otherwise as [`StoreUrl::open`] with
 /// [`HalfPairs::Refuse`].
 pub fn open_store(url: &str, options: &TransportOptions) -> Result<Box<dyn ObjectStore>, Error> {
-    open_store_with_env(url, options, |name| std::env::var(name).ok())
+    open_store_with_env(url, options, crate::config::var_string)
 }
 
 /// [`open_store`] with an explicit environment lookup instead of the process environment.

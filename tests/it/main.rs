@@ -4,6 +4,7 @@
 // Test helpers outside #[test] functions unwrap freely too: a failure is a test failure.
 #![allow(clippy::unwrap_used)]
 
+mod architecture;
 mod artifact;
 mod closed_output;
 mod engine;

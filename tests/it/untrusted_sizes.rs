@@ -197,7 +197,7 @@ fn r7_l0_pull_never_reserves_a_claimed_size() {
     let mut stream = truncated_tar("artifact_manifest.json", manifest.len() as u64, &manifest);
     stream.resize(stream.len().next_multiple_of(512), 0);
     stream.extend(truncated_tar("bin/tool", claim, b"#!/bin/sh\n"));
-    let object = remote.path().join(strata::l0::object_key(&key(), &spec).as_str());
+    let object = remote.path().join(strata::artifact::l0::object_key(&key(), &spec).as_str());
     std::fs::create_dir_all(object.parent().unwrap()).unwrap();
     std::fs::write(&object, zstd::encode_all(stream.as_slice(), 3).unwrap()).unwrap();
 

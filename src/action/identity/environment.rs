@@ -175,11 +175,11 @@ fn basename(path: &Path) -> String {
 fn cann_candidates() -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
     for var in ["ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"] {
-        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+        if let Some(v) = crate::config::var(var) {
             roots.push(PathBuf::from(v));
         }
     }
-    if let Some(v) = std::env::var_os("ASCEND_OPP_PATH").filter(|v| !v.is_empty())
+    if let Some(v) = crate::config::var("ASCEND_OPP_PATH")
         && let Some(parent) = Path::new(&v).parent()
     {
         roots.push(parent.to_path_buf());

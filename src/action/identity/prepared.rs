@@ -150,7 +150,7 @@ impl Walker<'_> {
             }
         }
         let hashed: Vec<Result<(String, Sha256Digest), Error>> =
-            crate::parallel::map(&jobs, |job| {
+            crate::parallel::map(&jobs, crate::parallel::Workers::Pool, |job| {
                 semantic_file_hash(&job.path, &job.rule_name, self.normalizer)
                     .map(|d| (job.name.clone(), d))
             });

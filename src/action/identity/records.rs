@@ -3,12 +3,12 @@
 //! An identity component is a multiset of `(name, value)` string pairs. Its hash is
 //! SHA-256 over the pairs sorted by name then value (byte-wise, which is code-point order),
 //! each framed as `len(name) || name || len(value) || value`, lengths as unsigned 64-bit
-//! big-endian. No records hash to the SHA-256 of the empty string. The framing makes the
+//! big-endian ([`crate::digest::FieldHasher`]). No records hash to the SHA-256 of the empty string. The framing makes the
 //! encoding injective: no two different multisets share a byte stream.
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::{Hasher, Sha256Digest};
+use crate::digest::{DigestAlgorithm, FieldHasher, LengthOrder, Sha256Digest};
 
 /// One `(name, value)` identity record.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -61,14 +61,12 @@ impl Records {
     pub fn hash(&self) -> Sha256Digest {
         let mut refs: Vec<&Record> = self.0.iter().collect();
         refs.sort();
-        let mut h = Hasher::new();
+        let mut h = FieldHasher::new(DigestAlgorithm::Sha256, LengthOrder::BigEndian);
         for r in refs {
-            h.update(&(r.name.len() as u64).to_be_bytes());
-            h.update(r.name.as_bytes());
-            h.update(&(r.value.len() as u64).to_be_bytes());
-            h.update(r.value.as_bytes());
+            h.bytes(r.name.as_bytes());
+            h.bytes(r.value.as_bytes());
         }
-        h.finish()
+        h.finish().to_sha256().expect("a SHA-256 hasher gives a SHA-256 digest")
     }
 
     /// Sorts in place (so stored records are in canonical order).

@@ -9,9 +9,9 @@ use super::{Ctx, Notice};
 use crate::action::artifacts::{self, Selection};
 use crate::action::entry::{self, Described};
 use crate::action::{Error, guard};
-use crate::exit::killed_by;
 use crate::fs::{self, RelPath};
 use crate::message::one_line;
+use crate::process::killed_by;
 
 /// A finished build.
 pub(super) struct Built {

@@ -38,14 +38,14 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::action::entry::{self, EntryManifest, Lookup};
-use crate::action::events::{EventLog, ms};
 use crate::action::identity::{Identity, IdentityInputs, Patterns};
 use crate::action::layout::{CacheRoot, Domain, EntryLocation};
-use crate::action::locks::{Timeouts, lock_with_events};
 use crate::action::prepare::{entry_name, prepare};
 use crate::action::{ActionKey, Error, LockKind};
 use crate::content::Record;
 use crate::fs::{self, LockGuard};
+use crate::l1::events::{EventLog, ms};
+use crate::l1::lock::{Timeouts, lock_with_events};
 use crate::message::one_line;
 use target::Target;
 
@@ -84,7 +84,7 @@ pub struct RunOptions {
     pub digest: crate::digest::DigestAlgorithm,
     /// The remote entry tier (`--remote-store`), tried on a local MISS before building and
     /// offered each new entry; `None`: local cache only.
-    pub remote: Option<std::sync::Arc<dyn crate::content::remote::EntrySource>>,
+    pub remote: Option<std::sync::Arc<dyn crate::l1::remote::EntrySource>>,
 }
 
 /// How a run ended.
@@ -212,7 +212,7 @@ struct Entry {
 /// Runs one action (see the module docs). `notify` receives what to print, as it happens.
 ///
 /// The cache result is counted in the cache root's machine-local counters
-/// ([`crate::content::counters`], domain `third_party` or `custom_operator`), as the
+/// ([`crate::l1::counters`], domain `third_party` or `custom_operator`), as the
 /// notice that announced it: `hit`, `miss` (whatever happens to the build after it) or
 /// `bypass`. A run that stops before the lookup (a usage error, a lock timeout) counts
 /// nothing.
@@ -233,9 +233,9 @@ pub fn run(opts: &RunOptions, notify: &mut dyn FnMut(Notice)) -> Result<RunRepor
     };
     let result = run_uncounted(opts, &mut observe);
     if let Some(name) = counted
-        && let Ok(cache) = crate::content::layout::CacheRoot::new(&opts.cache_root)
+        && let Ok(cache) = crate::l1::layout::CacheRoot::new(&opts.cache_root)
     {
-        crate::content::counters::bump(&cache, opts.domain.as_str(), name);
+        crate::l1::counters::bump(&cache, opts.domain.as_str(), name);
     }
     result
 }
@@ -325,7 +325,7 @@ fn look_up(ctx: &mut Ctx<'_>, entry: &Entry) -> Result<Looked, Error> {
         Lookup::Absent => return Ok(Looked::Miss { keep_entry: false }),
         Lookup::Invalid(reason) => {
             if fetched {
-                remote::count(ctx, crate::content::remote::counter::ERROR);
+                remote::count(ctx, crate::l1::remote::counter::ERROR);
             }
             let dir = loc.dir.display();
             let message =
@@ -358,7 +358,7 @@ fn look_up(ctx: &mut Ctx<'_>, entry: &Entry) -> Result<Looked, Error> {
                 ],
             );
             if fetched {
-                remote::count(ctx, crate::content::remote::counter::HIT);
+                remote::count(ctx, crate::l1::remote::counter::HIT);
             }
             let key = entry.identity.key;
             (ctx.notify)(Notice::Hit { key, artifacts: manifest.artifacts.len(), remote: fetched });
@@ -412,7 +412,7 @@ fn miss(
     let manifest = EntryManifest {
         artifacts,
         build_ms: built.elapsed.as_millis() as u64,
-        created_at: now_rfc3339(),
+        created_at: crate::record::Timestamp::now().rfc3339(),
         ..entry.expected.clone()
     };
     save(ctx, entry, entry_lock, &manifest, &described, built.elapsed)
@@ -482,10 +482,4 @@ fn bypass(ctx: &mut Ctx<'_>, entry: &Entry, reason: String) -> Result<RunReport,
         ctx.publish_artifacts(&artifacts)?;
     }
     Ok(ctx.report(Outcome::Bypass, key, 0))
-}
-
-fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }

@@ -6,12 +6,12 @@
 use std::time::Instant;
 
 use super::{Ctx, Entry};
-use crate::action::events::ms;
-use crate::content::remote::{FetchOutcome, OfferOutcome, counter};
+use crate::l1::events::ms;
+use crate::l1::remote::{FetchOutcome, OfferOutcome, counter};
 
 /// Adds one to the remote counter `name` of the run's domain.
 pub(super) fn count(ctx: &Ctx<'_>, name: &str) {
-    crate::content::counters::bump(&ctx.cache, ctx.opts.domain.as_str(), name);
+    crate::l1::counters::bump(&ctx.cache, ctx.opts.domain.as_str(), name);
 }
 
 /// Asks the remote tier for the absent entry (entry lock held). True if it installed the
@@ -29,7 +29,7 @@ pub(super) fn fetch(ctx: &mut Ctx<'_>, entry: &Entry) -> bool {
         "remote_fetch",
         &[
             ("status", status.into()),
-            ("entry", entry.loc.rel.clone().into()),
+            ("entry", entry.loc.rel.as_str().into()),
             ("fetch_ms", ms(started.elapsed())),
         ],
     );
@@ -63,7 +63,7 @@ pub(super) fn offer(ctx: &mut Ctx<'_>, entry: &Entry) {
         "remote_offer",
         &[
             ("status", status.into()),
-            ("entry", entry.loc.rel.clone().into()),
+            ("entry", entry.loc.rel.as_str().into()),
             ("offer_ms", ms(started.elapsed())),
         ],
     );

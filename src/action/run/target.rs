@@ -15,15 +15,15 @@
 use std::path::{Path, PathBuf};
 
 use crate::action::artifacts::{self, Before};
-use crate::action::events::EventLog;
 use crate::action::guard::{self, DirLock};
 use crate::action::layout::CacheRoot;
-use crate::action::locks::lock_with_events;
 use crate::action::prepare::PreparedAction;
 use crate::action::publish::{ActionId, Publisher, action_lock_path};
 use crate::action::{Domain, Error, LockKind, RunOptions};
 use crate::content::Record;
 use crate::fs::{self, LockGuard, LockWait, RelPath};
+use crate::l1::events::EventLog;
+use crate::l1::lock::lock_with_events;
 
 /// Where the build writes (see the module docs).
 #[derive(Debug)]

@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 use super::args::{IdArgs, StoreArgs, recorded_paths, spec_from};
 use super::{print, shown};
 use crate::cli::Failure;
+use crate::cli::exit::ExitCode;
 use strata::artifact::{
     self, ArtifactBuild, ArtifactKey, ArtifactSpec, ArtifactStore, BuildCommand, CommandStdout,
     Kept, PrivateBuild, Stage,
 };
-use strata::exit::ExitCode;
 
 /// `promote`'s own flags: the ready stage's extra required files and `--output`.
 pub(super) struct ReadyStage<'a> {

@@ -8,10 +8,10 @@ use serde_json::json;
 
 use super::args::{IdArgs, RemoteArgs, StoreArgs, open_remote};
 use super::{print, shown};
+use crate::cli::exit;
 use crate::cli::output::errln;
 use crate::cli::{Failure, SigningArgs, TrustArgs};
-use strata::exit;
-use strata::l0::{self, PullOutcome};
+use strata::artifact::l0::{self, PullOutcome};
 
 /// `strata artifact push`. A transport failure is a warning (exit 0) unless `--strict`.
 pub(super) fn push(

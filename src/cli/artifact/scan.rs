@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::{print, shown};
 use crate::cli::Failure;
+use crate::cli::exit;
 use strata::artifact::include;
-use strata::exit;
 
 /// Exit 0 complete, 6 unsupported input, 1 I/O error or malformed input.
 pub(super) fn scan_includes(

@@ -7,10 +7,10 @@ use serde_json::{Value, json};
 use super::args::{IdArgs, OptionalIdArgs, StoreArgs};
 use super::{print, shown};
 use crate::cli::Failure;
+use crate::cli::exit::ExitCode;
 use strata::artifact::{
     self, ArtifactKey, ArtifactSpec, ArtifactStore, Lookup, LookupStatus, Mode, StoreOptions,
 };
-use strata::exit::ExitCode;
 
 /// `strata artifact lookup`: exit 0 HIT, 3 MISS, 4 INVALID, 5 STORAGE_ERROR.
 pub(super) fn lookup(store: &StoreArgs, id: &IdArgs, json: bool) -> Result<i32, Failure> {

@@ -10,9 +10,9 @@ use serde_json::json;
 
 use super::{env, print_json, store_url, usage, warn};
 use crate::cli::Failure;
+use crate::cli::exit;
 use crate::cli::output::errln;
 use strata::ci::{Github, human_bytes};
-use strata::exit;
 use strata::snapshot::Producer;
 use strata::snapshot::gc::{
     Class, DEFAULT_GRACE, GcReport, GcRequest, GcStatus, Mode, PURPOSE, gc as run_gc,

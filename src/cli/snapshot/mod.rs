@@ -22,8 +22,8 @@ use serde_json::Value;
 
 use super::Failure;
 use super::output::{errln, outln};
+use crate::cli::exit;
 use strata::ci::{self, Github};
-use strata::exit;
 use strata::snapshot::Compression;
 
 use gc::GcArgs;

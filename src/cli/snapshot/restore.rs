@@ -12,8 +12,8 @@ use super::{
 };
 use crate::cli::Failure;
 use crate::cli::output::errln;
-use strata::action::events::EventLog;
 use strata::ci::{self, EventCounts, Github};
+use strata::l1::events::EventLog;
 use strata::snapshot::restore::{LookupMode, Rejected};
 use strata::snapshot::{
     self, MatchLevel, RestoreOutcome, RestoreRequest, RestoreStatus, SnapshotKey,

@@ -14,8 +14,8 @@ use super::{
 use crate::cli::Failure;
 use crate::cli::output::errln;
 use crate::cli::store::{open, warn_incomplete_credentials};
-use strata::action::events::EventLog;
 use strata::ci::{self, EventCounts, Github};
+use strata::l1::events::EventLog;
 use strata::snapshot::index::GuardPolicy;
 use strata::snapshot::manifest::SnapshotKind;
 use strata::snapshot::{self, Producer, SaveEnd, SaveOutcome, SaveReport, SaveRequest, SkipReason};
@@ -310,10 +310,10 @@ fn index_counts(report: &SaveReport) -> String {
 }
 
 /// The cache directory's hits / lookups and hit rate per domain, for the step summary
-/// (`strata::content::counters::summary`).
+/// (`strata::l1::counters::summary`).
 fn hit_rates(cache_dir: &std::path::Path) -> String {
-    match strata::content::layout::CacheRoot::new(cache_dir) {
-        Ok(cache) => strata::content::counters::summary(&strata::content::counters::read(&cache)),
+    match strata::l1::layout::CacheRoot::new(cache_dir) {
+        Ok(cache) => strata::l1::counters::summary(&strata::l1::counters::read(&cache)),
         Err(_) => "no hits or misses counted".to_owned(),
     }
 }

@@ -6,12 +6,12 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::Compression;
+use super::tar_entry::ExtensionLimit;
 use super::writers::{DirSpec, FeedError, WriteError, WriterPool};
 use crate::content::record::{FileRecord, Record};
 use crate::content::verify::Modes;
 use crate::digest::DigestAlgorithm;
 use crate::fs::{self, RelPath};
-use crate::tar_entry::ExtensionLimit;
 
 /// Most bytes buffered in front of the decompressor, in bytes (1 MiB; less for a smaller
 /// input of known size, [`ReadSpec::input_bytes`]).

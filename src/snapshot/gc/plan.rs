@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use super::{Class, Deletion, GcReport, GcRequest, Namespace};
-use crate::content::temp::{self, Purpose};
 use crate::digest::ContentDigest;
 use crate::fs::StagingDir;
+use crate::fs::temp::{self, Purpose};
 use crate::snapshot::Error;
 use crate::snapshot::index::lease::{self, GC_LEASE_RENEW, Lease, age_of};
 use crate::snapshot::index::names::{
@@ -19,8 +19,8 @@ use crate::snapshot::index::record::{
     EntryLocation, MAX_INDEX_BYTES, MAX_REF_BYTES, decompress_index, load_index, load_ref,
 };
 use crate::snapshot::key::{KeyParts, check_key_text, format_time};
-use crate::snapshot::lookup::MAX_FUTURE;
 use crate::snapshot::manifest::{MAX_SIDECAR_BYTES, Sidecar, SnapshotKind, load_sidecar};
+use crate::snapshot::restore::lookup::MAX_FUTURE;
 use crate::transport::{ListObjects, ObjectKey, ObjectMeta, ObjectStore};
 
 /// The store's objects by kind.
@@ -120,7 +120,7 @@ pub(super) fn plan<'s>(
     lease: Option<&mut Lease<'s>>,
     report: GcReport,
 ) -> Result<GcReport, Error> {
-    let scratch = temp::create_dir(&std::env::temp_dir(), Purpose::Scratch, "gc", 0o700)?;
+    let scratch = temp::create_dir(&crate::config::temp_dir(), Purpose::Scratch, "gc", 0o700)?;
     let mut planner = Planner {
         request,
         lease,

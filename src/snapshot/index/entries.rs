@@ -10,9 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::content::layout::{Domain, entry_depth};
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs;
+use crate::l1::layout::{Domain, entry_depth};
 use crate::snapshot::{CARRIED_DIR, Error};
 
 /// The name of the file every entry holds.
@@ -35,7 +35,7 @@ pub struct LocalEntry {
 /// for a directory that holds no entries.
 pub fn depth_of(domain: &str) -> Option<usize> {
     match domain {
-        crate::content::counters::COMPILE => Some(3),
+        crate::l1::counters::COMPILE => Some(3),
         other => Domain::parse(other).map(entry_depth),
     }
 }

@@ -46,6 +46,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::names::{LEASES_PREFIX, LeaseKind, lease_kind, lease_name};
+use crate::record::Timestamp;
 use crate::snapshot::{Error, Producer};
 use crate::transport::{DeleteObjects, ListObjects, ObjectKey, ObjectMeta, ObjectStore};
 
@@ -150,7 +151,7 @@ impl<'a> Lease<'a> {
             .map_err(|e| Error::transport("take a lease in", store.describe(), e))?;
         let record = LeaseRecord {
             kind: kind.as_str().to_owned(),
-            created_at: crate::snapshot::manifest::now_rfc3339(),
+            created_at: Timestamp::now().rfc3339_seconds(),
             host: rustix::system::uname().nodename().to_string_lossy().into_owned(),
             pid: std::process::id(),
             run_id: holder.run_id.clone(),
@@ -193,7 +194,7 @@ impl<'a> Lease<'a> {
         let name = lease_name(self.kind, &random_id());
         let key =
             ObjectKey::new(name.clone()).map_err(|e| Error::transport("name", name.as_str(), e))?;
-        self.record.created_at = crate::snapshot::manifest::now_rfc3339();
+        self.record.created_at = Timestamp::now().rfc3339_seconds();
         let bytes = serde_json::to_vec(&self.record).unwrap_or_default();
         put_small(self.store, &key, &bytes)?;
         self.written = Instant::now();

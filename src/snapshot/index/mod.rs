@@ -9,9 +9,10 @@
 //! * [`object`]: one entry packed as an object, and its verified installation;
 //! * [`save`] and [`restore`]: `snapshot save --format index` and the restore of an index
 //!   snapshot;
-//! * [`lease`]: the leases that keep a store gc and index saves apart;
-//! * [`remote`]: the remote entry tier ([`remote::RemoteTier`]), single entries fetched on
-//!   a local MISS and uploaded by producers.
+//! * [`lease`]: the leases that keep a store gc and index saves apart.
+//!
+//! The remote entry tier, which fetches single entries on a local MISS and uploads new
+//! ones by the same refs and entry objects, is [`crate::remote`].
 
 pub mod entries;
 pub mod held;
@@ -19,11 +20,9 @@ pub mod lease;
 pub mod names;
 pub mod object;
 pub mod record;
-pub mod remote;
 pub mod restore;
 pub mod save;
 mod upload;
-mod work;
 
 pub use entries::{LocalEntry, list};
 pub use lease::{GuardPolicy, Lease, save_guard};

@@ -14,15 +14,17 @@
 //! directory, and only then renames the entry into place without replacing anything: an
 //! entry that is already there (a concurrent build's, or one of different content) wins.
 //! Nothing of a refused object leaves the staging directory, which is deleted. Memory does
-//! not grow with the entry. Nothing is fsynced per entry: a restore syncs the filesystem
-//! once at the end.
+//! not grow with the entry. Staging and publication are L1's one entry writer's
+//! ([`crate::l1::write`]): a single entry (a remote-tier fetch) is fsynced before it is
+//! renamed into place; a restore installing many ([`Durability::Deferred`]) syncs the
+//! filesystem once at the end.
 
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 use crate::fs::{self, RelPath};
+use crate::l1::write::{Durability, Existing, NewEntry, Published};
 use crate::snapshot::pack::{PackOptions, pack};
 use crate::snapshot::unpack::{UnpackLimits, unpack_from};
 use crate::snapshot::{CARRIED_DIR, Compression, Error};
@@ -102,6 +104,7 @@ pub fn install_entry(
     cache_root: &Path,
     location: &EntryLocation,
     bytes: &[u8],
+    durability: Durability,
 ) -> Result<Installed, Error> {
     if bytes.len() as u64 != location.size_bytes {
         return Err(Error::corrupt(
@@ -109,7 +112,7 @@ pub fn install_entry(
             format!("the entry object has {} bytes, expected {}", bytes.len(), location.size_bytes),
         ));
     }
-    install_entry_from(cache_root, location, &mut &bytes[..])
+    install_entry_from(cache_root, location, &mut &bytes[..], durability)
 }
 
 /// Reads through to `inner`, hashing and counting every byte it returns.
@@ -128,8 +131,8 @@ impl<R: Read> Read for Hashing<R> {
 
 /// Installs the entry object `location` describes, read from `input` (at most
 /// `location.size_bytes` bytes of it; the caller positions it at the object's start), into
-/// `cache_root` (see the module docs). An entry already at the path is left alone and
-/// nothing is read.
+/// `cache_root` (see the module docs), made durable as `durability` says. An entry already
+/// at the path is left alone and nothing is read.
 ///
 /// # Errors
 /// [`Error::Corrupt`] naming the entry path if the bytes do not match the location's size
@@ -141,6 +144,7 @@ pub fn install_entry_from(
     cache_root: &Path,
     location: &EntryLocation,
     input: &mut (dyn Read + Send),
+    durability: Durability,
 ) -> Result<Installed, Error> {
     let label = &location.path;
     let entry_rel = RelPath::new(location.path.clone())?;
@@ -149,9 +153,8 @@ pub fn install_entry_from(
     if fs::symlink_metadata_opt(&dest)?.is_some() {
         return Ok(Installed::AlreadyPresent);
     }
-    let local = cache_root.join(crate::content::layout::LOCAL_DIR);
-    fs::create_dir_all(&local)?;
-    let staging = temp::create_dir(&local, Purpose::Staging, "entry", 0o755)?;
+    let local = cache_root.join(crate::l1::layout::LOCAL_DIR);
+    let staging = NewEntry::in_local(&local, &carried, &location.path)?;
     let limits = UnpackLimits {
         // Directories are not counted in the location; the byte bound is exact.
         max_entries: location.file_count.saturating_mul(2).saturating_add(10_000),
@@ -227,19 +230,12 @@ pub fn install_entry_from(
             ),
         ));
     }
-    if let Some(parent) = entry_rel.parent() {
-        fs::create_dir_all(&carried)?;
-        fs::create_dir_all_within(&carried, &parent.to_relative_path(), 0o755)?;
-    } else {
+    if entry_rel.parent().is_none() {
         return Err(Error::corrupt(label, "an entry path has at least three components"));
     }
-    match fs::rename_noreplace(staging.path(), &dest) {
-        Ok(()) => {
-            staging.keep();
-            Ok(Installed::Installed)
-        }
-        Err(fs::Error::AlreadyExists { .. }) => Ok(Installed::AlreadyPresent),
-        Err(e) => Err(e.into()),
+    match staging.publish(durability, Existing::Keep)? {
+        Published::Published => Ok(Installed::Installed),
+        Published::AlreadyPresent => Ok(Installed::AlreadyPresent),
     }
 }
 
@@ -286,7 +282,10 @@ mod tests {
         let location = location_of(rel, &packed);
 
         let dst = tempfile::tempdir().unwrap();
-        assert_eq!(install_entry(dst.path(), &location, &bytes).unwrap(), Installed::Installed);
+        assert_eq!(
+            install_entry(dst.path(), &location, &bytes, Durability::Fsync).unwrap(),
+            Installed::Installed
+        );
         let entry = dst.path().join("actions-v1").join(rel);
         assert_eq!(std::fs::read(entry.join("artifacts/lib/libz.a")).unwrap(), vec![7u8; 5000]);
         assert_eq!(
@@ -295,7 +294,7 @@ mod tests {
         );
         assert!(!dst.path().join("actions-v1/third_party/zlib/k2").exists());
         assert_eq!(
-            install_entry(dst.path(), &location, &bytes).unwrap(),
+            install_entry(dst.path(), &location, &bytes, Durability::Fsync).unwrap(),
             Installed::AlreadyPresent
         );
         // The staging directory is gone.
@@ -306,16 +305,28 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         let mut flipped = bytes.clone();
         flipped[bytes.len() / 2] ^= 1;
-        assert!(install_entry(other.path(), &location, &flipped).unwrap_err().is_corrupt());
+        assert!(
+            install_entry(other.path(), &location, &flipped, Durability::Fsync)
+                .unwrap_err()
+                .is_corrupt()
+        );
         let short = &bytes[..bytes.len() - 1];
         let short_location = EntryLocation {
             size_bytes: short.len() as u64,
             digest: ContentDigest::of_bytes(DigestAlgorithm::Blake3, short),
             ..location.clone()
         };
-        assert!(install_entry(other.path(), &short_location, short).unwrap_err().is_corrupt());
+        assert!(
+            install_entry(other.path(), &short_location, short, Durability::Fsync)
+                .unwrap_err()
+                .is_corrupt()
+        );
         let moved = EntryLocation { path: "third_party/zlib/k2".into(), ..location.clone() };
-        assert!(install_entry(other.path(), &moved, &bytes).unwrap_err().is_corrupt());
+        assert!(
+            install_entry(other.path(), &moved, &bytes, Durability::Fsync)
+                .unwrap_err()
+                .is_corrupt()
+        );
         assert!(!other.path().join("actions-v1/third_party/zlib/k1").exists());
         assert!(!other.path().join("actions-v1/third_party/zlib/k2").exists());
     }
@@ -336,7 +347,7 @@ mod tests {
         let dst = tempfile::tempdir().unwrap();
         let mut input = &bytes[..];
         assert_eq!(
-            install_entry_from(dst.path(), &location, &mut input).unwrap(),
+            install_entry_from(dst.path(), &location, &mut input, Durability::Fsync).unwrap(),
             Installed::Installed
         );
         assert_eq!(input, b"the next entry of the pack", "read exactly the range");
@@ -346,19 +357,26 @@ mod tests {
         let size = usize::try_from(packed.size_bytes).unwrap();
         let other = tempfile::tempdir().unwrap();
         let short = &bytes[..size - 10];
-        let err = install_entry_from(other.path(), &location, &mut &short[..]).unwrap_err();
+        let err = install_entry_from(other.path(), &location, &mut &short[..], Durability::Fsync)
+            .unwrap_err();
         assert!(err.is_corrupt() && err.one_line().contains("expected"), "{}", err.one_line());
         let mut flipped = bytes[..size].to_vec();
         flipped[size / 2] ^= 0x10;
-        let err = install_entry_from(other.path(), &location, &mut &flipped[..]).unwrap_err();
+        let err = install_entry_from(other.path(), &location, &mut &flipped[..], Durability::Fsync)
+            .unwrap_err();
         assert!(err.one_line().contains("digest"), "{}", err.one_line());
         // The bytes the location names, but another manifest than it records.
         let other_manifest = EntryLocation {
             manifest_digest: ContentDigest::of_bytes(DigestAlgorithm::Blake3, b"{}"),
             ..location.clone()
         };
-        let err =
-            install_entry_from(other.path(), &other_manifest, &mut &bytes[..size]).unwrap_err();
+        let err = install_entry_from(
+            other.path(),
+            &other_manifest,
+            &mut &bytes[..size],
+            Durability::Fsync,
+        )
+        .unwrap_err();
         assert!(err.one_line().contains("manifest.json has digest"), "{}", err.one_line());
         assert!(!other.path().join("actions-v1").join(rel).exists());
         let left = std::fs::read_dir(other.path().join(".local")).unwrap().count();

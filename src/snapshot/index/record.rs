@@ -66,7 +66,7 @@ pub struct SnapshotIndex {
     /// Who made it.
     pub producer: Producer,
     /// The record digests (`sha256:<hex>`) of the snapshot(s) the cache was restored from.
-    pub parents: Vec<String>,
+    pub parents: Vec<crate::record::RecordDigest>,
     /// Every entry, sorted by path, no path twice.
     pub entries: Vec<EntryLocation>,
 }
@@ -109,9 +109,7 @@ impl SnapshotIndex {
 /// # Errors
 /// The reason.
 pub fn check_location(entry: &EntryLocation) -> Result<(), String> {
-    if crate::fs::RelPath::new(entry.path.clone()).is_err() || entry.path.starts_with('.') {
-        return Err(format!("{:?} is not a relative entry path", entry.path));
-    }
+    crate::l1::layout::EntryPath::parse(&entry.path)?;
     if super::names::entry_object_digest(&entry.object).is_none() {
         return Err(format!("{}: {:?} is not an entry object name", entry.path, entry.object));
     }
@@ -155,9 +153,9 @@ impl EntryRef {
 ///
 /// # Errors
 /// [`Error::Record`].
-pub fn seal_index(index: &SnapshotIndex) -> Result<(Vec<u8>, String), Error> {
+pub fn seal_index(index: &SnapshotIndex) -> Result<(Vec<u8>, crate::record::RecordDigest), Error> {
     let envelope = seal(&INDEX_SCHEMA, "snapshot index", index)?;
-    Ok((envelope.to_bytes(), envelope.content_digest.to_prefixed()))
+    Ok((envelope.to_bytes(), crate::record::RecordDigest::of(&envelope.content_digest)))
 }
 
 /// Loads an index record from `bytes` (uncompressed) and checks it
@@ -166,10 +164,13 @@ pub fn seal_index(index: &SnapshotIndex) -> Result<(Vec<u8>, String), Error> {
 /// # Errors
 /// [`Error::Record`] for a record that does not verify; [`Error::Corrupt`] naming `label`
 /// for one whose entries are malformed.
-pub fn load_index(bytes: &[u8], label: &str) -> Result<(SnapshotIndex, String), Error> {
+pub fn load_index(
+    bytes: &[u8],
+    label: &str,
+) -> Result<(SnapshotIndex, crate::record::RecordDigest), Error> {
     let (envelope, index): (_, SnapshotIndex) = load(bytes, &INDEX_SCHEMA, "snapshot index")?;
     index.check().map_err(|reason| Error::corrupt(label, reason))?;
-    Ok((index, envelope.content_digest.to_prefixed()))
+    Ok((index, crate::record::RecordDigest::of(&envelope.content_digest)))
 }
 
 /// Seals `entry_ref` as a `strata.entry_ref` record.

@@ -40,11 +40,12 @@ use super::entries;
 use super::object::{Installed, install_entry, install_entry_from};
 use super::record::{EntryLocation, MAX_INDEX_BYTES, SnapshotIndex, decompress_index, load_index};
 use super::save::write_parent;
-use super::work::{Permits, STORE_PARALLELISM, map_bounded};
-use crate::content::layout::LOCAL_DIR;
-use crate::content::temp::{self, Purpose};
 use crate::digest::ContentDigest;
 use crate::fs;
+use crate::fs::temp::{self, Purpose};
+use crate::l1::layout::LOCAL_DIR;
+use crate::l1::write::Durability;
+use crate::parallel::{self, Permits, STORE_PARALLELISM, Workers};
 use crate::progress::{Phase, Progress};
 use crate::snapshot::Error;
 use crate::snapshot::manifest::Sidecar;
@@ -81,7 +82,7 @@ pub struct IndexRestoreCounts {
 pub(crate) struct IndexRestored {
     pub counts: IndexRestoreCounts,
     /// The index record's content digest (`sha256:<hex>`).
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     /// The verified index record bytes (uncompressed).
     pub record: Vec<u8>,
     /// Files and bytes of the entries installed.
@@ -101,7 +102,7 @@ pub(crate) fn fetch_index(
     cache_dir: &Path,
     key: &str,
     sidecar: &Sidecar,
-) -> Result<(SnapshotIndex, String, Vec<u8>, u64), Error> {
+) -> Result<(SnapshotIndex, crate::record::RecordDigest, Vec<u8>, u64), Error> {
     if sidecar.object_size_bytes > MAX_INDEX_BYTES {
         return Err(Error::corrupt(
             key,
@@ -112,7 +113,7 @@ pub(crate) fn fetch_index(
             ),
         ));
     }
-    let object = crate::snapshot::restore::object_key(sidecar.object_name())?;
+    let object = crate::snapshot::commit::object_key(sidecar.object_name())?;
     let download = temp::temp_file_beside(cache_dir, Purpose::Download)?;
     match store.get_to_file(&object, &download) {
         Ok(_) => {}
@@ -251,7 +252,7 @@ pub(crate) fn install_missing(
     // install per core at a time (each install's memory is bounded, so this bounds the
     // restore's).
     let installs = Permits::new(std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let results = map_bounded(&fetches, STORE_PARALLELISM, |fetch| {
+    let results = parallel::map(&fetches, Workers::Threads(STORE_PARALLELISM), |fetch| {
         let outcome = fetch_and_install(store, cache_dir, fetch, &downloaded, &installs);
         phase.advance(fetch.entries.iter().map(|e| e.size_bytes).sum());
         outcome
@@ -268,7 +269,7 @@ pub(crate) fn install_missing(
                 e.path,
                 e.file_bytes,
                 e.size_bytes,
-                crate::snapshot::restore::MAX_EXPANSION_RATIO
+                crate::snapshot::unpack::MAX_EXPANSION_RATIO
             )
         })
         .collect();
@@ -310,7 +311,7 @@ pub(crate) fn install_missing(
     fs::sync_filesystem(cache_dir)?;
     Ok(IndexRestored {
         counts,
-        manifest_digest: String::new(),
+        manifest_digest: crate::record::RecordDigest::default(),
         record: Vec::new(),
         file_count,
         file_bytes,
@@ -322,7 +323,7 @@ pub(crate) fn install_missing(
 /// True if `entry` declares more file bytes than a snapshot of its size may unpack to
 /// (the bound of full snapshots, `MAX_EXPANSION_RATIO`, applied per entry object).
 pub(crate) fn expands_too_much(entry: &EntryLocation) -> bool {
-    use crate::snapshot::restore::{MAX_EXPANSION_RATIO, MIN_EXPANSION_ALLOWANCE_BYTES};
+    use crate::snapshot::unpack::{MAX_EXPANSION_RATIO, MIN_EXPANSION_ALLOWANCE_BYTES};
     let declared = entry.file_count.saturating_mul(512).saturating_add(entry.file_bytes);
     let allowed =
         entry.size_bytes.saturating_mul(MAX_EXPANSION_RATIO).max(MIN_EXPANSION_ALLOWANCE_BYTES);
@@ -370,7 +371,8 @@ fn fetch_and_install(
                     ));
                 };
                 let _permit = installs.acquire();
-                install_entry(cache_dir, entry, slice).map_err(|e| e.one_line())
+                install_entry(cache_dir, entry, slice, Durability::Deferred)
+                    .map_err(|e| e.one_line())
             };
             fetch.entries.iter().map(install).collect()
         }
@@ -385,7 +387,8 @@ fn fetch_and_install(
                 file.seek(SeekFrom::Start(entry.offset))
                     .map_err(|e| format!("{}: {e}", download.0.display()))?;
                 let _permit = installs.acquire();
-                install_entry_from(cache_dir, entry, &mut file).map_err(|e| e.one_line())
+                install_entry_from(cache_dir, entry, &mut file, Durability::Deferred)
+                    .map_err(|e| e.one_line())
             };
             fetch.entries.iter().map(install).collect()
         }

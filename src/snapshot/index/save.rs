@@ -38,16 +38,17 @@ use super::record::{
     self, EntryLocation, EntryRef, REF_SIGNATURE_DOMAIN, SnapshotIndex, seal_index, seal_ref,
 };
 use super::upload::{self, Uploaded};
-use super::work::{STORE_PARALLELISM, map_bounded};
-use crate::content::layout::LOCAL_DIR;
-use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs;
+use crate::fs::temp::{self, Purpose};
+use crate::l1::layout::LOCAL_DIR;
+use crate::parallel::{self, STORE_PARALLELISM, Workers};
+use crate::record::Timestamp;
 use crate::snapshot::commit;
+use crate::snapshot::commit::object_key;
 use crate::snapshot::manifest::{
-    Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, now_rfc3339, seal,
+    Producer, SIDECAR_SCHEMA, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
-use crate::snapshot::restore::object_key;
 use crate::snapshot::{CARRIED_DIR, Compression, Error};
 use crate::transport::{ObjectKey, ObjectStore};
 
@@ -92,9 +93,9 @@ pub struct IndexSaveCounts {
 pub(crate) struct IndexSave<'a> {
     pub store: &'a dyn ObjectStore,
     pub cache_dir: &'a Path,
-    pub key: &'a str,
+    pub key: &'a crate::snapshot::SnapshotKey,
     pub sidecar_key: &'a ObjectKey,
-    pub parents: &'a [String],
+    pub parents: &'a [crate::record::RecordDigest],
     pub producer: &'a Producer,
     pub signing_key: Option<&'a crate::trust::SigningKey>,
     pub level: i32,
@@ -108,7 +109,7 @@ pub(crate) struct IndexSaved {
     pub object_size_bytes: u64,
     pub file_count: u64,
     pub file_bytes: u64,
-    pub manifest_digest: String,
+    pub manifest_digest: crate::record::RecordDigest,
     pub retries: u32,
     pub notes: Vec<String>,
 }
@@ -176,8 +177,8 @@ pub(crate) fn save_index(request: &IndexSave<'_>) -> Result<IndexSaved, Error> {
 
     let phase = Instant::now();
     let index = SnapshotIndex {
-        key: key.to_owned(),
-        created_at: now_rfc3339(),
+        key: key.as_str().to_owned(),
+        created_at: Timestamp::now().rfc3339_seconds(),
         producer: request.producer.clone(),
         parents: request.parents.to_vec(),
         entries: locations,
@@ -299,7 +300,7 @@ fn confirm<'e>(
         *slot = (*slot).max(end);
     }
     let objects: Vec<(&str, u64)> = needed.into_iter().collect();
-    let held = map_bounded(&objects, STORE_PARALLELISM, |(name, end)| {
+    let held = parallel::map(&objects, Workers::Threads(STORE_PARALLELISM), |(name, end)| {
         let Ok(key) = ObjectKey::new(*name) else { return false };
         match store.head(&key) {
             Ok(Some(meta)) => meta.size_bytes >= *end,
@@ -381,7 +382,7 @@ fn from_refs(
         }
         Some(entry_ref.location)
     };
-    map_bounded(entries, STORE_PARALLELISM, |entry| {
+    parallel::map(entries, Workers::Threads(STORE_PARALLELISM), |entry| {
         vouched(entry, ref_name(&entry.path)).or_else(|| {
             // A signing save's own ref may sit under its key id (another writer's ref
             // held the plain name, `write_refs`).
@@ -394,8 +395,8 @@ fn from_refs(
 /// Writes one ref per new location (put-if-absent, [`STORE_PARALLELISM`] at a time);
 /// returns how many were created and notes for those that failed.
 fn write_refs(request: &IndexSave<'_>, locations: &[EntryLocation]) -> (u64, Vec<String>) {
-    let created_at = now_rfc3339();
-    let results = map_bounded(locations, STORE_PARALLELISM, |location| {
+    let created_at = Timestamp::now().rfc3339_seconds();
+    let results = parallel::map(locations, Workers::Threads(STORE_PARALLELISM), |location| {
         let mut entry_ref = EntryRef {
             location: location.clone(),
             created_at: created_at.clone(),
@@ -455,7 +456,7 @@ fn commit_index(
     request: &IndexSave<'_>,
     index: &SnapshotIndex,
     record_bytes: &[u8],
-    manifest_digest: &str,
+    manifest_digest: &crate::record::RecordDigest,
 ) -> Result<(commit::Published, u64, u32), Error> {
     let IndexSave { store, cache_dir, key, sidecar_key, .. } = *request;
     let compressed = record::compress_index(record_bytes)
@@ -463,15 +464,15 @@ fn commit_index(
     let temp = temp::temp_file_beside(cache_dir, Purpose::Pack)?;
     fs::write_atomic_nosync(&temp, &compressed, 0o600)?;
     let object_digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, &compressed);
-    let object = object_key(&commit::unique_object_name(key, &object_digest))?;
+    let object = object_key(&commit::unique_object_name(key.as_str(), &object_digest))?;
     let sidecar = Sidecar {
-        key: key.to_owned(),
+        key: key.as_str().to_owned(),
         object: Some(object.as_str().to_owned()),
         format: Compression::Zstd,
         kind: SnapshotKind::Index,
         object_size_bytes: compressed.len() as u64,
         object_digest,
-        manifest_digest: manifest_digest.to_owned(),
+        manifest_digest: manifest_digest.clone(),
         entry_count: index.entries.len() as u64,
         file_count: index.file_count(),
         file_bytes: index.file_bytes(),
@@ -488,8 +489,13 @@ fn commit_index(
         None => sidecar,
     };
     let sidecar_bytes = seal(&SIDECAR_SCHEMA, "sidecar", &sidecar)?.to_bytes();
-    let pending =
-        commit::Pending::record(cache_dir, &store.describe(), key, &object, &sidecar_bytes)?;
+    let pending = commit::Pending::record(
+        cache_dir,
+        &store.describe(),
+        key.as_str(),
+        &object,
+        &sidecar_bytes,
+    )?;
     let upload = commit::Upload {
         store,
         cache_dir,

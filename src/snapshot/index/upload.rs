@@ -13,10 +13,10 @@ use super::entries::LocalEntry;
 use super::names::entry_object_name;
 use super::object::{PackedEntry, pack_entry};
 use super::record::EntryLocation;
-use super::work::{STORE_PARALLELISM, map_bounded};
-use crate::content::temp::{self, Purpose};
 use crate::digest::{ContentDigest, ContentHasher, DigestAlgorithm};
 use crate::fs;
+use crate::fs::temp::{self, Purpose};
+use crate::parallel::{self, STORE_PARALLELISM, Workers};
 use crate::progress::{Phase, Progress};
 use crate::snapshot::Error;
 use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
@@ -48,7 +48,7 @@ pub(crate) fn pack_all(
     progress: &dyn Progress,
 ) -> Result<Vec<Packed>, Error> {
     let local =
-        fs::create_dir_all_within(cache_root, Path::new(crate::content::layout::LOCAL_DIR), 0o755)?;
+        fs::create_dir_all_within(cache_root, Path::new(crate::l1::layout::LOCAL_DIR), 0o755)?;
     // The phase counts file bytes (an estimate from `lstat`; the pack reads them).
     let total: u64 = entries
         .iter()
@@ -61,7 +61,7 @@ pub(crate) fn pack_all(
     // Plain threads, not rayon's pool: each pack waits on its reader thread, which hashes
     // on the pool (`crate::parallel`).
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let results = map_bounded(&entries, cores, |entry| -> Result<_, Error> {
+    let results = parallel::map(&entries, Workers::Threads(cores), |entry| -> Result<_, Error> {
         let (_, file) = temp::create_file(&local, Purpose::Pack, "entry", 0o600)?;
         let packed = pack_entry(cache_root, &entry.path, &file, level)?;
         phase.advance(packed.file_bytes);
@@ -97,7 +97,7 @@ pub(crate) fn group(
     cache_root: &Path,
     packed: &[Packed],
 ) -> Result<(Vec<StoreObject>, Vec<EntryLocation>), Error> {
-    let local = cache_root.join(crate::content::layout::LOCAL_DIR);
+    let local = cache_root.join(crate::l1::layout::LOCAL_DIR);
     let mut objects = Vec::new();
     let mut locations: Vec<Option<EntryLocation>> = vec![None; packed.len()];
     let location = |p: &Packed, object: &str, offset: u64| EntryLocation {
@@ -216,7 +216,7 @@ pub(crate) fn upload_all(
 ) -> Result<Uploaded, Error> {
     let total = objects.iter().map(|o| o.size_bytes).sum();
     let phase = Phase::begin(progress, "upload", total);
-    let results = map_bounded(objects, STORE_PARALLELISM, |object| {
+    let results = parallel::map(objects, Workers::Threads(STORE_PARALLELISM), |object| {
         let key = ObjectKey::new(object.name.clone())
             .map_err(|e| Error::transport("upload", object.name.as_str(), e))?;
         let put = store

@@ -205,7 +205,8 @@ fn l0_corrupt_object_is_rejected_and_nothing_is_published() {
     std::fs::write(&object, &original).unwrap();
     let other_key_flags = id_flags(&Workspace::new().root(), &hex('d'), "ready", REQUIRED);
     let other_object = remote.path().join(
-        strata::l0::object_key(&key_with(&hex('d')), &spec(Stage::BinaryReady, REQUIRED)).as_str(),
+        strata::artifact::l0::object_key(&key_with(&hex('d')), &spec(Stage::BinaryReady, REQUIRED))
+            .as_str(),
     );
     std::fs::create_dir_all(other_object.parent().unwrap()).unwrap();
     std::fs::copy(&object, &other_object).unwrap();
@@ -514,7 +515,7 @@ impl Phases {
 /// S3 and a directory store (issue 11 item 3).
 #[test]
 fn r11_push_pull_and_gc_report_their_progress() {
-    use strata::l0::{self, Trust};
+    use strata::artifact::l0::{self, Trust};
     use strata::transport::{FsStore, ObjectStore, TransportOptions};
     const MIB: u64 = 1024 * 1024;
     let producer = Workspace::new();

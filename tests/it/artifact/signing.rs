@@ -122,7 +122,7 @@ fn l0_signed_push_is_pulled_only_with_a_trusted_key_and_unchanged_bytes() {
     let sealed: serde_json::Value = serde_json::from_slice(&good_sig).unwrap();
     let mut payload = sealed["payload"].clone();
     payload["spec_digest"] = "0".repeat(64).into();
-    let schema = strata::l0::SIGNATURE_SCHEMA;
+    let schema = strata::artifact::l0::SIGNATURE_SCHEMA;
     std::fs::write(
         &sig,
         strata::record::Envelope::seal(&schema, vec![], &payload).unwrap().to_bytes(),

@@ -17,9 +17,7 @@ use super::{
 /// The archive counters of `cache` (domain `archive`).
 fn archive_counters(cache: &Path) -> BTreeMap<String, u64> {
     let root = strata::action::layout::CacheRoot::new(cache).unwrap();
-    strata::content::counters::read(&root)
-        .remove(strata::launcher::archive::ARCHIVE)
-        .unwrap_or_default()
+    strata::l1::counters::read(&root).remove(strata::launcher::archive::ARCHIVE).unwrap_or_default()
 }
 
 /// Runs `strata <argv>` in `cwd` and returns the result with the one archive counter it

@@ -81,3 +81,51 @@ fn launcher_sixteen_concurrent_processes_share_one_cache() {
         assert_same_bytes("after the rounds", &read(&dir.join(format!("t{i}.o"))), want);
     }
 }
+
+/// The launcher's saves hold the entry lock under L1's one lock policy: the entry timeout
+/// of `STRATA_ENTRY_LOCK_TIMEOUT_SECONDS` (not a fixed wait of their own). A held lock
+/// makes a MISS compile without saving once that timeout runs out, saying which lock and
+/// which variable; an unusable value runs the compiler without the cache, naming it.
+#[test]
+fn launcher_saves_wait_for_the_entry_lock_by_the_one_policy() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    write_file(&ctx.path("src/t.c"), "int t(int x) { return x + 1; }\n");
+    let dir = ctx.path("w");
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = ["gcc", "-O2", "-c", "../src/t.c", "-o", "t.o"];
+    let l = Launcher::new(&ctx.cache).env("STRATA_ENTRY_LOCK_TIMEOUT_SECONDS", "0.3");
+    l.expect(&dir, &args, "miss");
+    let entries = l.entries();
+    assert_eq!(entries.len(), 1);
+    let entry = &entries[0];
+    std::fs::remove_dir_all(&entry.dir).unwrap();
+    let root = strata::l1::CacheRoot::new(&ctx.cache).unwrap();
+    let rel = format!("compile/{}/{}", &entry.key[..2], entry.key);
+    let lock = root.entry_lock(&rel);
+    let held =
+        strata::fs::lock_exclusive(&lock, strata::fs::LockWait::Immediately, &mut |_| {}).unwrap();
+    let started = std::time::Instant::now();
+    let (run, outcome) = l.compile(&dir, &args);
+    assert_eq!((run.code, outcome.as_str()), (0, "save_failed"), "{}", run.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "bounded by the timeout");
+    assert!(
+        run.stderr.contains("STRATA_ENTRY_LOCK_TIMEOUT_SECONDS")
+            && run.stderr.contains(&lock.display().to_string()),
+        "names the lock and the variable:\n{}",
+        run.stderr
+    );
+    assert!(!entry.dir.join("manifest.json").exists(), "nothing saved while the lock was held");
+    drop(held);
+    l.expect(&dir, &args, "miss");
+    assert!(entry.dir.join("manifest.json").exists());
+    let typo = Launcher::new(&ctx.cache).env("STRATA_ENTRY_LOCK_TIMEOUT_SECONDS", "60s");
+    let run = typo.run(&dir, &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("STRATA_ENTRY_LOCK_TIMEOUT_SECONDS=\"60s\" is invalid")
+            && run.stderr.contains("without the cache"),
+        "{}",
+        run.stderr
+    );
+}

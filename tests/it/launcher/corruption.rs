@@ -143,7 +143,7 @@ fn launcher_a_damaged_manifest_is_a_miss_and_the_save_repairs_it() {
         );
         assert_same_bytes(&format!("k.o ({how})"), &read(&dir.join("k.o")), &want_o);
         assert_eq!(read(&dir.join("k.d")), want_d, "{how}");
-        assert_eq!(k_entry.manifest(&ctx.cache).key, k_entry.key, "{how}: repaired");
+        assert_eq!(k_entry.manifest(&ctx.cache).key, k_entry.compile_key(), "{how}: repaired");
         l.expect(&dir, &argv("k"), "hit");
         assert_same_bytes(
             &format!("k.o after the repair ({how})"),

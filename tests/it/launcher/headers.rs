@@ -228,7 +228,7 @@ fn launcher_a_miss_remembers_its_headers_in_the_verification_memo() {
     let entries = l.entries();
     assert_eq!(entries.len(), 1);
     let root = strata::action::layout::CacheRoot::new(&ctx.cache).unwrap();
-    let place = EntryPlace::new(&root, &entries[0].key);
+    let place = EntryPlace::new(&root, &entries[0].compile_key());
     let memo = VerifyMemo::load(&place.memo, &place.rel);
     assert!(
         memo.vouches(&header_memo_name(stdio), &stamp, &digest),

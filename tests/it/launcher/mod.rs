@@ -34,7 +34,7 @@ pub use crate::engine::{
     write_file,
 };
 use strata::digest::{ContentDigest, DigestAlgorithm};
-use strata::launcher::entry::{CompileManifest, EntryPlace};
+use strata::launcher::entry::{CompileKey, CompileManifest, EntryPlace};
 
 /// Environment variables of the outer shell that must not reach a launcher or compiler run
 /// (they change keys, outcomes or the compiler's outputs).
@@ -181,9 +181,7 @@ pub fn scrub(cmd: &mut Command) {
 /// The launcher counters of `cache`, read with the library's reader.
 pub fn counters(cache: &Path) -> BTreeMap<String, u64> {
     let root = strata::action::layout::CacheRoot::new(cache).unwrap();
-    strata::content::counters::read(&root)
-        .remove(strata::content::counters::COMPILE)
-        .unwrap_or_default()
+    strata::l1::counters::read(&root).remove(strata::l1::counters::COMPILE).unwrap_or_default()
 }
 
 /// `names` → counts, for comparing whole counter maps.
@@ -250,10 +248,16 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The entry's key as the library's type (its directory name is 64 lowercase hex).
+    pub fn compile_key(&self) -> CompileKey {
+        CompileKey::parse(&self.key).unwrap_or_else(|| panic!("{}: not a key", self.dir.display()))
+    }
+
     /// The entry's manifest, loaded and verified by the library.
     pub fn manifest(&self, cache: &Path) -> CompileManifest {
         let root = strata::action::layout::CacheRoot::new(cache).unwrap();
-        strata::launcher::entry::load(&EntryPlace::new(&root, &self.key), &self.key)
+        let key = self.compile_key();
+        strata::launcher::entry::load(&EntryPlace::new(&root, &key), &key)
             .unwrap_or_else(|e| panic!("{}: {e}", self.dir.display()))
             .unwrap_or_else(|| panic!("{}: no manifest", self.dir.display()))
     }

@@ -249,7 +249,7 @@ fn launcher_falls_back_to_the_model_where_tracing_is_refused() {
     assert_eq!((c.get("miss"), c.get("hit")), (Some(&2), Some(&1)), "{c:?}");
     assert_eq!(c.get("uncacheable:model_unseen_input"), Some(&1), "{c:?}");
     let root = strata::action::layout::CacheRoot::new(&ctx.cache).unwrap();
-    let observed = strata::content::counters::read(&root).remove("compile_observed").unwrap();
+    let observed = strata::l1::counters::read(&root).remove("compile_observed").unwrap();
     assert_eq!(observed.get("model"), Some(&3), "{observed:?}");
     assert_eq!(observed.get("trace"), None, "{observed:?}");
     let stats = l.run(&p, &["stats"]);

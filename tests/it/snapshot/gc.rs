@@ -117,7 +117,7 @@ impl Fixture {
         };
         let (record, record_digest) = seal_index(&index).unwrap();
         let object = compress_index(&record).unwrap();
-        self.snapshot(key, SnapshotKind::Index, &object, &record_digest)
+        self.snapshot(key, SnapshotKind::Index, &object, record_digest.as_str())
     }
 
     /// Publishes a full snapshot under `key` (any bytes: the gc never reads them).
@@ -135,7 +135,7 @@ impl Fixture {
             kind,
             object_size_bytes: object.len() as u64,
             object_digest: blake3(object),
-            manifest_digest: manifest.into(),
+            manifest_digest: strata::record::RecordDigest::from_stored(manifest),
             entry_count: 1,
             file_count: 1,
             file_bytes: 1,

@@ -1,9 +1,9 @@
 //! L0 transfer: one ready artifact to and from an object store (docs/artifact-store.md
 //! "L0 objects, push and pull").
 //!
-//! This thin orchestration layer sits above both [`crate::artifact`] (which never touches
-//! the network) and [`crate::transport`] (which knows nothing about caches), so neither
-//! depends on the other (module dependencies point one way: see the crate docs).
+//! The part of the artifact store that reaches an object store, through
+//! [`crate::transport`]'s store trait (which knows nothing about caches): the rest of
+//! [`crate::artifact`] works on the local store only.
 //!
 //! # Objects
 //! One object per artifact slot, under `l0-v1/<key digest>/<spec digest>.tar.zst`
@@ -24,19 +24,23 @@
 //! * Transport failures are [`Error::Transport`]; callers decide whether they are fatal
 //!   (the CLI warns and carries on unless `--strict`).
 
-use std::path::{Path, PathBuf};
+mod pull;
+mod signature;
+
+use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::artifact::{
     self, ArtifactHandle, ArtifactKey, ArtifactSpec, ArtifactStore, Disposition, Lookup, archive,
 };
-use crate::content::temp::{self, Purpose};
-use crate::digest::{ContentDigest, DigestAlgorithm};
+use crate::digest::DigestAlgorithm;
+use crate::fs::temp::{self, Purpose};
 use crate::fs::{self, Sharing, StagingDir};
 use crate::progress::{Phase, Progress};
-use crate::record::{Envelope, Schema};
-use crate::transport::{DownloadPhase, ObjectKey, ObjectStore, PutOutcome};
-use crate::trust::{Producer, Signature, SigningKey, TrustPolicy};
+use crate::record::Envelope;
+use crate::record::Timestamp;
+use crate::transport::{ObjectKey, ObjectStore, PutOutcome};
+use crate::trust::{Producer, SigningKey, TrustPolicy};
 
 /// An L0 failure.
 #[derive(Debug, thiserror::Error)]
@@ -104,49 +108,9 @@ pub fn signature_key(object: &ObjectKey) -> ObjectKey {
         .expect("an object key with a suffix is still a valid object key")
 }
 
-/// Schema of an L0 signature record.
-pub const SIGNATURE_SCHEMA: Schema =
-    Schema { name: "strata.l0_signature", version: 1, features: &[] };
-
-/// The signature domain of L0 signature records (see [`crate::trust`]).
-pub const SIGNATURE_DOMAIN: &str = "strata.l0_signature";
-
-/// Largest signature record read, in bytes.
-const MAX_SIGNATURE_BYTES: u64 = 64 * 1024;
-
-/// What a producer signs about one L0 archive: the object's name, size and
-/// BLAKE3 digest, the artifact's key, spec and manifest digests, the producer and the time.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ArchiveStatement {
-    /// The archive's object key.
-    pub object: String,
-    /// Its size in bytes.
-    pub object_size_bytes: u64,
-    /// Its digest (BLAKE3).
-    pub object_digest: ContentDigest,
-    /// The artifact's key digest (64 hex).
-    pub key_digest: String,
-    /// The artifact's spec digest (64 hex).
-    pub spec_digest: String,
-    /// The manifest record's digest (`sha256:<hex>`) inside the archive.
-    pub manifest_digest: String,
-    /// Signing time, UTC RFC 3339.
-    pub created_at: String,
-    /// Who signed (the CI context).
-    pub producer: Producer,
-    /// The signature over all of the above ([`ArchiveStatement::statement`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signature: Option<Signature>,
-}
-
-impl ArchiveStatement {
-    /// The signed bytes: the canonical JSON of the record without its signature.
-    pub fn statement(&self) -> Vec<u8> {
-        let unsigned = ArchiveStatement { signature: None, ..self.clone() };
-        crate::record::canonical_bytes_of(&unsigned).unwrap_or_default()
-    }
-}
+pub use pull::pull;
+pub use signature::{ArchiveStatement, SIGNATURE_DOMAIN, SIGNATURE_SCHEMA};
+use signature::{signed_statement, stored_digest};
 
 /// How [`push`] signs and [`pull`] checks producers.
 #[derive(Debug, Default)]
@@ -166,6 +130,15 @@ pub enum PushOutcome {
     Uploaded,
     /// An object was already there; nothing was uploaded.
     AlreadyPresent,
+}
+
+impl From<PutOutcome> for PushOutcome {
+    fn from(put: PutOutcome) -> Self {
+        match put {
+            PutOutcome::Created => PushOutcome::Uploaded,
+            PutOutcome::AlreadyExists => PushOutcome::AlreadyPresent,
+        }
+    }
 }
 
 impl PushOutcome {
@@ -271,7 +244,7 @@ impl PullReport {
 }
 
 /// A scratch directory `strata-l0-<16 hex>` under the private root, removed on drop.
-fn scratch(store: &ArtifactStore) -> Result<StagingDir, Error> {
+pub(super) fn scratch(store: &ArtifactStore) -> Result<StagingDir, Error> {
     let Some(root) = store.private_root() else {
         return Err(
             artifact::Error::NoPrivateRoot { root: store.root().path().to_path_buf() }.into()
@@ -341,10 +314,7 @@ pub fn push(
     let (outcome, _) = put.map_err(transport)?;
     Ok(PushReport {
         object,
-        outcome: match outcome {
-            PutOutcome::Created => PushOutcome::Uploaded,
-            PutOutcome::AlreadyExists => PushOutcome::AlreadyPresent,
-        },
+        outcome: outcome.into(),
         archive_bytes: packed.archive_bytes,
         payload_bytes,
         seconds: start.elapsed().as_secs_f64(),
@@ -420,8 +390,8 @@ fn push_signed(
             object_digest: digest,
             key_digest: key.digest().to_string(),
             spec_digest: spec.digest().to_string(),
-            manifest_digest: handle.manifest_digest().to_string(),
-            created_at: crate::snapshot::manifest::now_rfc3339(),
+            manifest_digest: crate::record::RecordDigest::of(&handle.manifest_digest().digest()),
+            created_at: Timestamp::now().rfc3339_seconds(),
             producer: trust.producer.clone(),
             signature: None,
         };
@@ -444,10 +414,7 @@ fn push_signed(
         }
         return Ok(PushReport {
             object,
-            outcome: match outcome {
-                PutOutcome::Created => PushOutcome::Uploaded,
-                PutOutcome::AlreadyExists => PushOutcome::AlreadyPresent,
-            },
+            outcome: outcome.into(),
             archive_bytes: packed.archive_bytes,
             payload_bytes,
             seconds: 0.0,
@@ -470,317 +437,4 @@ fn push_signed(
             attempts: crate::transport::Attempts::default(),
         }),
     })
-}
-
-/// Size and BLAKE3 of the stored object `object` (downloaded into `scratch_dir`), or
-/// `None` if it is gone.
-fn stored_digest(
-    remote: &dyn ObjectStore,
-    object: &ObjectKey,
-    scratch_dir: &Path,
-) -> Result<Option<(ContentDigest, u64)>, Error> {
-    let file = scratch_dir.join("stored.tar.zst");
-    match remote.get_to_file(object, &file) {
-        Ok(_) => {}
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(source) => {
-            return Err(Error::Transport {
-                store: remote.describe(),
-                object: object.clone(),
-                source: Box::new(source),
-            });
-        }
-    }
-    let (digest, size, _) = fs::hash_file_stable(&file, DigestAlgorithm::Blake3)?;
-    let _ = fs::remove_file(&file);
-    Ok(Some((digest, size)))
-}
-
-/// With trusted keys in `policy`: downloads and checks the signature record of `object`
-/// (signed by a trusted key, naming this object, key and spec). Returns the signed
-/// statement to compare the archive with, or the reason to reject the object.
-fn signed_statement(
-    remote: &dyn ObjectStore,
-    object: &ObjectKey,
-    key: &ArtifactKey,
-    spec: &ArtifactSpec,
-    policy: &TrustPolicy,
-    scratch_dir: &Path,
-) -> Result<Result<ArchiveStatement, String>, Error> {
-    let sig_object = signature_key(object);
-    let file = scratch_dir.join("artifact.sig");
-    let transport_err = |source| Error::Transport {
-        store: remote.describe(),
-        object: sig_object.clone(),
-        source: Box::new(source),
-    };
-    // The store's size claim first: a huge record is rejected before a byte of it is
-    // downloaded (what arrives is capped again below, whatever the store claimed).
-    match remote.head(&sig_object).map_err(transport_err)? {
-        None => {
-            let rejection = crate::trust::Rejection::Unsigned;
-            return Ok(Err(format!("its producer is not trusted: {rejection} (no {sig_object})")));
-        }
-        Some(meta) if meta.size_bytes > MAX_SIGNATURE_BYTES => {
-            return Ok(Err(format!(
-                "its signature record {sig_object} is larger than 64 KiB ({} bytes); not downloaded",
-                meta.size_bytes
-            )));
-        }
-        Some(_) => {}
-    }
-    match remote.get_to_file(&sig_object, &file) {
-        Ok(_) => {}
-        Err(e) if e.is_not_found() => {
-            let rejection = crate::trust::Rejection::Unsigned;
-            return Ok(Err(format!("its producer is not trusted: {rejection} (no {sig_object})")));
-        }
-        Err(source) => {
-            return Err(Error::Transport {
-                store: remote.describe(),
-                object: sig_object,
-                source: Box::new(source),
-            });
-        }
-    }
-    let Some(bytes) = fs::read_capped_nofollow(&file, MAX_SIGNATURE_BYTES)? else {
-        return Ok(Err(format!("its signature record {sig_object} is larger than 64 KiB")));
-    };
-    let statement: ArchiveStatement = match crate::record::load_as(&bytes, &SIGNATURE_SCHEMA) {
-        Ok((_, s)) => s,
-        Err(e) => {
-            return Ok(Err(format!(
-                "its signature record {sig_object} does not load: {}",
-                e.problem()
-            )));
-        }
-    };
-    if statement.object != object.as_str()
-        || statement.key_digest != key.digest().to_string()
-        || statement.spec_digest != spec.digest().to_string()
-    {
-        return Ok(Err(format!(
-            "its signature record {sig_object} names another object, key or spec"
-        )));
-    }
-    match policy.check(SIGNATURE_DOMAIN, &statement.statement(), statement.signature.as_ref()) {
-        Ok(_) => Ok(Ok(statement)),
-        Err(rejection) => Ok(Err(format!("its producer is not trusted: {rejection}"))),
-    }
-}
-
-/// Makes the artifact of `key` and `spec` available locally: a local HIT, or a download
-/// that is verified and published (module docs).
-///
-/// # Errors
-/// [`Error::Transport`] for remote failures other than "not found"; local store errors.
-/// Needs the store's private root.
-pub fn pull(
-    store: &ArtifactStore,
-    remote: &dyn ObjectStore,
-    key: &ArtifactKey,
-    spec: &ArtifactSpec,
-    trust: &Trust<'_>,
-    progress: &dyn Progress,
-) -> Result<PullReport, Error> {
-    let start = Instant::now();
-    let object = object_key(key, spec);
-    let mut report = PullReport {
-        object: object.clone(),
-        outcome: PullOutcome::LocalHit,
-        handle: None,
-        disposition: None,
-        private_dir: None,
-        reason: None,
-        downloaded_bytes: 0,
-        seconds: 0.0,
-        warnings: Vec::new(),
-    };
-    report.handle = look_locally(store, key, spec, &mut report.warnings);
-    if report.handle.is_none() {
-        let dir = scratch(store)?;
-        let fetch = Fetch { remote, object: &object, key, spec, policy: &trust.policy, progress };
-        let file = dir.path().join("artifact.tar.zst");
-        let mut fetched = fetch.download(dir.path(), &file)?;
-        if let Err(PullOutcome::Rejected(plain)) = &fetched
-            && !trust.policy.is_empty()
-        {
-            // The plain object is not a trusted producer's (anyone with write access may
-            // have put one there first): a trusted producer then pushed to its keyed name.
-            let plain = plain.clone();
-            let mut tried = Vec::new();
-            for public in trust.policy.keys().iter().take(MAX_KEYED_OBJECTS) {
-                let keyed = keyed_object_key(key, spec, &public.id().to_string());
-                let fetch = Fetch { object: &keyed, ..fetch };
-                match fetch.download(dir.path(), &file)? {
-                    Ok(bytes) => {
-                        report.object = keyed;
-                        fetched = Ok(bytes);
-                        break;
-                    }
-                    Err(PullOutcome::NotInRemote) => tried.push(format!("no {keyed}")),
-                    Err(PullOutcome::Rejected(why)) => tried.push(format!("{keyed}: {why}")),
-                    Err(other) => tried.push(format!("{keyed}: {}", other.as_str())),
-                }
-            }
-            if fetched.is_err() {
-                fetched = Err(PullOutcome::Rejected(format!(
-                    "{plain}; no trusted producer's object either ({})",
-                    tried.join("; ")
-                )));
-            }
-        }
-        match fetched {
-            Ok(bytes) => {
-                report.downloaded_bytes = bytes;
-                publish_pulled(store, key, spec, &file, &mut report)?;
-            }
-            Err(outcome) => report.outcome = outcome,
-        }
-    }
-    report.seconds = start.elapsed().as_secs_f64();
-    Ok(report)
-}
-
-/// The local slot, if it HITs; an INVALID or unreadable slot adds a warning (the pulled
-/// artifact cannot be published over it).
-fn look_locally(
-    store: &ArtifactStore,
-    key: &ArtifactKey,
-    spec: &ArtifactSpec,
-    warnings: &mut Vec<String>,
-) -> Option<ArtifactHandle> {
-    match store.lookup(key, spec) {
-        Lookup::Hit(handle) => return Some(handle),
-        Lookup::Miss => {}
-        Lookup::Invalid(reason) => warnings.push(format!(
-            "the local slot {} is invalid: {reason}; an invalid slot is never repaired or \
-             replaced online, so the pulled artifact stays private; remove the slot offline \
-             with `strata artifact gc --root {}`",
-            store.slot(key, spec).dir().display(),
-            store.root().path().display()
-        )),
-        Lookup::StorageError(reason) => warnings.push(format!(
-            "the local slot {} cannot be read: {reason}; the pulled artifact stays private \
-             (check the permissions of the cache root)",
-            store.slot(key, spec).dir().display()
-        )),
-    }
-    None
-}
-
-/// One object to download and check.
-#[derive(Clone, Copy)]
-struct Fetch<'a> {
-    remote: &'a dyn ObjectStore,
-    object: &'a ObjectKey,
-    key: &'a ArtifactKey,
-    spec: &'a ArtifactSpec,
-    policy: &'a TrustPolicy,
-    progress: &'a dyn Progress,
-}
-
-impl Fetch<'_> {
-    /// Downloads the archive into `file` (its signature first, into `scratch_dir`, when
-    /// producers are checked). `Ok(Ok(bytes))`: downloaded (and, when signed, the bytes its
-    /// producer signed); `Ok(Err(outcome))`: not in the store, or rejected.
-    fn download(&self, scratch_dir: &Path, file: &Path) -> Result<Result<u64, PullOutcome>, Error> {
-        let (remote, object) = (self.remote, self.object);
-        let signed = if self.policy.is_empty() {
-            None
-        } else {
-            match signed_statement(remote, object, self.key, self.spec, self.policy, scratch_dir)? {
-                Ok(statement) => Some(statement),
-                Err(reason) => return Ok(Err(rejected(object, reason))),
-            }
-        };
-        let phase = DownloadPhase::new(self.progress, "download");
-        let fetched = remote.get_to_file_observed(object, file, &phase);
-        drop(phase);
-        let bytes = match fetched {
-            Ok((meta, _)) => meta.size_bytes,
-            Err(e) if e.is_not_found() => return Ok(Err(PullOutcome::NotInRemote)),
-            Err(source) => {
-                return Err(Error::Transport {
-                    store: remote.describe(),
-                    object: object.clone(),
-                    source: Box::new(source),
-                });
-            }
-        };
-        if let Some(statement) = &signed {
-            let (digest, size, _) =
-                fs::hash_file_stable(file, statement.object_digest.algorithm())?;
-            if digest != statement.object_digest || size != statement.object_size_bytes {
-                let reason = format!(
-                    "the archive ({size} bytes, {digest}) is not the one its producer signed \
-                     ({} bytes, {}); {MAYBE_TRANSIENT}",
-                    statement.object_size_bytes, statement.object_digest
-                );
-                return Ok(Err(rejected(object, reason)));
-            }
-        }
-        Ok(Ok(bytes))
-    }
-}
-
-/// A rejection of `object`, logged.
-fn rejected(object: &ObjectKey, reason: String) -> PullOutcome {
-    tracing::warn!("rejected L0 object {object}: {reason}");
-    PullOutcome::Rejected(reason)
-}
-
-/// Publishes the downloaded archive `file` through the store: unpacked and checked into a
-/// private directory, then verified and published (or kept private). A corrupt archive is
-/// a rejection; its partial private directory is removed.
-fn publish_pulled(
-    store: &ArtifactStore,
-    key: &ArtifactKey,
-    spec: &ArtifactSpec,
-    file: &Path,
-    report: &mut PullReport,
-) -> Result<(), Error> {
-    let mut unpacked_into: Option<PathBuf> = None;
-    let result = store.get_or_build_derived(key, spec, |dest| {
-        unpacked_into = Some(dest.to_path_buf());
-        archive::unpack(file, dest, key, spec).map(|(manifest, _)| ((), manifest.parents))
-    });
-    let e = match result {
-        Ok(build) => {
-            report.outcome = PullOutcome::Pulled;
-            report.disposition = Some(build.disposition);
-            report.handle = build.handle;
-            report.private_dir = build.private_dir;
-            report.reason = build.reason;
-            // With a slot (published, or a HIT after a lost race) the unpacked copy is
-            // only a staging area: it is removed, so pulls never pile up copies in the
-            // private root. A PRIVATE result keeps it (it is the result).
-            if report.handle.is_some()
-                && let Some(dir) = report.private_dir.take()
-                && let Err(e) = fs::remove_tree(&dir)
-            {
-                tracing::warn!("cannot remove the pulled private copy {}: {e}", dir.display());
-            }
-            return Ok(());
-        }
-        Err(e) => e,
-    };
-    // A rejected or failed unpack leaves a partial private directory: remove it.
-    if let Some(dir) = &unpacked_into
-        && let Err(e) = fs::remove_tree(dir)
-    {
-        tracing::warn!("cannot remove the rejected private copy {}: {e}", dir.display());
-    }
-    let corrupt = e
-        .builder_error()
-        .and_then(|b| b.downcast_ref::<artifact::Error>())
-        .filter(|inner| inner.is_corrupt())
-        .map(|inner| format!("{inner}; {MAYBE_TRANSIENT}"));
-    match corrupt {
-        Some(reason) => {
-            report.outcome = rejected(&report.object, reason);
-            Ok(())
-        }
-        None => Err(e.into()),
-    }
 }

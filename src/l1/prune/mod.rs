@@ -1,5 +1,7 @@
-//! `strata action prune`: bounded operator history and crash leftovers.
+//! `strata action prune`: one prune over every domain of a cache root (docs/operations.md
+//! "Pruning").
 //!
+//! Action domains (`third_party`, `custom_operator`):
 //! * For every `custom_operator/<soc>/<operator>/`, keep the newest N operator-text
 //!   namespaces (default 2) with every action inside them, and remove the rest. Recency is
 //!   the mtime of `<namespace>/.last-used`, which every HIT and save touches (falling back
@@ -10,33 +12,46 @@
 //!   prune (`.<hash>.trash-<hex>`) beside the namespaces of an operator. The inside of an
 //!   entry is never looked at: artifact names are the build's, whatever they look like.
 //!
+//! The compile domain (the launcher's entries, compile and archive steps alike):
+//! * crash leftovers inside compile entries (temp files of an interrupted save,
+//!   `.object.tmp-<hex>` and `.strata-<random>.tmp`), entries whose manifest does not load
+//!   (asked of the domain's format, [`CompileFormat`]), and, with a size limit, the least
+//!   recently used entries until the domain fits. Recency is the mtime of an entry's
+//!   `manifest.json`, which every save writes and every HIT touches.
+//!
+//! Every domain:
 //! * Remove verification memos (`.local/verify-memo/`) whose entry no longer exists (pruned,
 //!   replaced, removed by hand or by a snapshot restore), and memos that do not load or sit
 //!   under another entry's name: they vouch for nothing.
 //!
-//! Safety: an entry is removed only while its entry lock is held (taken without waiting;
-//! a busy lock means the entry is in use, and its whole namespace is kept this time). A
-//! leftover is removed only if the entry lock of the key it belongs to is free. Namespaces
-//! are first renamed aside, then deleted, so a crash leaves a `.trash-` leftover, never a
-//! half-deleted namespace that could look valid. Lock files are never deleted. Published
-//! outputs (outside the cache) are never touched. Third-party entries are not pruned.
+//! Safety: an entry is removed only while its entry lock is held (taken without waiting,
+//! [`crate::l1::lock::try_entry_lock`]; a busy lock means the entry is in use, and it, or
+//! its whole namespace, is kept this time). A leftover is removed only if the entry lock of
+//! the key it belongs to is free. Entries and namespaces are first renamed aside, then
+//! deleted, so a crash leaves a `.trash-` leftover, never a half-deleted entry that could
+//! look valid. Lock files are never deleted. Published outputs (outside the cache) are
+//! never touched. Third-party entries are not pruned.
 //!
 //! Run it only after a successful complete build: HITs and saves refresh a namespace's
 //! recency, so only then is every namespace the build uses among the newest (after a failed
 //! build, one it still needs may not have been refreshed). It never fails: problems are
-//! reported as warnings and the exit code stays 0. Removing anything touches `.updated`,
-//! so the next trusted snapshot save uploads the compacted cache.
+//! reported as warnings and the exit code stays 0. Removing anything but memos touches
+//! `.updated`, so the next trusted snapshot save uploads the compacted cache.
+
+mod compile;
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::action::layout::CacheRoot;
-use crate::action::{Domain, Error};
 use crate::content::VerifyMemo;
-use crate::content::temp::{Purpose, TempName};
-use crate::fs::{self, LockGuard, LockWait, RelPath};
+use crate::fs::temp::{Purpose, TempName};
+use crate::fs::{self, LockGuard, RelPath};
+use crate::l1::layout::{CacheRoot, Domain};
+use crate::l1::lock::try_entry_lock;
+
+pub(crate) use compile::entries as compile_entries;
 
 /// Default number of operator-text versions kept per SoC/operator.
 pub const DEFAULT_MAX_OPERATOR_VERSIONS: i64 = 2;
@@ -47,7 +62,8 @@ pub struct Removal {
     /// The removed directory.
     #[serde(serialize_with = "crate::fs::name::serialize_path")]
     pub path: PathBuf,
-    /// `operator_version`, `staging_leftover`, `replaced_entry`, `trash` or `verify_memo`.
+    /// `operator_version`, `staging_leftover`, `replaced_entry`, `trash`, `verify_memo`,
+    /// `compile_leftover`, `compile_invalid` or `compile_evicted`.
     pub kind: &'static str,
     /// Bytes of regular files under it.
     pub bytes: u64,
@@ -67,38 +83,32 @@ pub struct PruneReport {
     pub dry_run: bool,
 }
 
-/// `strata action prune`: [`prune`], then the compiler launcher's compile entries
-/// ([`crate::launcher::report::prune`]: crash leftovers, entries whose manifest does not
-/// load, and with `compile_max_size` (bytes) the least recently used entries until they
-/// fit), in one report. Removing compile entries touches `.updated`, as removing action
-/// entries does.
-pub fn prune_all(
-    cache_root: &Path,
-    max_operator_versions: i64,
-    compile_max_size: Option<u64>,
-    dry_run: bool,
-) -> PruneReport {
-    let mut report = prune(cache_root, max_operator_versions, dry_run);
-    let Ok(cache) = crate::content::layout::CacheRoot::new(cache_root) else { return report };
-    let compile = crate::launcher::report::prune(&cache, compile_max_size, dry_run);
-    if !dry_run
-        && !compile.removed.is_empty()
-        && let Err(e) = fs::touch(&cache.updated_marker())
-    {
-        report.warnings.push(e.to_string());
-    }
-    report.removed.extend(compile.removed.into_iter().map(|r| Removal {
-        path: r.path,
-        kind: r.kind,
-        bytes: r.bytes,
-    }));
-    report.skipped_busy.extend(compile.skipped_busy);
-    report.warnings.extend(compile.warnings);
-    report
+/// What [`prune`] is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PruneOptions {
+    /// Operator-text versions kept per SoC/operator (≤ 0: all).
+    pub max_operator_versions: i64,
+    /// The size the compile domain must fit in afterwards, in bytes (`None`: no limit).
+    pub compile_max_bytes: Option<u64>,
+    /// Only report what would be removed.
+    pub dry_run: bool,
 }
 
-/// Prunes `cache_root` (see the module docs).
-pub fn prune(cache_root: &Path, max_operator_versions: i64, dry_run: bool) -> PruneReport {
+/// The compile domain's entry format, as prune and stats need it (implemented by the
+/// launcher, which owns the format: `crate::launcher::report::Format`).
+pub trait CompileFormat {
+    /// The number of candidates the compile entry of `key` holds, or `None` when its
+    /// manifest does not load (a damaged entry, or one of an older version).
+    fn candidates(&self, cache: &CacheRoot, key: &str) -> Option<u64>;
+}
+
+/// Prunes every domain of `cache_root` (see the module docs).
+pub fn prune(
+    cache_root: &Path,
+    options: &PruneOptions,
+    compile: &dyn CompileFormat,
+) -> PruneReport {
+    let dry_run = options.dry_run;
     let mut report = PruneReport { dry_run, ..PruneReport::default() };
     let cache = match CacheRoot::new(cache_root) {
         Ok(c) => c,
@@ -114,16 +124,17 @@ pub fn prune(cache_root: &Path, max_operator_versions: i64, dry_run: bool) -> Pr
         ));
         return report;
     }
-    if max_operator_versions > 0 {
+    if options.max_operator_versions > 0 {
         let custom = cache.domain_dir(Domain::CustomOperator);
         for soc in subdirs(&custom, &mut report) {
             for op in subdirs(&soc, &mut report) {
-                prune_operator(&cache, &op, max_operator_versions, dry_run, &mut report);
+                prune_operator(&cache, &op, options.max_operator_versions, dry_run, &mut report);
             }
         }
     }
     leftovers(&cache, dry_run, &mut report);
     stale_memos(&cache, dry_run, &mut report);
+    compile::prune(&cache, options.compile_max_bytes, compile, dry_run, &mut report);
     // Memos are machine-local and never packed: removing one does not change a snapshot.
     if !dry_run
         && report.removed.iter().any(|r| r.kind != "verify_memo")
@@ -134,7 +145,7 @@ pub fn prune(cache_root: &Path, max_operator_versions: i64, dry_run: bool) -> Pr
     report
 }
 
-fn subdirs(dir: &Path, report: &mut PruneReport) -> Vec<PathBuf> {
+pub(super) fn subdirs(dir: &Path, report: &mut PruneReport) -> Vec<PathBuf> {
     match fs::read_dir(dir) {
         Ok(children) => children
             .into_iter()
@@ -148,7 +159,7 @@ fn subdirs(dir: &Path, report: &mut PruneReport) -> Vec<PathBuf> {
     }
 }
 
-fn is_hidden(p: &Path) -> bool {
+pub(super) fn is_hidden(p: &Path) -> bool {
     p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'))
 }
 
@@ -185,7 +196,7 @@ fn prune_operator(
 
 /// Locks every entry of the namespace, then moves it aside and deletes it. `Ok(None)` if
 /// an entry lock is busy.
-fn remove_namespace(cache: &CacheRoot, ns: &Path, dry_run: bool) -> Result<Option<u64>, Error> {
+fn remove_namespace(cache: &CacheRoot, ns: &Path, dry_run: bool) -> Result<Option<u64>, fs::Error> {
     let actions = cache.actions_dir();
     let mut guards: Vec<LockGuard> = Vec::new();
     for action_dir in fs::read_dir(ns)? {
@@ -195,14 +206,9 @@ fn remove_namespace(cache: &CacheRoot, ns: &Path, dry_run: bool) -> Result<Optio
         for entry in fs::read_dir(&action_dir)? {
             let Ok(rel) = entry.strip_prefix(&actions) else { continue };
             let rel = rel.to_string_lossy().into_owned();
-            let lock = cache.entry_lock(&rel);
-            if let Some(parent) = lock.parent() {
-                fs::create_dir_all(parent)?;
-            }
-            match fs::lock_exclusive(&lock, LockWait::Immediately, &mut |_| {}) {
-                Ok(g) => guards.push(g),
-                Err(e) if e.is_lock_timeout() => return Ok(None),
-                Err(e) => return Err(e.into()),
+            match try_entry_lock(&cache.entry_lock(&rel))? {
+                Some(g) => guards.push(g),
+                None => return Ok(None),
             }
         }
     }
@@ -218,7 +224,7 @@ fn remove_namespace(cache: &CacheRoot, ns: &Path, dry_run: bool) -> Result<Optio
     Ok(Some(bytes))
 }
 
-fn tree_bytes(dir: &Path) -> u64 {
+pub(super) fn tree_bytes(dir: &Path) -> u64 {
     fs::walk(dir)
         .filter_map(Result::ok)
         .filter(|e| e.kind == fs::EntryKind::File)

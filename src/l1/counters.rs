@@ -18,14 +18,26 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{FlockOperation, flock};
 
-use crate::content::layout::CacheRoot;
 use crate::fs;
+use crate::l1::layout::CacheRoot;
 
 /// Number of shard files.
 pub const SHARDS: u32 = 16;
 
 /// The launcher's domain: compilations through `strata <compiler>` or `strata compile`.
 pub const COMPILE: &str = "compile";
+
+/// The domain of archive steps through the launcher (`hit`, `miss`, `archive_failed`,
+/// `save_failed`, `input_changed`, `error`, `uncacheable:<reason>`).
+pub const ARCHIVE: &str = "archive";
+
+/// The domain of how compiles that ran were observed (`trace`, `model`).
+pub const COMPILE_OBSERVED: &str = "compile_observed";
+
+/// The domain of the launcher's hints (`embedded_path_miss`: a MISS because the cached
+/// objects embed another checkout's path; `saved_pinned`: a result saved that names this
+/// checkout's paths, reusable only where they hold).
+pub const COMPILE_HINTS: &str = "compile_hints";
 
 /// The counters of one domain, by name.
 ///

@@ -1,4 +1,4 @@
-//! The candidate loop of a restore ([`super::restore`]'s module docs): each candidate in
+//! The candidate loop of a restore ([`super`]'s module docs): each candidate in
 //! lookup order until one restores, with the budget of candidates it may pass over.
 //!
 //! Corrupt candidates count against [`MAX_REJECTED`]; candidates whose producer is not
@@ -9,14 +9,14 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::Error;
 use super::lookup::{Candidate, candidates};
-use super::manifest::SnapshotKind;
-use super::restore::{
+use super::{
     LookupMode, MAX_REJECTED, MAX_UNTRUSTED, MAX_UNTRUSTED_TIME, MatchLevel, Rejected,
     RestoreReport, RestoreRequest, lookup_producer, restore_candidate,
 };
 use crate::fs;
+use crate::snapshot::Error;
+use crate::snapshot::manifest::SnapshotKind;
 
 /// What the candidates passed over so far cost: corrupt ones count against
 /// [`MAX_REJECTED`]; untrusted ones (one sidecar read each) against [`MAX_UNTRUSTED`] and

@@ -1,14 +1,16 @@
-//! Where the L1 action cache keeps things under its cache root (docs/format.md "L1 layout").
-//! The names are the layout's; both `crate::action` (which writes entries) and
-//! `crate::snapshot` (which packs and unpacks `actions-v1/`) use them from here.
+//! Where the L1 cache keeps things under its cache root (docs/format.md "L1 layout"). The
+//! names are the layout's; the front ends (`crate::action`, `crate::launcher`), the remote
+//! tier and `crate::snapshot` (which packs and unpacks `actions-v1/`) use them from here.
 //!
 //! ```text
 //! <cache root>/
 //!   .updated                         touched after every newly saved entry (snapshot gate)
 //!   actions-v1/                      everything a snapshot carries
-//!     third_party/<unit>/<key>/                                   entry
+//!     third_party/<unit>/<key>/                                   entry (strata action run)
 //!     custom_operator/<soc>/<operator>/<operator_text_hash>/<action>@<unit>/<key>/   entry
 //!       …/<operator_text_hash>/.last-used                         recency for prune
+//!     compile/<first 2 hex of key>/<key>/    entry of a compilation or an archive step
+//!                                            (the launcher; crate::launcher::entry)
 //!     (beside an entry) .<key>.tmp-<16 hex>/   staging of a save (crash leftover if seen)
 //!     (beside an entry) .<key>.old-<16 hex>/   an invalid entry being replaced
 //!   .locks/entry/<sha256(entry path relative to actions-v1)>.lock
@@ -17,10 +19,11 @@
 //!   .local/verify-memo/<sha256(entry path relative to actions-v1)>.json
 //!                                     which artifacts a HIT verified, and their stamps
 //!                                     (machine-local, never packed; crate::content::memo)
+//!   .local/counters/<0..15>.json      hit and miss counters (crate::l1::counters)
 //! ```
 //!
 //! The temp and leftover names (`.tmp-`, `.old-`, …) are spelled in one place,
-//! [`crate::content::temp`].
+//! [`crate::fs::temp`].
 //!
 //! Entry:
 //! ```text
@@ -56,6 +59,10 @@ pub const LOCAL_DIR: &str = ".local";
 
 /// The marker touched after every newly saved entry (the snapshot save gate).
 pub const UPDATED_MARKER: &str = ".updated";
+
+/// The domain directory of the compiler launcher's entries under `actions-v1` (compile and
+/// archive steps alike).
+pub const COMPILE_DIR: &str = "compile";
 
 /// Every name strata itself creates directly under a cache root (crash leftovers aside).
 pub const ROOT_NAMES: [&str; 4] = [ACTIONS_DIR, LOCKS_DIR, LOCAL_DIR, UPDATED_MARKER];
@@ -147,6 +154,69 @@ pub fn entry_depth(domain: Domain) -> usize {
     }
 }
 
+/// The path of an L1 entry relative to the actions directory (`actions-v1/`):
+/// `/`-separated and relative, e.g. `third_party/zlib/<key>`,
+/// `custom_operator/<soc>/<op>/<ns>/<action>@<unit>/<key>` or `compile/ab/<key>`. It names
+/// the entry's directory, its lock and its memo ([`CacheRoot::entry_lock`],
+/// [`CacheRoot::verify_memo`]) and, in a store, its ref. Serialized as that string (serde
+/// transparent); never deserialized, so every value was built by the layout or parsed.
+///
+/// Built by the layout from encoded components ([`CacheRoot::compile_entry_rel`], the
+/// engine's entry locations); text from elsewhere is checked by [`EntryPath::parse`]. It
+/// dereferences to `str`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct EntryPath(String);
+
+impl EntryPath {
+    /// `text` as an entry path if it is a safe relative path ([`fs::RelPath`]: no empty,
+    /// `.` or `..` component, not absolute) that does not start with `.`.
+    ///
+    /// # Errors
+    /// The reason, naming `text`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if fs::RelPath::new(text.to_owned()).is_err() || text.starts_with('.') {
+            return Err(format!("{text:?} is not a relative entry path"));
+        }
+        Ok(EntryPath(text.to_owned()))
+    }
+
+    /// A path the layout built from components it encoded itself.
+    pub(crate) fn built(text: String) -> Self {
+        EntryPath(text)
+    }
+
+    /// The path's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for EntryPath {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for EntryPath {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for EntryPath {
+    fn as_ref(&self) -> &Path {
+        Path::new(&self.0)
+    }
+}
+
+impl fmt::Display for EntryPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// True if `rel`, a `/`-separated path relative to the actions directory, lies strictly
 /// below an entry's `artifacts/` directory (`<entry>/artifacts/<something>`). Only there may
 /// an L1 cache hold symlinks (artifacts recorded as symlinks); a symlink at any layout
@@ -211,6 +281,18 @@ impl CacheRoot {
         self.actions_dir().join(domain.as_str())
     }
 
+    /// `<root>/actions-v1/compile` ([`COMPILE_DIR`]).
+    pub fn compile_dir(&self) -> PathBuf {
+        self.actions_dir().join(COMPILE_DIR)
+    }
+
+    /// The entry path of the compile entry of `key` (64 hex):
+    /// `compile/<first 2 hex>/<key>` (`00` for a key shorter than 2).
+    pub fn compile_entry_rel(key: &str) -> EntryPath {
+        let prefix = key.get(..2).unwrap_or("00");
+        EntryPath::built(format!("{COMPILE_DIR}/{prefix}/{key}"))
+    }
+
     /// `<root>/.locks`.
     pub fn locks_dir(&self) -> PathBuf {
         self.root.join(LOCKS_DIR)
@@ -254,6 +336,21 @@ impl CacheRoot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_paths_are_relative_and_stored_as_strings() {
+        let p = EntryPath::parse("third_party/zlib/abc").unwrap();
+        assert_eq!(p.as_str(), "third_party/zlib/abc");
+        assert_eq!(serde_json::to_string(&p).unwrap(), r#""third_party/zlib/abc""#);
+        assert_eq!(CacheRoot::compile_entry_rel("abcd").as_str(), "compile/ab/abcd");
+        for bad in ["", "/abs/x", "a/../b", "a//b", "./a", ".hidden/a", "a/./b"] {
+            assert_eq!(
+                EntryPath::parse(bad),
+                Err(format!("{bad:?} is not a relative entry path")),
+                "{bad:?}"
+            );
+        }
+    }
 
     #[test]
     fn encoding_is_injective_and_safe() {

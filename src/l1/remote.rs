@@ -4,7 +4,7 @@
 //!
 //! This layer defines only the interface, so that `crate::action` and `crate::launcher`
 //! never touch the network: the implementation that knows an object store is
-//! `crate::snapshot::index::remote::RemoteTier`, built by the command line from
+//! `crate::remote::RemoteTier`, built by the command line from
 //! `--remote-store` / `STRATA_REMOTE_STORE` and handed down.
 //!
 //! Contract: nothing an [`EntrySource`] does fails a build. A fetch that cannot complete
@@ -14,6 +14,8 @@
 //! normal lookup before anything is restored from it.
 
 use std::path::Path;
+
+use crate::l1::layout::EntryPath;
 
 /// What [`EntrySource::fetch`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,14 +56,14 @@ pub trait EntrySource: std::fmt::Debug + Send + Sync {
     /// `third_party/zlib/<key>` or `compile/ab/<key>`) into `cache_root`, verified, without
     /// replacing anything already there. Called with the entry's lock held, when the
     /// entry directory is absent.
-    fn fetch(&self, cache_root: &Path, entry_path: &str) -> FetchOutcome;
+    fn fetch(&self, cache_root: &Path, entry_path: &EntryPath) -> FetchOutcome;
 
     /// Offers the entry just saved at `entry_path` in `cache_root` to the store (packed and
     /// uploaded when this source writes and the store has no entry for that path yet).
-    fn offer(&self, cache_root: &Path, entry_path: &str) -> OfferOutcome;
+    fn offer(&self, cache_root: &Path, entry_path: &EntryPath) -> OfferOutcome;
 }
 
-/// Counter names ([`crate::content::counters`]) of the remote tier, per domain.
+/// Counter names ([`crate::l1::counters`]) of the remote tier, per domain.
 pub mod counter {
     /// A local MISS that the remote tier turned into a HIT.
     pub const HIT: &str = "remote_hit";
@@ -93,7 +95,7 @@ pub struct RemoteCounts {
 
 impl RemoteCounts {
     /// The remote counters among a domain's `counters` (none: all zero).
-    pub fn of(counters: Option<&crate::content::counters::Counters>) -> Self {
+    pub fn of(counters: Option<&crate::l1::counters::Counters>) -> Self {
         let count = |name: &str| counters.and_then(|c| c.get(name)).copied().unwrap_or(0);
         Self {
             hits: count(counter::HIT),

@@ -1,7 +1,8 @@
-//! The remote entry tier (docs/remote-tier.md): [`RemoteTier`], the
+//! The remote entry tier (docs/remote-tier.md), above [`crate::snapshot`] whose index
+//! format (entry refs, entry objects: [`crate::snapshot::index`]) it shares: [`RemoteTier`], the
 //! [`EntrySource`] that fetches single L1 entries from an object store on a local MISS
 //! and uploads new ones, by their entry refs (`~refs/<2 hex>/<sha256(path)>.json`,
-//! [`super::record::EntryRef`]) and entry objects (`~entries/<2 hex>/<blake3>`).
+//! [`crate::snapshot::index::EntryRef`]) and entry objects (`~entries/<2 hex>/<blake3>`).
 //!
 //! Fetch: GET the ref (at most [`MAX_REF_BYTES`]), load and check it, require that it
 //! names the entry path asked for and, when a trust policy is configured, that a trusted
@@ -25,22 +26,25 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::content::remote::{EntrySource, FetchOutcome, OfferOutcome};
-use crate::content::temp::{self, Purpose};
 use crate::fs;
+use crate::fs::temp::{self, Purpose};
+use crate::l1::layout::EntryPath;
+use crate::l1::remote::{EntrySource, FetchOutcome, OfferOutcome};
+use crate::l1::write::Durability;
 use crate::message::one_line;
+use crate::record::Timestamp;
 use crate::snapshot::Error;
-use crate::snapshot::manifest::{Producer, now_rfc3339};
+use crate::snapshot::manifest::Producer;
 use crate::transport::{
     HalfPairs, NextRequest, ObjectKey, ObjectStore, PutOutcome, StoreUrl, StoreUse,
     TransportOptions,
 };
 use crate::trust::{SigningKey, TrustPolicy};
 
-use super::entries::manifest_digest;
-use super::names::{entry_object_name, keyed_ref_name, ref_name};
-use super::object::{Installed, install_entry, install_entry_from, pack_entry};
-use super::record::{
+use crate::snapshot::index::entries::manifest_digest;
+use crate::snapshot::index::names::{entry_object_name, keyed_ref_name, ref_name};
+use crate::snapshot::index::object::{Installed, install_entry, install_entry_from, pack_entry};
+use crate::snapshot::index::record::{
     EntryLocation, EntryRef, MAX_REF_BYTES, REF_SIGNATURE_DOMAIN, load_ref, seal_ref,
 };
 
@@ -110,14 +114,15 @@ impl RemoteConfig {
     }
 }
 
-/// A timeout in seconds: a decimal number from 0.05 to 600.
+/// A timeout in seconds: a decimal number from 0.05 to 600
+/// ([`crate::config::REQUEST_TIMEOUT`]).
 ///
 /// # Errors
 /// What is wrong with `text`.
 pub fn parse_timeout(text: &str) -> Result<Duration, String> {
-    match text.trim().parse::<f64>() {
-        Ok(s) if (0.05..=600.0).contains(&s) => Ok(Duration::from_secs_f64(s)),
-        _ => Err("expected seconds, a number from 0.05 to 600".into()),
+    match crate::config::parse_timeout(text, &crate::config::REQUEST_TIMEOUT)? {
+        crate::config::Timeout::After(d) => Ok(d),
+        crate::config::Timeout::Never => Err(crate::config::REQUEST_TIMEOUT.expected.into()),
     }
 }
 
@@ -154,7 +159,7 @@ impl RemoteTier {
     /// A tier for `config`; refs it uploads are signed with `signing_key` when given.
     /// Opens nothing yet.
     pub fn new(config: RemoteConfig, signing_key: Option<SigningKey>) -> Self {
-        let producer = Producer::from_env_with(|name| std::env::var(name).ok());
+        let producer = Producer::from_env_with(crate::config::var_string);
         Self { config, signing_key, producer, store: OnceLock::new() }
     }
 
@@ -173,7 +178,7 @@ impl RemoteTier {
         let opened = self.store.get_or_init(|| {
             let url = self.config.url.as_ref().map_err(Clone::clone)?;
             let options = transport_options(self.config.timeout);
-            let env = |name: &str| std::env::var(name).ok();
+            let env = crate::config::var_string;
             url.open(&options, &env, HalfPairs::Refuse, &StoreUse::core("the remote entry tier"))
                 .map_err(|e| format!("remote store {url}: {}", one_line(&e)))
         });
@@ -220,9 +225,13 @@ impl RemoteTier {
                     repair(&ref_key)
                 ));
             }
-            EntryBytes::Memory(bytes) => install_entry(cache_root, location, &bytes),
+            EntryBytes::Memory(bytes) => {
+                install_entry(cache_root, location, &bytes, Durability::Fsync)
+            }
             EntryBytes::File(path) => match fs::open(&path) {
-                Ok(mut file) => install_entry_from(cache_root, location, &mut file),
+                Ok(mut file) => {
+                    install_entry_from(cache_root, location, &mut file, Durability::Fsync)
+                }
                 Err(e) => Err(e.into()),
             },
         };
@@ -375,7 +384,7 @@ impl RemoteTier {
                 file_count: packed.file_count,
                 file_bytes: packed.file_bytes,
             },
-            created_at: now_rfc3339(),
+            created_at: Timestamp::now().rfc3339_seconds(),
             producer: self.producer.clone(),
             signature: None,
         };
@@ -391,11 +400,11 @@ impl RemoteTier {
 }
 
 impl EntrySource for RemoteTier {
-    fn fetch(&self, cache_root: &Path, entry_path: &str) -> FetchOutcome {
+    fn fetch(&self, cache_root: &Path, entry_path: &EntryPath) -> FetchOutcome {
         self.try_fetch(cache_root, entry_path).unwrap_or_else(FetchOutcome::Failed)
     }
 
-    fn offer(&self, cache_root: &Path, entry_path: &str) -> OfferOutcome {
+    fn offer(&self, cache_root: &Path, entry_path: &EntryPath) -> OfferOutcome {
         if !self.config.write {
             return OfferOutcome::ReadOnly;
         }
@@ -420,7 +429,7 @@ fn key(name: &str) -> Result<ObjectKey, String> {
 
 /// `<cache_root>/.local`, created.
 fn local_dir(cache_root: &Path) -> Result<std::path::PathBuf, String> {
-    let local = cache_root.join(crate::content::layout::LOCAL_DIR);
+    let local = cache_root.join(crate::l1::layout::LOCAL_DIR);
     fs::create_dir_all(&local).map_err(|e| e.to_string())?;
     Ok(local)
 }
@@ -574,21 +583,39 @@ mod tests {
         // A read-only tier never writes; an unsigned producer uploads; a second offer
         // finds the ref.
         let reader = RemoteTier::with_store(config(false, TrustPolicy::default()), None, store());
-        assert_eq!(reader.offer(producer.path(), rel), OfferOutcome::ReadOnly);
+        assert_eq!(
+            reader.offer(producer.path(), &EntryPath::parse(rel).unwrap()),
+            OfferOutcome::ReadOnly
+        );
         let writer = RemoteTier::with_store(config(true, TrustPolicy::default()), None, store());
-        assert_eq!(writer.offer(producer.path(), rel), OfferOutcome::Uploaded);
-        assert_eq!(writer.offer(producer.path(), rel), OfferOutcome::AlreadyPresent);
+        assert_eq!(
+            writer.offer(producer.path(), &EntryPath::parse(rel).unwrap()),
+            OfferOutcome::Uploaded
+        );
+        assert_eq!(
+            writer.offer(producer.path(), &EntryPath::parse(rel).unwrap()),
+            OfferOutcome::AlreadyPresent
+        );
 
         let consumer = tempfile::tempdir().unwrap();
-        assert_eq!(reader.fetch(consumer.path(), "third_party/zlib/none"), FetchOutcome::Absent);
-        assert_eq!(reader.fetch(consumer.path(), rel), FetchOutcome::Installed);
+        assert_eq!(
+            reader.fetch(consumer.path(), &EntryPath::parse("third_party/zlib/none").unwrap()),
+            FetchOutcome::Absent
+        );
+        assert_eq!(
+            reader.fetch(consumer.path(), &EntryPath::parse(rel).unwrap()),
+            FetchOutcome::Installed
+        );
         let installed = consumer.path().join("actions-v1").join(rel);
         assert_eq!(std::fs::read(installed.join("artifacts/lib.a")).unwrap(), vec![3u8; 3000]);
 
         // Under a trust policy the unsigned ref is refused, and nothing is installed.
         let strict = RemoteTier::with_store(config(false, trusted.clone()), None, store());
         let other = tempfile::tempdir().unwrap();
-        let FetchOutcome::Failed(why) = strict.fetch(other.path(), rel) else { panic!() };
+        let FetchOutcome::Failed(why) = strict.fetch(other.path(), &EntryPath::parse(rel).unwrap())
+        else {
+            panic!()
+        };
         assert!(why.contains("not signed"), "{why}");
         assert!(!other.path().join("actions-v1").join(rel).exists());
 
@@ -597,8 +624,14 @@ mod tests {
         make_entry(producer.path(), rel2);
         let signer =
             RemoteTier::with_store(config(true, TrustPolicy::default()), Some(signing), store());
-        assert_eq!(signer.offer(producer.path(), rel2), OfferOutcome::Uploaded);
-        assert_eq!(strict.fetch(other.path(), rel2), FetchOutcome::Installed);
+        assert_eq!(
+            signer.offer(producer.path(), &EntryPath::parse(rel2).unwrap()),
+            OfferOutcome::Uploaded
+        );
+        assert_eq!(
+            strict.fetch(other.path(), &EntryPath::parse(rel2).unwrap()),
+            FetchOutcome::Installed
+        );
         let moved = "compile/ab/k3";
         std::fs::create_dir_all(store_dir.path().join(ref_name(moved)).parent().unwrap()).unwrap();
         std::fs::copy(
@@ -606,7 +639,11 @@ mod tests {
             store_dir.path().join(ref_name(moved)),
         )
         .unwrap();
-        let FetchOutcome::Failed(why) = strict.fetch(other.path(), moved) else { panic!() };
+        let FetchOutcome::Failed(why) =
+            strict.fetch(other.path(), &EntryPath::parse(moved).unwrap())
+        else {
+            panic!()
+        };
         assert!(why.contains("names the entry"), "{why}");
         assert!(!other.path().join("actions-v1").join(moved).exists());
     }

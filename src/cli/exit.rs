@@ -1,6 +1,8 @@
 //! Process exit codes of the `strata` command line (docs/reference.md "Exit codes",
 //! docs/artifact-store.md "Exit codes", docs/snapshots.md "Exit codes"), and [`ExitCode`],
-//! the one place each library error says which code it maps to.
+//! the one place each library error says which code it maps to. The library knows no exit
+//! codes: its errors offer predicates (`is_usage`, `is_lock_timeout`, …) and this module,
+//! part of the command line, maps them.
 //!
 //! | code | meaning |
 //! |---|---|
@@ -12,58 +14,53 @@
 //! | 5 | [`STORAGE_ERROR`]: `strata artifact`: the store cannot be read |
 //! | 6 | [`UNSUPPORTED`]: `strata artifact scan-includes`: the input cannot be packaged |
 //! | 75 | [`LOCK_TIMEOUT`]: a lock that cannot be bypassed timed out (`EX_TEMPFAIL`) |
-//! | 128 + n | [`killed_by`]: a build command was killed by signal n |
+//! | 128 + n | [`strata::process::killed_by`]: a build command was killed by signal n |
 //!
 //! A build command that fails with its own code makes strata exit with that code.
 
 /// Exit code of errors that are not usage errors.
-pub const FAILURE: i32 = 1;
+pub(crate) const FAILURE: i32 = 1;
 /// Exit code of usage errors.
-pub const USAGE: i32 = 2;
+pub(crate) const USAGE: i32 = 2;
 /// `strata artifact`: MISS or not available.
-pub const MISS: i32 = 3;
+pub(crate) const MISS: i32 = 3;
 /// `strata artifact`: INVALID slot(s).
-pub const INVALID: i32 = 4;
+pub(crate) const INVALID: i32 = 4;
 /// `strata artifact`: STORAGE_ERROR.
-pub const STORAGE_ERROR: i32 = 5;
+pub(crate) const STORAGE_ERROR: i32 = 5;
 /// `strata artifact scan-includes`: the input cannot be packaged.
-pub const UNSUPPORTED: i32 = 6;
+pub(crate) const UNSUPPORTED: i32 = 6;
 /// A lock timeout that cannot be bypassed (`EX_TEMPFAIL`).
-pub const LOCK_TIMEOUT: i32 = 75;
-
-/// The exit code of a child killed by `signal`, as shells report it: 128 + the signal.
-pub const fn killed_by(signal: i32) -> i32 {
-    128 + signal
-}
+pub(crate) const LOCK_TIMEOUT: i32 = 75;
 
 /// A result or error that maps to one process exit code (see the module docs).
-pub trait ExitCode {
+pub(crate) trait ExitCode {
     /// The process exit code for this value.
     fn exit_code(&self) -> i32;
 }
 
 /// [`USAGE`] if `usage`, else [`FAILURE`].
-pub fn usage_or_failure(usage: bool) -> i32 {
+pub(crate) fn usage_or_failure(usage: bool) -> i32 {
     if usage { USAGE } else { FAILURE }
 }
 
-impl ExitCode for crate::config::Error {
+impl ExitCode for strata::config::Error {
     fn exit_code(&self) -> i32 {
         usage_or_failure(self.is_usage())
     }
 }
 
-impl ExitCode for crate::action::Error {
+impl ExitCode for strata::action::Error {
     /// [`LOCK_TIMEOUT`] for a lock timeout, [`USAGE`] for usage errors, else [`FAILURE`].
     fn exit_code(&self) -> i32 {
         if self.is_lock_timeout() { LOCK_TIMEOUT } else { usage_or_failure(self.is_usage()) }
     }
 }
 
-impl ExitCode for crate::artifact::LookupStatus {
+impl ExitCode for strata::artifact::LookupStatus {
     /// 0 HIT, [`MISS`], [`INVALID`], [`STORAGE_ERROR`].
     fn exit_code(&self) -> i32 {
-        use crate::artifact::LookupStatus;
+        use strata::artifact::LookupStatus;
         match self {
             LookupStatus::Hit => 0,
             LookupStatus::Miss => MISS,
@@ -73,7 +70,7 @@ impl ExitCode for crate::artifact::LookupStatus {
     }
 }
 
-impl ExitCode for crate::artifact::Error {
+impl ExitCode for strata::artifact::Error {
     /// [`USAGE`] for usage errors; for an artifact that was needed but not available (the
     /// slot to push, the generated stage to promote), the code of its lookup; a failed
     /// build command's own code; else [`FAILURE`].
@@ -90,14 +87,21 @@ impl ExitCode for crate::artifact::Error {
     }
 }
 
-impl ExitCode for crate::snapshot::Error {
+impl ExitCode for strata::snapshot::Error {
     fn exit_code(&self) -> i32 {
         usage_or_failure(self.is_usage())
     }
 }
 
-impl ExitCode for crate::transport::Error {
+impl ExitCode for strata::transport::Error {
     fn exit_code(&self) -> i32 {
         usage_or_failure(self.is_usage())
+    }
+}
+
+impl ExitCode for strata::artifact::CommandFailed {
+    /// The command's own code, 128 + a signal, or 127 when it could not start.
+    fn exit_code(&self) -> i32 {
+        self.code
     }
 }

@@ -31,10 +31,9 @@
 //! name and is left alone.
 //!
 //! # Limitations
-//! The filesystem layer (`crate::fs`) sits below this module and makes two of these
-//! spellings itself (`.strata-<random>.tmp` through `tempfile`, and
-//! `.<stem>.strata-<16 hex>.tmp` for symlink placement); the parser here is the one place
-//! that reads them.
+//! Two of these spellings are made elsewhere in this module's parent (`.strata-<random>.tmp`
+//! by `tempfile` in [`super::write_atomic`], and `.<stem>.strata-<16 hex>.tmp` for symlink
+//! placement); the parser here is the one place that reads them.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -134,7 +133,7 @@ impl fmt::Display for Purpose {
 /// A temp or crash-leftover name: its purpose, the stem it belongs to and its random part.
 ///
 /// ```
-/// use strata::content::temp::{Purpose, TempName};
+/// use strata::fs::temp::{Purpose, TempName};
 /// let name = TempName::parse(".k.tmp-0123456789abcdef").unwrap();
 /// assert_eq!(name.purpose(), Purpose::Staging);
 /// assert_eq!(name.stem(), Some("k"));

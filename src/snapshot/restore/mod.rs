@@ -61,26 +61,31 @@
 //! besides strata's own (`actions-v1`, `.locks`, `.local`, `.updated`, and strata's crash
 //! leftovers): `--cache-dir .` must never delete a workspace ([`check_target`]).
 
+mod candidates;
+pub(crate) mod lookup;
+
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use super::arrivals::{Arrivals, ArrivingReader, FinishGuard};
 use super::leftovers;
-pub use super::lookup::MAX_FUTURE;
-use super::lookup::{Candidate, prefixes};
 use super::manifest::{
-    MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind,
-    now_rfc3339, seal,
+    MAX_SIDECAR_BYTES, ORIGIN_SCHEMA, Origin, SIDECAR_SIGNATURE_DOMAIN, Sidecar, SnapshotKind, seal,
 };
 use super::unpack::{UnpackLimits, UnpackReport, unpack_from};
 use super::{Error, SnapshotKey, manifest};
-use crate::content::layout::{self, CacheRoot};
-use crate::content::temp::{self, Purpose, is_leftover};
 use crate::digest::{ContentDigest, DigestAlgorithm};
+use crate::fs::temp::{self, Purpose, is_leftover};
 use crate::fs::{self, StagingDir};
+use crate::l1::layout::{self, CacheRoot};
 use crate::progress::{Phase, Progress};
+use crate::record::Timestamp;
+use crate::snapshot::commit::object_key;
+pub use crate::snapshot::unpack::{MAX_EXPANSION_RATIO, MIN_EXPANSION_ALLOWANCE_BYTES};
 use crate::transport::{ObjectKey, ObjectStore};
 use crate::trust::TrustPolicy;
+pub use lookup::MAX_FUTURE;
+use lookup::{Candidate, prefixes};
 
 /// How a snapshot was matched (the `matched-level` output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -175,7 +180,7 @@ pub struct RestoreReport {
     pub retries: u32,
     /// The restored manifest's digest (`sha256:<hex>`; for an index snapshot, the index
     /// record's).
-    pub manifest_digest: Option<String>,
+    pub manifest_digest: Option<crate::record::RecordDigest>,
     /// The kind of the snapshot restored (`full` or `index`); `full` when nothing was.
     pub kind: SnapshotKind,
     /// For an index snapshot restored: its entry counts.
@@ -255,22 +260,12 @@ fn protected_dirs() -> Vec<(&'static str, PathBuf)> {
     if let Ok(cwd) = fs::current_dir() {
         out.push(("the current directory", fs::resolve_nonstrict(&cwd).unwrap_or(cwd)));
     }
-    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+    if let Some(home) = crate::config::var("HOME").map(PathBuf::from)
         && home.is_absolute()
     {
         out.push(("$HOME", fs::resolve_nonstrict(&home).unwrap_or(home)));
     }
     out
-}
-
-pub(crate) fn object_key(name: &str) -> Result<ObjectKey, Error> {
-    ObjectKey::new(name).map_err(|e| Error::InvalidInput {
-        what: "--key",
-        reason: match e {
-            crate::transport::Error::InvalidKey { reason, .. } => reason.to_owned(),
-            other => other.to_string(),
-        },
-    })
 }
 
 /// Most candidates that may fail verification in one restore before it gives up
@@ -440,19 +435,9 @@ pub(super) struct Restored {
     pub(super) object_size_bytes: u64,
     pub(super) file_count: u64,
     pub(super) file_bytes: u64,
-    pub(super) manifest_digest: String,
+    pub(super) manifest_digest: crate::record::RecordDigest,
     pub(super) note: Option<String>,
 }
-
-/// The most a snapshot may expand per byte of its object: the uncompressed size its
-/// sidecar declares (512 bytes of tar header per entry plus the file bytes) must be at most
-/// this multiple of the object size, or [`MIN_EXPANSION_ALLOWANCE_BYTES`], whichever is
-/// larger. Build outputs compress 2–20×; the cap only stops a small object that declares
-/// (and would unpack) a huge tree.
-pub const MAX_EXPANSION_RATIO: u64 = 1000;
-
-/// Declared sizes up to this many bytes are always accepted, whatever the ratio.
-pub const MIN_EXPANSION_ALLOWANCE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Checks the sidecar's declared sizes against [`MAX_EXPANSION_RATIO`] before anything is
 /// downloaded (unpacking then enforces the declared sizes themselves).
@@ -606,7 +591,7 @@ pub(super) fn restore_candidate(
     let origin = Origin {
         key: found.key.clone(),
         manifest_digest: unpacked.manifest_digest.clone(),
-        restored_at: now_rfc3339(),
+        restored_at: Timestamp::now().rfc3339_seconds(),
     };
     let local = fs::create_dir_all_within(staging.path(), Path::new(layout::LOCAL_DIR), 0o755)?;
     let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
@@ -650,7 +635,7 @@ fn restore_index_candidate(
     let origin = Origin {
         key: found.key.clone(),
         manifest_digest: restored.manifest_digest.clone(),
-        restored_at: now_rfc3339(),
+        restored_at: Timestamp::now().rfc3339_seconds(),
     };
     let local = fs::create_dir_all_within(cache_dir, Path::new(layout::LOCAL_DIR), 0o755)?;
     let envelope = seal(&ORIGIN_SCHEMA, "origin", &origin)?;
@@ -745,13 +730,8 @@ fn restore_into(request: &RestoreRequest<'_>, report: &mut RestoreReport) -> Res
     // The parents of the cache directory this restore creates; removed again (if still
     // empty) unless a snapshot is restored.
     let mut created_parents: Option<fs::CreatedDirs> = None;
-    let result = super::candidates::try_candidates(
-        request,
-        report,
-        &cache_dir,
-        &prefixes,
-        &mut created_parents,
-    );
+    let result =
+        candidates::try_candidates(request, report, &cache_dir, &prefixes, &mut created_parents);
     if let Some(created) = created_parents {
         if report.restored {
             created.keep();
@@ -767,7 +747,7 @@ pub const ORIGIN_FILE: &str = "snapshot-origin.json";
 
 /// The manifest digest of the snapshot the cache at `cache_dir` was restored from, if its
 /// origin record exists and verifies.
-pub fn origin_parent(cache_dir: &Path) -> Option<String> {
+pub fn origin_parent(cache_dir: &Path) -> Option<crate::record::RecordDigest> {
     let bytes = fs::read(&cache_dir.join(layout::LOCAL_DIR).join(ORIGIN_FILE)).ok()?;
     let (_, origin): (_, Origin) = manifest::load(&bytes, &ORIGIN_SCHEMA, "origin").ok()?;
     Some(origin.manifest_digest)

@@ -1,4 +1,4 @@
-//! Lookup: which snapshots a restore tries, in which order (see [`super::restore`]'s module
+//! Lookup: which snapshots a restore tries, in which order (see [`super`]'s module
 //! docs for the rules): the exact key by a HEAD of its sidecar, then each prefix's complete
 //! snapshots newest first, future-dated keys left out. A snapshot counts when its sidecar
 //! `<key>.json` exists: the sidecar is uploaded after the object it commits (which, for
@@ -7,9 +7,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::key::{KeyParts, check_key_text, format_time, key_time};
-use super::restore::{MatchLevel, RestoreReport, RestoreRequest, object_key};
-use super::{Error, SnapshotKey};
+use super::{MatchLevel, RestoreReport, RestoreRequest};
+use crate::snapshot::commit::object_key;
+use crate::snapshot::key::{KeyParts, check_key_text, format_time, key_time};
+use crate::snapshot::{Error, SnapshotKey};
 use crate::transport::ObjectMeta;
 
 /// How far in the future a suffix time may be before its snapshot is ignored (clock skew

@@ -1,19 +1,23 @@
-//! `strata stats`: what an L1 cache root holds.
+//! `strata stats`: what an L1 cache root holds, one report over every domain.
 //!
-//! Counts entries and artifact bytes per domain, operator-text namespaces, dot-named
-//! leftovers of interrupted saves, and reports whether `.updated` is set, with each
-//! domain's hits, misses and hit rate from the machine-local counters
-//! ([`crate::content::counters`]). It only reads.
+//! Counts entries and artifact bytes of the action domains, operator-text namespaces,
+//! dot-named leftovers of interrupted saves, the compile domain's entries, candidates
+//! (asked of its format, [`CompileFormat`]) and stored bytes, and reports whether
+//! `.updated` is set, with each domain's hits, misses and hit rate from the machine-local
+//! counters ([`crate::l1::counters`]). It only reads.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::action::Domain;
-use crate::action::layout::CacheRoot;
-use crate::content::counters::{self, HitRate};
-use crate::content::temp::{Purpose, TempName};
+use crate::fs::temp::{Purpose, TempName};
 use crate::fs::{self, EntryKind};
+use crate::l1::counters::{
+    self, ARCHIVE, COMPILE, COMPILE_HINTS, COMPILE_OBSERVED, Counters, HitRate,
+};
+use crate::l1::layout::{CacheRoot, Domain};
+use crate::l1::prune::CompileFormat;
+use crate::l1::remote::RemoteCounts;
 
 /// Per-domain figures.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -29,7 +33,46 @@ pub struct DomainStats {
     /// Actions built without the cache (e.g. the entry lock was unavailable).
     pub bypasses: u64,
     /// The remote entry tier's counts (docs/remote-tier.md).
-    pub remote: crate::content::remote::RemoteCounts,
+    pub remote: RemoteCounts,
+}
+
+/// The compile domain's figures (the compiler launcher's entries).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct CompileStats {
+    /// Entries (keys).
+    pub entries: u64,
+    /// Candidates over all entries.
+    pub candidates: u64,
+    /// Bytes of stored outputs (`objects/`).
+    pub object_bytes: u64,
+    /// Launcher counters: `hit`, `miss`, `compile_failed`, `uncacheable:<reason>`, …
+    pub counters: Counters,
+    /// Hits, misses and the hit rate (JSON: `hits`, `misses`, `hit_rate_percent`).
+    #[serde(flatten)]
+    pub rate: HitRate,
+    /// The remote entry tier's counts (docs/remote-tier.md).
+    pub remote: RemoteCounts,
+    /// The archive steps' counters (domain `archive`); their entries are counted with the
+    /// compile entries above.
+    pub archive: ArchiveStats,
+    /// How compiles that ran were observed (domain `compile_observed`): `trace` (the
+    /// compiler's process tree traced) and `model` (tracing refused here: the fallback
+    /// model, docs/launcher.md).
+    pub observed: Counters,
+    /// Hints (domain `compile_hints`): `embedded_path_miss` (MISSes because the cached
+    /// objects embed another checkout's path), `saved_pinned` (results saved that name
+    /// this checkout's paths).
+    pub hints: Counters,
+}
+
+/// The archive steps' counters.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ArchiveStats {
+    /// `hit`, `miss`, `archive_failed`, `uncacheable:<reason>`, …
+    pub counters: Counters,
+    /// Hits, misses and the hit rate (JSON: `hits`, `misses`, `hit_rate_percent`).
+    #[serde(flatten)]
+    pub rate: HitRate,
 }
 
 /// What a cache root holds.
@@ -50,10 +93,12 @@ pub struct CacheStats {
     pub updated_marker: bool,
     /// Problems met while reading (unreadable directories…).
     pub warnings: Vec<String>,
+    /// The compile domain.
+    pub compile: CompileStats,
 }
 
-/// Reads the figures of `cache_root`.
-pub fn stats(cache_root: &Path) -> CacheStats {
+/// Reads the figures of `cache_root`; `compile` reads the compile domain's entries.
+pub fn stats(cache_root: &Path, compile: &dyn CompileFormat) -> CacheStats {
     let mut out = CacheStats::default();
     let cache = match CacheRoot::new(cache_root) {
         Ok(c) => c,
@@ -71,13 +116,13 @@ pub fn stats(cache_root: &Path) -> CacheStats {
         return out;
     }
     out.updated_marker = fs::symlink_metadata_opt(&cache.updated_marker()).ok().flatten().is_some();
-    let counted = counters::read(&cache);
+    let mut counted = counters::read(&cache);
     for domain in [Domain::ThirdParty, Domain::CustomOperator] {
         let counts = counted.get(domain.as_str());
         let mut d = DomainStats {
             rate: HitRate::of(counts),
             bypasses: counts.and_then(|c| c.get("bypass")).copied().unwrap_or(0),
-            remote: crate::content::remote::RemoteCounts::of(counts),
+            remote: RemoteCounts::of(counts),
             ..DomainStats::default()
         };
         let root = cache.domain_dir(domain);
@@ -110,6 +155,32 @@ pub fn stats(cache_root: &Path) -> CacheStats {
             Domain::CustomOperator => out.custom_operator = d,
         }
     }
+    out.compile = compile_stats(&cache, &mut counted, compile);
+    out
+}
+
+/// The compile domain of `cache` and the launcher's counter domains (taken from `counted`).
+fn compile_stats(
+    cache: &CacheRoot,
+    counted: &mut counters::ByDomain,
+    format: &dyn CompileFormat,
+) -> CompileStats {
+    let counters = counted.remove(COMPILE).unwrap_or_default();
+    let archive = counted.remove(ARCHIVE).unwrap_or_default();
+    let mut out = CompileStats {
+        rate: HitRate::of(Some(&counters)),
+        remote: RemoteCounts::of(Some(&counters)),
+        counters,
+        archive: ArchiveStats { rate: HitRate::of(Some(&archive)), counters: archive },
+        observed: counted.remove(COMPILE_OBSERVED).unwrap_or_default(),
+        hints: counted.remove(COMPILE_HINTS).unwrap_or_default(),
+        ..CompileStats::default()
+    };
+    for e in super::prune::compile_entries(cache) {
+        out.entries += 1;
+        out.object_bytes += e.bytes;
+        out.candidates += format.candidates(cache, &e.key).unwrap_or(0);
+    }
     out
 }
 
@@ -124,6 +195,14 @@ fn is_leftover(name: &str) -> bool {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+
+    struct NoCompileEntries;
+
+    impl CompileFormat for NoCompileEntries {
+        fn candidates(&self, _: &CacheRoot, _: &str) -> Option<u64> {
+            None
+        }
+    }
 
     #[test]
     fn counts_entries_bytes_and_leftovers() {
@@ -143,7 +222,7 @@ mod tests {
         .unwrap();
         // Similar names are not leftovers (the old test counted any `.tmp-`).
         std::fs::create_dir_all(d.path().join("actions-v1/third_party/u/.k3.tmp-xyz")).unwrap();
-        let s = stats(d.path());
+        let s = stats(d.path(), &NoCompileEntries);
         assert_eq!(
             s.third_party,
             DomainStats { entries: 1, artifact_bytes: 100, ..DomainStats::default() }
