@@ -293,6 +293,22 @@ impl Run<'_> {
             .map(|e| e.path.as_path())
             .collect();
         let extra_outputs = seen.written.iter().filter(|p| !known.contains(p)).cloned().collect();
+        // The working directory and the directories outputs go to exist wherever the
+        // compile runs: that they (and their ancestors) are directories is implied by the
+        // location, and a fact about them would name this build directory's own name
+        // (`<checkout>/build-a` is present), so another checkout built in another
+        // directory would never HIT.
+        let implied: Vec<PathBuf> = std::iter::once(here.cwd.clone())
+            .chain(here.pwd.clone())
+            .chain(known.iter().filter_map(|p| p.parent().map(Path::to_path_buf)))
+            .collect();
+        let present = seen
+            .present
+            .into_iter()
+            .filter(|(p, kind)| {
+                *kind != Kind::Directory || !implied.iter().any(|i| i.starts_with(p))
+            })
+            .collect();
         Ok(Ok(Learnt {
             inputs: seen
                 .inputs
@@ -300,7 +316,7 @@ impl Run<'_> {
                 .map(|(p, stamp)| (p.clone(), Some(*stamp), programs.contains(p.as_path())))
                 .collect(),
             absent: seen.absent,
-            present: seen.present,
+            present,
             listed: seen.listed,
             extra_outputs,
         }))

@@ -132,6 +132,76 @@ impl fmt::Display for SnapshotKey {
     }
 }
 
+/// The `key` of a snapshot manifest (docs/format.md, "Snapshot manifest"): what the
+/// record is about. Either a [`SnapshotKey`] (a snapshot saved under that key) or
+/// `entry:<entry path>` (an entry object of the index format, one L1 entry;
+/// [`crate::l1::layout::EntryPath`]). Stored as that text (serde transparent, the bytes of
+/// existing manifests unchanged); a manifest whose key is neither does not load.
+/// Dereferences to the text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct ManifestKey(String);
+
+impl ManifestKey {
+    /// The manifest key of a snapshot saved under `key`.
+    pub fn snapshot(key: &SnapshotKey) -> Self {
+        Self(key.as_str().to_owned())
+    }
+
+    /// The manifest key of the entry object of `entry` (`entry:<entry path>`).
+    pub fn entry(entry: &crate::l1::layout::EntryPath) -> Self {
+        Self(format!("entry:{}", entry.as_str()))
+    }
+
+    /// The key of the entry object of `entry_path`, an entry path the caller checked.
+    pub(crate) fn of_entry_text(entry_path: &str) -> Self {
+        Self(format!("entry:{entry_path}"))
+    }
+
+    /// Checks stored text: `entry:` and an entry path, or a valid snapshot key.
+    ///
+    /// # Errors
+    /// The reason, naming `text`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.strip_prefix("entry:") {
+            Some(path) => crate::l1::layout::EntryPath::parse(path).map(|e| Self::entry(&e)),
+            None => SnapshotKey::new(text)
+                .map(|k| Self::snapshot(&k))
+                .map_err(|e| format!("manifest key {text:?}: {e}")),
+        }
+    }
+
+    /// The key's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The snapshot key, unless this is an entry object's key.
+    pub fn snapshot_key(&self) -> Option<SnapshotKey> {
+        if self.0.starts_with("entry:") { None } else { SnapshotKey::new(&self.0).ok() }
+    }
+}
+
+impl std::ops::Deref for ManifestKey {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ManifestKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ManifestKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 /// The fields of a strata-shaped key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyParts {

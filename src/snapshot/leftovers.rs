@@ -279,7 +279,12 @@ mod tests {
             std::fs::write(artifacts.join(name), b"user").unwrap();
         }
         let work = tempfile::tempdir().unwrap();
-        let report = pack(src.path(), &work.path().join("o"), &PackOptions::new("k")).unwrap();
+        let report = pack(
+            src.path(),
+            &work.path().join("o"),
+            &PackOptions::new(crate::snapshot::key::ManifestKey::parse("k").unwrap()),
+        )
+        .unwrap();
         let packed: Vec<String> =
             report.manifest.entries.iter().map(|e| e.path().as_str().to_owned()).collect();
         for name in &leftovers {

@@ -80,8 +80,8 @@ pub use crate::trust::Producer;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotManifest {
-    /// The key the snapshot was saved under.
-    pub key: String,
+    /// The key the snapshot was saved under, or `entry:<entry path>` for an entry object.
+    pub key: super::key::ManifestKey,
     /// The carried directory, `actions-v1`.
     pub layout: String,
     /// Creation time, UTC RFC 3339.
@@ -312,7 +312,7 @@ mod tests {
     #[test]
     fn records_round_trip() {
         let manifest = SnapshotManifest {
-            key: "k".into(),
+            key: crate::snapshot::key::ManifestKey::parse("k").unwrap(),
             layout: "actions-v1".into(),
             created_at: crate::record::Timestamp::now().rfc3339_seconds(),
             producer: Producer::from_env_with(|n| (n == "GITHUB_RUN_ID").then(|| "7".into())),

@@ -62,7 +62,7 @@ pub struct PackOptions {
     /// `object_digest`).
     pub digest: DigestAlgorithm,
     /// The key recorded in the manifest.
-    pub key: String,
+    pub key: super::key::ManifestKey,
     /// The producer recorded in the manifest.
     pub producer: Producer,
     /// Parent manifest digests recorded in the manifest.
@@ -76,13 +76,13 @@ pub struct PackOptions {
 impl PackOptions {
     /// zstd at its default level on every CPU, BLAKE3, for `key`, with no producer or
     /// parents.
-    pub fn new(key: impl Into<String>) -> Self {
+    pub fn new(key: super::key::ManifestKey) -> Self {
         Self {
             compression: Compression::Zstd,
             level: Compression::Zstd.default_level(),
             threads: 0,
             digest: crate::content::DEFAULT_ALGORITHM,
-            key: key.into(),
+            key,
             producer: Producer::default(),
             parents: Vec::new(),
             subtree: None,
@@ -454,7 +454,12 @@ mod tests {
         std::os::unix::fs::symlink("/elsewhere", src.path().join("actions-v1/custom_operator"))
             .unwrap();
         let out = src.path().join("object");
-        let report = pack(src.path(), &out, &PackOptions::new("k")).unwrap();
+        let report = pack(
+            src.path(),
+            &out,
+            &PackOptions::new(crate::snapshot::key::ManifestKey::parse("k").unwrap()),
+        )
+        .unwrap();
         let links: Vec<&str> = report
             .manifest
             .entries
@@ -468,7 +473,12 @@ mod tests {
         let moved = tempfile::tempdir().unwrap();
         std::fs::rename(src.path().join("actions-v1"), moved.path().join("a")).unwrap();
         std::os::unix::fs::symlink(moved.path().join("a"), src.path().join("actions-v1")).unwrap();
-        let err = pack(src.path(), &out, &PackOptions::new("k")).unwrap_err();
+        let err = pack(
+            src.path(),
+            &out,
+            &PackOptions::new(crate::snapshot::key::ManifestKey::parse("k").unwrap()),
+        )
+        .unwrap_err();
         assert!(matches!(err, Error::SymlinkedLayout { .. }), "{err}");
     }
 }

@@ -441,7 +441,7 @@ fn save_full(request: &SaveRequest<'_>, gated: Gated) -> Result<SaveReport, Erro
         level: request.level,
         threads: request.threads,
         digest: request.digest,
-        key: key.as_str().to_owned(),
+        key: super::key::ManifestKey::snapshot(&key),
         producer: request.producer.clone(),
         parents: parents.clone(),
         subtree: None,

@@ -86,7 +86,7 @@ pub struct UnpackLimits {
     /// The manifest's record digest must equal this (`sha256:<hex>`), if given.
     pub manifest_digest: Option<crate::record::RecordDigest>,
     /// The manifest's key must equal this, if given.
-    pub key: Option<String>,
+    pub key: Option<crate::snapshot::key::ManifestKey>,
     /// The compression the object must use, if given.
     pub compression: Option<Compression>,
     /// The algorithm files are hashed with while written (the sidecar's object digest
@@ -345,7 +345,7 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let object = work.path().join("object");
         let phases = Phases::default();
-        let options = PackOptions::new("k");
+        let options = PackOptions::new(crate::snapshot::key::ManifestKey::parse("k").unwrap());
         let report =
             crate::snapshot::pack::pack_observed(cache.path(), &object, &options, &phases).unwrap();
         let file_bytes = (5 << 20) + 3;
@@ -364,7 +364,7 @@ mod tests {
         let options = PackOptions {
             compression,
             level: compression.default_level(),
-            ..PackOptions::new("test-key")
+            ..PackOptions::new(crate::snapshot::key::ManifestKey::parse("test-key").unwrap())
         };
         let report = pack(cache, &object, &options).unwrap();
         let (digest, size) = crate::digest::ContentDigest::of_reader(
@@ -452,7 +452,11 @@ mod tests {
         for compression in [Compression::Zstd, Compression::Gzip] {
             let work = tempfile::tempdir().unwrap();
             let object = work.path().join("o");
-            let options = PackOptions { compression, level: 1, ..PackOptions::new("k") };
+            let options = PackOptions {
+                compression,
+                level: 1,
+                ..PackOptions::new(crate::snapshot::key::ManifestKey::parse("k").unwrap())
+            };
             pack(src.path(), &object, &options).unwrap();
             let original = std::fs::read(&object).unwrap();
             let member = |data: &[u8]| match compression {
@@ -496,7 +500,12 @@ mod tests {
         std::fs::write(src.path().join("actions-v1/a/f"), vec![1u8; 1000]).unwrap();
         let work = tempfile::tempdir().unwrap();
         let object = work.path().join("o");
-        let report = pack(src.path(), &object, &PackOptions::new("k")).unwrap();
+        let report = pack(
+            src.path(),
+            &object,
+            &PackOptions::new(crate::snapshot::key::ManifestKey::parse("k").unwrap()),
+        )
+        .unwrap();
         for (tweak, expect) in [
             (UnpackLimits { max_file_bytes: 999, ..limits(&report) }, "file content"),
             (UnpackLimits { max_entries: 2, ..limits(&report) }, "entries"),
@@ -507,7 +516,13 @@ mod tests {
                 },
                 "digest",
             ),
-            (UnpackLimits { key: Some("other".into()), ..limits(&report) }, "another key"),
+            (
+                UnpackLimits {
+                    key: Some(crate::snapshot::key::ManifestKey::parse("other").unwrap()),
+                    ..limits(&report)
+                },
+                "another key",
+            ),
             (
                 UnpackLimits { compression: Some(Compression::Gzip), ..limits(&report) },
                 "expected gzip",

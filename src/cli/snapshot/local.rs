@@ -21,9 +21,10 @@ pub(crate) struct PackArgs {
     /// The snapshot file to write (replaced if it exists).
     #[arg(long, value_name = "FILE")]
     output: PathBuf,
-    /// Key recorded in the manifest.
-    #[arg(long, value_name = "KEY", default_value = "local")]
-    key: String,
+    /// Key recorded in the manifest (a snapshot key, or `entry:<entry path>`).
+    #[arg(long, value_name = "KEY", default_value = "local",
+          value_parser = |text: &str| snapshot::key::ManifestKey::parse(text))]
+    key: snapshot::key::ManifestKey,
     #[command(flatten)]
     packing: super::PackingArgs,
     /// Print one JSON object instead of text.

@@ -45,8 +45,8 @@ pub struct PackedEntry {
 }
 
 /// The manifest key of the entry object of `entry_path`.
-pub fn entry_key(entry_path: &str) -> String {
-    format!("entry:{entry_path}")
+pub fn entry_key(entry_path: &str) -> crate::snapshot::key::ManifestKey {
+    crate::snapshot::key::ManifestKey::of_entry_text(entry_path)
 }
 
 /// Packs the entry `<cache_root>/actions-v1/<entry_path>` into the file `out` (created or

@@ -554,7 +554,10 @@ pub(super) fn restore_candidate(
         max_entries: sidecar.entry_count,
         max_file_bytes: sidecar.file_bytes,
         manifest_digest: Some(sidecar.manifest_digest.clone()),
-        key: Some(found.key.clone()),
+        key: Some(
+            crate::snapshot::key::ManifestKey::parse(&found.key)
+                .map_err(|e| Error::corrupt(&found.key, e))?,
+        ),
         compression: Some(sidecar.format),
         algorithm: Some(sidecar.object_digest.algorithm()),
         ..UnpackLimits::default()

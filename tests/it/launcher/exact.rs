@@ -510,3 +510,61 @@ fn launcher_families_are_known_by_what_the_compiler_reports() {
         assert_eq!(same_as_plain(&l, &p, &argv, &["x.o", "x.d"], &[]), "hit", "{cc}");
     }
 }
+
+/// Another checkout built in a build directory of another name (CMake's `build-debug` in
+/// one, `build` in the other; the benchmark's `cold-strata-1` and `warm-strata-1`): the
+/// compiler looks up the components of its working directory, and a fact that
+/// `<checkout>/build-a` is a directory made every HIT there impossible. The working
+/// directory and the output directories are implied by where the compile runs.
+#[test]
+fn launcher_another_checkout_with_another_build_directory_name_hits() {
+    for (cc, mode) in c_compilers() {
+        let ctx = TestContext::new();
+        let w = ctx.path("w");
+        let a = w.join("a/proj");
+        write_file(&a.join("inc/x.h"), "#define X 5\n");
+        write_file(
+            &a.join("src/x.c"),
+            "#include \"x.h\"\n#include \"gen.h\"\nint x(void) { return X + G; }\n",
+        );
+        write_file(&a.join("build-a/gen/gen.h"), "#define G 2\n");
+        let b = w.join("b/proj");
+        std::fs::create_dir_all(b.parent().unwrap()).unwrap();
+        copy_tree(&a, &b);
+        std::fs::rename(b.join("build-a"), b.join("build-b")).unwrap();
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", mode).base_dirs(&[&w]);
+        let argv = |p: &Path| {
+            args(&[
+                cc,
+                &format!("-ffile-prefix-map={}=.", s(p)),
+                &format!("-I{}", s(&p.join("inc"))),
+                "-Igen",
+                "-MD",
+                "-MT",
+                "obj/x.o",
+                "-MF",
+                "obj/x.o.d",
+                "-o",
+                "obj/x.o",
+                "-c",
+                &s(&p.join("src/x.c")),
+            ])
+        };
+        std::fs::create_dir_all(a.join("build-a/obj")).unwrap();
+        std::fs::create_dir_all(b.join("build-b/obj")).unwrap();
+        let outs = ["obj/x.o", "obj/x.o.d"];
+        // As a shell started by ninja or make runs the compiler: `$PWD` names the build
+        // directory, and gcc's getpwd() stats it.
+        let (pwd_a, pwd_b) = (s(&a.join("build-a")), s(&b.join("build-b")));
+        assert_eq!(
+            same_as_plain(&l, &a.join("build-a"), &argv(&a), &outs, &[("PWD", &pwd_a)]),
+            "miss",
+            "{cc} {mode}"
+        );
+        assert_eq!(
+            same_as_plain(&l, &b.join("build-b"), &argv(&b), &outs, &[("PWD", &pwd_b)]),
+            "hit",
+            "{cc} {mode}"
+        );
+    }
+}

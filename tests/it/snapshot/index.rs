@@ -394,7 +394,12 @@ fn index_an_entry_object_reaching_outside_its_entry_is_refused() {
     std::fs::write(evil.join("manifest.json"), b"{}").unwrap();
     let path = format!("third_party/zlib/{:064x}", 1);
     let out = scratch.path("object");
-    let options = PackOptions { threads: 1, ..PackOptions::new(format!("entry:{path}")) };
+    let options = PackOptions {
+        threads: 1,
+        ..PackOptions::new(
+            strata::snapshot::key::ManifestKey::parse(&format!("entry:{path}")).unwrap(),
+        )
+    };
     let packed = pack(&src, &out, &options).unwrap();
     let bytes = std::fs::read(&out).unwrap();
     let digest =
