@@ -63,6 +63,26 @@ impl Capability {
         }
     }
 
+    /// What to do instead, for a user whose store lacks the capability for `purpose`
+    /// (`snapshot gc`, a restore by prefix; docs/transport.md "HTTP cache servers").
+    pub fn instead(self, purpose: &str) -> &'static str {
+        match self {
+            Capability::List | Capability::Delete if purpose.contains("gc") => {
+                "clean the store with its own tools instead (bazel-remote evicts by size; an \
+                 nginx directory can be trimmed by age with find)"
+            }
+            Capability::List => {
+                "look up exact keys instead (restore with --key and the producer's key, without \
+                 --restore-key), or use such a store for snapshots"
+            }
+            Capability::Delete => {
+                "clean the store with its own tools instead (bazel-remote evicts by size; an \
+                 nginx directory can be trimmed by age with find)"
+            }
+            Capability::ConditionalWrites | Capability::Multipart => "use such a store",
+        }
+    }
+
     /// The capability as a noun: `listing`, `deletion`, `conditional writes`, `multipart
     /// uploads`.
     pub fn noun(self) -> &'static str {

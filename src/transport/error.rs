@@ -179,9 +179,10 @@ pub enum Error {
     /// A store lacks a capability that a use of it needs ([`super::Capability`]): said
     /// when the store is opened for that use, before anything is done.
     #[error(
-        "the store {store} cannot {}; {purpose} needs {capability} ({})",
+        "the store {store} cannot {}; {purpose} needs {capability} ({}): {}",
         capability.ability(),
-        super::registry::schemes_with(*capability)
+        super::registry::schemes_with(*capability),
+        capability.instead(purpose)
     )]
     Unsupported {
         /// The store, as [`ObjectStore::describe`](super::ObjectStore::describe) prints it.

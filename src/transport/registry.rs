@@ -278,7 +278,8 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "the store http://127.0.0.1:1/cache cannot list objects; snapshot gc needs listing \
-             (file:// and s3:// stores have it)"
+             (file:// and s3:// stores have it): clean the store with its own tools instead \
+             (bazel-remote evicts by size; an nginx directory can be trimmed by age with find)"
         );
         for ok in ["/tmp/x", "s3://b?endpoint=http://127.0.0.1:1"] {
             assert!(

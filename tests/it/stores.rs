@@ -108,6 +108,7 @@ fn stores_an_http_store_refuses_what_needs_listing_when_opened() {
         "{}",
         gc.stderr
     );
+    assert!(gc.stderr.contains("clean the store with its own tools instead"), "{}", gc.stderr);
     // So does a restore by prefix.
     let out = scratch.path("out").display().to_string();
     let by_prefix = strata(
@@ -130,6 +131,11 @@ fn stores_an_http_store_refuses_what_needs_listing_when_opened() {
         by_prefix
             .stderr
             .contains("cannot list objects; a restore by prefix (--restore-key) needs listing"),
+        "{}",
+        by_prefix.stderr
+    );
+    assert!(
+        by_prefix.stderr.contains("look up exact keys instead (restore with --key"),
         "{}",
         by_prefix.stderr
     );

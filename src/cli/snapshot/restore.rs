@@ -293,6 +293,10 @@ fn print_outcome(
         value["status"] = json!(status.as_str());
         value["cache_hit"] = json!(outcome.cache_hit());
         value["store"] = json!(store);
+        // A lookup or a miss reads no sidecar: the kind is not known, and is not guessed.
+        if !matches!(status, RestoreStatus::Restored | RestoreStatus::Partial) {
+            value["kind"] = serde_json::Value::Null;
+        }
         if let Some(e) = &outcome.error {
             value["error"] = json!(e.one_line());
             value["retries"] = json!(report.retries);

@@ -1,7 +1,8 @@
 //! Compiler families: everything the launcher knows that is specific to one kind of C/C++
 //! compiler, behind one trait ([`Family`]). GCC ([`gcc`]) and Clang ([`clang`]) implement
-//! it; adding another family (MSVC, nvcc) is one more file and one more arm in
-//! [`Kind::family`].
+//! it; adding another family (MSVC, nvcc) is one more file, a [`Kind`] variant and its arm
+//! in [`Kind::family`], and a branch of the detection probe (`PROBE_SOURCE` and
+//! `parse_probe`; docs/architecture.md).
 //!
 //! A compiler is put in a family by **what it reports**, never by what it is called: a
 //! cross compiler (`aarch64-linux-gnu-gcc`), a vendor build of Clang (Huawei's `bisheng`

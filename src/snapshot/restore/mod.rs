@@ -181,7 +181,8 @@ pub struct RestoreReport {
     /// The restored manifest's digest (`sha256:<hex>`; for an index snapshot, the index
     /// record's).
     pub manifest_digest: Option<crate::record::RecordDigest>,
-    /// The kind of the snapshot restored (`full` or `index`); `full` when nothing was.
+    /// The kind of the snapshot restored (`full` or `index`); `full` when nothing was (the
+    /// command line's `--json` says `null` then).
     pub kind: SnapshotKind,
     /// For an index snapshot restored: its entry counts.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -188,6 +188,7 @@ fn snapshot_restore_switches() {
         (Some("found"), Some("same-source"))
     );
     assert_eq!(report["matched_key"], k.as_str());
+    assert_eq!(report["kind"], serde_json::Value::Null, "a lookup reads no sidecar: {report}");
     assert_eq!(super::names(&target), [".updated"]);
 
     // A miss: exit 0 normally, 1 with --fail-on-cache-miss; .updated is reset either way.
