@@ -194,10 +194,7 @@ impl VerifyMemo {
         digest: ContentDigest,
         began: SystemTime,
     ) {
-        let cutoff = began
-            .checked_sub(MIN_STAMP_AGE)
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos() as i128);
+        let cutoff = settled_before(began);
         if stamp.is_storable() && stamp.mtime_ns < cutoff && stamp.ctime_ns < cutoff {
             if self.files.get(rel) != Some(&(stamp, digest)) {
                 self.files.insert(rel.clone(), (stamp, digest));
@@ -219,10 +216,7 @@ impl VerifyMemo {
         digest: ContentDigest,
         began: SystemTime,
     ) {
-        let cutoff = began
-            .checked_sub(MIN_STAMP_AGE)
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos() as i128);
+        let cutoff = settled_before(began);
         if stamp.mtime_ns < cutoff && stamp.ctime_ns < cutoff {
             self.remember(rel, stamp, digest, began);
         }
@@ -276,6 +270,15 @@ impl VerifyMemo {
         }
         Ok(Some(binary::encode(&self.subject, &self.files, &self.used)))
     }
+}
+
+/// The newest mtime and ctime (nanoseconds since the epoch) a stamp may have to be
+/// remembered by a verification that began at `began`: [`MIN_STAMP_AGE`] before it.
+fn settled_before(began: SystemTime) -> i128 {
+    began
+        .checked_sub(MIN_STAMP_AGE)
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as i128)
 }
 
 /// A memo as stored: subject, files, used parts.
