@@ -198,3 +198,36 @@ fn stores_remote_tier_hit_on_every_backend() {
         assert_eq!(run.key(), produced.key(), "{name}");
     }
 }
+
+/// A restore whose store cannot be reached, into a cache directory that does not exist:
+/// the warning says the directory was not created (not that its marker was reset).
+#[test]
+fn stores_a_failed_restore_into_a_missing_directory_says_so() {
+    let scratch = Scratch::new();
+    let dir = scratch.path("never-made");
+    let env = vec![("STRATA_S3_MAX_RETRIES", "0".to_owned())];
+    let run = strata(
+        &scratch,
+        &[
+            "snapshot",
+            "restore",
+            "--store",
+            "http://127.0.0.1:9/cache",
+            "--cache-dir",
+            dir.to_str().unwrap(),
+            "--key",
+            "strata-l1-k",
+        ],
+        &env,
+    );
+    assert_eq!(run.code, 0, "a failed restore continues without a snapshot: {}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "the cache directory {} does not exist and was not created",
+            dir.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(!dir.exists());
+}

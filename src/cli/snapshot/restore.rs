@@ -206,6 +206,8 @@ fn warn_about_error(gh: &Github, args: &RestoreArgs, place: &Place, outcome: &Re
     let abs_dir = place.abs_dir.display();
     let state = if e.is_refused() || args.lookup_only {
         format!("nothing was touched in {abs_dir}")
+    } else if strata::fs::symlink_metadata_opt(&place.abs_dir).ok().flatten().is_none() {
+        format!("the cache directory {abs_dir} does not exist and was not created")
     } else {
         format!(
             "the cache directory {abs_dir} is unchanged; only its .updated marker was reset, \
