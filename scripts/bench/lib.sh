@@ -11,7 +11,13 @@ bench_cpu() {
 }
 
 # Builds strata in release mode and prints the binary path.
+# BENCH_STRATA_BINARY=<path> measures that binary instead (an older build, for a
+# before/after comparison in the same period).
 bench_strata() {
+  if [ -n "${BENCH_STRATA_BINARY:-}" ]; then
+    echo "$BENCH_STRATA_BINARY"
+    return
+  fi
   cargo build --release --locked --quiet --manifest-path "$bench_repo/Cargo.toml" --bin strata >&2
   echo "$bench_repo/target/release/strata"
 }
