@@ -23,9 +23,11 @@
 #          configure is not timed), overhead over plain, and the sum of the compile steps'
 #          durations from .ninja_log; then every object file of the strata (and ccache)
 #          cold build is compared with the plain build's (cmp).
-#  cold-tu the same compiles one at a time, each plain, as a ccache MISS and as a strata MISS
-#          in a rotating order (fresh caches): the overhead over plain without the load drift
-#          that makes two whole builds minutes apart differ by 20 % or more here. Then (with
+#  cold-tu the same compiles one at a time, each plain, as a ccache MISS, as a strata MISS
+#          and under ptrace-floor.c (a tracer with strata's seccomp stops that does nothing at
+#          them: the floor of tracing) in a rotating order (fresh caches): the overhead over
+#          plain without the load drift that makes two whole builds minutes apart differ by
+#          20 % or more here. Then (with
 #          perf) what each launcher adds to a MISS without the compile's noise: its own
 #          process's CPU time (perf stat --no-inherit), plus for ccache its preprocessor run.
 #  warm    ccache and strata, alternately, in another build directory of checkout a and in
@@ -48,7 +50,9 @@
 #  tu      (googletest) HIT latency of one C++ TU (gtest-all.cc), ccache direct hit vs strata
 #          HIT, hyperfine -N alternating, three rounds, ratio of medians.
 #
-# Environment: BENCH_COLD_ROUNDS (default 1; order reversed every other round),
+# Environment: BENCH_PARTS (default "cold-tu self warm header shadow tu": the parts after
+# the cold builds, which always run since the others use their build directories and
+# caches), BENCH_COLD_ROUNDS (default 1; order reversed every other round),
 # BENCH_STRATA_ARCHIVES (default 1: strata also caches the archive steps through
 # CMAKE_<LANG>_ARCHIVE_CREATE/_FINISH, as strata_enable_launcher() does; 0: compiles only),
 # BENCH_WARM_ROUNDS (default 3), BENCH_WARM_REPEATS (default 10), BENCH_WORK (scratch directory; default a new temp
@@ -60,6 +64,8 @@ projects=("$@")
 cold_rounds=${BENCH_COLD_ROUNDS:-1}
 warm_rounds=${BENCH_WARM_ROUNDS:-3}
 warm_repeats=${BENCH_WARM_REPEATS:-10}
+parts=" ${BENCH_PARTS:-cold-tu self warm header shadow tu} "
+want() { [[ $parts == *" $1 "* ]]; }
 
 . "$repo/scripts/prereqs.sh"
 . "$repo/scripts/bench/lib.sh"
@@ -76,7 +82,6 @@ command -v perf >/dev/null || prereqs_debian linux-perf || true
 perf_ok=0
 perf stat --no-inherit -x, -e task-clock -o /dev/null true >/dev/null 2>&1 && perf_ok=1
 H="python3 $repo/scripts/bench/launcher_helper.py"
-
 if [ -n "${BENCH_WORK:-}" ]; then
   work=$BENCH_WORK
   rm -rf "$work"
@@ -87,6 +92,9 @@ fi
 work=$(cd "$work" && pwd -P)
 [ "${BENCH_KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 echo "scratch: $work (base directory of both tools)"
+# The floor of tracing: the same seccomp stops, nothing done at them (ptrace-floor.c).
+FLOOR=$work/ptrace-floor
+cc -O2 -o "$FLOOR" "$repo/scripts/bench/ptrace-floor.c"
 
 # with_tool TOOL CACHE COMMAND...: runs COMMAND with the tool's settings.
 with_tool() {
@@ -192,10 +200,12 @@ bench_project() {
   echo "   objects, strata cold vs plain: $($H cmp "$a/cold-plain-1" "$a/cold-strata-1")"
   echo "   objects, ccache cold vs plain: $($H cmp "$a/cold-plain-1" "$a/cold-ccache-1")"
   # --- cold, interleaved per TU: the overhead without the machine's load drift ---
-  echo "== $p cold, interleaved per TU: each compile plain, as a ccache MISS and as a strata MISS, one at a time, rotating order"
+  if want cold-tu; then
+  echo "== $p cold, interleaved per TU: each compile plain, as a ccache MISS, as a strata MISS and under the ptrace floor, one at a time, rotating order"
   mkdir -p "$work/cache/$p-ccache-tu" "$work/cache/$p-strata-tu"
-  $H cold-tu-report "$($H cold-tu "$a/cold-strata-1" "$a" "$CCACHE" "$S" "$work/cache/$p-ccache-tu" "$work/cache/$p-strata-tu" "$work")"
-  if [ "$perf_ok" = 1 ]; then
+  $H cold-tu-report "$($H cold-tu "$a/cold-strata-1" "$a" "$CCACHE" "$S" "$work/cache/$p-ccache-tu" "$work/cache/$p-strata-tu" "$work" "$FLOOR")"
+  fi
+  if [ "$perf_ok" = 1 ] && want self; then
     echo "== $p cold, what each launcher adds to a MISS (perf stat --no-inherit: the launcher process alone; the -E run ccache adds, timed apart)"
     mkdir -p "$work/cache/$p-ccache-self" "$work/cache/$p-strata-self"
     $H self-cost-report "$($H self-cost "$a/cold-strata-1" "$a" "$CCACHE" "$S" "$work/cache/$p-ccache-self" "$work/cache/$p-strata-self" "$work")"
@@ -204,6 +214,7 @@ bench_project() {
   # --- warm: another build directory (a), and a copy of the sources at another path (b) ---
   local loc ck
   for loc in a b; do
+    want warm || continue
     ck="$work/$p/$loc"
     local -A ww=() wcpu=() wsteps=() wcount=()
     for r in $(seq 1 "$warm_rounds"); do
@@ -243,8 +254,11 @@ bench_project() {
   done
 
   case $p in
-  zstd) header_test "$p" ;;
-  googletest) shadow_test "$p" && tu_test "$p" ;;
+  zstd) if want header; then header_test "$p"; fi ;;
+  googletest)
+    if want shadow; then shadow_test "$p"; fi
+    if want tu; then tu_test "$p"; fi
+    ;;
   esac
 }
 

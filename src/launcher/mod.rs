@@ -133,6 +133,9 @@ pub struct Config {
     /// Observe compiles with the fallback model instead of tracing them
     /// (`STRATA_TRACE=0`; for tests and for machines where tracing misbehaves).
     pub model_only: bool,
+    /// Keep the tracer and the traced compiler on one CPU while it is not contended
+    /// (`STRATA_TRACE_PIN`, default on; `0` turns it off).
+    pub trace_pin: bool,
     /// The remote entry tier ([`Overrides::remote`]).
     pub remote: Option<std::sync::Arc<dyn crate::l1::remote::EntrySource>>,
     /// How long a save waits for the entry lock: L1's one entry-lock policy
@@ -197,6 +200,7 @@ impl Config {
             disabled: switch("STRATA_DISABLE")? == Some(true),
             explain: switch("STRATA_EXPLAIN")? == Some(true),
             model_only: switch("STRATA_TRACE")? == Some(false),
+            trace_pin: switch("STRATA_TRACE_PIN")? != Some(false),
             remote: overrides.remote.clone(),
             entry_lock: crate::l1::lock::Timeouts::from_env()
                 .map_err(|e| Error::Setting(e.to_string()))?

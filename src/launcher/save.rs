@@ -128,7 +128,8 @@ impl Run<'_> {
     /// untraced, and the fallback model observes it).
     fn run_compiler(&self, args: &[OsString]) -> Result<Ran, Error> {
         if !self.config.model_only {
-            let request = trace::Request::new(self.tool, self.compiler, args);
+            let mut request = trace::Request::new(self.tool, self.compiler, args);
+            request.pin = self.config.trace_pin;
             match trace::run(&request) {
                 Ok(traced) => return Ok(Ran::Traced(traced)),
                 Err(trace::Error::Refused { reason, .. }) => self.fallback(&reason),

@@ -80,6 +80,7 @@
 
 mod decode;
 mod observe;
+mod pin;
 pub mod shim;
 mod syscalls;
 mod tracee;
@@ -163,6 +164,9 @@ pub struct Request<'a> {
     /// How long descendants may run on after the root process ended before they are killed
     /// and the record marked incomplete; by default [`DEFAULT_LINGER`].
     pub linger: Duration,
+    /// Run the tracer and the traced tree on one CPU while it is not contended (the cost of
+    /// a stop is a fraction there); by default true.
+    pub pin: bool,
 }
 
 impl<'a> Request<'a> {
@@ -177,6 +181,7 @@ impl<'a> Request<'a> {
             shim: Shim::CurrentExe,
             coverage: Coverage::default(),
             linger: DEFAULT_LINGER,
+            pin: true,
         }
     }
 }
@@ -387,7 +392,7 @@ pub fn run(request: &Request<'_>) -> Result<Traced, Error> {
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
     let root = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    let traced = tracer::trace(root, request.linger);
+    let traced = tracer::trace(root, request.linger, request.pin);
     // The child was reaped by the loop (or is gone); `child` only holds the pipes' ends.
     drop(child);
     let outcome = traced.map_err(|e| match e {

@@ -13,6 +13,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use super::decode::Recorder;
+use super::pin::Pin;
 
 /// How the root process ended.
 #[derive(Debug)]
@@ -61,8 +62,9 @@ pub(crate) enum LoopError {
 
 /// Traces `root` (the shim, which stops itself with `SIGSTOP` before it `exec`s) and every
 /// process and thread it starts, until all have ended. Descendants still running `linger`
-/// after the root ended are killed, and the record marked incomplete.
-pub(crate) fn trace(root: Pid, linger: Duration) -> Result<Outcome, LoopError> {
+/// after the root ended are killed, and the record marked incomplete. With `pin`, the
+/// calling thread and the tree run on one CPU while it is not contended ([`Pin`]).
+pub(crate) fn trace(root: Pid, linger: Duration, pin: bool) -> Result<Outcome, LoopError> {
     let mut recorder = Recorder::new();
     // The shim's own stop: configure the options, then let it exec.
     if let Some(shim_end) = wait_for_shim(root)? {
@@ -73,6 +75,8 @@ pub(crate) fn trace(root: Pid, linger: Duration) -> Result<Outcome, LoopError> {
         let _ = waitpid(root, Some(wait_flags()));
         return Err(LoopError::Options(e));
     }
+    // Restores the calling thread's CPU mask when dropped, on every way out.
+    let mut pinned = if pin { Pin::start(root) } else { None };
     resume(root, None);
 
     let mut tracees: HashMap<Pid, State> = HashMap::from([(root, State::Running)]);
@@ -147,6 +151,9 @@ pub(crate) fn trace(root: Pid, linger: Duration) -> Result<Outcome, LoopError> {
             }
             WaitStatus::PtraceEvent(pid, _, event) => {
                 recorder.progressed(pid);
+                if let Some(pinned) = pinned.as_mut() {
+                    pinned.check(pid, tracees.keys().copied());
+                }
                 if on_event(pid, event, &mut tracees, &mut recorder) && pid == root {
                     root_execed = true;
                 }

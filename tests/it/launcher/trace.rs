@@ -28,11 +28,17 @@ struct Setup<'a> {
     coverage: Coverage,
     linger: Duration,
     shim: &'a Path,
+    pin: bool,
 }
 
 impl Default for Setup<'_> {
     fn default() -> Self {
-        Self { coverage: Coverage::default(), linger: trace::DEFAULT_LINGER, shim: shim() }
+        Self {
+            coverage: Coverage::default(),
+            linger: trace::DEFAULT_LINGER,
+            shim: shim(),
+            pin: true,
+        }
     }
 }
 
@@ -50,6 +56,7 @@ fn try_traced(dir: &Path, argv: &[&str], setup: Setup<'_>) -> Result<Traced, Err
         request.shim = Shim::Binary(&shim);
         request.coverage = setup.coverage;
         request.linger = setup.linger;
+        request.pin = setup.pin;
         let _ = send.send(trace::run(&request));
     });
     receive.recv_timeout(RUN_TIMEOUT).expect("the traced run did not end within RUN_TIMEOUT")
@@ -811,4 +818,57 @@ fn trace_reads_a_working_directory_afresh_after_it_was_renamed() {
     let e = one(&t, &dir.join("c/b/x.txt"), |op| *op == Op::OpenRead);
     assert!(is_file(&e.observed) && e.cwd_relative);
     assert!(at(&t, &dir.join("a/b/x.txt")).is_empty());
+}
+
+/// `Cpus_allowed_list` of `/proc/thread-self/status` (this thread's CPU mask).
+fn allowed_here() -> String {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
+    line.split_once(':').unwrap().1.trim().to_owned()
+}
+
+/// The number of CPUs a `Cpus_allowed_list` value (`0-3,5`) names.
+fn cpus_in(list: &str) -> usize {
+    list.split(',')
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
+/// Traces `grep Cpus_allowed_list /proc/self/status` with `pin`, on a thread of its own;
+/// returns the tracer thread's mask before and after, and what the tracee printed.
+fn traced_mask(pin: bool) -> (String, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_path = dir.path().to_owned();
+    let handle = std::thread::spawn(move || {
+        let before = allowed_here();
+        let argv: Vec<OsString> =
+            ["grep", "Cpus_allowed_list", "/proc/self/status"].map(OsString::from).to_vec();
+        let program = PathBuf::from("grep");
+        let mut request = Request::new(&program, &argv[0], &argv[1..]);
+        request.current_dir = Some(&dir_path);
+        request.shim = Shim::Binary(shim());
+        request.pin = pin;
+        let traced = trace::run(&request).unwrap();
+        assert!(traced.status.success());
+        let printed = String::from_utf8(traced.stdout).unwrap();
+        let printed = printed.split_once(':').unwrap().1.trim().to_owned();
+        (before, allowed_here(), printed)
+    });
+    handle.join().unwrap()
+}
+
+#[test]
+fn trace_runs_the_tree_on_the_tracers_cpu_and_gives_the_tracer_its_mask_back() {
+    let (before, after, tracee) = traced_mask(true);
+    assert_eq!(after, before, "the tracer's thread must get its mask back");
+    if cpus_in(&before) >= 2 {
+        assert_eq!(cpus_in(&tracee), 1, "pinned tracee mask {tracee} (tracer had {before})");
+    } else {
+        assert_eq!(tracee, before);
+    }
+    let (before, after, tracee) = traced_mask(false);
+    assert_eq!((after.as_str(), tracee.as_str()), (before.as_str(), before.as_str()));
 }
