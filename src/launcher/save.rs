@@ -559,10 +559,17 @@ fn name_groups(here: &Location, absent: &[PathBuf], present: &[(PathBuf, Kind)])
         })
     };
     let mut at: Vec<(usize, String, Option<Kind>)> = Vec::new();
+    // Absent names share a few directories (the search list): one `lstat` per directory.
+    let mut exists: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
+    let mut exists_at = |dir: &Path| -> bool {
+        *exists.entry(dir.to_path_buf()).or_insert_with(|| {
+            fs::symlink_metadata_opt(&here.absolute(dir)).ok().flatten().is_some()
+        })
+    };
     for path in absent {
         let mut p = path.clone();
         while let Some(parent) = p.parent().filter(|q| !q.as_os_str().is_empty())
-            && fs::symlink_metadata_opt(&here.absolute(parent)).ok().flatten().is_none()
+            && !exists_at(parent)
         {
             p = parent.to_path_buf();
         }
