@@ -24,8 +24,10 @@
 #          durations from .ninja_log; then every object file of the strata (and ccache)
 #          cold build is compared with the plain build's (cmp).
 #  cold-tu the same compiles one at a time, each plain, as a ccache MISS, as a strata MISS
-#          and under ptrace-floor.c (a tracer with strata's seccomp stops that does nothing at
-#          them: the floor of tracing) in a rotating order (fresh caches): the overhead over
+#          under ptrace-floor.c (a tracer with strata's seccomp stops that does nothing at
+#          them: the floor of tracing; on one CPU and unpinned), and run by examples/trace.rs
+#          untraced and traced by strata's tracer alone (what tracing costs without the
+#          launcher's other work) in a rotating order (fresh caches): the overhead over
 #          plain without the load drift that makes two whole builds minutes apart differ by
 #          20 % or more here. Then (with
 #          perf) what each launcher adds to a MISS without the compile's noise: its own
@@ -73,8 +75,9 @@ prereqs_debian ca-certificates cmake ninja-build g++ ccache hyperfine googletest
 prereqs_rust
 bench_cpu
 echo "$(gcc --version | head -n 1); $(ccache --version | head -n 1); $(cmake --version | head -n 1); ninja $(ninja --version)"
-cargo build --release --locked --manifest-path "$repo/Cargo.toml" --bin strata 2>&1 | tail -n 1
+cargo build --release --locked --manifest-path "$repo/Cargo.toml" --bin strata --example trace 2>&1 | tail -n 1
 S="$repo/target/release/strata"
+TRACE_EXAMPLE="$repo/target/release/examples/trace"
 CCACHE=$(command -v ccache)
 # perf (Debian linux-perf) measures what each launcher process itself costs on a MISS; the
 # part is skipped where it is missing or not permitted (perf_event_paranoid > 2).
@@ -203,7 +206,7 @@ bench_project() {
   if want cold-tu; then
   echo "== $p cold, interleaved per TU: each compile plain, as a ccache MISS, as a strata MISS and under the ptrace floor, one at a time, rotating order"
   mkdir -p "$work/cache/$p-ccache-tu" "$work/cache/$p-strata-tu"
-  $H cold-tu-report "$($H cold-tu "$a/cold-strata-1" "$a" "$CCACHE" "$S" "$work/cache/$p-ccache-tu" "$work/cache/$p-strata-tu" "$work" "$FLOOR")"
+  $H cold-tu-report "$($H cold-tu "$a/cold-strata-1" "$a" "$CCACHE" "$S" "$work/cache/$p-ccache-tu" "$work/cache/$p-strata-tu" "$work" "$FLOOR" "$TRACE_EXAMPLE")"
   fi
   if [ "$perf_ok" = 1 ] && want self; then
     echo "== $p cold, what each launcher adds to a MISS (perf stat --no-inherit: the launcher process alone; the -E run ccache adds, timed apart)"

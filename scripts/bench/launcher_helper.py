@@ -196,24 +196,33 @@ def cmd_ninja_log(build):
     print(f"{total} {count}")
 
 
-def cmd_cold_tu(strata_build, work_dir, ccache, strata, ccache_dir, strata_cache, base_dir, floor=None):
+def cmd_cold_tu(strata_build, work_dir, ccache, strata, ccache_dir, strata_cache, base_dir, floor=None,
+                trace_example=None):
     """Every compile that went through the launcher in STRATA_BUILD (a Ninja build dir
     configured with strata as the launcher), one at a time, in a rotating order: plain,
     through ccache (a MISS into CCACHE_DIR), through strata (a MISS into STRATA_CACHE) and,
     with FLOOR (scripts/bench/ptrace-floor.c built), under that minimal tracer (the same
-    seccomp stops, nothing done at them), each in its own directory beside STRATA_BUILD.
+    seccomp stops, nothing done at them) pinned to one CPU and unpinned (-u), and with
+    TRACE_EXAMPLE (examples/trace.rs built) run by it untraced (--plain) and traced by
+    strata's tracer alone (no launcher work: what tracing itself costs a MISS), each in its
+    own directory beside STRATA_BUILD.
     Prints JSON: per tool, total wall and CPU seconds (user+sys of the children), and the
     counters of both caches."""
     cmds = [args[1:] for args in compile_commands(strata_build, strata)]
-    tools = ["plain", "ccache", "strata"] + (["floor"] if floor else [])
+    tools = (["plain", "ccache", "strata"] + (["floor", "floor-u"] if floor else [])
+             + (["trace-plain", "traced"] if trace_example else []))
     dirs = {t: os.path.join(work_dir, f"tu-{t}") for t in tools}
     env = {
         "plain": dict(os.environ),
         "ccache": dict(os.environ, CCACHE_DIR=ccache_dir, CCACHE_BASEDIR=base_dir),
         "strata": dict(os.environ, STRATA_CACHE_ROOT=strata_cache, STRATA_BASE_DIRS=base_dir),
         "floor": dict(os.environ),
+        "floor-u": dict(os.environ),
+        "trace-plain": dict(os.environ),
+        "traced": dict(os.environ),
     }
-    prefix = {"plain": [], "ccache": [ccache], "strata": [strata], "floor": [floor]}
+    prefix = {"plain": [], "ccache": [ccache], "strata": [strata], "floor": [floor], "floor-u": [floor, "-u"],
+              "trace-plain": [trace_example, "--plain", "--"], "traced": [trace_example, "--"]}
     wall = {t: 0.0 for t in tools}
     cpu = {t: 0.0 for t in tools}
     for i, args in enumerate(cmds):
@@ -337,14 +346,19 @@ def cmd_self_cost_report(text):
 def cmd_cold_tu_report(text):
     r = json.loads(text)
     w, c = r["wall"], r["cpu"]
-    for tool in [t for t in ("plain", "ccache", "strata", "floor") if t in w]:
+    names = {"floor": "ptrace floor, one CPU (no work at a stop)", "floor-u": "ptrace floor, unpinned",
+             "trace-plain": "examples/trace --plain", "traced": "examples/trace (strata's tracer alone)"}
+    for tool in [t for t in ("plain", "ccache", "strata", "floor", "floor-u", "trace-plain", "traced") if t in w]:
         extra = ""
         if tool != "plain":
-            counted = "" if tool == "floor" else f"; {r[tool].get('hit', 0)} hits, {r[tool].get('miss', 0)} misses"
+            counted = f"; {r[tool].get('hit', 0)} hits, {r[tool].get('miss', 0)} misses" if tool in ("ccache", "strata") else ""
             extra = (f" ({100 * (w[tool] / w['plain'] - 1):+.1f} % wall, {100 * (c[tool] / c['plain'] - 1):+.1f} % cpu"
                      f"{counted})")
-        name = "ptrace floor (no work at a stop, pinned)" if tool == "floor" else tool
-        print(f"   {name:6} {w[tool]:7.2f} s wall, {c[tool]:7.2f} s cpu{extra}")
+        print(f"   {names.get(tool, tool):6} {w[tool]:7.2f} s wall, {c[tool]:7.2f} s cpu{extra}")
+    if "traced" in w:
+        print(f"   tracing's own MISS overhead (traced / --plain, same process): "
+              f"{100 * (w['traced'] / w['trace-plain'] - 1):+.1f} % wall, {100 * (c['traced'] / c['trace-plain'] - 1):+.1f} % cpu"
+              f"   (target: <= 3 %)")
     ow = {t: w[t] - w["plain"] for t in ("ccache", "strata")}
     oc = {t: c[t] - c["plain"] for t in ("ccache", "strata")}
     print(f"   {r['tus']} TUs; overhead over plain: strata {ow['strata']:+.2f} s wall / {oc['strata']:+.2f} s cpu,"

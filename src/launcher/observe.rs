@@ -169,9 +169,21 @@ impl Collected {
             }
         };
         match &e.op {
-            Op::OpenWrite { .. } => {
+            Op::OpenWrite { create, truncate } => {
                 if !mine && self.read.contains_key(path) {
                     unsafe_write(format!("it wrote {}, which it had read", path.display()));
+                }
+                if !mine {
+                    if *truncate {
+                        self.from_scratch.insert(path.clone());
+                    } else {
+                        self.from_scratch.remove(path);
+                    }
+                    if *create && e.observed == Seen::Absent {
+                        self.created_new.insert(path.clone());
+                    } else {
+                        self.created_new.remove(path);
+                    }
                 }
                 // Whether it may stay is decided at the end: a temporary it deletes is fine.
                 self.written.insert(path.clone());
@@ -185,6 +197,13 @@ impl Collected {
             }
             Op::Rename { to } => {
                 if self.written.remove(path) {
+                    // Renamed into place, a file made here replaces whatever was there.
+                    let made = self.from_scratch.remove(path) | self.created_new.remove(path);
+                    if made {
+                        self.from_scratch.insert(to.clone());
+                    } else {
+                        self.from_scratch.remove(to);
+                    }
                     self.written.insert(to.clone());
                     self.ever_written.insert(to.clone());
                 } else {
@@ -216,12 +235,29 @@ struct Collected {
     present: BTreeMap<PathBuf, Kind>,
     listed: BTreeSet<PathBuf>,
     created_dirs: Vec<PathBuf>,
+    /// Files whose content this compile made from nothing: its first write-open truncated
+    /// them (`O_TRUNC`), or it created them new and renamed them into place. A file it
+    /// appended to or wrote into without truncating (`-fopt-info-…=FILE` appends) holds
+    /// what was there before, which a HIT cannot repeat.
+    from_scratch: BTreeSet<PathBuf>,
+    /// Files its first write-open created (they did not exist).
+    created_new: BTreeSet<PathBuf>,
 }
 
 /// Decides what stays: outputs that still exist (and may), facts not about the compile's
 /// own files, and the first write a HIT could not repeat.
 fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool) {
-    let Collected { written, ever_written, read, absent, present, listed, created_dirs } = seen;
+    let Collected {
+        written,
+        ever_written,
+        read,
+        absent,
+        present,
+        listed,
+        created_dirs,
+        from_scratch,
+        created_new: _,
+    } = seen;
     let mut unsafe_write = |what: String| {
         if out.unsafe_write.is_none() {
             out.unsafe_write = Some(what);
@@ -234,6 +270,13 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
     }
     for path in written {
         match crate::fs::symlink_metadata_opt(&path) {
+            Ok(Some(m)) if m.is_file() && may_write(&path) && !from_scratch.contains(&path) => {
+                unsafe_write(format!(
+                    "it wrote into {} without truncating it (appended to what was there, as \
+                     -fopt-info-…=FILE does), which a HIT cannot repeat",
+                    path.display()
+                ));
+            }
             Ok(Some(m)) if m.is_file() && may_write(&path) => out.written.push(path),
             Ok(Some(_)) => unsafe_write(format!("it wrote {}", path.display())),
             _ => {}

@@ -273,3 +273,43 @@ fn launcher_falls_back_to_the_model_where_tracing_is_refused() {
         "hit"
     );
 }
+
+/// An output the compiler appends to (`-fopt-info-…=FILE` opens it with `O_APPEND` and no
+/// `O_TRUNC`) holds what was there before the compile: a HIT cannot repeat that, so it is
+/// not cached, whether the file existed at the MISS or not, and every run writes what a
+/// plain compile writes.
+#[test]
+fn launcher_an_output_the_compiler_appends_to_is_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    for flag in ["-fopt-info-all=opt.txt", "-fopt-info-missed=opt.txt"] {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(
+            &p.join("s.c"),
+            "int f(int *a, int n) { int s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }\n",
+        );
+        let argv = args(&["gcc", "-O2", flag, "-c", "s.c", "-o", "s.o"]);
+        let junk = "JUNK FROM AN EARLIER BUILD\n";
+        // What plain gcc leaves in opt.txt when it held `junk`, and when it did not exist.
+        write_file(&p.join("opt.txt"), junk);
+        super::plain(&p, &argv, &[]).expect_code(0);
+        let want_appended = std::fs::read(p.join("opt.txt")).unwrap();
+        assert!(want_appended.starts_with(junk.as_bytes()), "{flag}: gcc appends");
+        std::fs::remove_file(p.join("opt.txt")).unwrap();
+        super::plain(&p, &argv, &[]).expect_code(0);
+        let want_fresh = std::fs::read(p.join("opt.txt")).unwrap();
+        let traced = Launcher::new(&ctx.cache).env("STRATA_TRACE", TRACED);
+        for round in 0..2 {
+            std::fs::remove_file(p.join("opt.txt")).unwrap();
+            let (got, outcome) = traced.compile(&p, &argv);
+            assert_eq!(got.code, 0, "{flag}: {}", got.stderr);
+            assert_eq!(outcome, "uncacheable:untracked_write", "{flag}, round {round}");
+            assert_eq!(std::fs::read(p.join("opt.txt")).unwrap(), want_fresh, "{flag}");
+            write_file(&p.join("opt.txt"), junk);
+            let (got, outcome) = traced.compile(&p, &argv);
+            assert_eq!(got.code, 0, "{flag}: {}", got.stderr);
+            assert_eq!(outcome, "uncacheable:untracked_write", "{flag}, round {round}");
+            assert_eq!(std::fs::read(p.join("opt.txt")).unwrap(), want_appended, "{flag}");
+        }
+    }
+}
