@@ -88,6 +88,12 @@ pub struct Compile {
     /// `-MF`, `-MT`, `-MQ` and their values), so a renamed object or depfile finds the same
     /// entry and a HIT writes the outputs under the current names.
     pub key_args: Vec<OsString>,
+    /// The output-naming options and values (`-o x.o`, `-MF x.d`, …, in order) when the
+    /// object records the whole command line (`-frecord-command-line`,
+    /// `-grecord-command-line` and their gcc-spelled aliases, which clang takes): then they
+    /// are part of the key too, since a HIT under other names would hold the old ones.
+    /// Empty otherwise.
+    pub recorded_names: Vec<OsString>,
     /// `-include`/`-imacros` files, in order (as given).
     pub forced_includes: Vec<PathBuf>,
     /// The first flag only a traced compile can vouch for (it reads or writes files the
@@ -366,6 +372,16 @@ pub fn classify(args: &[OsString]) -> Classified {
             "-gsplit-dwarf" => scan.split_dwarf = true,
             "-ftest-coverage" | "--coverage" => scan.coverage = true,
             "-fstack-usage" => scan.stack_usage = true,
+            // Clang writes the whole command line into the object (gcc's recorded
+            // switches leave out -o and -M…; clang takes the gcc spellings as aliases).
+            "-frecord-command-line"
+            | "-grecord-command-line"
+            | "-frecord-gcc-switches"
+            | "-grecord-gcc-switches" => scan.records_command_line = true,
+            "-fno-record-command-line"
+            | "-gno-record-command-line"
+            | "-fno-record-gcc-switches"
+            | "-gno-record-gcc-switches" => scan.records_command_line = false,
             _ => {}
         }
         // Options with a value: separate, or joined for the one-letter/`-M?` forms.
@@ -391,7 +407,9 @@ pub fn classify(args: &[OsString]) -> Classified {
             match args.get(i) {
                 Some(v) => {
                     i += 1;
-                    if !OUTPUT_NAMING.contains(&name) {
+                    if OUTPUT_NAMING.contains(&name) {
+                        scan.naming_args.extend([raw.clone(), v.clone()]);
+                    } else {
                         scan.key_args.push(raw.clone());
                         scan.key_args.push(v.clone());
                     }
@@ -400,7 +418,9 @@ pub fn classify(args: &[OsString]) -> Classified {
                 None => return Classified::Uncacheable(Reason::MissingValue(arg.to_owned())),
             }
         } else {
-            if !OUTPUT_NAMING.contains(&name) {
+            if OUTPUT_NAMING.contains(&name) {
+                scan.naming_args.push(raw.clone());
+            } else {
                 scan.key_args.push(raw.clone());
             }
             OsString::from(arg.get(name.len()..).unwrap_or_default())
@@ -429,6 +449,11 @@ struct Scan {
     stack_usage: bool,
     dep_targets: Vec<(TargetOption, OsString)>,
     key_args: Vec<OsString>,
+    /// The output-naming options and values left out of `key_args`, in order.
+    naming_args: Vec<OsString>,
+    /// The object will hold the whole command line (`-frecord-command-line`): the
+    /// output-naming options are part of the key then.
+    records_command_line: bool,
     forced_includes: Vec<PathBuf>,
     needs_trace: Option<Reason>,
 }
@@ -481,6 +506,8 @@ impl Scan {
             stack_usage,
             dep_targets,
             key_args,
+            naming_args,
+            records_command_line,
             forced_includes,
             needs_trace,
         } = self;
@@ -535,6 +562,7 @@ impl Scan {
             include_dirs: includes,
             dep_targets,
             key_args,
+            recorded_names: if records_command_line { naming_args } else { Vec::new() },
             forced_includes,
             needs_trace,
         }))

@@ -232,6 +232,9 @@ impl Run<'_> {
         for arg in &self.compile.key_args {
             key.field("arg", here.relocate_arg(arg).as_bytes());
         }
+        for arg in &self.compile.recorded_names {
+            key.field("recorded_arg", here.relocate_arg(arg).as_bytes());
+        }
         key.field("source", source.to_string().as_bytes());
         for name in self.family.key_environment() {
             let Some(value) = crate::config::var_raw(name) else { continue };

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -133,6 +133,17 @@ impl Run<'_> {
         let mut embedded: Vec<Vec<u8>> = Vec::new();
         let mut names_object = false;
         let object_text = self.compile.object.as_os_str().as_bytes();
+        // Names made from the object's: `-gsplit-dwarf` writes the `.dwo` name into the
+        // object, coverage the `.gcda` one. Found in an output, the candidate is for this
+        // object name only (with `-o a.o` as much as with `-o dir/a.o`).
+        let derived: Vec<Vec<u8>> = self
+            .compile
+            .side_outputs
+            .iter()
+            .cloned()
+            .chain([self.compile.object.with_extension("gcda")])
+            .map(|p| p.into_os_string().into_vec())
+            .collect();
         let files =
             self.outputs(here).into_iter().map(|(role, path)| (role, path, None)).chain(
                 extra.iter().map(|p| ("file".to_owned(), p.clone(), Some(record_of(here, p)))),
@@ -154,6 +165,7 @@ impl Run<'_> {
             }
             names_object |=
                 object_text.contains(&b'/') && memmem::find(&bytes, object_text).is_some();
+            names_object |= derived.iter().any(|name| memmem::find(&bytes, name).is_some());
             outputs.push(Output { role, digest, size_bytes: size, path: record });
         }
         if let Some((_, Some(bytes))) = depfile {

@@ -568,3 +568,59 @@ fn launcher_another_checkout_with_another_build_directory_name_hits() {
         );
     }
 }
+
+/// Names made from the object's that the object holds: `-gsplit-dwarf` writes the `.dwo`
+/// name into it (`DW_AT_dwo_name`), with or without a directory in `-o`. A candidate made
+/// under one object name is not a HIT under another (the object would send a debugger to
+/// the other object's `.dwo`); under the same name it is.
+#[test]
+fn launcher_split_dwarf_objects_hit_only_under_their_own_name() {
+    for (cc, mode) in c_compilers() {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("s.c"), "int f(int a) { return a + 1; }\n");
+        std::fs::create_dir_all(p.join("o1")).unwrap();
+        std::fs::create_dir_all(p.join("o2")).unwrap();
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", mode);
+        for (first, second) in [("o1/a", "o2/b"), ("a", "b")] {
+            let argv = |stem: &str| {
+                let o = format!("{stem}.o");
+                args(&[cc, "-g", "-gsplit-dwarf", "-c", "s.c", "-o", &o])
+            };
+            let outs = |stem: &str| [format!("{stem}.o"), format!("{stem}.dwo")];
+            let (o1, o2) = (outs(first), outs(second));
+            let o1: Vec<&str> = o1.iter().map(String::as_str).collect();
+            let o2: Vec<&str> = o2.iter().map(String::as_str).collect();
+            let got = same_as_plain(&l, &p, &argv(first), &o1, &[]);
+            assert!(got == "miss" || got == "hit", "{cc} {mode} {first}: {got}");
+            assert_eq!(same_as_plain(&l, &p, &argv(first), &o1, &[]), "hit", "{cc} {mode}");
+            assert_eq!(same_as_plain(&l, &p, &argv(second), &o2, &[]), "miss", "{cc} {mode}");
+            assert_eq!(same_as_plain(&l, &p, &argv(second), &o2, &[]), "hit", "{cc} {mode}");
+        }
+    }
+}
+
+/// Clang's `-frecord-command-line` (and `-grecord-command-line`, and the gcc spellings
+/// clang takes as aliases) writes the whole command line into the object, `-o`, `-MF` and
+/// `-MT` included: other names are another key, never a HIT holding the old ones.
+#[test]
+fn launcher_a_recorded_command_line_keys_the_output_names() {
+    require_tool("clang", "apt-get install clang");
+    for flag in ["-frecord-command-line", "-frecord-gcc-switches"] {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("s.c"), "int f(int a) { return a + 1; }\n");
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", "1");
+        let argv = |d: &str, t: &str, o: &str| {
+            args(&["clang", flag, "-MD", "-MF", d, "-MT", t, "-c", "s.c", "-o", o])
+        };
+        let one = argv("one.d", "tgtone", "x.o");
+        assert_eq!(same_as_plain(&l, &p, &one, &["x.o", "one.d"], &[]), "miss", "{flag}");
+        assert_eq!(same_as_plain(&l, &p, &one, &["x.o", "one.d"], &[]), "hit", "{flag}");
+        let two = argv("two.d", "tgttwo", "x.o");
+        assert_eq!(same_as_plain(&l, &p, &two, &["x.o", "two.d"], &[]), "miss", "{flag}");
+        let three = argv("two.d", "tgttwo", "y.o");
+        assert_eq!(same_as_plain(&l, &p, &three, &["y.o", "two.d"], &[]), "miss", "{flag}");
+        assert_eq!(same_as_plain(&l, &p, &three, &["y.o", "two.d"], &[]), "hit", "{flag}");
+    }
+}
