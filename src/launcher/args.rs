@@ -300,7 +300,10 @@ fn flag_reason(arg: &str) -> Option<Reason> {
                 || arg.starts_with("-mtune="))
         || arg == "-Wp,-MD"
         || arg.starts_with("-Wp,-M")
-        || arg == "-fsyntax-only";
+        || arg == "-fsyntax-only"
+        // The commands it runs, with their temporary files' random names, on stderr.
+        || arg == "-v"
+        || arg == "-###";
     uncacheable.then(|| Reason::UncacheableFlag(arg.to_owned()))
 }
 

@@ -73,6 +73,19 @@ impl Run<'_> {
         source: &Source<'_>,
         memo: &mut VerifyMemo,
     ) -> (Outcome, Step) {
+        self.miss_with(here, place, key, source, memo, date_probe(self.args))
+    }
+
+    /// [`Run::miss`], with `-Wdate-time` added when `probe_dates` (see [`date_probe`]).
+    fn miss_with(
+        &self,
+        here: &Location,
+        place: &EntryPlace,
+        key: &CompileKey,
+        source: &Source<'_>,
+        memo: &mut VerifyMemo,
+        probe_dates: bool,
+    ) -> (Outcome, Step) {
         let private_dep = match &self.compile.depfile {
             Depfile::NotRequested => tempfile::Builder::new()
                 .prefix("strata-dep-")
@@ -82,12 +95,17 @@ impl Run<'_> {
                 .map(tempfile::NamedTempFile::into_temp_path),
             Depfile::Requested { .. } => None,
         };
-        let args = match &private_dep {
-            Some(dep) => self.family.with_options(
-                self.args,
-                &[OsString::from("-MD"), OsString::from("-MF"), dep.as_os_str().to_owned()],
-            ),
-            None => self.args.to_vec(),
+        let mut extra: Vec<OsString> = Vec::new();
+        if let Some(dep) = &private_dep {
+            extra.extend([OsString::from("-MD"), OsString::from("-MF"), dep.as_os_str().into()]);
+        }
+        if probe_dates {
+            extra.extend(DATE_PROBE.map(OsString::from));
+        }
+        let args = if extra.is_empty() {
+            self.args.to_vec()
+        } else {
+            self.family.with_options(self.args, &extra)
         };
         let started = source.clock.marker();
         let ran = match self.run_compiler(&args) {
@@ -103,6 +121,40 @@ impl Run<'_> {
             Ran::Plain(o) => (o.status, o.stdout.clone(), o.stderr.clone()),
         };
         let code = super::exit_code(status);
+        if probe_dates && memmem::find(&stderr, b"date-time").is_some() {
+            // The compiler expanded a time macro (however it was spelled: pasted, spliced)
+            // or did not know the option: what it printed is not what a plain compile
+            // prints. Where SOURCE_DATE_EPOCH makes the macros reproducible, compile again
+            // without the probe and cache that; else compile as the build asked, uncached.
+            // GCC names the macro (`macro "__TIME__" might prevent …`); Clang does not.
+            let named = |m: &[u8]| memmem::find(&stderr, m).is_some();
+            let gcc_style = named(b"might prevent reproducible builds");
+            let stamp = !gcc_style || named(b"\"__TIMESTAMP__\"");
+            let date = !gcc_style || named(b"\"__DATE__\"") || named(b"\"__TIME__\"");
+            let fixed = crate::config::var_raw("SOURCE_DATE_EPOCH").is_some()
+                && (!date || self.probe.epoch_fixes_date)
+                && (!stamp || self.probe.epoch_fixes_timestamp);
+            if code == 0 && fixed {
+                drop(ran);
+                return self.miss_with(here, place, key, source, memo, false);
+            }
+            let reason = if code == 0 { "uncacheable:time_macros" } else { "compile_failed" };
+            return match self.command().args(self.args).stdin(Stdio::inherit()).output() {
+                Ok(o) => (
+                    Outcome::NotCached(reason.into()),
+                    Step::Exit {
+                        code: super::exit_code(o.status),
+                        stdout: o.stdout,
+                        stderr: o.stderr,
+                    },
+                ),
+                Err(e) => {
+                    self.out.warn(format!("cannot run {}: {e}", self.tool.display()));
+                    let step = Step::Exit { code: 1, stdout: Vec::new(), stderr: Vec::new() };
+                    (Outcome::NotCached("error".into()), step)
+                }
+            };
+        }
         let step = Step::Exit { code, stdout, stderr };
         if code != 0 {
             return (Outcome::NotCached("compile_failed".into()), step);
@@ -524,6 +576,40 @@ impl Run<'_> {
         }
         Ok((digest, stamp))
     }
+}
+
+/// What a MISS adds to learn whether the compile expanded `__DATE__`, `__TIME__` or
+/// `__TIMESTAMP__`: GCC and Clang warn at every expansion, also of a name made by token
+/// pasting or a line splice, which no scan of the text sees.
+const DATE_PROBE: [&str; 2] = ["-Wdate-time", "-Wno-error=date-time"];
+
+/// Whether a MISS may add [`DATE_PROBE`] to `args` without changing what the compile
+/// writes: not with `-w` (which silences the warning), nor where an output records the
+/// command line (`-frecord-command-line` and its aliases in the object, Clang's `-MJ`
+/// compilation-database entry, GCC's `-fverbose-asm` in an assembler listing). Then only
+/// the scan of the inputs' text finds time macros (docs/launcher.md, limits).
+fn date_probe(args: &[OsString]) -> bool {
+    let mut records = false;
+    for arg in args {
+        match arg.to_str() {
+            Some("-w" | "-fverbose-asm") => return false,
+            Some(a) if a.starts_with("-MJ") => return false,
+            Some(
+                "-frecord-command-line"
+                | "-grecord-command-line"
+                | "-frecord-gcc-switches"
+                | "-grecord-gcc-switches",
+            ) => records = true,
+            Some(
+                "-fno-record-command-line"
+                | "-gno-record-command-line"
+                | "-fno-record-gcc-switches"
+                | "-gno-record-gcc-switches",
+            ) => records = false,
+            _ => {}
+        }
+    }
+    !records
 }
 
 /// The record form of a fact's path: relative to the working directory when it lies under

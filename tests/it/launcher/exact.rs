@@ -624,3 +624,43 @@ fn launcher_a_recorded_command_line_keys_the_output_names() {
         assert_eq!(same_as_plain(&l, &p, &three, &["y.o", "two.d"], &[]), "hit", "{flag}");
     }
 }
+
+/// A time macro no scan of the text sees: a name made by token pasting, or split by a line
+/// splice. The compiler says when it expands one (`-Wdate-time`, which the launcher adds on
+/// a MISS): never cached without `SOURCE_DATE_EPOCH`, and what runs prints and writes what
+/// a plain compile does (the probe's warning never reaches the build), with `-Werror` too.
+/// With GCC and `SOURCE_DATE_EPOCH`, a pasted `__DATE__` is reproducible and cached.
+#[test]
+fn launcher_time_macros_made_by_pasting_or_splicing_are_found() {
+    for (cc, mode) in c_compilers() {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        let paste = "#define CAT(a, b) a##b\n#define X(a, b) CAT(a, b)\n";
+        write_file(&p.join("pt.c"), format!("{paste}const char *t = X(__TI, ME__);\n"));
+        write_file(&p.join("sp.c"), "const char *t = __TI\\\nME__;\n");
+        write_file(&p.join("pd.c"), format!("{paste}const char *d = X(__DA, TE__);\n"));
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", mode);
+        for (file, flags) in [("pt", &[][..]), ("sp", &[][..]), ("pt", &["-Werror", "-Wall"][..])] {
+            let mut argv = args(&[cc]);
+            argv.extend(args(flags));
+            argv.extend(args(&["-c", &format!("{file}.c"), "-o", &format!("{file}.o")]));
+            for round in 0..2 {
+                let (r, outcome) = l.compile(&p, &argv);
+                assert_eq!(
+                    (r.code, outcome.as_str()),
+                    (0, "uncacheable:time_macros"),
+                    "{cc} {mode} {argv:?} round {round}: {}",
+                    r.stderr
+                );
+                assert!(!r.stderr.contains("date-time"), "{cc} {mode}: {}", r.stderr);
+            }
+        }
+        let d = args(&[cc, "-c", "pd.c", "-o", "pd.o"]);
+        let epoch = [("SOURCE_DATE_EPOCH", "86400")];
+        assert_eq!(same_as_plain(&l, &p, &d, &["pd.o"], &[]), "uncacheable:time_macros", "{cc}");
+        if cc == "gcc" {
+            assert_eq!(same_as_plain(&l, &p, &d, &["pd.o"], &epoch), "miss", "{mode}");
+            assert_eq!(same_as_plain(&l, &p, &d, &["pd.o"], &epoch), "hit", "{mode}");
+        }
+    }
+}

@@ -252,3 +252,27 @@ fn launcher_explain_names_every_uncacheable_reason() {
         "strata: uncacheable:not_object_output gcc -c b.c -o /dev/null"
     );
 }
+
+/// `-v` prints the commands the driver runs, with its temporary files' random names, on
+/// stderr (and `-###` prints them instead of running them): never replayable, never cached,
+/// and the compile still runs as the build asked.
+#[test]
+fn launcher_verbose_driver_output_is_not_cached() {
+    for cc in ["gcc", "clang"] {
+        require_tool(cc, "apt-get install gcc clang");
+        let ctx = TestContext::new();
+        let dir = ctx.path("proj");
+        write_file(&dir.join("v.c"), "int v;\n");
+        let l = Launcher::new(&ctx.cache);
+        for flag in ["-v", "-###"] {
+            for _ in 0..2 {
+                l.expect(
+                    &dir,
+                    &[cc, flag, "-c", "v.c", "-o", "v.o"],
+                    "uncacheable:uncacheable_flag",
+                );
+            }
+        }
+        assert!(dir.join("v.o").is_file(), "{cc} -v compiled");
+    }
+}
