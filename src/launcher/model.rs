@@ -290,8 +290,19 @@ pub fn probes(
         }
     }
     for dep in deps {
-        let Some(bytes) = contents(dep) else { continue };
-        for (name, angled) in has_include_names(&bytes).map_err(|()| unseen(dep))? {
+        let Some(raw) = contents(dep) else { continue };
+        // Scanned as written (splices removed) and with comments gone: `__has_include
+        // /**/ (<x.h>)` and `#pragma GCC /**/ dependency` hide from the first, a literal
+        // the stripper misreads from the second; what either finds counts.
+        let unspliced = unspliced(&raw);
+        let stripped = without_comments(&unspliced);
+        let mut names = has_include_names(&unspliced).map_err(|()| unseen(dep))?;
+        for found in has_include_names(&stripped).map_err(|()| unseen(dep))? {
+            if !names.contains(&found) {
+                names.push(found);
+            }
+        }
+        for (name, angled) in names {
             let dirs: Vec<&Path> = if angled {
                 lists.angle.iter().map(PathBuf::as_path).collect()
             } else {
@@ -309,7 +320,7 @@ pub fn probes(
             }
         }
         for marker in [&b".incbin"[..], b"#embed", b"GCC dependency", b"__has_embed"] {
-            if memmem::find(&bytes, marker).is_some() {
+            if [&unspliced[..], &stripped[..]].iter().any(|b| memmem::find(b, marker).is_some()) {
                 return Err(unseen(dep));
             }
         }
@@ -381,6 +392,94 @@ pub fn has_include_names(bytes: &[u8]) -> Result<Vec<(Vec<u8>, bool)>, ()> {
     Ok(out)
 }
 
+/// `bytes` without line splices (a backslash, optional spaces or tabs, then a newline or
+/// CRLF), as translation phase 2 removes them before anything else is read: `__TI\`
+/// newline `ME__` is `__TIME__`. Borrowed when there is none.
+pub fn unspliced(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let splice_at = |i: usize| -> Option<usize> {
+        let mut j = i + 1;
+        while matches!(bytes.get(j), Some(b' ' | b'\t')) {
+            j += 1;
+        }
+        match bytes.get(j) {
+            Some(b'\n') => Some(j + 1),
+            Some(b'\r') if bytes.get(j + 1) == Some(&b'\n') => Some(j + 2),
+            _ => None,
+        }
+    };
+    if !memchr::memchr_iter(b'\\', bytes).any(|i| splice_at(i).is_some()) {
+        return std::borrow::Cow::Borrowed(bytes);
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'\\'
+            && let Some(next) = splice_at(i)
+        {
+            i = next;
+            continue;
+        }
+        out.push(b);
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `bytes` (already [`unspliced`]) with each comment replaced by one space and every run
+/// of spaces and tabs made one space, outside string and character literals (a `'`
+/// after a digit or letter is a C++14 digit separator, not a literal). Meant to be
+/// scanned next to the text as written, never alone: a misread literal can only hide
+/// text here, which the other scan still sees.
+pub fn without_comments(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    let space = |out: &mut Vec<u8>| {
+        if !matches!(out.last(), Some(b' ')) {
+            out.push(b' ');
+        }
+    };
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                let end = memmem::find(bytes.get(i + 2..).unwrap_or_default(), b"*/");
+                i = end.map_or(bytes.len(), |e| i + 2 + e + 2);
+                space(&mut out);
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                let end = memchr::memchr(b'\n', bytes.get(i..).unwrap_or_default());
+                i = end.map_or(bytes.len(), |e| i + e);
+                space(&mut out);
+            }
+            b'"' | b'\'' if b == b'"' || !out.last().is_some_and(u8::is_ascii_alphanumeric) => {
+                // A literal: copied to its closing quote (or the line's end).
+                out.push(b);
+                i += 1;
+                while let Some(&c) = bytes.get(i) {
+                    out.push(c);
+                    i += 1;
+                    if c == b'\\' {
+                        if let Some(&escaped) = bytes.get(i) {
+                            out.push(escaped);
+                            i += 1;
+                        }
+                    } else if c == b || c == b'\n' {
+                        break;
+                    }
+                }
+            }
+            b' ' | b'\t' => {
+                space(&mut out);
+                i += 1;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 fn trim_space(mut b: &[u8]) -> &[u8] {
     while let Some((first, rest)) = b.split_first() {
         if first.is_ascii_whitespace() {
@@ -421,6 +520,28 @@ mod tests {
             leading_includes(src),
             vec![(b"pch.h".to_vec(), false), (b"sys/a.h".to_vec(), true)]
         );
+    }
+
+    #[test]
+    fn splices_and_comments_do_not_hide_what_the_scans_look_for() {
+        assert_eq!(&*unspliced(b"__TI\\\nME__ a\\ \t\r\nb"), b"__TIME__ ab");
+        assert!(matches!(unspliced(b"no splice \\ here\n"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(
+            without_comments(b"#pragma GCC /* x */ dependency \"d\" // tail\nint a;"),
+            b"#pragma GCC dependency \"d\" \nint a;"
+        );
+        // Comment markers inside literals are text; a digit separator is not a literal.
+        assert_eq!(
+            without_comments(b"s = \"a//b\"; c = '/'; n = 1'000; /**/x"),
+            b"s = \"a//b\"; c = '/'; n = 1'000; x"
+        );
+        let src =
+            b"#if __has_include /**/ (<opt.h>)\n#endif\n#if __has_include\\\n(\"q.h\")\n#endif\n";
+        let text = unspliced(src);
+        let mut names = has_include_names(&text).unwrap();
+        names.extend(has_include_names(&without_comments(&text)).unwrap());
+        assert!(names.contains(&(b"opt.h".to_vec(), true)), "{names:?}");
+        assert!(names.contains(&(b"q.h".to_vec(), false)), "{names:?}");
     }
 
     #[test]

@@ -487,9 +487,8 @@ impl Run<'_> {
     ) -> Verdict<Vec<Input>> {
         let mut out: Vec<Input> = Vec::new();
         let mut seen_records = BTreeSet::new();
-        let mut dates = has(source.bytes, b"__DATE__") || has(source.bytes, b"__TIME__");
-        let mut stamp_macro = has(source.bytes, b"__TIMESTAMP__");
-        let mut dependency = has(source.bytes, b"GCC dependency");
+        let (mut dates, mut stamp_macro, mut dependency) = (false, false, false);
+        scan_text(source.bytes, &mut dates, &mut stamp_macro, &mut dependency);
         for (path, seen, program) in &learnt.inputs {
             let abs = here.absolute(path);
             if same_file(&abs, &source.path) {
@@ -562,19 +561,28 @@ impl Run<'_> {
                 if !is_text(&bytes) {
                     return Ok((digest, FileStamp::of(&fs::metadata(abs)?)));
                 }
-                *dates |= has(&bytes, b"__DATE__") || has(&bytes, b"__TIME__");
-                *stamp_macro |= has(&bytes, b"__TIMESTAMP__");
-                *dependency |= has(&bytes, b"GCC dependency");
+                scan_text(&bytes, dates, stamp_macro, dependency);
             }
             return Ok((digest, FileStamp::of(&fs::metadata(abs)?)));
         }
         let (digest, bytes, stamp) = entry::read_input(abs, self.config.digest)?;
         if !program && is_text(&bytes) {
-            *dates |= has(&bytes, b"__DATE__") || has(&bytes, b"__TIME__");
-            *stamp_macro |= has(&bytes, b"__TIMESTAMP__");
-            *dependency |= has(&bytes, b"GCC dependency");
+            scan_text(&bytes, dates, stamp_macro, dependency);
         }
         Ok((digest, stamp))
+    }
+}
+
+/// Scans an input's text for what no fact records: time macros (`__DATE__`/`__TIME__`
+/// into `dates`, `__TIMESTAMP__` into `stamp`) and `#pragma GCC dependency`, after line
+/// splices are removed (and for the pragma, comments too).
+fn scan_text(bytes: &[u8], dates: &mut bool, stamp: &mut bool, dependency: &mut bool) {
+    let text = model::unspliced(bytes);
+    *dates |= has(&text, b"__DATE__") || has(&text, b"__TIME__");
+    *stamp |= has(&text, b"__TIMESTAMP__");
+    if !*dependency && has(&text, b"GCC") {
+        *dependency = has(&text, b"GCC dependency")
+            || has(&model::without_comments(&text), b"GCC dependency");
     }
 }
 

@@ -664,3 +664,47 @@ fn launcher_time_macros_made_by_pasting_or_splicing_are_found() {
         }
     }
 }
+
+/// `__has_include` and `#pragma GCC dependency` spelled across a comment or a line splice
+/// (translation phases 2 and 3 come before the preprocessor reads them): the fallback
+/// model's scan sees them as the compiler does, so a header that appears later is a MISS.
+#[test]
+fn launcher_has_include_across_comments_and_splices_is_seen() {
+    for (cc, mode) in c_compilers() {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        std::fs::create_dir_all(p.join("i1")).unwrap();
+        std::fs::create_dir_all(p.join("i2")).unwrap();
+        let tail = "#include <opt.h>\n#else\n#define O 0\n#endif\nint v = O;\n";
+        write_file(&p.join("m.c"), format!("#if __has_include /**/ (<opt.h>)\n{tail}"));
+        write_file(&p.join("n.c"), format!("#if __has_include\\\n(<opt.h>)\n{tail}"));
+        write_file(&p.join("k.c"), format!("#if __has_\\\ninclude(<opt.h>)\n{tail}"));
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", mode);
+        let _ = std::fs::remove_file(p.join("i1/opt.h"));
+        for f in ["m", "n", "k"] {
+            let argv =
+                args(&[cc, "-Ii1", "-Ii2", "-c", &format!("{f}.c"), "-o", &format!("{f}.o")]);
+            assert_eq!(
+                same_as_plain(&l, &p, &argv, &[&format!("{f}.o")], &[]),
+                "miss",
+                "{cc} {mode} {f}"
+            );
+            assert_eq!(
+                same_as_plain(&l, &p, &argv, &[&format!("{f}.o")], &[]),
+                "hit",
+                "{cc} {mode} {f}"
+            );
+        }
+        write_file(&p.join("i1/opt.h"), "#define O 7\n");
+        for f in ["m", "n", "k"] {
+            let argv =
+                args(&[cc, "-Ii1", "-Ii2", "-c", &format!("{f}.c"), "-o", &format!("{f}.o")]);
+            assert_eq!(
+                same_as_plain(&l, &p, &argv, &[&format!("{f}.o")], &[]),
+                "miss",
+                "{cc} {mode} {f}"
+            );
+        }
+        std::fs::remove_file(p.join("i1/opt.h")).unwrap();
+    }
+}
