@@ -49,7 +49,7 @@ pub(crate) fn stats(root: Option<PathBuf>, json: bool, zero: bool) -> Result<i32
     if !compile.observed.is_empty() {
         let n = |k: &str| compile.observed.get(k).copied().unwrap_or(0);
         outln!(
-            "  compiles observed: {} traced, {} by the fallback model (tracing refused)",
+            "  compiles observed: {} traced, {} by the fallback model (tracing refused or STRATA_TRACE=0)",
             n("trace"),
             n("model")
         )?;

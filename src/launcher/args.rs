@@ -167,6 +167,21 @@ impl Reason {
     }
 }
 
+impl std::fmt::Display for Reason {
+    /// The flag or argument at fault where there is one, else [`Reason::name`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::NotObjectOutput(a)
+            | Reason::UnsupportedLanguage(a)
+            | Reason::UncacheableFlag(a)
+            | Reason::UntrackedInput(a)
+            | Reason::UntrackedOutput(a)
+            | Reason::MissingValue(a) => f.write_str(a),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
 /// The result of [`classify`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Classified {

@@ -201,16 +201,16 @@ impl Run<'_> {
             })
         });
         let advice = if mapped {
-            "the arguments already map that directory, so the path comes from other text (a -D              value, a string in the source): no flag will make these objects relocatable"
+            "the arguments already map that directory, so the path comes from other text (a -D value, a string in the source): no flag will make these objects relocatable"
                 .to_owned()
         } else {
             format!(
-                "build with -ffile-prefix-map={}=. (strata_enable_launcher() adds it unless                  NO_PREFIX_MAP or STRATA_PREFIX_MAP=OFF; docs/launcher.md, \"Prefix maps\")",
+                "build with -ffile-prefix-map={}=. (strata_enable_launcher() adds it unless NO_PREFIX_MAP or STRATA_PREFIX_MAP=OFF; docs/launcher.md, \"Prefix maps\")",
                 dir.display()
             )
         };
         self.out.warn(format!(
-            "hint: compiles in {} miss because the cached objects embed the absolute path of              the checkout that built them ({}; __FILE__, debug information): {advice}",
+            "hint: compiles in {} miss because the cached objects embed the absolute path of the checkout that built them ({}; __FILE__, debug information): {advice}",
             here.cwd.display(),
             pinned.display()
         ));

@@ -137,6 +137,22 @@ pub enum Unvouched {
     UnseenInput(PathBuf),
 }
 
+impl std::fmt::Display for Unvouched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unvouched::PrecompiledHeader(p) => {
+                write!(f, "a precompiled header may be in use ({})", p.display())
+            }
+            Unvouched::UnseenInput(p) => write!(
+                f,
+                "{} reads or looks up what its dependency output does not list (.incbin, \
+                 #embed, #pragma GCC dependency or a computed __has_include)",
+                p.display()
+            ),
+        }
+    }
+}
+
 impl Unvouched {
     /// The counter name.
     pub fn name(&self) -> &'static str {

@@ -378,7 +378,7 @@ impl Run<'_> {
     /// The facts of an untraced compile, from its dependency output and the model.
     fn learn_model(&self, here: &Location, private_dep: Option<&Path>) -> Verdict<Learnt> {
         if let Some(reason) = &self.compile.needs_trace {
-            self.note(format!("{reason:?} needs a traced compile"));
+            self.note(format!("{reason} needs a traced compile"));
             return not_cached(&format!("uncacheable:{}", reason.name()));
         }
         let text = match (&self.compile.depfile, private_dep) {
@@ -409,7 +409,7 @@ impl Run<'_> {
             {
                 Ok(p) => p,
                 Err(why) => {
-                    self.note(format!("{why:?}"));
+                    self.note(format!("the fallback model cannot vouch for it: {why}"));
                     return not_cached(&format!("uncacheable:{}", why.name()));
                 }
             };

@@ -250,7 +250,7 @@ impl RemoteTier {
             // A local failure (I/O, a full disk, permissions) says nothing about the store:
             // no advice to touch it.
             Err(e) => Err(format!(
-                "{object} ({entry_path}) could not be installed in {}: {}; the entry is built                  here. The store's copy is not at fault: check the cache directory (free                  space, permissions)",
+                "{object} ({entry_path}) could not be installed in {}: {}; the entry is built here. The store's copy is not at fault: check the cache directory (free space, permissions)",
                 cache_root.display(),
                 one_line(&e)
             )),

@@ -571,3 +571,36 @@ fn architecture_checker_reports_a_cycle() {
     assert_eq!(cycles("snapshot", &files), [["a", "b", "c"]]);
     assert_eq!(cycles("snapshot", &files[1..]), Vec::<Vec<String>>::new());
 }
+
+/// A message string broken over lines without a `\` continuation keeps the next line's
+/// indentation: the user reads "the absolute path of              the checkout". No line
+/// of a string literal in the library or the CLI has a run of three or more spaces between
+/// words (comments are not checked).
+#[test]
+fn architecture_no_message_has_a_lost_line_continuation() {
+    let mut found = Vec::new();
+    let mut files: Vec<PathBuf> = library_files().into_iter().map(|(p, _)| p).collect();
+    files.extend(
+        walkdir::WalkDir::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli"))
+            .into_iter()
+            .filter_map(Result::ok)
+            .map(|e| e.into_path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs")),
+    );
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            let Some(start) = line.find('"') else { continue };
+            let inside = &line[start..];
+            let run =
+                inside.trim_end().split(|c: char| c != ' ').skip(1).any(|spaces| spaces.len() >= 3);
+            if run {
+                found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert_eq!(found, Vec::<String>::new(), "end the line with \\ to continue a string");
+}

@@ -199,7 +199,7 @@ impl Planner<'_, '_, '_> {
                     // Restores ignore it, so it must not take the place of one they use;
                     // it is not deleted either (its entry objects stay marked).
                     let message = format!(
-                        "the snapshot {key} is dated {time}, more than a day in the future:                          restores ignore it, so it is neither counted among the kept nor                          deleted (a wrong clock or a crafted key; delete {key}.json by hand)"
+                        "the snapshot {key} is dated {time}, more than a day in the future: restores ignore it, so it is neither counted among the kept nor deleted (a wrong clock or a crafted key; delete {key}.json by hand)"
                     );
                     self.warn(false, message);
                     continue;

@@ -313,7 +313,7 @@ pub fn while_held<'a, T>(
                     }
                     Err(e) => {
                         tracing::warn!(
-                            "cannot renew the save lease {} ({}); a snapshot gc may start                              before this save ends",
+                            "cannot renew the save lease {} ({}); a snapshot gc may start before this save ends",
                             lease.name(),
                             e.one_line()
                         );
