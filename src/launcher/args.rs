@@ -300,9 +300,40 @@ const UNTRACKED_OUTPUT_FLAGS: &[&str] = &[
     "-module-dependency-dir",
 ];
 
+/// The `--` long options classified like their short forms (`--output` is `-o`; the rest
+/// are values of [`WITH_VALUE`] or flags the scan knows). Any other long option is not
+/// cached: GCC takes long spellings of many short ones (`--include-directory`,
+/// `--write-dependencies`, `--no-warnings`, `--preprocess`, …) and one the scan did not
+/// know would be misread.
+const KNOWN_LONG: &[&str] = &[
+    "--output",
+    "--sysroot",
+    "--target",
+    "--param",
+    "--serialize-diagnostics",
+    "--specs",
+    "--coverage",
+    "--gcc-toolchain",
+    "--std",
+    "--stdlib",
+    "--rtlib",
+    "--unwindlib",
+    "--driver-mode",
+    "--config",
+    "--offload-arch",
+];
+
 fn flag_reason(arg: &str) -> Option<Reason> {
     if UNCACHEABLE_INPUT_FLAGS.iter().any(|f| arg.starts_with(f)) {
         return Some(Reason::UntrackedInput(arg.to_owned()));
+    }
+    if arg.starts_with("--")
+        && arg != "--"
+        && !KNOWN_LONG
+            .iter()
+            .any(|k| arg == *k || arg.strip_prefix(k).is_some_and(|r| r.starts_with('=')))
+    {
+        return Some(Reason::UncacheableFlag(arg.to_owned()));
     }
     let uncacheable = arg.starts_with("-save-temps")
         || arg.starts_with("-fprofile-generate")
@@ -316,6 +347,12 @@ fn flag_reason(arg: &str) -> Option<Reason> {
         || arg == "-Wp,-MD"
         || arg.starts_with("-Wp,-M")
         || arg == "-fsyntax-only"
+        // Timing and memory reports differ at every run; a HIT would replay old ones.
+        || arg == "-ftime-report"
+        || arg.starts_with("-ftime-trace")
+        || arg.starts_with("-fproc-stat-report")
+        // The assembler's own dependency file names the compiler's temporary `.s`.
+        || arg.starts_with("-Wa,--MD")
         // The commands it runs, with their temporary files' random names, on stderr.
         || arg == "-v"
         || arg == "-###";
@@ -401,6 +438,27 @@ pub fn classify(args: &[OsString]) -> Classified {
             | "-fno-record-gcc-switches"
             | "-gno-record-gcc-switches" => scan.records_command_line = false,
             _ => {}
+        }
+        // `--output FILE` and `--output=FILE` are `-o FILE`.
+        if arg == "--output" || arg.starts_with("--output=") {
+            let value = match arg.strip_prefix("--output=") {
+                Some(v) => OsString::from(v),
+                None => match args.get(i) {
+                    Some(v) => {
+                        i += 1;
+                        v.clone()
+                    }
+                    None => return Classified::Uncacheable(Reason::MissingValue(arg.to_owned())),
+                },
+            };
+            scan.naming_args.push(raw.clone());
+            if arg == "--output" {
+                scan.naming_args.push(value.clone());
+            }
+            if let Err(reason) = scan.value("-o", value) {
+                return Classified::Uncacheable(reason);
+            }
+            continue;
         }
         // Options with a value: separate, or joined for the one-letter/`-M?` forms.
         let name = WITH_VALUE
@@ -531,6 +589,13 @@ impl Scan {
         } = self;
         if !compile_only {
             return Classified::Uncacheable(Reason::NotCompileOnly);
+        }
+        if records_command_line && md.is_none() {
+            // A MISS adds `-MD -MF <private file>` when the build asks for no depfile, and
+            // Clang would record it in the object.
+            return Classified::Uncacheable(Reason::UncacheableFlag(
+                "-frecord-command-line without -MD/-MMD".to_owned(),
+            ));
         }
         let (source, forced_language) = match sources.len() {
             0 => return Classified::Uncacheable(Reason::NoSource),

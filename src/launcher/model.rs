@@ -312,8 +312,10 @@ pub fn probes(
         // the stripper misreads from the second; what either finds counts.
         let unspliced = unspliced(&raw);
         let stripped = without_comments(&unspliced);
-        let mut names = has_include_names(&unspliced).map_err(|()| unseen(dep))?;
-        for found in has_include_names(&stripped).map_err(|()| unseen(dep))? {
+        // The text without comments decides; the text as written only adds names (a
+        // comment between `__has_include` and `(` makes it unreadable, not a refusal).
+        let mut names = has_include_names(&stripped).map_err(|()| unseen(dep))?;
+        for found in has_include_names(&unspliced).unwrap_or_default() {
             if !names.contains(&found) {
                 names.push(found);
             }
@@ -335,8 +337,12 @@ pub fn probes(
                 }
             }
         }
-        for marker in [&b".incbin"[..], b"#embed", b"GCC dependency", b"__has_embed"] {
-            if [&unspliced[..], &stripped[..]].iter().any(|b| memmem::find(b, marker).is_some()) {
+        // The assembler reads `.INCBIN` as `.incbin`, and `".inc" "bin"` is one string.
+        let joined = joined_lower(&stripped);
+        for marker in [&b".incbin"[..], b"#embed", b"gcc dependency", b"__has_embed"] {
+            if memmem::find(&joined, marker).is_some()
+                || memmem::find(&unspliced.to_ascii_lowercase(), marker).is_some()
+            {
                 return Err(unseen(dep));
             }
         }
@@ -384,12 +390,35 @@ fn splits(dep: &Path, chain: &[&Path], includers: &[PathBuf]) -> Vec<(PathBuf, P
 #[allow(clippy::result_unit_err)]
 pub fn has_include_names(bytes: &[u8]) -> Result<Vec<(Vec<u8>, bool)>, ()> {
     let mut out = Vec::new();
+    // `__has_` followed by anything but a whole name: a name made by pasting
+    // (`CAT(__has_, include)`), which the scan cannot follow.
+    for at in memmem::find_iter(bytes, b"__has_") {
+        let name_end = bytes[at..]
+            .iter()
+            .position(|&c| !(c.is_ascii_alphanumeric() || c == b'_'))
+            .map_or(bytes.len(), |p| at + p);
+        if name_end == at + b"__has_".len() {
+            return Err(());
+        }
+    }
     for at in memmem::find_iter(bytes, b"__has_include") {
         let mut rest = &bytes[at + b"__has_include".len()..];
         rest = rest.strip_prefix(b"_next").unwrap_or(rest);
-        // A definition such as `#define __has_include(x) 0` or `defined(__has_include)`.
         let rest = trim_space(rest);
-        let Some(rest) = rest.strip_prefix(b"(") else { continue };
+        let Some(rest) = rest.strip_prefix(b"(") else {
+            // Only `defined __has_include`, `defined(__has_include)`, `#ifdef`/`#ifndef`/
+            // `#undef` of it are not a lookup; anything else (`#define HI __has_include`,
+            // then `HI("x.h")`) hides the name from this scan.
+            let before = trim_space_end(&bytes[..at]);
+            let before = before.strip_suffix(b"(").map_or(before, trim_space_end);
+            if ["defined", "#ifdef", "#ifndef", "#undef", "ifdef", "ifndef", "undef"]
+                .iter()
+                .any(|w| before.ends_with(w.as_bytes()))
+            {
+                continue;
+            }
+            return Err(());
+        };
         let rest = trim_space(rest);
         let (close, angled) = match rest.first() {
             Some(b'"') => (b'"', false),
@@ -496,6 +525,40 @@ pub fn without_comments(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
+/// `stripped` (see [`without_comments`]) with adjacent string literals joined (`".inc"
+/// "bin"` is `".incbin"`) and in ASCII lower case.
+fn joined_lower(stripped: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(stripped.len());
+    let mut i = 0;
+    while let Some(&b) = stripped.get(i) {
+        if b == b'"' {
+            let mut j = i + 1;
+            while matches!(stripped.get(j), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+                j += 1;
+            }
+            if stripped.get(j) == Some(&b'"') && out.iter().filter(|&&c| c == b'"').count() % 2 == 1
+            {
+                i = j + 1;
+                continue;
+            }
+        }
+        out.push(b.to_ascii_lowercase());
+        i += 1;
+    }
+    out
+}
+
+fn trim_space_end(mut b: &[u8]) -> &[u8] {
+    while let Some((last, rest)) = b.split_last() {
+        if last.is_ascii_whitespace() {
+            b = rest;
+        } else {
+            break;
+        }
+    }
+    b
+}
+
 fn trim_space(mut b: &[u8]) -> &[u8] {
     while let Some((first, rest)) = b.split_first() {
         if first.is_ascii_whitespace() {
@@ -554,10 +617,21 @@ mod tests {
         let src =
             b"#if __has_include /**/ (<opt.h>)\n#endif\n#if __has_include\\\n(\"q.h\")\n#endif\n";
         let text = unspliced(src);
-        let mut names = has_include_names(&text).unwrap();
-        names.extend(has_include_names(&without_comments(&text)).unwrap());
+        let names = has_include_names(&without_comments(&text)).unwrap();
         assert!(names.contains(&(b"opt.h".to_vec(), true)), "{names:?}");
         assert!(names.contains(&(b"q.h".to_vec(), false)), "{names:?}");
+        // Names the scan cannot follow: an alias, a pasted name.
+        assert!(has_include_names(b"#define HI __has_include\n#if HI(\"o.h\")\n").is_err());
+        assert!(has_include_names(b"#if CAT(__has_, include)(\"o.h\")\n").is_err());
+        // Not lookups: tests for the operator itself.
+        assert_eq!(
+            has_include_names(
+                b"#if defined(__has_include) || defined __has_include_next\n#ifdef __has_include\n"
+            ),
+            Ok(vec![])
+        );
+        // Markers after joining literals and in any case.
+        assert_eq!(joined_lower(b"asm(\".inc\" \"BIN \\\"d\\\"\")"), b"asm(\".incbin \\\"d\\\"\")");
     }
 
     #[test]

@@ -121,7 +121,11 @@ impl Run<'_> {
             Ran::Plain(o) => (o.status, o.stdout.clone(), o.stderr.clone()),
         };
         let code = super::exit_code(status);
-        if probe_dates && memmem::find(&stderr, b"date-time").is_some() {
+        let probe_fired =
+            [&b"date-time"[..], b"might prevent reproducible builds", b"macro is not reproducible"]
+                .iter()
+                .any(|text| memmem::find(&stderr, text).is_some());
+        if probe_dates && probe_fired {
             // The compiler expanded a time macro (however it was spelled: pasted, spliced)
             // or did not know the option: what it printed is not what a plain compile
             // prints. Where SOURCE_DATE_EPOCH makes the macros reproducible, compile again
@@ -321,6 +325,18 @@ impl Run<'_> {
         if let Some(why) = traced.incomplete.first() {
             self.note(format!("the trace may be incomplete: {why}"));
             return not_cached("uncacheable:trace_incomplete");
+        }
+        // The C library reads the time zone when the compiler formats a local time: GCC
+        // and Clang do exactly when they expand `__DATE__`, `__TIME__` or `__TIMESTAMP__`
+        // (with SOURCE_DATE_EPOCH, GCC's `__DATE__`/`__TIME__` use UTC and read nothing).
+        // Neither pragmas, system headers nor `-w` hide this, as they hide the warning.
+        // Where SOURCE_DATE_EPOCH fixes `__DATE__`/`__TIME__`, GCC still reads the zone;
+        // `__TIMESTAMP__` is then found by the warning and the text scan only.
+        let epoch_fixes =
+            crate::config::var_raw("SOURCE_DATE_EPOCH").is_some() && self.probe.epoch_fixes_date;
+        if let Some(e) = traced.events.iter().find(|e| !epoch_fixes && is_time_zone(&e.path)) {
+            self.note(format!("the compiler read the time zone ({})", e.path.display()));
+            return not_cached("uncacheable:time_macros");
         }
         let known: Vec<PathBuf> = self
             .outputs(here)
@@ -584,6 +600,20 @@ fn scan_text(bytes: &[u8], dates: &mut bool, stamp: &mut bool, dependency: &mut 
         *dependency = has(&text, b"GCC dependency")
             || has(&model::without_comments(&text), b"GCC dependency");
     }
+}
+
+/// A time-zone file the C library reads to format a local time: `/etc/localtime`,
+/// `/etc/timezone`, anything under a `zoneinfo` directory, or the file `TZ` names.
+fn is_time_zone(path: &Path) -> bool {
+    let b = path.as_os_str().as_bytes();
+    if b == b"/etc/localtime" || b == b"/etc/timezone" || memmem::find(b, b"/zoneinfo").is_some() {
+        return true;
+    }
+    crate::config::var_raw("TZ").is_some_and(|tz| {
+        let tz = tz.as_bytes();
+        let file = tz.strip_prefix(b":").unwrap_or(tz);
+        !file.is_empty() && (b == file || b.ends_with(&[b"/", file].concat()))
+    })
 }
 
 /// What a MISS adds to learn whether the compile expanded `__DATE__`, `__TIME__` or

@@ -708,3 +708,124 @@ fn launcher_has_include_across_comments_and_splices_is_seen() {
         std::fs::remove_file(p.join("i1/opt.h")).unwrap();
     }
 }
+
+/// Time macros hidden from the compiler's warning: a pragma that ignores `-Wdate-time`, a
+/// system header (GCC does not warn there), `-fno-diagnostics-show-option`, `--no-warnings`.
+/// Traced, the compile reading the time zone gives it away (the C library reads it to
+/// format a local time), which nothing in the source can hide: never cached, and the
+/// build sees what a plain compile prints.
+#[test]
+fn launcher_time_macros_hidden_from_the_warning_are_found_by_the_trace() {
+    for cc in ["gcc", "clang"] {
+        require_tool(cc, "apt-get install gcc clang");
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        let paste = "#define CAT(a, b) a##b\n#define X(a, b) CAT(a, b)\n";
+        let pragma = if cc == "gcc" { "GCC" } else { "clang" };
+        write_file(
+            &p.join("pr.c"),
+            format!(
+                "#pragma {pragma} diagnostic ignored \"-Wdate-time\"\n{paste}const char *t = X(__TI, ME__);\n"
+            ),
+        );
+        write_file(&p.join("sys/s.h"), format!("{paste}static const char *t = X(__TI, ME__);\n"));
+        write_file(&p.join("sy.c"), "#include <s.h>\nconst char *u(void) { return t; }\n");
+        write_file(&p.join("pt.c"), format!("{paste}const char *t = X(__TI, ME__);\n"));
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", "1");
+        let cases: [&[&str]; 4] = [
+            &["-c", "pr.c", "-o", "pr.o"],
+            &["-isystem", "sys", "-c", "sy.c", "-o", "sy.o"],
+            &["-fno-diagnostics-show-option", "-c", "pt.c", "-o", "pt.o"],
+            &["-Wp,-w", "-c", "pt.c", "-o", "pt2.o"],
+        ];
+        for case in cases {
+            let mut argv = args(&[cc]);
+            argv.extend(args(case));
+            for round in 0..2 {
+                let (r, outcome) = l.compile(&p, &argv);
+                assert_eq!(
+                    (r.code, outcome.as_str()),
+                    (0, "uncacheable:time_macros"),
+                    "{argv:?} round {round}: {}",
+                    r.stderr
+                );
+                assert!(!r.stderr.contains("reproducible"), "{argv:?}: {}", r.stderr);
+            }
+        }
+    }
+}
+
+/// `--output FILE` and `--output=FILE` are `-o`: the object is where the build asked, and a
+/// HIT writes it there (it wrote `./s.o` from the MISS before). Unknown long options are
+/// not cached; a recorded command line without a requested depfile is not either (the
+/// launcher's private `-MD -MF` would be recorded in the object).
+#[test]
+fn launcher_long_output_option_and_unknown_long_options() {
+    for (cc, mode) in c_compilers() {
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("s.c"), "int f(int a) { return a + 1; }\n");
+        std::fs::create_dir_all(p.join("x")).unwrap();
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", mode);
+        for form in [&["--output=x/s.o"][..], &["--output", "x/s.o"][..]] {
+            let _ = std::fs::remove_dir_all(&ctx.cache);
+            write_file(&p.join("s.o"), "OLD");
+            let mut argv = args(&[cc, "-c", "s.c"]);
+            argv.extend(args(form));
+            assert_eq!(
+                same_as_plain(&l, &p, &argv, &["x/s.o"], &[]),
+                "miss",
+                "{cc} {mode} {form:?}"
+            );
+            assert_eq!(
+                same_as_plain(&l, &p, &argv, &["x/s.o"], &[]),
+                "hit",
+                "{cc} {mode} {form:?}"
+            );
+            assert_eq!(std::fs::read_to_string(p.join("s.o")).unwrap(), "OLD", "{form:?}");
+        }
+        let unknown = args(&[cc, "--no-warnings", "-c", "s.c", "-o", "u.o"]);
+        assert_eq!(same_as_plain(&l, &p, &unknown, &["u.o"], &[]), "uncacheable:uncacheable_flag");
+        if cc == "clang" {
+            let rec = args(&[cc, "-frecord-command-line", "-c", "s.c", "-o", "r.o"]);
+            assert_eq!(same_as_plain(&l, &p, &rec, &["r.o"], &[]), "uncacheable:uncacheable_flag");
+        }
+    }
+}
+
+/// The fallback model cannot follow `__has_include` through a macro (`#define HI
+/// __has_include`) or a pasted name, nor `.incbin` split into two string literals or in
+/// upper case: it does not cache them (traced, they are observed).
+#[test]
+fn launcher_model_refuses_what_its_scan_cannot_follow() {
+    for cc in ["gcc", "clang"] {
+        require_tool(cc, "apt-get install gcc clang");
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("data.bin"), "AAAA");
+        let sources = [
+            (
+                "al",
+                "#define HI __has_include\n#if HI(\"opt.h\")\nint x = 1;\n#else\nint x = 0;\n#endif\n",
+            ),
+            (
+                "pa",
+                "#define CAT(a, b) a##b\n#if CAT(__has_, include)(\"opt.h\")\nint x = 1;\n#else\nint x = 0;\n#endif\n",
+            ),
+            ("sp", "__asm__(\".section .rodata\\n.inc\" \"bin \\\"data.bin\\\"\\n.text\");\n"),
+            ("up", "__asm__(\".section .rodata\\n.INCBIN \\\"data.bin\\\"\\n.text\");\n"),
+        ];
+        let model = Launcher::new(&ctx.cache).env("STRATA_TRACE", "0");
+        for (name, text) in sources {
+            write_file(&p.join(format!("{name}.c")), text);
+            let argv = args(&[cc, "-c", &format!("{name}.c"), "-o", &format!("{name}.o")]);
+            let outs = [format!("{name}.o")];
+            let outs: Vec<&str> = outs.iter().map(String::as_str).collect();
+            assert_eq!(
+                same_as_plain(&model, &p, &argv, &outs, &[]),
+                "uncacheable:model_unseen_input",
+                "{cc} {name}"
+            );
+        }
+    }
+}
