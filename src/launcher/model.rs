@@ -170,12 +170,12 @@ pub fn leading_includes(source: &[u8]) -> Vec<(Vec<u8>, bool)> {
     let mut out = Vec::new();
     let mut in_comment = false;
     for line in source.split(|&b| b == b'\n') {
-        let mut line = trim_space(line);
+        let mut line = line.trim_ascii_start();
         if in_comment {
             match memmem::find(line, b"*/") {
                 Some(end) => {
                     in_comment = false;
-                    line = trim_space(&line[end + 2..]);
+                    line = line[end + 2..].trim_ascii_start();
                 }
                 None => continue,
             }
@@ -185,7 +185,7 @@ pub fn leading_includes(source: &[u8]) -> Vec<(Vec<u8>, bool)> {
         }
         if line.starts_with(b"/*") {
             match memmem::find(line, b"*/") {
-                Some(end) if trim_space(&line[end + 2..]).is_empty() => continue,
+                Some(end) if line[end + 2..].trim_ascii_start().is_empty() => continue,
                 Some(_) => break,
                 None => {
                     in_comment = true;
@@ -194,9 +194,9 @@ pub fn leading_includes(source: &[u8]) -> Vec<(Vec<u8>, bool)> {
             }
         }
         let Some(directive) = line.strip_prefix(b"#") else { break };
-        let directive = trim_space(directive);
+        let directive = directive.trim_ascii_start();
         if let Some(rest) = directive.strip_prefix(b"include") {
-            let rest = trim_space(rest);
+            let rest = rest.trim_ascii_start();
             let (close, angled) = match rest.first() {
                 Some(b'"') => (b'"', false),
                 Some(b'<') => (b'>', true),
@@ -404,13 +404,13 @@ pub fn has_include_names(bytes: &[u8]) -> Result<Vec<(Vec<u8>, bool)>, ()> {
     for at in memmem::find_iter(bytes, b"__has_include") {
         let mut rest = &bytes[at + b"__has_include".len()..];
         rest = rest.strip_prefix(b"_next").unwrap_or(rest);
-        let rest = trim_space(rest);
+        let rest = rest.trim_ascii_start();
         let Some(rest) = rest.strip_prefix(b"(") else {
             // Only `defined __has_include`, `defined(__has_include)`, `#ifdef`/`#ifndef`/
             // `#undef` of it are not a lookup; anything else (`#define HI __has_include`,
             // then `HI("x.h")`) hides the name from this scan.
-            let before = trim_space_end(&bytes[..at]);
-            let before = before.strip_suffix(b"(").map_or(before, trim_space_end);
+            let before = bytes[..at].trim_ascii_end();
+            let before = before.strip_suffix(b"(").map_or(before, <[u8]>::trim_ascii_end);
             if ["defined", "#ifdef", "#ifndef", "#undef", "ifdef", "ifndef", "undef"]
                 .iter()
                 .any(|w| before.ends_with(w.as_bytes()))
@@ -419,7 +419,7 @@ pub fn has_include_names(bytes: &[u8]) -> Result<Vec<(Vec<u8>, bool)>, ()> {
             }
             return Err(());
         };
-        let rest = trim_space(rest);
+        let rest = rest.trim_ascii_start();
         let (close, angled) = match rest.first() {
             Some(b'"') => (b'"', false),
             Some(b'<') => (b'>', true),
@@ -546,28 +546,6 @@ fn joined_lower(stripped: &[u8]) -> Vec<u8> {
         i += 1;
     }
     out
-}
-
-fn trim_space_end(mut b: &[u8]) -> &[u8] {
-    while let Some((last, rest)) = b.split_last() {
-        if last.is_ascii_whitespace() {
-            b = rest;
-        } else {
-            break;
-        }
-    }
-    b
-}
-
-fn trim_space(mut b: &[u8]) -> &[u8] {
-    while let Some((first, rest)) = b.split_first() {
-        if first.is_ascii_whitespace() {
-            b = rest;
-        } else {
-            break;
-        }
-    }
-    b
 }
 
 #[cfg(test)]
