@@ -416,28 +416,8 @@ pub fn classify(args: &[OsString]) -> Classified {
         if scan.needs_trace.is_none() {
             scan.needs_trace = trace_reason(arg);
         }
-        match arg {
-            "-c" => scan.compile_only = true,
-            "-E" | "-S" | "-M" | "-MM" => {
-                return Classified::Uncacheable(Reason::NotObjectOutput(arg.to_owned()));
-            }
-            "-MD" => scan.md = Some(true),
-            "-MMD" => scan.md = Some(false),
-            "-MP" => scan.phony = true,
-            "-gsplit-dwarf" => scan.split_dwarf = true,
-            "-ftest-coverage" | "--coverage" => scan.coverage = true,
-            "-fstack-usage" => scan.stack_usage = true,
-            // Clang writes the whole command line into the object (gcc's recorded
-            // switches leave out -o and -M…; clang takes the gcc spellings as aliases).
-            "-frecord-command-line"
-            | "-grecord-command-line"
-            | "-frecord-gcc-switches"
-            | "-grecord-gcc-switches" => scan.records_command_line = true,
-            "-fno-record-command-line"
-            | "-gno-record-command-line"
-            | "-fno-record-gcc-switches"
-            | "-gno-record-gcc-switches" => scan.records_command_line = false,
-            _ => {}
+        if let Err(reason) = scan.flag(arg) {
+            return Classified::Uncacheable(reason);
         }
         // `--output FILE` and `--output=FILE` are `-o FILE`.
         if arg == "--output" || arg.starts_with("--output=") {
@@ -535,6 +515,32 @@ struct Scan {
 }
 
 impl Scan {
+    /// Takes a flag without a value: what it asks for, or why it is not cached.
+    fn flag(&mut self, arg: &str) -> Result<(), Reason> {
+        match arg {
+            "-c" => self.compile_only = true,
+            "-E" | "-S" | "-M" | "-MM" => return Err(Reason::NotObjectOutput(arg.to_owned())),
+            "-MD" => self.md = Some(true),
+            "-MMD" => self.md = Some(false),
+            "-MP" => self.phony = true,
+            "-gsplit-dwarf" => self.split_dwarf = true,
+            "-ftest-coverage" | "--coverage" => self.coverage = true,
+            "-fstack-usage" => self.stack_usage = true,
+            // Clang writes the whole command line into the object (gcc's recorded
+            // switches leave out -o and -M…; clang takes the gcc spellings as aliases).
+            "-frecord-command-line"
+            | "-grecord-command-line"
+            | "-frecord-gcc-switches"
+            | "-grecord-gcc-switches" => self.records_command_line = true,
+            "-fno-record-command-line"
+            | "-gno-record-command-line"
+            | "-fno-record-gcc-switches"
+            | "-gno-record-gcc-switches" => self.records_command_line = false,
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// Takes the value of the option `name`.
     fn value(&mut self, name: &str, value: OsString) -> Result<(), Reason> {
         match name {

@@ -307,19 +307,7 @@ pub fn probes(
     }
     for dep in deps {
         let Some(raw) = contents(dep) else { continue };
-        // Scanned as written (splices removed) and with comments gone: `__has_include
-        // /**/ (<x.h>)` and `#pragma GCC /**/ dependency` hide from the first, a literal
-        // the stripper misreads from the second; what either finds counts.
-        let unspliced = unspliced(&raw);
-        let stripped = without_comments(&unspliced);
-        // The text without comments decides; the text as written only adds names (a
-        // comment between `__has_include` and `(` makes it unreadable, not a refusal).
-        let mut names = has_include_names(&stripped).map_err(|()| unseen(dep))?;
-        for found in has_include_names(&unspliced).unwrap_or_default() {
-            if !names.contains(&found) {
-                names.push(found);
-            }
-        }
+        let names = text_lookups(&raw).map_err(|()| unseen(dep))?;
         for (name, angled) in names {
             let dirs: Vec<&Path> = if angled {
                 lists.angle.iter().map(PathBuf::as_path).collect()
@@ -337,17 +325,37 @@ pub fn probes(
                 }
             }
         }
-        // The assembler reads `.INCBIN` as `.incbin`, and `".inc" "bin"` is one string.
-        let joined = joined_lower(&stripped);
-        for marker in [&b".incbin"[..], b"#embed", b"gcc dependency", b"__has_embed"] {
-            if memmem::find(&joined, marker).is_some()
-                || memmem::find(&unspliced.to_ascii_lowercase(), marker).is_some()
-            {
-                return Err(unseen(dep));
-            }
-        }
     }
     Ok(out)
+}
+
+/// What the text of one input tells the model: the literal names its `__has_include`s
+/// look up (with whether `<angled>`), or `Err` where it uses what the model cannot follow
+/// (`.incbin`, `#embed`, `#pragma GCC dependency`, a computed `__has_include`).
+///
+/// Scanned as written (splices removed) and with comments gone: `__has_include /**/
+/// (<x.h>)` and `#pragma GCC /**/ dependency` hide from the first, a literal the stripper
+/// misreads from the second. The text without comments decides `__has_include`; the text as
+/// written only adds names (a comment between `__has_include` and `(` makes it
+/// unreadable there, not a refusal).
+fn text_lookups(raw: &[u8]) -> Result<Vec<(Vec<u8>, bool)>, ()> {
+    let unspliced = unspliced(raw);
+    let stripped = without_comments(&unspliced);
+    // The assembler reads `.INCBIN` as `.incbin`, and `".inc" "bin"` is one string.
+    let joined = joined_lower(&stripped);
+    let lower = unspliced.to_ascii_lowercase();
+    for marker in [&b".incbin"[..], b"#embed", b"gcc dependency", b"__has_embed"] {
+        if memmem::find(&joined, marker).is_some() || memmem::find(&lower, marker).is_some() {
+            return Err(());
+        }
+    }
+    let mut names = has_include_names(&stripped)?;
+    for found in has_include_names(&unspliced).unwrap_or_default() {
+        if !names.contains(&found) {
+            names.push(found);
+        }
+    }
+    Ok(names)
 }
 
 fn unseen(path: &Path) -> Unvouched {
