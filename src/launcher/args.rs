@@ -94,6 +94,10 @@ pub struct Compile {
     /// are part of the key too, since a HIT under other names would hold the old ones.
     /// Empty otherwise.
     pub recorded_names: Vec<OsString>,
+    /// The object records the whole command line (`-frecord-command-line`,
+    /// `-grecord-command-line` or a gcc-spelled alias, the last of them and their `-fno-`
+    /// forms deciding): the launcher may add no option to a MISS that shows in it.
+    pub records_command_line: bool,
     /// `-include`/`-imacros` files, in order (as given).
     pub forced_includes: Vec<PathBuf>,
     /// The first flag only a traced compile can vouch for (it reads or writes files the
@@ -652,6 +656,7 @@ impl Scan {
             dep_targets,
             key_args,
             recorded_names: if records_command_line { naming_args } else { Vec::new() },
+            records_command_line,
             forced_includes,
             needs_trace,
         }))

@@ -22,7 +22,7 @@ use crate::digest::ContentDigest;
 use crate::fs::{self, FileStamp};
 use crate::l1::counters;
 
-use super::args::Depfile;
+use super::args::{Compile, Depfile};
 use super::compile::{Run, Source};
 use super::entry::{
     self, Candidate, CompileKey, CompileManifest, EntryPlace, Input, Kind, Names, Origin, Output,
@@ -73,7 +73,7 @@ impl Run<'_> {
         source: &Source<'_>,
         memo: &mut VerifyMemo,
     ) -> (Outcome, Step) {
-        self.miss_with(here, place, key, source, memo, date_probe(self.args))
+        self.miss_with(here, place, key, source, memo, date_probe(self.compile, self.args))
     }
 
     /// [`Run::miss`], with `-Wdate-time` added when `probe_dates` (see [`date_probe`]).
@@ -626,28 +626,12 @@ const DATE_PROBE: [&str; 2] = ["-Wdate-time", "-Wno-error=date-time"];
 /// command line (`-frecord-command-line` and its aliases in the object, Clang's `-MJ`
 /// compilation-database entry, GCC's `-fverbose-asm` in an assembler listing). Then only
 /// the scan of the inputs' text finds time macros (docs/launcher.md, limits).
-fn date_probe(args: &[OsString]) -> bool {
-    let mut records = false;
-    for arg in args {
-        match arg.to_str() {
-            Some("-w" | "-fverbose-asm") => return false,
-            Some(a) if a.starts_with("-MJ") => return false,
-            Some(
-                "-frecord-command-line"
-                | "-grecord-command-line"
-                | "-frecord-gcc-switches"
-                | "-grecord-gcc-switches",
-            ) => records = true,
-            Some(
-                "-fno-record-command-line"
-                | "-gno-record-command-line"
-                | "-fno-record-gcc-switches"
-                | "-gno-record-gcc-switches",
-            ) => records = false,
-            _ => {}
-        }
-    }
-    !records
+fn date_probe(compile: &Compile, args: &[OsString]) -> bool {
+    !compile.records_command_line
+        && !args
+            .iter()
+            .filter_map(|a| a.to_str())
+            .any(|a| matches!(a, "-w" | "-fverbose-asm") || a.starts_with("-MJ"))
 }
 
 /// The record form of a fact's path: relative to the working directory when it lies under
