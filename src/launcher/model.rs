@@ -34,6 +34,7 @@
 //! not list (profile data, assembler inputs) are why [`super::args::Compile::needs_trace`]
 //! flags are not cached here.
 
+use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -237,13 +238,19 @@ pub fn probes(
         }
     }
     let mut out = Probes::default();
-    let absent = |p: PathBuf, out: &mut Probes| {
-        if !out.absent.contains(&p) {
+    // Sets beside the lists: a large C++ TU has thousands of probes, and a list's
+    // `contains` made this quadratic (seconds per MISS).
+    let mut absent_seen: HashSet<PathBuf> = HashSet::new();
+    let mut present_seen: HashSet<PathBuf> = HashSet::new();
+    let dep_set: HashSet<&Path> = deps.iter().map(PathBuf::as_path).collect();
+    let absent = |p: PathBuf, out: &mut Probes, seen: &mut HashSet<PathBuf>| {
+        if !seen.contains(&p) {
+            seen.insert(p.clone());
             out.absent.push(p);
         }
     };
     for dir in &lists.missing {
-        absent(dir.clone(), &mut out);
+        absent(dir.clone(), &mut out, &mut absent_seen);
     }
     for (k, dep) in deps.iter().enumerate() {
         // Precompiled headers: GCC tries `<header>.gch` first (and Clang `.pch` for a
@@ -256,7 +263,7 @@ pub fn probes(
                 if exists(&pch).is_some() {
                     return Err(Unvouched::PrecompiledHeader(pch));
                 }
-                absent(pch, &mut out);
+                absent(pch, &mut out, &mut absent_seen);
             }
         }
         if k == 0 {
@@ -274,8 +281,8 @@ pub fn probes(
             };
             for earlier in before {
                 let probe = join(earlier, &name);
-                if probe != *dep && exists(&probe).is_none() {
-                    absent(probe, &mut out);
+                if probe != *dep && !absent_seen.contains(&probe) && exists(&probe).is_none() {
+                    absent(probe, &mut out, &mut absent_seen);
                 }
             }
         }
@@ -300,7 +307,7 @@ pub fn probes(
                     if exists(&pch).is_some() {
                         return Err(Unvouched::PrecompiledHeader(pch));
                     }
-                    absent(pch, &mut out);
+                    absent(pch, &mut out, &mut absent_seen);
                 }
             }
         }
@@ -316,9 +323,13 @@ pub fn probes(
             };
             for d in dirs {
                 let probe = join(d, Path::new(OsStr::from_bytes(&name)));
+                if absent_seen.contains(&probe) || present_seen.contains(&probe) {
+                    continue;
+                }
                 match exists(&probe) {
-                    None => absent(probe, &mut out),
-                    Some(_) if !deps.contains(&probe) && !out.present.contains(&probe) => {
+                    None => absent(probe, &mut out, &mut absent_seen),
+                    Some(_) if !dep_set.contains(probe.as_path()) => {
+                        present_seen.insert(probe.clone());
                         out.present.push(probe);
                     }
                     Some(_) => {}
@@ -399,15 +410,14 @@ fn splits(dep: &Path, chain: &[&Path], includers: &[PathBuf]) -> Vec<(PathBuf, P
 pub fn has_include_names(bytes: &[u8]) -> Result<Vec<(Vec<u8>, bool)>, ()> {
     let mut out = Vec::new();
     // `__has_` followed by anything but a whole name: a name made by pasting
-    // (`CAT(__has_, include)`), which the scan cannot follow.
-    for at in memmem::find_iter(bytes, b"__has_") {
-        let name_end = bytes[at..]
-            .iter()
-            .position(|&c| !(c.is_ascii_alphanumeric() || c == b'_'))
-            .map_or(bytes.len(), |p| at + p);
-        if name_end == at + b"__has_".len() {
-            return Err(());
-        }
+    // (`CAT(__has_, include)`), which the scan cannot follow, when the text also names
+    // `include` other than as a directive (the other half of the paste). libstdc++'s
+    // `struct __has_##_NTYPE` (a pasted type name) is not one.
+    let pasted = memmem::find_iter(bytes, b"__has_").any(|at| {
+        bytes.get(at + b"__has_".len()).is_none_or(|&c| !(c.is_ascii_alphanumeric() || c == b'_'))
+    });
+    if pasted && names_include_outside_directives(bytes) {
+        return Err(());
     }
     for at in memmem::find_iter(bytes, b"__has_include") {
         let mut rest = &bytes[at + b"__has_include".len()..];
@@ -460,21 +470,22 @@ pub fn unspliced(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
             _ => None,
         }
     };
-    if !memchr::memchr_iter(b'\\', bytes).any(|i| splice_at(i).is_some()) {
+    let mut splices = memchr::memchr_iter(b'\\', bytes).filter_map(|i| Some((i, splice_at(i)?)));
+    let Some(first) = splices.next() else {
         return std::borrow::Cow::Borrowed(bytes);
-    }
+    };
+    // Copies the runs between splices whole (headers with multi-line macros are common, so
+    // this path is hot on a MISS).
     let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        if b == b'\\'
-            && let Some(next) = splice_at(i)
-        {
-            i = next;
+    let mut from = 0;
+    for (at, next) in std::iter::once(first).chain(splices) {
+        if at < from {
             continue;
         }
-        out.push(b);
-        i += 1;
+        out.extend_from_slice(&bytes[from..at]);
+        from = next;
     }
+    out.extend_from_slice(&bytes[from..]);
     std::borrow::Cow::Owned(out)
 }
 
@@ -537,6 +548,9 @@ pub fn without_comments(bytes: &[u8]) -> Vec<u8> {
 /// "bin"` is `".incbin"`) and in ASCII lower case.
 fn joined_lower(stripped: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(stripped.len());
+    // Whether an odd number of `"` was copied so far: inside a literal (linear; counting
+    // the copied quotes at each one made a large header take seconds).
+    let mut open = false;
     let mut i = 0;
     while let Some(&b) = stripped.get(i) {
         if b == b'"' {
@@ -544,16 +558,32 @@ fn joined_lower(stripped: &[u8]) -> Vec<u8> {
             while matches!(stripped.get(j), Some(b' ' | b'\t' | b'\n' | b'\r')) {
                 j += 1;
             }
-            if stripped.get(j) == Some(&b'"') && out.iter().filter(|&&c| c == b'"').count() % 2 == 1
-            {
+            if stripped.get(j) == Some(&b'"') && open {
                 i = j + 1;
                 continue;
             }
+            open = !open;
         }
         out.push(b.to_ascii_lowercase());
         i += 1;
     }
     out
+}
+
+/// True if `bytes` holds the token `include` anywhere but as a directive's name (`#include`,
+/// `# include`): the half of a pasted `__has_include` a macro argument or body supplies.
+fn names_include_outside_directives(bytes: &[u8]) -> bool {
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    memmem::find_iter(bytes, b"include").any(|at| {
+        let end = at + b"include".len();
+        if at > 0 && word(bytes[at - 1]) {
+            return false;
+        }
+        if bytes.get(end).is_some_and(|&c| word(c)) && !bytes[end..].starts_with(b"_next") {
+            return false;
+        }
+        bytes[..at].trim_ascii_end().last() != Some(&b'#')
+    })
 }
 
 #[cfg(test)]
@@ -609,6 +639,15 @@ mod tests {
         // Names the scan cannot follow: an alias, a pasted name.
         assert!(has_include_names(b"#define HI __has_include\n#if HI(\"o.h\")\n").is_err());
         assert!(has_include_names(b"#if CAT(__has_, include)(\"o.h\")\n").is_err());
+        assert!(has_include_names(b"#define H(x) __has_##x\n#if H(include)(\"o.h\")\n").is_err());
+        assert!(has_include_names(b"#define I include\n#if CAT(__has_, I)(\"o.h\")\n").is_err());
+        assert!(
+            has_include_names(b"#define H(x) __has_##x\n#if H(include_next)(<o.h>)\n").is_err()
+        );
+        // libstdc++'s <type_traits>: a pasted type name, and `include` only as directives.
+        let traits =
+            b"#include <bits/c++config.h>\n#  include <x>\n#define N(_T) struct __has_##_T { };\n";
+        assert_eq!(has_include_names(traits), Ok(Vec::new()));
         // Not lookups: tests for the operator itself.
         assert_eq!(
             has_include_names(

@@ -505,9 +505,17 @@ impl Run<'_> {
         let mut seen_records = BTreeSet::new();
         let (mut dates, mut stamp_macro, mut dependency) = (false, false, false);
         scan_text(source.bytes, &mut dates, &mut stamp_macro, &mut dependency);
+        // The source itself is not an input of its own entry: found by device and inode,
+        // from the stamp the tracer saw at the open when there is one (one stat saved per
+        // input on a MISS).
+        let source_id = fs::metadata(&source.path).ok().map(|m| (m.dev(), m.ino()));
         for (path, seen, program) in &learnt.inputs {
             let abs = here.absolute(path);
-            if same_file(&abs, &source.path) {
+            let id = match seen {
+                Some(s) => Some((s.dev, s.ino)),
+                None => fs::metadata(&abs).ok().map(|m| (m.dev(), m.ino())),
+            };
+            if id.is_some() && id == source_id {
                 continue;
             }
             let record = record_form(here, path);
@@ -516,6 +524,7 @@ impl Run<'_> {
             }
             let (digest, stamp) = match self.digest_input(
                 &abs,
+                seen.as_ref().map(|s| s.size_bytes),
                 *program,
                 &mut dates,
                 &mut stamp_macro,
@@ -564,13 +573,19 @@ impl Run<'_> {
     fn digest_input(
         &self,
         abs: &Path,
+        seen_size: Option<u64>,
         program: bool,
         dates: &mut bool,
         stamp_macro: &mut bool,
         dependency: &mut bool,
     ) -> Result<(ContentDigest, FileStamp), Error> {
-        let meta = fs::metadata(abs)?;
-        if meta.size() >= SHARED_MEMO_BYTES {
+        // The size the tracer saw picks the way to hash; a file that changed since is
+        // caught by the stamp comparison after.
+        let size = match seen_size {
+            Some(size) => size,
+            None => fs::metadata(abs)?.size(),
+        };
+        if size >= SHARED_MEMO_BYTES {
             let digest = shared_digest(&self.cache.memo_dir(), abs, self.config.digest)?;
             if !program {
                 let bytes = fs::read(abs)?;
@@ -596,7 +611,9 @@ fn scan_text(bytes: &[u8], dates: &mut bool, stamp: &mut bool, dependency: &mut 
     let text = model::unspliced(bytes);
     *dates |= has(&text, b"__DATE__") || has(&text, b"__TIME__");
     *stamp |= has(&text, b"__TIMESTAMP__");
-    if !*dependency && has(&text, b"GCC") {
+    // Both words first: most system headers say `GCC`, few say `dependency`, and removing
+    // comments copies the whole text.
+    if !*dependency && has(&text, b"dependency") && has(&text, b"GCC") {
         *dependency = has(&text, b"GCC dependency")
             || has(&model::without_comments(&text), b"GCC dependency");
     }

@@ -755,6 +755,29 @@ fn launcher_time_macros_hidden_from_the_warning_are_found_by_the_trace() {
     }
 }
 
+/// The fallback model caches ordinary C++: libstdc++'s headers (`<type_traits>` pastes
+/// `__has_##_NTYPE`, a type name, and `<string>`'s headers hold many string literals) are
+/// neither refused as a pasted `__has_include` nor scanned in quadratic time (a MISS of such
+/// a TU once took seconds in the model).
+#[test]
+fn launcher_model_caches_a_tu_of_the_cxx_standard_library() {
+    for cxx in ["g++", "clang++"] {
+        require_tool(cxx, "apt-get install g++ clang");
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(
+            &p.join("s.cc"),
+            "#include <type_traits>\n#include <string>\n#include <map>\n#include <vector>\n\
+             std::map<std::string, std::vector<int>> m;\n\
+             int f() { return std::is_same_v<int, long> ? 1 : (int)m.size(); }\n",
+        );
+        let argv = args(&[cxx, "-std=c++17", "-O2", "-c", "s.cc", "-o", "s.o"]);
+        let model = Launcher::new(&ctx.cache).env("STRATA_TRACE", "0");
+        assert_eq!(same_as_plain(&model, &p, &argv, &["s.o"], &[]), "miss", "{cxx}");
+        assert_eq!(same_as_plain(&model, &p, &argv, &["s.o"], &[]), "hit", "{cxx}");
+    }
+}
+
 /// `--output FILE` and `--output=FILE` are `-o`: the object is where the build asked, and a
 /// HIT writes it there (it wrote `./s.o` from the MISS before). Unknown long options are
 /// not cached; a recorded command line without a requested depfile is not either (the
