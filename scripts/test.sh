@@ -33,10 +33,7 @@ prereqs_debian ca-certificates git curl cmake ninja-build g++ make googletest ti
 prereqs_rust
 prereqs_tools_venv
 
-if ! command -v s3s-fs >/dev/null; then
-  say "installing s3s-fs 0.14.1 (S3 test server; about 6 minutes on 2 cores)"
-  prereqs_progress "cargo install s3s-fs" cargo install s3s-fs --version 0.14.1 --features binary --locked
-fi
+prereqs_s3s_fs
 
 say "cargo fmt --check"
 cargo fmt --all -- --check

@@ -107,6 +107,7 @@ for p in "${projects[@]}"; do
   [ "$p" != libgit2 ] || prereqs_debian libhttp-parser-dev libpcre2-dev libssh2-1-dev libssl-dev zlib1g-dev pkg-config
 done
 prereqs_rust
+prereqs_s3s_fs
 H="python3 $repo/scripts/bench/real_project_helper.py"
 
 # Tools from PyPI, pinned, in their own venv under target/.
@@ -141,7 +142,8 @@ cleanup() {
   [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$work"
 }
 trap cleanup EXIT
-eval "$(bash "$repo/scripts/s3-test-server.sh" start)"
+s3_env=$(bash "$repo/scripts/s3-test-server.sh" start) || exit 1
+eval "$s3_env"
 bucket=$STRATA_TEST_S3_BUCKET
 endpoint=$STRATA_TEST_S3_ENDPOINT
 s3data="$work/s3/data/$bucket"

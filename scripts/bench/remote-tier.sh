@@ -28,7 +28,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/strata-bench-remote-XXXXXX")
 export STRATA_S3_TEST_DIR="$work/s3"
 cleanup() { bash "$repo/scripts/s3-test-server.sh" stop >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
-eval "$(bash "$repo/scripts/s3-test-server.sh" start)"
+s3_env=$(bash "$repo/scripts/s3-test-server.sh" start) || exit 1
+eval "$s3_env"
 url="s3://$STRATA_TEST_S3_BUCKET/bench?endpoint=$STRATA_TEST_S3_ENDPOINT&region=us-east-1"
 
 src="$work/src"

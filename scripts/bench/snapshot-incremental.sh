@@ -44,7 +44,8 @@ cleanup() {
   "$bench_repo/scripts/s3-test-server.sh" stop >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-eval "$("$bench_repo/scripts/s3-test-server.sh" start)"
+s3_env=$("$bench_repo/scripts/s3-test-server.sh" start) || exit 1
+eval "$s3_env"
 bucket_dir="$STRATA_S3_TEST_DIR/data/$STRATA_TEST_S3_BUCKET"
 port=${STRATA_TEST_S3_ENDPOINT##*:}
 store() { echo "s3://$STRATA_TEST_S3_BUCKET/$1?endpoint=${2:-$STRATA_TEST_S3_ENDPOINT}&addressing=path"; }

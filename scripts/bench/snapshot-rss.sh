@@ -18,7 +18,8 @@ strata=$(bench_strata)
 export STRATA_S3_TEST_DIR="$work/server"
 rm -rf "$work"; mkdir -p "$work/cache/actions-v1"
 trap '"$bench_repo/scripts/s3-test-server.sh" stop >/dev/null 2>&1 || true' EXIT
-eval "$("$bench_repo/scripts/s3-test-server.sh" start)"
+s3_env=$("$bench_repo/scripts/s3-test-server.sh" start) || exit 1
+eval "$s3_env"
 store="s3://$STRATA_TEST_S3_BUCKET/rss?endpoint=$STRATA_TEST_S3_ENDPOINT"
 entry() { # index MiB
   local dir

@@ -30,7 +30,8 @@ fi
 export STRATA_S3_TEST_DIR="$work/server"
 rm -rf "$work"; mkdir -p "$work/cache/actions-v1/objects" "$work/dl"
 trap '"$bench_repo/scripts/s3-test-server.sh" stop >/dev/null 2>&1 || true' EXIT
-eval "$("$bench_repo/scripts/s3-test-server.sh" start)"
+s3_env=$("$bench_repo/scripts/s3-test-server.sh" start) || exit 1
+eval "$s3_env"
 export AWS_CONFIG_FILE="$work/aws-config" AWS_DEFAULT_REGION=us-east-1
 printf '[default]\ns3 =\n  addressing_style = path\n  multipart_chunksize = 8MB\n' >"$AWS_CONFIG_FILE"
 store="s3://$STRATA_TEST_S3_BUCKET/bench?endpoint=$STRATA_TEST_S3_ENDPOINT&addressing=path"
