@@ -231,21 +231,18 @@ pub fn probes(
     // Directories an include may have been resolved against first: every including
     // file's directory, and the working directory (`-include`).
     let mut includers: Vec<PathBuf> = vec![PathBuf::new()];
-    for d in deps {
-        let parent = d.parent().map(Path::to_path_buf).unwrap_or_default();
+    for parent in deps.iter().map(|d| d.parent().map(Path::to_path_buf).unwrap_or_default()) {
         if !includers.contains(&parent) {
             includers.push(parent);
         }
     }
     let mut out = Probes::default();
-    // Sets beside the lists: a large C++ TU has thousands of probes, and a list's
-    // `contains` made this quadratic (seconds per MISS).
+    // Sets beside the lists: with a list's `contains`, thousands of probes were quadratic.
     let mut absent_seen: HashSet<PathBuf> = HashSet::new();
     let mut present_seen: HashSet<PathBuf> = HashSet::new();
     let dep_set: HashSet<&Path> = deps.iter().map(PathBuf::as_path).collect();
     let absent = |p: PathBuf, out: &mut Probes, seen: &mut HashSet<PathBuf>| {
-        if !seen.contains(&p) {
-            seen.insert(p.clone());
+        if seen.insert(p.clone()) {
             out.absent.push(p);
         }
     };
