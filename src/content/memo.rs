@@ -157,6 +157,11 @@ impl VerifyMemo {
         self.files.get(rel).is_some_and(|(s, d)| s == stamp && d == digest)
     }
 
+    /// The digest remembered for `rel` if it was remembered with exactly `stamp`.
+    pub fn recall(&self, rel: &RelPath, stamp: &FileStamp) -> Option<ContentDigest> {
+        self.files.get(rel).filter(|(s, _)| s == stamp).map(|(_, d)| *d)
+    }
+
     /// The parts marked used ([`VerifyMemo::mark_used`]), most recently used first.
     pub fn used(&self) -> &[String] {
         &self.used

@@ -22,6 +22,7 @@ use crate::digest::{ContentDigest, DigestAlgorithm};
 use crate::fs::{self, FileStamp};
 
 use super::entry::{self, Candidate, Kind, Names};
+use super::inputs::InputMemo;
 use super::location::{Location, Spelled};
 
 /// Why a candidate does not apply here (for `STRATA_EXPLAIN` and tests).
@@ -100,7 +101,7 @@ pub fn check(
     object: &Path,
     depfile: Option<&Path>,
     memo: &mut VerifyMemo,
-    shared: &Path,
+    inputs: &mut InputMemo,
     began: SystemTime,
 ) -> Result<(), Mismatch> {
     if let Some(name) = &candidate.object_name
@@ -144,7 +145,7 @@ pub fn check(
     }
     for input in &candidate.inputs {
         let path = place(&input.path)?;
-        check_input(&path, &input.digest, memo, shared, began)?;
+        check_input(&path, &input.digest, memo, inputs, began)?;
     }
     for listed in &candidate.listed {
         let path = place(&listed.path)?;
@@ -235,21 +236,29 @@ fn group_digest(group: &Names) -> ContentDigest {
     ContentDigest::of_bytes(DigestAlgorithm::Blake3, &bytes)
 }
 
-/// Checks one input file: its stamp vouched for by the entry's memo, else a large file's
-/// digest from the machine's shared memo (`shared`, [`super::save::shared_digest`]), else
-/// its bytes hashed.
+/// Checks one input file: its stamp vouched for by the entry's memo, else by the machine's
+/// memo of inputs ([`InputMemo`]), else a large file's digest from the machine's memo of
+/// large files ([`super::save::shared_digest`]), else its bytes hashed (and remembered in
+/// both memos).
 fn check_input(
     path: &Path,
     digest: &ContentDigest,
     memo: &mut VerifyMemo,
-    shared: &Path,
+    inputs: &mut InputMemo,
     began: SystemTime,
 ) -> Result<(), Mismatch> {
     let name = entry::header_memo_name(path);
     match fs::metadata(path) {
         Ok(m) if memo.vouches(&name, &FileStamp::of(&m), digest) => return Ok(()),
+        Ok(m)
+            if m.is_file()
+                && inputs.digest(path, &FileStamp::of(&m), digest.algorithm()) == Some(*digest) =>
+        {
+            memo.remember(&name, FileStamp::of(&m), *digest, began);
+            return Ok(());
+        }
         Ok(m) if m.is_file() && m.len() >= super::save::SHARED_MEMO_BYTES => {
-            return match super::save::shared_digest(shared, path, digest.algorithm()) {
+            return match super::save::shared_digest(&inputs.tool_memo, path, digest.algorithm()) {
                 Ok(d) if d == *digest => {
                     memo.remember(&name, FileStamp::of(&m), d, began);
                     Ok(())
@@ -263,6 +272,7 @@ fn check_input(
     match entry::read_input(path, digest.algorithm()) {
         Ok((actual, _, stamp)) if actual == *digest => {
             memo.remember(&name, stamp, actual, began);
+            inputs.remember_digest(path, stamp, actual, began);
             Ok(())
         }
         _ => Err(Mismatch::Input(path.to_path_buf())),
@@ -318,24 +328,27 @@ mod tests {
             created_at: String::new(),
         };
         let mut memo = VerifyMemo::new("t");
-        let shared = root.join("memo");
+        let mut shared = InputMemo::at(&root.join("memo"));
         let obj = Path::new("x.o");
-        assert_eq!(check(&cand, &here, obj, None, &mut memo, &shared, SystemTime::now()), Ok(()));
+        assert_eq!(
+            check(&cand, &here, obj, None, &mut memo, &mut shared, SystemTime::now()),
+            Ok(())
+        );
         std::fs::write(root.join("a/src/x.h"), b"int y;\n").unwrap();
         assert_eq!(
-            check(&cand, &here, obj, None, &mut memo, &shared, SystemTime::now()),
+            check(&cand, &here, obj, None, &mut memo, &mut shared, SystemTime::now()),
             Err(Mismatch::Appeared(root.join("a/src/x.h")))
         );
         std::fs::remove_file(root.join("a/src/x.h")).unwrap();
         std::fs::write(root.join("a/build/../src/inc/x.h.gch"), b"").unwrap();
         assert_eq!(
-            check(&cand, &here, obj, None, &mut memo, &shared, SystemTime::now()),
+            check(&cand, &here, obj, None, &mut memo, &mut shared, SystemTime::now()),
             Err(Mismatch::Appeared(root.join("a/build/../src/inc/x.h.gch")))
         );
         std::fs::remove_file(root.join("a/src/inc/x.h.gch")).unwrap();
         std::fs::write(root.join("a/src/inc/x.h"), b"int z;\n").unwrap();
         assert_eq!(
-            check(&cand, &here, obj, None, &mut memo, &shared, SystemTime::now()),
+            check(&cand, &here, obj, None, &mut memo, &mut shared, SystemTime::now()),
             Err(Mismatch::Input(root.join("a/src/inc/x.h")))
         );
         // Another checkout: the same facts hold there unless an output is pinned.
@@ -344,11 +357,17 @@ mod tests {
         std::fs::create_dir_all(root.join("b/src/inc")).unwrap();
         std::fs::write(root.join("b/src/inc/x.h"), b"int x;\n").unwrap();
         let there = Location::with_pwd(&root.join("b/build"), None, &[root.join("b")]);
-        assert_eq!(check(&cand, &there, obj, None, &mut memo, &shared, SystemTime::now()), Ok(()));
+        assert_eq!(
+            check(&cand, &there, obj, None, &mut memo, &mut shared, SystemTime::now()),
+            Ok(())
+        );
         let pinned = Candidate { pins: vec![entry::encode_path(&root.join("a/src"))], ..cand };
-        assert_eq!(check(&pinned, &here, obj, None, &mut memo, &shared, SystemTime::now()), Ok(()));
+        assert_eq!(
+            check(&pinned, &here, obj, None, &mut memo, &mut shared, SystemTime::now()),
+            Ok(())
+        );
         assert!(matches!(
-            check(&pinned, &there, obj, None, &mut memo, &shared, SystemTime::now()),
+            check(&pinned, &there, obj, None, &mut memo, &mut shared, SystemTime::now()),
             Err(Mismatch::Pinned(_))
         ));
     }

@@ -47,6 +47,8 @@ pub(super) struct Run<'a> {
     pub(super) out: &'a Messages,
     /// Why candidates were passed over, for `STRATA_EXPLAIN`.
     pub(super) notes: std::cell::RefCell<Vec<String>>,
+    /// The machine's memo of input files (saved by [`Run::go`]).
+    pub(super) inputs: std::cell::RefCell<super::inputs::InputMemo>,
 }
 
 /// The source as the key saw it.
@@ -67,7 +69,15 @@ impl Run<'_> {
         }
     }
 
+    /// Looks the compile up and replays or runs it; then writes the machine's memo of
+    /// input files if it learnt something.
     pub(super) fn go(&self) -> Result<(Outcome, Step), Failed> {
+        let result = self.lookup_or_run();
+        self.inputs.borrow().save();
+        result
+    }
+
+    fn lookup_or_run(&self) -> Result<(Outcome, Step), Failed> {
         let before = Failed::BeforeCompile;
         let cwd = std::env::current_dir().map_err(|e| before(Error::WorkingDirectory(e)))?;
         let here = Location::new(&cwd, &self.config.base_dirs);
@@ -130,14 +140,20 @@ impl Run<'_> {
         let order = manifest.lookup_order(memo.used());
         let mut passed_over: Vec<check::Mismatch> = Vec::new();
         for candidate in &order {
-            let shared = self.cache.memo_dir();
             let depfile = match &self.compile.depfile {
                 super::args::Depfile::Requested { path, .. } => Some(path.as_path()),
                 super::args::Depfile::NotRequested => None,
             };
-            if let Err(why) =
-                check::check(candidate, here, &self.compile.object, depfile, memo, &shared, began)
-            {
+            let checked = check::check(
+                candidate,
+                here,
+                &self.compile.object,
+                depfile,
+                memo,
+                &mut self.inputs.borrow_mut(),
+                began,
+            );
+            if let Err(why) = checked {
                 passed_over.push(why);
                 continue;
             }

@@ -32,6 +32,7 @@ mod compile;
 pub mod depfile;
 pub mod entry;
 pub mod family;
+mod inputs;
 pub mod location;
 pub mod model;
 pub mod observe;
@@ -380,6 +381,7 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
         probe,
         out,
         notes: std::cell::RefCell::new(Vec::new()),
+        inputs: std::cell::RefCell::new(inputs::InputMemo::new(&cache)),
     };
     match run.go() {
         Ok((outcome, step)) => {

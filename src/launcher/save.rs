@@ -14,6 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::SystemTime;
 
 use memchr::memmem;
 
@@ -28,6 +29,7 @@ use super::entry::{
     self, Candidate, CompileKey, CompileManifest, EntryPlace, Input, Kind, Names, Origin, Output,
     Present,
 };
+use super::inputs::InputMemo;
 use super::location::Location;
 use super::{Error, Outcome, Step, depfile, model, observe, remote, trace};
 
@@ -503,8 +505,8 @@ impl Run<'_> {
     ) -> Verdict<Vec<Input>> {
         let mut out: Vec<Input> = Vec::new();
         let mut seen_records = BTreeSet::new();
-        let (mut dates, mut stamp_macro, mut dependency) = (false, false, false);
-        scan_text(source.bytes, &mut dates, &mut stamp_macro, &mut dependency);
+        let mut found = scan_text(source.bytes);
+        let mut inputs = self.inputs.borrow_mut();
         // The source itself is not an input of its own entry: found by device and inode,
         // from the stamp the tracer saw at the open when there is one (one stat saved per
         // input on a MISS).
@@ -522,15 +524,13 @@ impl Run<'_> {
             if !seen_records.insert(record.clone()) {
                 continue;
             }
-            let (digest, stamp) = match self.digest_input(
-                &abs,
-                seen.as_ref().map(|s| s.size_bytes),
-                *program,
-                &mut dates,
-                &mut stamp_macro,
-                &mut dependency,
-            ) {
-                Ok(d) => d,
+            let seen_size = seen.as_ref().map(|s| s.size_bytes);
+            let digested = self.digest_input(&abs, seen_size, *program, &mut inputs, source.began);
+            let (digest, stamp) = match digested {
+                Ok((digest, stamp, in_text)) => {
+                    found.add(in_text);
+                    (digest, stamp)
+                }
                 Err(e) => {
                     self.note(format!("{}: {e}", abs.display()));
                     return not_cached("input_changed");
@@ -549,12 +549,12 @@ impl Run<'_> {
         }
         // `#pragma GCC dependency "file"` warns when the file is newer than the current
         // one: the messages depend on mtimes, which no fact records.
-        if dependency {
+        if found.dependency {
             return not_cached("uncacheable:pragma_dependency");
         }
         let epoch = crate::config::var_raw("SOURCE_DATE_EPOCH").is_some();
-        if (dates && !(epoch && self.probe.epoch_fixes_date))
-            || (stamp_macro && !(epoch && self.probe.epoch_fixes_timestamp))
+        if (found.dates && !(epoch && self.probe.epoch_fixes_date))
+            || (found.stamp && !(epoch && self.probe.epoch_fixes_timestamp))
         {
             return not_cached("uncacheable:time_macros");
         }
@@ -569,16 +569,18 @@ impl Run<'_> {
         Ok(Ok(out))
     }
 
-    /// The digest and stamp of one input; scans text inputs for time macros.
+    /// The digest and stamp of one input, and what the scan of its text found (nothing for
+    /// a program or a binary file). A file the machine's memo of inputs vouches for by its
+    /// stamp (hashed by an earlier MISS, its scan found nothing) is not read; one hashed
+    /// here whose scan found nothing is remembered there.
     fn digest_input(
         &self,
         abs: &Path,
         seen_size: Option<u64>,
         program: bool,
-        dates: &mut bool,
-        stamp_macro: &mut bool,
-        dependency: &mut bool,
-    ) -> Result<(ContentDigest, FileStamp), Error> {
+        inputs: &mut InputMemo,
+        began: SystemTime,
+    ) -> Result<(ContentDigest, FileStamp, Found), Error> {
         // The size the tracer saw picks the way to hash; a file that changed since is
         // caught by the stamp comparison after.
         let size = match seen_size {
@@ -587,35 +589,71 @@ impl Run<'_> {
         };
         if size >= SHARED_MEMO_BYTES {
             let digest = shared_digest(&self.cache.memo_dir(), abs, self.config.digest)?;
+            let mut found = Found::default();
             if !program {
                 let bytes = fs::read(abs)?;
-                if !is_text(&bytes) {
-                    return Ok((digest, FileStamp::of(&fs::metadata(abs)?)));
+                if is_text(&bytes) {
+                    found = scan_text(&bytes);
                 }
-                scan_text(&bytes, dates, stamp_macro, dependency);
             }
-            return Ok((digest, FileStamp::of(&fs::metadata(abs)?)));
+            return Ok((digest, FileStamp::of(&fs::metadata(abs)?), found));
+        }
+        if !program {
+            let stamp = FileStamp::of(&fs::metadata(abs)?);
+            if let Some(digest) = inputs.clean(abs, &stamp, self.config.digest) {
+                return Ok((digest, stamp, Found::default()));
+            }
         }
         let (digest, bytes, stamp) = entry::read_input(abs, self.config.digest)?;
-        if !program && is_text(&bytes) {
-            scan_text(&bytes, dates, stamp_macro, dependency);
+        if program {
+            return Ok((digest, stamp, Found::default()));
         }
-        Ok((digest, stamp))
+        let found = if is_text(&bytes) { scan_text(&bytes) } else { Found::default() };
+        if !found.any() {
+            inputs.remember_clean(abs, stamp, digest, began);
+        }
+        Ok((digest, stamp, found))
     }
 }
 
-/// Scans an input's text for what no fact records: time macros (`__DATE__`/`__TIME__`
-/// into `dates`, `__TIMESTAMP__` into `stamp`) and `#pragma GCC dependency`, after line
-/// splices are removed (and for the pragma, comments too).
-fn scan_text(bytes: &[u8], dates: &mut bool, stamp: &mut bool, dependency: &mut bool) {
+/// What the scan of an input's text found that no fact records.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Found {
+    /// `__DATE__` or `__TIME__`.
+    dates: bool,
+    /// `__TIMESTAMP__`.
+    stamp: bool,
+    /// `#pragma GCC dependency`.
+    dependency: bool,
+}
+
+impl Found {
+    fn any(self) -> bool {
+        self.dates || self.stamp || self.dependency
+    }
+
+    fn add(&mut self, other: Found) {
+        self.dates |= other.dates;
+        self.stamp |= other.stamp;
+        self.dependency |= other.dependency;
+    }
+}
+
+/// Scans an input's text for what no fact records: time macros (`__DATE__`/`__TIME__`,
+/// `__TIMESTAMP__`) and `#pragma GCC dependency`, after line splices are removed (and for
+/// the pragma, comments too).
+fn scan_text(bytes: &[u8]) -> Found {
     let text = model::unspliced(bytes);
-    *dates |= has(&text, b"__DATE__") || has(&text, b"__TIME__");
-    *stamp |= has(&text, b"__TIMESTAMP__");
     // Both words first: most system headers say `GCC`, few say `dependency`, and removing
     // comments copies the whole text.
-    if !*dependency && has(&text, b"dependency") && has(&text, b"GCC") {
-        *dependency = has(&text, b"GCC dependency")
-            || has(&model::without_comments(&text), b"GCC dependency");
+    let dependency = has(&text, b"dependency")
+        && has(&text, b"GCC")
+        && (has(&text, b"GCC dependency")
+            || has(&model::without_comments(&text), b"GCC dependency"));
+    Found {
+        dates: has(&text, b"__DATE__") || has(&text, b"__TIME__"),
+        stamp: has(&text, b"__TIMESTAMP__"),
+        dependency,
     }
 }
 
