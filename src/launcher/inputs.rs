@@ -46,6 +46,8 @@ pub struct InputMemo {
     dir: PathBuf,
     /// Loaded memos by directory (absolute path of the inputs' directory).
     dirs: HashMap<PathBuf, VerifyMemo>,
+    /// False with `STRATA_INPUT_MEMO=0`: nothing is read or remembered.
+    enabled: bool,
 }
 
 /// What a name in a directory's memo stands for.
@@ -67,9 +69,11 @@ impl Mark {
 }
 
 impl InputMemo {
-    /// The memos of the cache root `cache` (nothing is read until a file is asked about).
-    pub fn new(cache: &CacheRoot) -> Self {
-        Self::at(&cache.local_dir())
+    /// The memos of the cache root `cache` (nothing is read until a file is asked about);
+    /// with `enabled` false (`STRATA_INPUT_MEMO=0`) it vouches for nothing and remembers
+    /// nothing.
+    pub fn new(cache: &CacheRoot, enabled: bool) -> Self {
+        Self { enabled, ..Self::at(&cache.local_dir()) }
     }
 
     /// The memos under `local` (a cache root's `.local` directory).
@@ -78,6 +82,7 @@ impl InputMemo {
             tool_memo: local.join("tool-memo"),
             dir: local.join("input-memo"),
             dirs: HashMap::new(),
+            enabled: true,
         }
     }
 
@@ -163,6 +168,9 @@ impl InputMemo {
 
     /// The memo of `path`'s directory (loaded on first use) and `path`'s name in it.
     fn slot(&mut self, path: &Path, mark: Mark) -> Option<(&mut VerifyMemo, RelPath)> {
+        if !self.enabled {
+            return None;
+        }
         let (dir, file) = (path.parent()?, path.file_name()?);
         let name = RelPath::new(format!("{}{}", mark.prefix(), fs::name::encode_os(file))).ok()?;
         if !self.dirs.contains_key(dir) {

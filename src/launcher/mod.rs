@@ -137,6 +137,9 @@ pub struct Config {
     /// Keep the tracer and the traced compiler on one CPU while it is not contended
     /// (`STRATA_TRACE_PIN`, default on; `0` turns it off).
     pub trace_pin: bool,
+    /// Use the machine's memo of input files (`STRATA_INPUT_MEMO`, default on; `0` turns
+    /// it off: every MISS reads, hashes and scans every input; docs/launcher.md).
+    pub input_memo: bool,
     /// The remote entry tier ([`Overrides::remote`]).
     pub remote: Option<std::sync::Arc<dyn crate::l1::remote::EntrySource>>,
     /// How long a save waits for the entry lock: L1's one entry-lock policy
@@ -202,6 +205,7 @@ impl Config {
             explain: switch("STRATA_EXPLAIN")? == Some(true),
             model_only: switch("STRATA_TRACE")? == Some(false),
             trace_pin: switch("STRATA_TRACE_PIN")? != Some(false),
+            input_memo: switch("STRATA_INPUT_MEMO")? != Some(false),
             remote: overrides.remote.clone(),
             entry_lock: crate::l1::lock::Timeouts::from_env()
                 .map_err(|e| Error::Setting(e.to_string()))?
@@ -381,7 +385,7 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
         probe,
         out,
         notes: std::cell::RefCell::new(Vec::new()),
-        inputs: std::cell::RefCell::new(inputs::InputMemo::new(&cache)),
+        inputs: std::cell::RefCell::new(inputs::InputMemo::new(&cache, config.input_memo)),
     };
     match run.go() {
         Ok((outcome, step)) => {

@@ -797,10 +797,14 @@ pub(super) fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// True for a file the preprocessor may read as text: no NUL in its first 8 KiB. Binary
-/// inputs (a precompiled header, `.incbin` data) hold macro names as data, not uses.
+/// True for a file whose text is scanned for time macros and `#pragma GCC dependency`:
+/// every input but a precompiled header (GCC's `gpch`, Clang's `CPCH` magic), whose
+/// identifier tables hold macro names as data, not uses. A NUL does not make a header
+/// binary: GCC and Clang read past one in a comment, so a header with a NUL in it is
+/// scanned like any other. Other binary data (`.incbin`, profile data) is scanned too: a
+/// macro's name found there only costs the caching of that compile.
 fn is_text(bytes: &[u8]) -> bool {
-    !bytes[..bytes.len().min(8192)].contains(&0)
+    !(bytes.starts_with(b"gpch") || bytes.starts_with(b"CPCH"))
 }
 
 fn has(bytes: &[u8], needle: &[u8]) -> bool {

@@ -263,6 +263,10 @@ fn launcher_the_machine_memo_of_headers_never_hides_an_edit() {
     assert!(memos.is_ok_and(|n| n >= 1), "no memo under .local/input-memo after a MISS");
     l.expect(&dir, &tu("b"), "miss");
     assert_same_bytes("b.o", &read(&dir.join("b.o")), &plain_object(&dir, &tu("b"), "b.o"));
+    // STRATA_INPUT_MEMO=0: another cache root gets no memo.
+    let off_cache = ctx.path("cache-without-memo");
+    Launcher::new(&off_cache).env("STRATA_INPUT_MEMO", "0").expect(&dir, &tu("a"), "miss");
+    assert!(!off_cache.join(".local/input-memo").exists(), "a memo with STRATA_INPUT_MEMO=0");
     // The header gains a time macro's name (never expanded: only the scan sees it).
     write_file(&dir.join("inc/t.h"), "#define T \"two\"\n#if 0\n__TIME__\n#endif\n");
     let (r, outcome) = l.compile(&dir, &tu("b"));

@@ -276,3 +276,31 @@ fn launcher_verbose_driver_output_is_not_cached() {
         assert!(dir.join("v.o").is_file(), "{cc} -v compiled");
     }
 }
+
+/// A NUL byte does not make a header binary: GCC reads past one in a comment, so the
+/// header's `#pragma GCC dependency` and a `__TIMESTAMP__` that only the scan can see (with
+/// `-w` and `SOURCE_DATE_EPOCH`) are found as in any other header. (Before, a NUL in the
+/// first 8 KiB skipped the scan: the first was cached and a HIT dropped the warning that
+/// plain `gcc -Werror` fails on; the second handed out the header's old time stamp.)
+#[test]
+fn launcher_a_header_with_a_nul_byte_is_scanned_like_any_other() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("dep.txt"), "data\n");
+    write_file(&dir.join("inc/pn.h"), "/* \0 */\n#pragma GCC dependency \"../dep.txt\"\n");
+    write_file(&dir.join("inc/tn.h"), "/* \0 */\nstatic const char *t = __TIMESTAMP__;\n");
+    write_file(&dir.join("b.c"), "#include \"pn.h\"\nint b(void) { return 1; }\n");
+    write_file(&dir.join("c.c"), "#include \"tn.h\"\nconst char *c(void) { return t; }\n");
+    let l = Launcher::new(&ctx.cache);
+    let argv = |tu: &str| {
+        ["gcc", "-Iinc", "-w", "-c", &format!("{tu}.c"), "-o", &format!("{tu}.o")].map(String::from)
+    };
+    l.expect(&dir, &argv("b"), "uncacheable:pragma_dependency");
+    l.clone().env("SOURCE_DATE_EPOCH", "1700000000").expect(
+        &dir,
+        &argv("c"),
+        "uncacheable:time_macros",
+    );
+    assert_eq!(l.entries().len(), 0, "nothing uncacheable is stored");
+}
