@@ -248,26 +248,26 @@ fn check_input(
     began: SystemTime,
 ) -> Result<(), Mismatch> {
     let name = entry::header_memo_name(path);
-    match fs::metadata(path) {
-        Ok(m) if memo.vouches(&name, &FileStamp::of(&m), digest) => return Ok(()),
-        Ok(m)
-            if m.is_file()
-                && inputs.digest(path, &FileStamp::of(&m), digest.algorithm()) == Some(*digest) =>
-        {
-            memo.remember(&name, FileStamp::of(&m), *digest, began);
-            return Ok(());
-        }
-        Ok(m) if m.is_file() && m.len() >= super::save::SHARED_MEMO_BYTES => {
-            return match super::save::shared_digest(&inputs.tool_memo, path, digest.algorithm()) {
-                Ok(d) if d == *digest => {
-                    memo.remember(&name, FileStamp::of(&m), d, began);
-                    Ok(())
-                }
-                _ => Err(Mismatch::Input(path.to_path_buf())),
-            };
-        }
-        Ok(m) if m.is_file() => {}
+    let meta = match fs::metadata(path) {
+        Ok(m) if m.is_file() => m,
         _ => return Err(Mismatch::Input(path.to_path_buf())),
+    };
+    let stamp = FileStamp::of(&meta);
+    if memo.vouches(&name, &stamp, digest) {
+        return Ok(());
+    }
+    if inputs.digest(path, &stamp, digest.algorithm()) == Some(*digest) {
+        memo.remember(&name, stamp, *digest, began);
+        return Ok(());
+    }
+    if meta.len() >= super::save::SHARED_MEMO_BYTES {
+        return match super::save::shared_digest(&inputs.tool_memo, path, digest.algorithm()) {
+            Ok(d) if d == *digest => {
+                memo.remember(&name, stamp, d, began);
+                Ok(())
+            }
+            _ => Err(Mismatch::Input(path.to_path_buf())),
+        };
     }
     match entry::read_input(path, digest.algorithm()) {
         Ok((actual, _, stamp)) if actual == *digest => {
@@ -328,27 +328,27 @@ mod tests {
             created_at: String::new(),
         };
         let mut memo = VerifyMemo::new("t");
-        let mut shared = InputMemo::at(&root.join("memo"));
+        let mut inputs = InputMemo::at(&root.join("memo"));
         let obj = Path::new("x.o");
         assert_eq!(
-            check(&cand, &here, obj, None, &mut memo, &mut shared, SystemTime::now()),
+            check(&cand, &here, obj, None, &mut memo, &mut inputs, SystemTime::now()),
             Ok(())
         );
         std::fs::write(root.join("a/src/x.h"), b"int y;\n").unwrap();
         assert_eq!(
-            check(&cand, &here, obj, None, &mut memo, &mut shared, SystemTime::now()),
+            check(&cand, &here, obj, None, &mut memo, &mut inputs, SystemTime::now()),
             Err(Mismatch::Appeared(root.join("a/src/x.h")))
         );
         std::fs::remove_file(root.join("a/src/x.h")).unwrap();
         std::fs::write(root.join("a/build/../src/inc/x.h.gch"), b"").unwrap();
         assert_eq!(
-            check(&cand, &here, obj, None, &mut memo, &mut shared, SystemTime::now()),
+            check(&cand, &here, obj, None, &mut memo, &mut inputs, SystemTime::now()),
             Err(Mismatch::Appeared(root.join("a/build/../src/inc/x.h.gch")))
         );
         std::fs::remove_file(root.join("a/src/inc/x.h.gch")).unwrap();
         std::fs::write(root.join("a/src/inc/x.h"), b"int z;\n").unwrap();
         assert_eq!(
-            check(&cand, &here, obj, None, &mut memo, &mut shared, SystemTime::now()),
+            check(&cand, &here, obj, None, &mut memo, &mut inputs, SystemTime::now()),
             Err(Mismatch::Input(root.join("a/src/inc/x.h")))
         );
         // Another checkout: the same facts hold there unless an output is pinned.
@@ -358,16 +358,16 @@ mod tests {
         std::fs::write(root.join("b/src/inc/x.h"), b"int x;\n").unwrap();
         let there = Location::with_pwd(&root.join("b/build"), None, &[root.join("b")]);
         assert_eq!(
-            check(&cand, &there, obj, None, &mut memo, &mut shared, SystemTime::now()),
+            check(&cand, &there, obj, None, &mut memo, &mut inputs, SystemTime::now()),
             Ok(())
         );
         let pinned = Candidate { pins: vec![entry::encode_path(&root.join("a/src"))], ..cand };
         assert_eq!(
-            check(&pinned, &here, obj, None, &mut memo, &mut shared, SystemTime::now()),
+            check(&pinned, &here, obj, None, &mut memo, &mut inputs, SystemTime::now()),
             Ok(())
         );
         assert!(matches!(
-            check(&pinned, &there, obj, None, &mut memo, &mut shared, SystemTime::now()),
+            check(&pinned, &there, obj, None, &mut memo, &mut inputs, SystemTime::now()),
             Err(Mismatch::Pinned(_))
         ));
     }

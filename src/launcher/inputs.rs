@@ -120,7 +120,8 @@ impl InputMemo {
     ) {
         let Some((memo, name)) = self.slot(path, Mark::Clean) else { return };
         memo.remember(&name, stamp, digest, began);
-        if let Ok(other) = RelPath::new(name.as_str().replacen(Mark::Clean.prefix(), "d/", 1)) {
+        // A HIT's entry for the same file says less: dropped.
+        if let Some(other) = name_in_memo(path, Mark::Digest) {
             memo.forget(&other);
         }
     }
@@ -171,8 +172,7 @@ impl InputMemo {
         if !self.enabled {
             return None;
         }
-        let (dir, file) = (path.parent()?, path.file_name()?);
-        let name = RelPath::new(format!("{}{}", mark.prefix(), fs::name::encode_os(file))).ok()?;
+        let (dir, name) = (path.parent()?, name_in_memo(path, mark)?);
         if !self.dirs.contains_key(dir) {
             let subject = subject(dir);
             let memo = VerifyMemo::load(&self.file(&subject), &subject);
@@ -185,6 +185,13 @@ impl InputMemo {
         let h = Sha256Digest::of_bytes(subject.as_bytes());
         self.dir.join(format!("{}.memo", h.to_hex()))
     }
+}
+
+/// The name of `path`'s file in its directory's memo with `mark`: `c/N` or `d/N`, `N` the
+/// file name in the name encoding; `None` for a path without a file name.
+fn name_in_memo(path: &Path, mark: Mark) -> Option<RelPath> {
+    let file = path.file_name()?;
+    RelPath::new(format!("{}{}", mark.prefix(), fs::name::encode_os(file))).ok()
 }
 
 fn subject(dir: &Path) -> String {

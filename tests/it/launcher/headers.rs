@@ -246,33 +246,49 @@ fn launcher_a_miss_remembers_its_headers_in_the_verification_memo() {
 #[test]
 fn launcher_the_machine_memo_of_headers_never_hides_an_edit() {
     require_tool("gcc", "apt-get install gcc");
+    require_tool("clang", "apt-get install clang");
     let ctx = TestContext::new();
-    let dir = ctx.path("proj");
-    write_file(&dir.join("inc/t.h"), "#define T \"one\"\n");
-    write_file(&dir.join("src/a.c"), "#include \"t.h\"\nconst char *a(void) { return T; }\n");
-    write_file(&dir.join("src/b.c"), "#include \"t.h\"\nconst char *b(void) { return T; }\n");
+    let compilers = ["gcc", "clang"];
+    for cc in compilers {
+        let dir = ctx.path(cc);
+        write_file(&dir.join("inc/t.h"), "#define T \"one\"\n");
+        write_file(&dir.join("src/a.c"), "#include \"t.h\"\nconst char *a(void) { return T; }\n");
+        write_file(&dir.join("src/b.c"), "#include \"t.h\"\nconst char *b(void) { return T; }\n");
+    }
     // Older than the memo's 2 s rule for racy stamps when the compiles start.
     std::thread::sleep(std::time::Duration::from_millis(2200));
-    let l = Launcher::new(&ctx.cache);
-    let tu = |name: &str| {
-        ["gcc", "-O2", "-Iinc", "-c", &format!("src/{name}.c"), "-o", &format!("{name}.o")]
-            .map(str::to_owned)
-    };
-    l.expect(&dir, &tu("a"), "miss");
-    let memos = std::fs::read_dir(ctx.cache.join(".local/input-memo")).map(|d| d.count());
-    assert!(memos.is_ok_and(|n| n >= 1), "no memo under .local/input-memo after a MISS");
-    l.expect(&dir, &tu("b"), "miss");
-    assert_same_bytes("b.o", &read(&dir.join("b.o")), &plain_object(&dir, &tu("b"), "b.o"));
-    // STRATA_INPUT_MEMO=0: another cache root gets no memo.
-    let off_cache = ctx.path("cache-without-memo");
-    Launcher::new(&off_cache).env("STRATA_INPUT_MEMO", "0").expect(&dir, &tu("a"), "miss");
-    assert!(!off_cache.join(".local/input-memo").exists(), "a memo with STRATA_INPUT_MEMO=0");
-    // The header gains a time macro's name (never expanded: only the scan sees it).
-    write_file(&dir.join("inc/t.h"), "#define T \"two\"\n#if 0\n__TIME__\n#endif\n");
-    let (r, outcome) = l.compile(&dir, &tu("b"));
-    assert_eq!((r.code, outcome.as_str()), (0, "uncacheable:time_macros"), "{}", r.stderr);
-    // Back to its old bytes (a new stamp): content decides, b is a HIT again.
-    write_file(&dir.join("inc/t.h"), "#define T \"one\"\n");
-    l.expect(&dir, &tu("b"), "hit");
-    assert_same_bytes("b.o", &read(&dir.join("b.o")), &plain_object(&dir, &tu("b"), "b.o"));
+    for cc in compilers {
+        let dir = ctx.path(cc);
+        let cache = ctx.path(&format!("cache-{cc}"));
+        let l = Launcher::new(&cache);
+        let tu = |name: &str| {
+            [cc, "-O2", "-Iinc", "-c", &format!("src/{name}.c"), "-o", &format!("{name}.o")]
+                .map(str::to_owned)
+        };
+        l.expect(&dir, &tu("a"), "miss");
+        let memos = std::fs::read_dir(cache.join(".local/input-memo")).map(|d| d.count());
+        assert!(memos.is_ok_and(|n| n >= 1), "{cc}: no memo under .local/input-memo after a MISS");
+        l.expect(&dir, &tu("b"), "miss");
+        assert_same_bytes("b.o", &read(&dir.join("b.o")), &plain_object(&dir, &tu("b"), "b.o"));
+        // STRATA_INPUT_MEMO=0: another cache root gets no memo.
+        let off_cache = ctx.path(&format!("cache-without-memo-{cc}"));
+        Launcher::new(&off_cache).env("STRATA_INPUT_MEMO", "0").expect(&dir, &tu("a"), "miss");
+        assert!(
+            !off_cache.join(".local/input-memo").exists(),
+            "{cc}: a memo with STRATA_INPUT_MEMO=0"
+        );
+        // The header gains a time macro's name (never expanded: only the scan sees it).
+        write_file(&dir.join("inc/t.h"), "#define T \"two\"\n#if 0\n__TIME__\n#endif\n");
+        let (r, outcome) = l.compile(&dir, &tu("b"));
+        assert_eq!(
+            (r.code, outcome.as_str()),
+            (0, "uncacheable:time_macros"),
+            "{cc}: {}",
+            r.stderr
+        );
+        // Back to its old bytes (a new stamp): content decides, b is a HIT again.
+        write_file(&dir.join("inc/t.h"), "#define T \"one\"\n");
+        l.expect(&dir, &tu("b"), "hit");
+        assert_same_bytes("b.o", &read(&dir.join("b.o")), &plain_object(&dir, &tu("b"), "b.o"));
+    }
 }

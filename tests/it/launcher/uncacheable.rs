@@ -285,6 +285,7 @@ fn launcher_verbose_driver_output_is_not_cached() {
 #[test]
 fn launcher_a_header_with_a_nul_byte_is_scanned_like_any_other() {
     require_tool("gcc", "apt-get install gcc");
+    require_tool("clang", "apt-get install clang");
     let ctx = TestContext::new();
     let dir = ctx.path("proj");
     write_file(&dir.join("dep.txt"), "data\n");
@@ -293,14 +294,14 @@ fn launcher_a_header_with_a_nul_byte_is_scanned_like_any_other() {
     write_file(&dir.join("b.c"), "#include \"pn.h\"\nint b(void) { return 1; }\n");
     write_file(&dir.join("c.c"), "#include \"tn.h\"\nconst char *c(void) { return t; }\n");
     let l = Launcher::new(&ctx.cache);
-    let argv = |tu: &str| {
-        ["gcc", "-Iinc", "-w", "-c", &format!("{tu}.c"), "-o", &format!("{tu}.o")].map(String::from)
-    };
-    l.expect(&dir, &argv("b"), "uncacheable:pragma_dependency");
-    l.clone().env("SOURCE_DATE_EPOCH", "1700000000").expect(
-        &dir,
-        &argv("c"),
-        "uncacheable:time_macros",
-    );
+    for cc in ["gcc", "clang"] {
+        let argv = |tu: &str| {
+            [cc, "-Iinc", "-w", "-c", &format!("{tu}.c"), "-o", &format!("{tu}.o")]
+                .map(String::from)
+        };
+        l.expect(&dir, &argv("b"), "uncacheable:pragma_dependency");
+        let epoch = l.clone().env("SOURCE_DATE_EPOCH", "1700000000");
+        epoch.expect(&dir, &argv("c"), "uncacheable:time_macros");
+    }
     assert_eq!(l.entries().len(), 0, "nothing uncacheable is stored");
 }
