@@ -9,6 +9,16 @@
 //! * `STRATA_TARGET`: the target triple cargo builds for (`TARGET`, e.g.
 //!   `aarch64-unknown-linux-musl`).
 //!
+//!
+//! It also links the `strata` binary as a position-dependent executable (`-no-pie`) on
+//! glibc Linux targets (the local and CI builds; the published musl binaries are left as
+//! they are). Every compile the launcher wraps starts `strata` twice (the launcher, and the
+//! shim that becomes the traced compiler), and a PIE's start-up applies about 18,000
+//! relative relocations and copies the pages they touch: `strata --version` took 2.0 ms of
+//! CPU as a PIE and 1.35 ms without (179 page faults instead of 260), measured on the
+//! project's 2-vCPU VM. The cost is that the binary's own code and data are not placed at
+//! a random address (ASLR still moves the stack, heap and libraries).
+//!
 //! The script reruns when `build.rs`, git's `HEAD`, the branch it names or `packed-refs`
 //! change (only files that exist are watched: a missing one would rerun it on every build).
 
@@ -25,6 +35,11 @@ fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let commit = git_commit(&manifest_dir).unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=STRATA_GIT_COMMIT={commit}");
+    let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
+    if os == "linux" && env == "gnu" {
+        println!("cargo:rustc-link-arg-bins=-no-pie");
+    }
 }
 
 /// The short commit of `dir`'s work tree, watching the files that change with it; `None`

@@ -24,7 +24,7 @@
 //! mode or owner of a file it did not create) is not cached; [`Observed::unsafe_write`]
 //! says which.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -226,22 +226,26 @@ impl Collected {
 }
 
 /// What [`from_trace`] collected, before [`finish`] decides.
+///
+/// Hashed, not ordered: a C++ compile makes well over a thousand events, and ordered maps
+/// of paths compare them component by component at every insert. [`finish`] sorts what it
+/// returns by the paths' bytes.
 #[derive(Default)]
 struct Collected {
-    written: BTreeSet<PathBuf>,
-    ever_written: BTreeSet<PathBuf>,
-    read: BTreeMap<PathBuf, usize>,
-    absent: BTreeSet<PathBuf>,
-    present: BTreeMap<PathBuf, Kind>,
-    listed: BTreeSet<PathBuf>,
+    written: HashSet<PathBuf>,
+    ever_written: HashSet<PathBuf>,
+    read: HashMap<PathBuf, usize>,
+    absent: HashSet<PathBuf>,
+    present: HashMap<PathBuf, Kind>,
+    listed: HashSet<PathBuf>,
     created_dirs: Vec<PathBuf>,
     /// Files whose content this compile made from nothing: its first write-open truncated
     /// them (`O_TRUNC`), or it created them new and renamed them into place. A file it
     /// appended to or wrote into without truncating (`-fopt-info-…=FILE` appends) holds
     /// what was there before, which a HIT cannot repeat.
-    from_scratch: BTreeSet<PathBuf>,
+    from_scratch: HashSet<PathBuf>,
     /// Files its first write-open created (they did not exist).
-    created_new: BTreeSet<PathBuf>,
+    created_new: HashSet<PathBuf>,
 }
 
 /// Decides what stays: outputs that still exist (and may), facts not about the compile's
@@ -268,7 +272,7 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
             unsafe_write(format!("it created the directory {}", dir.display()));
         }
     }
-    for path in written {
+    for path in sorted(written.into_iter().collect()) {
         match crate::fs::symlink_metadata_opt(&path) {
             Ok(Some(m)) if m.is_file() && may_write(&path) && !from_scratch.contains(&path) => {
                 unsafe_write(format!(
@@ -284,15 +288,23 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
     }
     // A path both read and found absent (a file created later by the tree is `mine`): the
     // read wins; facts about the compile's own files are left out.
-    out.absent =
+    let absent: HashSet<PathBuf> =
         absent.into_iter().filter(|p| !read.contains_key(p) && !ever_written.contains(p)).collect();
-    out.present = present
+    let mut present: Vec<(PathBuf, Kind)> = present
         .into_iter()
-        .filter(|(p, _)| {
-            !read.contains_key(p) && !out.absent.contains(p) && !ever_written.contains(p)
-        })
+        .filter(|(p, _)| !read.contains_key(p) && !absent.contains(p) && !ever_written.contains(p))
         .collect();
-    out.listed = listed.into_iter().collect();
+    present
+        .sort_unstable_by(|(a, _), (b, _)| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
+    out.present = present;
+    out.absent = sorted(absent.into_iter().collect());
+    out.listed = sorted(listed.into_iter().collect());
+}
+
+/// `paths` in the order of their bytes.
+fn sorted(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    paths.sort_unstable_by(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
+    paths
 }
 
 #[cfg(test)]

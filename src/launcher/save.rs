@@ -31,6 +31,7 @@ use super::entry::{
 };
 use super::inputs::InputMemo;
 use super::location::Location;
+use super::stored::TracedInput;
 use super::{Error, Outcome, Step, depfile, model, observe, remote, trace};
 
 /// The counter domains of hints and of how compiles were observed (L1's counters).
@@ -248,10 +249,14 @@ impl Run<'_> {
             self.note(format!("{} changed while the compiler ran", source.path.display()));
             return not_cached("input_changed");
         }
-        let traced: Option<(Vec<PathBuf>, Vec<PathBuf>)> =
+        let traced: Option<(Vec<TracedInput>, Vec<PathBuf>)> =
             matches!(ran, Ran::Traced(_)).then(|| {
                 (
-                    learnt.inputs.iter().map(|(p, _, _)| p.clone()).collect(),
+                    learnt
+                        .inputs
+                        .iter()
+                        .map(|(p, stamp, _)| (p.clone(), stamp.map(|s| (s.dev, s.ino))))
+                        .collect(),
                     learnt.present.iter().map(|(p, _)| p.clone()).collect(),
                 )
             });

@@ -2,7 +2,7 @@
 //! depfile's record (checked against the compiler's own file), the paths the outputs
 //! embed (pins), and whether they depend on the object's name.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
@@ -30,6 +30,10 @@ pub(super) struct Stored {
 /// The build's depfile as a record, and for the `verbatim` form its bytes.
 pub(super) type DepfileFacts = (DepfileRecord, Option<Vec<u8>>);
 
+/// A traced input for [`Run::depfile_record`]: its path and the device and inode the
+/// tracer saw when it was opened (`None` where the tracer saw no stamp).
+pub(super) type TracedInput = (PathBuf, Option<(u64, u64)>);
+
 /// What [`Run::depfile_record`] found: the depfile's record and the files to promote to
 /// inputs, or why the compile is not cached.
 pub(super) type DepfileFound = Result<(Option<DepfileFacts>, Vec<PathBuf>), Outcome>;
@@ -45,7 +49,7 @@ impl Run<'_> {
     pub(super) fn depfile_record(
         &self,
         here: &Location,
-        traced: Option<(&[PathBuf], &[PathBuf])>,
+        traced: Option<(&[TracedInput], &[PathBuf])>,
         private_dep: Option<&Path>,
     ) -> Result<DepfileFound, Error> {
         let build = self.depfile_path(here);
@@ -63,25 +67,32 @@ impl Run<'_> {
         }
         let mut promote = Vec::new();
         if let Some((inputs, looked_up)) = traced {
-            let ids = |paths: &[PathBuf]| -> BTreeSet<(u64, u64)> {
-                paths
-                    .iter()
-                    .filter_map(|p| fs::metadata(&here.absolute(p)).ok())
-                    .map(|m| (m.dev(), m.ino()))
-                    .collect()
-            };
-            let (read, seen) = (ids(inputs), ids(looked_up));
-            for dep in &deps {
-                let id = fs::metadata(&here.absolute(dep)).ok().map(|m| (m.dev(), m.ino()));
-                match id {
+            let id_now = |p: &Path| fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+            // A traced input's identity is the one the tracer saw at the open; a dependency
+            // named by the very path the compiler opened is that input (the stamps of
+            // inputs are checked against the compile's start after this).
+            let read_paths: HashSet<PathBuf> =
+                inputs.iter().map(|(p, _)| here.absolute(p)).collect();
+            let read: BTreeSet<(u64, u64)> = inputs
+                .iter()
+                .filter_map(|(p, id)| id.or_else(|| id_now(&here.absolute(p))))
+                .collect();
+            let seen: BTreeSet<(u64, u64)> =
+                looked_up.iter().filter_map(|p| id_now(&here.absolute(p))).collect();
+            for given in &deps {
+                let dep = here.absolute(given);
+                if read_paths.contains(&dep) {
+                    continue;
+                }
+                match id_now(&dep) {
                     Some(id) if read.contains(&id) => {}
-                    Some(id) if seen.contains(&id) => promote.push(here.absolute(dep)),
+                    Some(id) if seen.contains(&id) => promote.push(dep.clone()),
                     _ => {
                         self.out.warn(format!(
                             "the dependency file of {} names {}, which the trace did not see \
                              looked at; not cached (please report this)",
                             self.compile.source.display(),
-                            dep.display()
+                            given.display()
                         ));
                         return Ok(Err(Outcome::NotCached("depfile_mismatch".into())));
                     }
