@@ -78,7 +78,8 @@ pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observ
     let mut out = Observed::default();
     let mut c = Collected::default();
     for e in events.iter().filter(|e| !is_machine_file(&e.path)) {
-        let mine = c.written.contains(&e.path);
+        // The compile's own files are few; most compiles write only the object.
+        let mine = !c.written.is_empty() && c.written.contains(&e.path);
         match &e.op {
             Op::OpenRead | Op::Exec if !mine => c.read_or_looked_up(e, &mut out),
             Op::OpenDirectory
@@ -288,11 +289,12 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
     }
     // A path both read and found absent (a file created later by the tree is `mine`): the
     // read wins; facts about the compile's own files are left out.
+    let written_here = |p: &PathBuf| !ever_written.is_empty() && ever_written.contains(p);
     let absent: HashSet<PathBuf> =
-        absent.into_iter().filter(|p| !read.contains_key(p) && !ever_written.contains(p)).collect();
+        absent.into_iter().filter(|p| !read.contains_key(p) && !written_here(p)).collect();
     let mut present: Vec<(PathBuf, Kind)> = present
         .into_iter()
-        .filter(|(p, _)| !read.contains_key(p) && !absent.contains(p) && !ever_written.contains(p))
+        .filter(|(p, _)| !read.contains_key(p) && !absent.contains(p) && !written_here(p))
         .collect();
     present
         .sort_unstable_by(|(a, _), (b, _)| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));

@@ -577,7 +577,9 @@ impl Run<'_> {
     /// The digest and stamp of one input, and what the scan of its text found (nothing for
     /// a program or a binary file). A file the machine's memo of inputs vouches for by its
     /// stamp (hashed by an earlier MISS, its scan found nothing) is not read; one hashed
-    /// here whose scan found nothing is remembered there.
+    /// here whose scan found nothing is remembered there. A program is never scanned: any
+    /// digest the memo holds for its stamp will do, and one hashed here is remembered as a
+    /// digest only (`d/`), which never stands for a scan.
     fn digest_input(
         &self,
         abs: &Path,
@@ -603,14 +605,20 @@ impl Run<'_> {
             }
             return Ok((digest, FileStamp::of(&fs::metadata(abs)?), found));
         }
-        if !program {
-            let stamp = FileStamp::of(&fs::metadata(abs)?);
-            if let Some(digest) = inputs.clean(abs, &stamp, self.config.digest) {
-                return Ok((digest, stamp, Found::default()));
-            }
+        // A program (the assembler, the driver: up to a MiB each) is not scanned, so any
+        // remembered digest of it will do; a header needs a MISS's clean scan.
+        let stamp = FileStamp::of(&fs::metadata(abs)?);
+        let remembered = if program {
+            inputs.digest(abs, &stamp, self.config.digest)
+        } else {
+            inputs.clean(abs, &stamp, self.config.digest)
+        };
+        if let Some(digest) = remembered {
+            return Ok((digest, stamp, Found::default()));
         }
         let (digest, bytes, stamp) = entry::read_input(abs, self.config.digest)?;
         if program {
+            inputs.remember_digest(abs, stamp, digest, began);
             return Ok((digest, stamp, Found::default()));
         }
         let found = if is_text(&bytes) { scan_text(&bytes) } else { Found::default() };
