@@ -40,6 +40,10 @@ pub enum Mismatch {
     Changed(PathBuf),
     /// An input is missing, unreadable or has other content.
     Input(PathBuf),
+    /// Two inputs that were two files are one file now (a link replaced a copy): Clang
+    /// names a file it reaches twice by the first name it used, in debug information and
+    /// messages, so the outputs would differ ([`distinct_file`]).
+    Aliased(PathBuf),
 }
 
 impl std::fmt::Display for Mismatch {
@@ -51,6 +55,9 @@ impl std::fmt::Display for Mismatch {
             Mismatch::Appeared(p) => write!(f, "{} exists now", p.display()),
             Mismatch::Changed(p) => write!(f, "{} changed kind", p.display()),
             Mismatch::Input(p) => write!(f, "{} changed", p.display()),
+            Mismatch::Aliased(p) => {
+                write!(f, "{} is now the same file as another input", p.display())
+            }
         }
     }
 }
@@ -69,12 +76,14 @@ pub fn summary(passed_over: &[Mismatch]) -> String {
         Mismatch::Appeared(_) => "with a path that exists now",
         Mismatch::Changed(_) => "with a path that changed kind",
         Mismatch::Input(_) => "with an input that changed",
+        Mismatch::Aliased(_) => "with two inputs that are one file now",
     };
     let example = |m: &Mismatch| match m {
         Mismatch::Pinned(p) | Mismatch::Names(p) | Mismatch::Unplaceable(p) => p.clone(),
-        Mismatch::Appeared(p) | Mismatch::Changed(p) | Mismatch::Input(p) => {
-            p.display().to_string()
-        }
+        Mismatch::Appeared(p)
+        | Mismatch::Changed(p)
+        | Mismatch::Input(p)
+        | Mismatch::Aliased(p) => p.display().to_string(),
     };
     let mut groups: Vec<(&str, usize, String)> = Vec::new();
     for m in passed_over {
@@ -143,9 +152,13 @@ pub fn check(
         let memo = if is_written { None } else { Some(&mut *memo) };
         check_group(&dir, meta.as_ref(), group, memo, began)?;
     }
+    let mut files = std::collections::HashSet::new();
     for input in &candidate.inputs {
         let path = place(&input.path)?;
-        check_input(&path, &input.digest, memo, inputs, began)?;
+        let stamp = check_input(&path, &input.digest, memo, inputs, began)?;
+        if !distinct_file(&stamp, &mut files) {
+            return Err(Mismatch::Aliased(path));
+        }
     }
     for listed in &candidate.listed {
         let path = place(&listed.path)?;
@@ -246,7 +259,7 @@ fn check_input(
     memo: &mut VerifyMemo,
     inputs: &mut InputMemo,
     began: SystemTime,
-) -> Result<(), Mismatch> {
+) -> Result<FileStamp, Mismatch> {
     let name = entry::header_memo_name(path);
     let meta = match fs::metadata(path) {
         Ok(m) if m.is_file() => m,
@@ -254,17 +267,17 @@ fn check_input(
     };
     let stamp = FileStamp::of(&meta);
     if memo.vouches(&name, &stamp, digest) {
-        return Ok(());
+        return Ok(stamp);
     }
     if inputs.digest(path, &stamp, digest.algorithm()) == Some(*digest) {
         memo.remember(&name, stamp, *digest, began);
-        return Ok(());
+        return Ok(stamp);
     }
     if meta.len() >= super::save::SHARED_MEMO_BYTES {
         return match super::save::shared_digest(&inputs.tool_memo, path, digest.algorithm()) {
             Ok(d) if d == *digest => {
                 memo.remember(&name, stamp, d, began);
-                Ok(())
+                Ok(stamp)
             }
             _ => Err(Mismatch::Input(path.to_path_buf())),
         };
@@ -273,10 +286,25 @@ fn check_input(
         Ok((actual, _, stamp)) if actual == *digest => {
             memo.remember(&name, stamp, actual, began);
             inputs.remember_digest(path, stamp, actual, began);
-            Ok(())
+            Ok(stamp)
         }
         _ => Err(Mismatch::Input(path.to_path_buf())),
     }
+}
+
+/// False when `stamp` is of a file without an execute bit whose device and inode are already
+/// in `seen` (which it is added to): two inputs of one compile that are one file. Clang keeps
+/// one entry per file (by device and inode) and names it by the first path it was reached
+/// through, in debug information and messages, so whether two include paths are one file
+/// changes its outputs. A MISS whose inputs are one file under two names is not cached, and
+/// a candidate whose inputs have become one file does not apply. Programs (execute bits
+/// set) are left out: a driver runs itself again under another name (`clang++` and the
+/// `clang` it links to), which does not change any output.
+pub(super) fn distinct_file(
+    stamp: &FileStamp,
+    seen: &mut std::collections::HashSet<(u64, u64)>,
+) -> bool {
+    stamp.mode & 0o111 != 0 || seen.insert((stamp.dev, stamp.ino))
 }
 
 /// The digest of a directory's entry names (sorted, one per line), or `None` if it cannot

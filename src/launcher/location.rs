@@ -410,6 +410,21 @@ pub fn clean(path: &Path) -> PathBuf {
     PathBuf::from(OsString::from_vec(out))
 }
 
+/// The part of `path` below the directory `dir` (both as bytes, `dir` without a trailing
+/// `/`), with every separator between them removed: `a/b` for `<dir>/a/b` and for
+/// `<dir>//a/b` alike. `None` when `path` does not lie under `dir` or names `dir` itself.
+/// What is left is never absolute, so joining it to `dir` again (or to another directory)
+/// names what `path` named there; stripping `dir` and one `/` would leave `/a/b` for
+/// `<dir>//a/b`, an absolute path that names somewhere else.
+pub(super) fn below<'a>(path: &'a [u8], dir: &[u8]) -> Option<&'a [u8]> {
+    let rest = path.strip_prefix(dir)?;
+    if !dir.ends_with(b"/") && rest.first() != Some(&b'/') {
+        return None;
+    }
+    let start = rest.iter().position(|&b| b != b'/')?;
+    rest.get(start..)
+}
+
 /// True if `path` is `dir` or lies under it, by bytes (`dir` without a trailing `/`; `/`
 /// covers every absolute path).
 fn starts_with_dir(path: &[u8], dir: &[u8]) -> bool {
@@ -476,6 +491,20 @@ fn same_chain(logical: &Path, physical: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn below_a_directory_is_never_absolute() {
+        let b = |p: &str, d: &str| below(p.as_bytes(), d.as_bytes()).map(|r| r.to_vec());
+        assert_eq!(b("/w/a/b", "/w"), Some(b"a/b".to_vec()));
+        assert_eq!(b("/w//a/b", "/w"), Some(b"a/b".to_vec()));
+        assert_eq!(b("/w///tmp/../x", "/w"), Some(b"tmp/../x".to_vec()));
+        assert_eq!(b("/w/", "/w"), None);
+        assert_eq!(b("/w", "/w"), None);
+        assert_eq!(b("/wx/a", "/w"), None);
+        assert_eq!(b("/v/a", "/w"), None);
+        assert_eq!(b("/a", "/"), Some(b"a".to_vec()));
+        assert_eq!(b("//a", "/"), Some(b"a".to_vec()));
+    }
+
     use super::*;
 
     fn loc(cwd: &str, bases: &[&str]) -> Location {

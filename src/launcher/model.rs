@@ -386,11 +386,7 @@ fn splits(dep: &Path, chain: &[&Path], includers: &[PathBuf]) -> Vec<(PathBuf, P
     let mut out = Vec::new();
     for dir in chain.iter().copied().chain(includers.iter().map(PathBuf::as_path)) {
         let d = dir.as_os_str().as_bytes();
-        let rest = if d.is_empty() {
-            Some(bytes)
-        } else {
-            bytes.strip_prefix(d).and_then(|r| r.strip_prefix(b"/"))
-        };
+        let rest = if d.is_empty() { Some(bytes) } else { super::location::below(bytes, d) };
         if let Some(rest) = rest.filter(|r| !r.is_empty()) {
             let split = (dir.to_path_buf(), PathBuf::from(OsStr::from_bytes(rest)));
             if !out.contains(&split) {

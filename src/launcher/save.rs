@@ -510,6 +510,7 @@ impl Run<'_> {
     ) -> Verdict<Vec<Input>> {
         let mut out: Vec<Input> = Vec::new();
         let mut seen_records = BTreeSet::new();
+        let mut files = std::collections::HashSet::new();
         let mut found = scan_text(source.bytes);
         let mut inputs = self.inputs.borrow_mut();
         // The source itself is not an input of its own entry: found by device and inode,
@@ -548,6 +549,10 @@ impl Run<'_> {
             if moved || stamp.ctime_ns >= started {
                 self.note(format!("{} changed while the compiler ran", abs.display()));
                 return not_cached("input_changed");
+            }
+            if !super::check::distinct_file(&stamp, &mut files) {
+                self.note(format!("{} is the same file as another input", abs.display()));
+                return not_cached("uncacheable:aliased_inputs");
             }
             memo.remember(&entry::header_memo_name(&abs), stamp, digest, source.began);
             out.push(Input { path: record, digest });
@@ -709,10 +714,7 @@ fn record_form(here: &Location, path: &Path) -> String {
     if bytes.first() != Some(&b'/') {
         return entry::encode_path(path);
     }
-    let cwd = here.cwd.as_os_str().as_bytes();
-    if let Some(rest) = bytes.strip_prefix(cwd).and_then(|r| r.strip_prefix(b"/"))
-        && !rest.is_empty()
-    {
+    if let Some(rest) = super::location::below(bytes, here.cwd.as_os_str().as_bytes()) {
         return entry::encode_path(Path::new(OsStr::from_bytes(rest)));
     }
     here.encode(path.as_os_str())

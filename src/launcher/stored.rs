@@ -207,11 +207,7 @@ impl Run<'_> {
 /// The record form of an output the compile left (see `save::record_form`).
 fn record_of(here: &Location, path: &Path) -> String {
     let bytes = path.as_os_str().as_bytes();
-    if let Some(rest) = bytes
-        .strip_prefix(here.cwd.as_os_str().as_bytes())
-        .and_then(|r| r.strip_prefix(b"/"))
-        .filter(|r| !r.is_empty())
-    {
+    if let Some(rest) = super::location::below(bytes, here.cwd.as_os_str().as_bytes()) {
         return entry::encode_path(Path::new(OsStr::from_bytes(rest)));
     }
     here.encode(path.as_os_str())

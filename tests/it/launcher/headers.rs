@@ -292,3 +292,79 @@ fn launcher_the_machine_memo_of_headers_never_hides_an_edit() {
         assert_same_bytes("b.o", &read(&dir.join("b.o")), &plain_object(&dir, &tu("b"), "b.o"));
     }
 }
+
+/// An include directory spelled as the working directory, `//` and a `..` (as a build
+/// system that joins `${CMAKE_CURRENT_SOURCE_DIR}/` and `/sub/../E` writes it): the facts
+/// about it are recorded relative to the working directory, never as the absolute path
+/// `/sub/../E` that stripping the directory and one `/` leaves. A header created later
+/// where the compiler searches is a MISS, and the object equals a plain compile's.
+#[test]
+fn launcher_a_doubled_slash_after_the_working_directory_keeps_facts_in_place() {
+    require_tool("gcc", "apt-get install gcc");
+    require_tool("clang", "apt-get install clang");
+    let ctx = TestContext::new();
+    for cc in ["gcc", "clang"] {
+        let dir = ctx.path(cc);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::create_dir_all(dir.join("E")).unwrap();
+        write_file(&dir.join("inc/x.h"), "#define X 1\n");
+        write_file(&dir.join("a.c"), "#include \"x.h\"\nint a(void) { return X; }\n");
+        let l = Launcher::new(&ctx.path(&format!("cache-{cc}")));
+        let include = format!("-I{}//sub/../E", dir.display());
+        let argv = [cc, &include, "-Iinc", "-c", "a.c", "-o", "a.o"].map(str::to_owned);
+        l.expect(&dir, &argv, "miss");
+        l.expect(&dir, &argv, "hit");
+        // The compiler's first directory is <dir>/sub/../E, that is <dir>/E.
+        write_file(&dir.join("E/x.h"), "#define X 2\n");
+        l.expect(&dir, &argv, "miss");
+        assert_same_bytes("a.o", &read(&dir.join("a.o")), &plain_object(&dir, &argv, "a.o"));
+        l.expect(&dir, &argv, "hit");
+        assert_same_bytes("a.o", &read(&dir.join("a.o")), &plain_object(&dir, &argv, "a.o"));
+    }
+}
+
+/// Two include paths that are one file (a symlink or a hard link to a header also included
+/// by its own name) against two copies with the same bytes: Clang names a file it reaches
+/// twice by the first path it used, in debug information, so the object differs though
+/// every input has the same content. A compile whose inputs are one file under two names is
+/// not cached, and a candidate saved with two files does not apply once they are one; every
+/// object equals a plain compile's, with gcc and clang.
+#[test]
+fn launcher_inputs_that_become_one_file_are_not_a_hit() {
+    require_tool("gcc", "apt-get install gcc");
+    require_tool("clang", "apt-get install clang");
+    let ctx = TestContext::new();
+    let header = "#ifndef H_H\n#define H_H\nstatic inline int h(void) { return 1; }\n#endif\n";
+    for cc in ["gcc", "clang"] {
+        let dir = ctx.path(cc);
+        write_file(&dir.join("inc/h.h"), header);
+        write_file(&dir.join("other/hl.h"), header);
+        write_file(
+            &dir.join("a.c"),
+            "#include \"inc/h.h\"\n#include \"hl.h\"\nint a(void) { return h(); }\n",
+        );
+        let l = Launcher::new(&ctx.path(&format!("cache-{cc}")));
+        let argv = [cc, "-g", "-Iother", "-c", "a.c", "-o", "a.o"].map(str::to_owned);
+        let same_as_plain =
+            || assert_same_bytes("a.o", &read(&dir.join("a.o")), &plain_object(&dir, &argv, "a.o"));
+        // Two copies: cached.
+        l.expect(&dir, &argv, "miss");
+        l.expect(&dir, &argv, "hit");
+        same_as_plain();
+        // The copy becomes a symlink to the header: not that HIT, and not cached.
+        std::fs::remove_file(dir.join("other/hl.h")).unwrap();
+        std::os::unix::fs::symlink("../inc/h.h", dir.join("other/hl.h")).unwrap();
+        l.expect(&dir, &argv, "uncacheable:aliased_inputs");
+        same_as_plain();
+        // A hard link: the same.
+        std::fs::remove_file(dir.join("other/hl.h")).unwrap();
+        std::fs::hard_link(dir.join("inc/h.h"), dir.join("other/hl.h")).unwrap();
+        l.expect(&dir, &argv, "uncacheable:aliased_inputs");
+        same_as_plain();
+        // A copy again: the first candidate applies.
+        std::fs::remove_file(dir.join("other/hl.h")).unwrap();
+        write_file(&dir.join("other/hl.h"), header);
+        l.expect(&dir, &argv, "hit");
+        same_as_plain();
+    }
+}
