@@ -42,7 +42,7 @@ pub enum Mismatch {
     Input(PathBuf),
     /// Two inputs that were two files are one file now (a link replaced a copy): Clang
     /// names a file it reaches twice by the first name it used, in debug information and
-    /// messages, so the outputs would differ ([`distinct_file`]).
+    /// messages, so the outputs would differ.
     Aliased(PathBuf),
 }
 
