@@ -296,8 +296,7 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
         .into_iter()
         .filter(|(p, _)| !read.contains_key(p) && !absent.contains(p) && !written_here(p))
         .collect();
-    present
-        .sort_unstable_by(|(a, _), (b, _)| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
+    present.sort_unstable_by(|(a, _), (b, _)| by_bytes(a, b));
     out.present = present;
     out.absent = sorted(absent.into_iter().collect());
     out.listed = sorted(listed.into_iter().collect());
@@ -305,8 +304,13 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
 
 /// `paths` in the order of their bytes.
 fn sorted(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
-    paths.sort_unstable_by(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
+    paths.sort_unstable_by(|a, b| by_bytes(a, b));
     paths
+}
+
+/// Two paths in the order of their bytes (not component by component, as `Path`'s `Ord`).
+fn by_bytes(a: &Path, b: &Path) -> std::cmp::Ordering {
+    a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes())
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use super::{
     Launcher, RUN_TIMEOUT, TestContext, assert_same_bytes, copy_tree, plain_object, read,
-    require_tool, run_bounded, scrub, write_file,
+    require_tool, run_bounded, same_as_plain, scrub, write_file,
 };
 
 #[test]
@@ -297,7 +297,8 @@ fn launcher_the_machine_memo_of_headers_never_hides_an_edit() {
 /// system that joins `${CMAKE_CURRENT_SOURCE_DIR}/` and `/sub/../E` writes it): the facts
 /// about it are recorded relative to the working directory, never as the absolute path
 /// `/sub/../E` that stripping the directory and one `/` leaves. A header created later
-/// where the compiler searches is a MISS, and the object equals a plain compile's.
+/// where the compiler searches is a MISS; every run writes what a plain compile writes
+/// (object, depfile, messages), with gcc and clang.
 #[test]
 fn launcher_a_doubled_slash_after_the_working_directory_keeps_facts_in_place() {
     require_tool("gcc", "apt-get install gcc");
@@ -311,15 +312,14 @@ fn launcher_a_doubled_slash_after_the_working_directory_keeps_facts_in_place() {
         write_file(&dir.join("a.c"), "#include \"x.h\"\nint a(void) { return X; }\n");
         let l = Launcher::new(&ctx.path(&format!("cache-{cc}")));
         let include = format!("-I{}//sub/../E", dir.display());
-        let argv = [cc, &include, "-Iinc", "-c", "a.c", "-o", "a.o"].map(str::to_owned);
-        l.expect(&dir, &argv, "miss");
-        l.expect(&dir, &argv, "hit");
+        let argv = [cc, &include, "-Iinc", "-MD", "-c", "a.c", "-o", "a.o"];
+        let run = || same_as_plain(&l, &dir, &argv, &["a.o", "a.d"], &[]);
+        assert_eq!(run(), "miss", "{cc}");
+        assert_eq!(run(), "hit", "{cc}");
         // The compiler's first directory is <dir>/sub/../E, that is <dir>/E.
         write_file(&dir.join("E/x.h"), "#define X 2\n");
-        l.expect(&dir, &argv, "miss");
-        assert_same_bytes("a.o", &read(&dir.join("a.o")), &plain_object(&dir, &argv, "a.o"));
-        l.expect(&dir, &argv, "hit");
-        assert_same_bytes("a.o", &read(&dir.join("a.o")), &plain_object(&dir, &argv, "a.o"));
+        assert_eq!(run(), "miss", "{cc}: a header where the compiler searches first");
+        assert_eq!(run(), "hit", "{cc}");
     }
 }
 
@@ -328,7 +328,7 @@ fn launcher_a_doubled_slash_after_the_working_directory_keeps_facts_in_place() {
 /// twice by the first path it used, in debug information, so the object differs though
 /// every input has the same content. A compile whose inputs are one file under two names is
 /// not cached, and a candidate saved with two files does not apply once they are one; every
-/// object equals a plain compile's, with gcc and clang.
+/// run writes what a plain compile writes (object, depfile, messages), with gcc and clang.
 #[test]
 fn launcher_inputs_that_become_one_file_are_not_a_hit() {
     require_tool("gcc", "apt-get install gcc");
@@ -344,27 +344,23 @@ fn launcher_inputs_that_become_one_file_are_not_a_hit() {
             "#include \"inc/h.h\"\n#include \"hl.h\"\nint a(void) { return h(); }\n",
         );
         let l = Launcher::new(&ctx.path(&format!("cache-{cc}")));
-        let argv = [cc, "-g", "-Iother", "-c", "a.c", "-o", "a.o"].map(str::to_owned);
-        let same_as_plain =
-            || assert_same_bytes("a.o", &read(&dir.join("a.o")), &plain_object(&dir, &argv, "a.o"));
+        let argv = [cc, "-g", "-Iother", "-MD", "-c", "a.c", "-o", "a.o"];
+        let run = || same_as_plain(&l, &dir, &argv, &["a.o", "a.d"], &[]);
+        let link = dir.join("other/hl.h");
         // Two copies: cached.
-        l.expect(&dir, &argv, "miss");
-        l.expect(&dir, &argv, "hit");
-        same_as_plain();
+        assert_eq!(run(), "miss", "{cc}");
+        assert_eq!(run(), "hit", "{cc}");
         // The copy becomes a symlink to the header: not that HIT, and not cached.
-        std::fs::remove_file(dir.join("other/hl.h")).unwrap();
-        std::os::unix::fs::symlink("../inc/h.h", dir.join("other/hl.h")).unwrap();
-        l.expect(&dir, &argv, "uncacheable:aliased_inputs");
-        same_as_plain();
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("../inc/h.h", &link).unwrap();
+        assert_eq!(run(), "uncacheable:aliased_inputs", "{cc}: symlink");
         // A hard link: the same.
-        std::fs::remove_file(dir.join("other/hl.h")).unwrap();
-        std::fs::hard_link(dir.join("inc/h.h"), dir.join("other/hl.h")).unwrap();
-        l.expect(&dir, &argv, "uncacheable:aliased_inputs");
-        same_as_plain();
+        std::fs::remove_file(&link).unwrap();
+        std::fs::hard_link(dir.join("inc/h.h"), &link).unwrap();
+        assert_eq!(run(), "uncacheable:aliased_inputs", "{cc}: hard link");
         // A copy again: the first candidate applies.
-        std::fs::remove_file(dir.join("other/hl.h")).unwrap();
-        write_file(&dir.join("other/hl.h"), header);
-        l.expect(&dir, &argv, "hit");
-        same_as_plain();
+        std::fs::remove_file(&link).unwrap();
+        write_file(&link, header);
+        assert_eq!(run(), "hit", "{cc}: a copy again");
     }
 }
