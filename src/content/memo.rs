@@ -23,10 +23,8 @@
 //! its serde form, in this memo's binary form the same six in that order), a memo file is read capped at [`MAX_MEMO_BYTES`] without following a symlink
 //! ([`read_memo`]) and written whole without fsync ([`write_memo`]): memos are
 //! machine-local, sealed (a record's digest, this memo's checksum) and checked on load, so one torn by a power cut vouches for
-//! nothing, and what they vouch for was made durable before it was published
-//! (`crate::l1::write`), except a compile entry's stored objects, which are written without
-//! fsync: their records' paths name the boot they were made in
-//! (`crate::launcher::entry::object_memo_name`), so none outlives a crash.
+//! nothing, and what they vouch for (an entry's files) was made durable before it was
+//! published (`crate::l1::write`).
 //!
 //! # Racy stamps
 //! Timestamps have a granularity (a kernel tick on ext4/xfs, 1 s or 2 s on some

@@ -346,22 +346,6 @@ pub fn touch(path: &Path) -> Result<()> {
     file.set_modified(SystemTime::now()).map_err(|e| Error::io("touch", path, e))
 }
 
-/// This boot of the machine: the kernel's random boot id (`/proc/sys/kernel/random/boot_id`,
-/// a UUID of 36 characters), read once per process. `None` where it cannot be read (no
-/// `/proc`). A memo record bound to it stands for nothing once the machine has restarted,
-/// which is what a file written without fsync needs: only a crash or power cut, and so a new
-/// boot, can make such a file's bytes differ from what was written while its stamp stays.
-pub fn boot_id() -> Option<&'static str> {
-    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    BOOT.get_or_init(|| {
-        let text = read_to_string(Path::new("/proc/sys/kernel/random/boot_id")).ok()?;
-        let id = text.trim();
-        (id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
-            .then(|| id.to_owned())
-    })
-    .as_deref()
-}
-
 /// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename.
 /// Readers see either the old or the new content, never a mix. The file gets `mode`.
 ///

@@ -13,30 +13,25 @@
 //!   fsynced before the rename that publishes it (a staged tree bottom-up, then the parent
 //!   after the rename). Two exceptions: a batch ([`Durability::Deferred`]): an index
 //!   restore installs hundreds of entries and makes them durable with one `syncfs` before
-//!   it reports success, where an fsync per file would cost more than the restore; and the
-//!   files the compiler launcher adds to a compile entry ([`replace_file`], [`add_file`],
-//!   [`add_copy`]), which are not fsynced at all (see "Why" below).
+//!   it reports success, where an fsync per file would cost more than the restore; and a
+//!   compile entry's manifest ([`replace_file`]), which is sealed (see "Why" below).
 //! * **Under the entry lock**, with the one timeout of [`crate::l1::lock::Timeouts::entry`]
 //!   (`STRATA_ENTRY_LOCK_TIMEOUT_SECONDS`, default 60 s). The caller holds it; this module
 //!   takes no lock.
 //!
 //! Why fsync although every reader verifies every byte: a verification memo vouches for a
 //! file by its stamp (`crate::content::memo`), and a stamp says nothing about bytes that
-//! never reached the disk. With the data durable before the name is published, a stamp
-//! that survives a power cut stands for the bytes that were verified.
+//! never reached the disk (after a power cut, or a background write that failed: the page
+//! cache keeps the right bytes until it evicts them, then the file reads back as zeros with
+//! the same stamp). With the data durable before the name is published, a stamp stands for
+//! the bytes that were verified. The cost is an fsync per stored file (5-12 ms of wall time
+//! on the benchmarks' ext4 disk during a build), never on a HIT.
 //!
-//! Why not for a compile entry's files: a compile MISS is on the build's critical path, and
-//! its two fsyncs (object and manifest) took 5-12 ms of wall time each on the benchmarks'
-//! ext4 disk during a build (`strace -T`); without them a MISS of one abseil compile took
-//! 867 instead of 885 ms (medians of 15, interleaved; issue 28), while ccache and sccache
-//! write their caches without any fsync. What the fsync protected is
-//! kept another way: the memo record that lets a HIT place a stored object without hashing
-//! it names the boot it was made in ([`crate::launcher::entry::object_memo_name`],
-//! [`crate::fs::boot_id`]), so after a crash or power cut (a new boot) every stored object
-//! is hashed again before it is used. A manifest damaged by a power cut fails its record
-//! checks (a MISS, and the next save replaces it); an object damaged fails its digest (a
-//! MISS, and the next save writes it again). Nothing a reader uses is trusted without a
-//! digest check made in this boot.
+//! Why not for a compile entry's manifest: no memo vouches for it; every HIT parses it and
+//! checks its seal (the record's digest), so damaged bytes are a MISS, and the next save
+//! replaces it. That fsync was half of what a compile MISS waited for on the build's
+//! critical path: one abseil compile took 885 ms with both fsyncs and 867 ms with neither
+//! (medians of 15, interleaved; issue 28).
 
 use std::path::{Path, PathBuf};
 
@@ -164,9 +159,9 @@ impl NewEntry {
     }
 }
 
-/// Writes `bytes` as the file `path` of a compile entry: a temp file beside it, renamed over
-/// whatever `path` held (the manifest, replaced when a candidate is added), without fsync
-/// (see the module docs).
+/// Writes `bytes` as a compile entry's manifest `path`: a temp file beside it, renamed over
+/// whatever `path` held (the manifest is replaced when a candidate is added), without fsync:
+/// it is sealed and checked at every read (see the module docs).
 ///
 /// # Errors
 /// I/O errors naming the path.
@@ -174,9 +169,9 @@ pub fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), fs::Erro
     fs::write_atomic_nosync(path, bytes, mode)
 }
 
-/// Adds the file `path` to an entry from `bytes` (its directory created): as
-/// [`replace_file`]. For content-addressed files (a compile entry's `objects/<hex>`),
-/// where a file already there holds the same bytes.
+/// Adds the file `path` to an entry from `bytes` (its directory created): a temp file
+/// beside it, fsynced, renamed over its name. For content-addressed files (a compile
+/// entry's `objects/<hex>`), where a file already there holds the same bytes.
 ///
 /// # Errors
 /// I/O errors naming the path.
@@ -184,13 +179,12 @@ pub fn add_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), fs::Error> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
     }
-    replace_file(path, bytes, mode)
+    fs::write_atomic(path, bytes, mode)
 }
 
 /// Adds a copy of the file `src` to an entry's directory `dir` under the name its digest
 /// gives (`name(digest)`), hashing it with `algorithm` in the same pass: a temp file in
-/// `dir`, renamed into place, without fsync (see the module docs). Returns the digest and
-/// size in bytes.
+/// `dir`, fsynced, renamed into place. Returns the digest and size in bytes.
 ///
 /// # Errors
 /// I/O errors naming the path (the message names `src` when it cannot be read).
@@ -202,7 +196,7 @@ pub fn add_copy(
 ) -> Result<(crate::digest::ContentDigest, u64), fs::Error> {
     fs::create_dir_all(dir)?;
     let tmp = TempName::new(Purpose::Staging, "object").path_in(dir);
-    let copied = fs::copy_new_file(src, &tmp, 0o644, false, algorithm);
+    let copied = fs::copy_new_file(src, &tmp, 0o644, true, algorithm);
     let (digest, size) = match copied {
         Ok(done) => done,
         Err(e) => {

@@ -374,18 +374,10 @@ impl EntryPlace {
     }
 }
 
-/// The memo name of a stored object in this boot: `objects/<hex digest>@<boot id>`
-/// ([`crate::fs::boot_id`]), or `None` where the boot id cannot be read (the object is then
-/// hashed at every HIT). Stored objects are written without fsync
-/// ([`crate::l1::write`]), so a record that lets a HIT skip hashing one must not outlive
-/// the boot: after a crash the object's bytes may differ while its stamp stays.
-pub fn object_memo_name(digest: &ContentDigest) -> Option<RelPath> {
-    let boot = crate::fs::boot_id()?;
-    RelPath::new(format!("{OBJECT_MEMO_PREFIX}{}@{boot}", digest.to_hex())).ok()
+/// The memo name of an object.
+pub fn object_memo_name(digest: &ContentDigest) -> RelPath {
+    RelPath::new(format!("objects/{}", digest.to_hex())).expect("hex is a valid relative path")
 }
-
-/// What every object's memo name starts with ([`object_memo_name`]).
-pub const OBJECT_MEMO_PREFIX: &str = "objects/";
 
 /// The memo name of an input file (its absolute path, hashed).
 pub fn header_memo_name(path: &Path) -> RelPath {

@@ -153,18 +153,10 @@ pub(super) fn place_output(
         &place.object(&output.digest),
         dest,
         Placement { expected: output.digest, mode: 0o644, sync: false },
-        &|stamp| name.as_ref().is_some_and(|name| memo.vouches(name, stamp, &output.digest)),
+        &|stamp| memo.vouches(&name, stamp, &output.digest),
     )?;
-    if placed.hashed
-        && let Some(name) = &name
-    {
-        // Records of objects from earlier boots vouch for nothing: drop them.
-        let boot = name.as_str().rsplit_once('@').map(|(_, boot)| boot);
-        memo.retain(|rel| {
-            !rel.as_str().starts_with(entry::OBJECT_MEMO_PREFIX)
-                || rel.as_str().rsplit_once('@').map(|(_, b)| b) == boot
-        });
-        memo.remember(name, placed.stamp, output.digest, began);
+    if placed.hashed {
+        memo.remember(&name, placed.stamp, output.digest, began);
     }
     Ok(())
 }
@@ -182,55 +174,4 @@ pub(super) fn read_verified(place: &EntryPlace, output: &Output) -> Result<Vec<u
         return Err(unusable(format!("{} does not have digest {}", path.display(), output.digest)));
     }
     Ok(bytes)
-}
-
-#[cfg(test)]
-#[allow(clippy::disallowed_methods)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-    use crate::digest::DigestAlgorithm;
-    use crate::fs::{FileStamp, RelPath};
-    use crate::l1::layout::CacheRoot;
-    use crate::launcher::entry::CompileKey;
-
-    /// Stored objects are written without fsync, so a memo record that lets a HIT place one
-    /// unhashed holds only within the boot it was made in: a record of another boot vouches
-    /// for nothing (the object is hashed) and is dropped, and the new one names this boot.
-    #[test]
-    fn object_records_of_another_boot_vouch_for_nothing() {
-        let boot = crate::fs::boot_id().expect("Linux has /proc/sys/kernel/random/boot_id");
-        let d = tempfile::tempdir().unwrap();
-        let cache = CacheRoot::new(&d.path().join("cache")).unwrap();
-        let key = CompileKey::parse(&"ab".repeat(32)).unwrap();
-        let place = EntryPlace::new(&cache, &key);
-        let bytes = b"an object".to_vec();
-        let digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, &bytes);
-        crate::fs::create_dir_all(&place.dir.join("objects")).unwrap();
-        std::fs::write(place.object(&digest), &bytes).unwrap();
-        let output = Output { role: "object".into(), digest, size_bytes: 9, path: None };
-        let stamp = FileStamp::of(&std::fs::symlink_metadata(place.object(&digest)).unwrap());
-        // Settled: the stamp is older than a start 10 s from now.
-        let later = SystemTime::now() + Duration::from_secs(10);
-
-        let other_boot = "00000000-0000-4000-8000-000000000000";
-        assert_ne!(boot, other_boot);
-        let old = RelPath::new(format!("objects/{}@{other_boot}", digest.to_hex())).unwrap();
-        let header = RelPath::new("h/0123").unwrap();
-        let mut memo = VerifyMemo::new(place.rel.as_str());
-        memo.remember(&old, stamp, digest, later);
-        memo.remember(&header, stamp, digest, later);
-        assert!(memo.vouches(&old, &stamp, &digest));
-
-        let dest = d.path().join("a.o");
-        place_output(&place, &output, &dest, &mut memo, later).unwrap();
-        assert_eq!(std::fs::read(&dest).unwrap(), bytes);
-        let name = entry::object_memo_name(&digest).unwrap();
-        assert_eq!(name.as_str(), format!("objects/{}@{boot}", digest.to_hex()));
-        assert!(!memo.vouches(&old, &stamp, &digest), "the other boot's record is dropped");
-        assert!(memo.vouches(&header, &stamp, &digest), "records of other files stay");
-        assert!(memo.vouches(&name, &stamp, &digest), "hashed, and remembered for this boot");
-        assert_eq!(memo.len(), 2);
-    }
 }
