@@ -7,14 +7,14 @@
 //! * **Nothing is written in place.** A new entry is built in a private staging directory
 //!   ([`NewEntry`]) and published by one `renameat2(RENAME_NOREPLACE)`; a file added to a
 //!   compile entry (an object, the manifest that names it) is written under a temp name and
-//!   renamed over its name ([`replace_file`], [`add_file`]). A reader sees no entry, the
+//!   renamed over its name ([`replace_manifest`], [`add_file`]). A reader sees no entry, the
 //!   whole old one or the whole new one.
 //! * **Durable before visible** ([`Durability::Fsync`]): what a name will point at is
 //!   fsynced before the rename that publishes it (a staged tree bottom-up, then the parent
 //!   after the rename). Two exceptions: a batch ([`Durability::Deferred`]): an index
 //!   restore installs hundreds of entries and makes them durable with one `syncfs` before
 //!   it reports success, where an fsync per file would cost more than the restore; and a
-//!   compile entry's manifest ([`replace_file`]), which is sealed (see "Why" below).
+//!   compile entry's manifest ([`replace_manifest`]), which is sealed (see "Why" below).
 //! * **Under the entry lock**, with the one timeout of [`crate::l1::lock::Timeouts::entry`]
 //!   (`STRATA_ENTRY_LOCK_TIMEOUT_SECONDS`, default 60 s). The caller holds it; this module
 //!   takes no lock.
@@ -165,7 +165,7 @@ impl NewEntry {
 ///
 /// # Errors
 /// I/O errors naming the path.
-pub fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), fs::Error> {
+pub fn replace_manifest(path: &Path, bytes: &[u8], mode: u32) -> Result<(), fs::Error> {
     fs::write_atomic_nosync(path, bytes, mode)
 }
 
@@ -273,8 +273,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let objects = d.path().join("e/objects");
         add_file(&objects.join("aa"), b"bytes", 0o644).unwrap();
-        replace_file(&d.path().join("e/manifest.json"), b"m1", 0o644).unwrap();
-        replace_file(&d.path().join("e/manifest.json"), b"m2", 0o644).unwrap();
+        replace_manifest(&d.path().join("e/manifest.json"), b"m1", 0o644).unwrap();
+        replace_manifest(&d.path().join("e/manifest.json"), b"m2", 0o644).unwrap();
         assert_eq!(std::fs::read(d.path().join("e/manifest.json")).unwrap(), b"m2");
         let src = d.path().join("lib.a");
         std::fs::write(&src, b"archive").unwrap();

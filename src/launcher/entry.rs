@@ -425,7 +425,7 @@ pub fn load(place: &EntryPlace, key: &CompileKey) -> Result<Option<CompileManife
 }
 
 /// Writes `manifest` at `place`: a temp file, fsynced, renamed over the old one, after the
-/// objects it names ([`crate::l1::write::replace_file`]).
+/// objects it names ([`crate::l1::write::replace_manifest`]).
 ///
 /// # Errors
 /// I/O errors naming the path.
@@ -433,7 +433,7 @@ pub fn store(place: &EntryPlace, manifest: &CompileManifest) -> Result<(), fs::E
     let path = place.manifest();
     let envelope = Envelope::seal(&COMPILE_ENTRY_SCHEMA, Vec::new(), manifest)
         .map_err(|e| fs::Error::io("encode", &path, std::io::Error::other(e.to_string())))?;
-    crate::l1::write::replace_file(&path, &envelope.to_bytes(), 0o644)
+    crate::l1::write::replace_manifest(&path, &envelope.to_bytes(), 0o644)
 }
 
 /// Stores `bytes` as the object of their digest under `place` (`objects/` created).
