@@ -424,8 +424,9 @@ pub fn load(place: &EntryPlace, key: &CompileKey) -> Result<Option<CompileManife
     Ok(Some(manifest))
 }
 
-/// Writes `manifest` at `place`: a temp file, fsynced, renamed over the old one, after the
-/// objects it names ([`crate::l1::write::replace_manifest`]).
+/// Writes `manifest` at `place`: a temp file renamed over the old one, without fsync (it is
+/// sealed and checked at every read), after the objects it names, which are fsynced
+/// ([`crate::l1::write::replace_manifest`]).
 ///
 /// # Errors
 /// I/O errors naming the path.

@@ -118,6 +118,14 @@ fn launcher_a_damaged_manifest_is_a_miss_and_the_save_repairs_it() {
             b
         }),
         ("truncated", good[..good.len() / 2].to_vec()),
+        // What a lost write leaves (the manifest is not fsynced): its length, zeros.
+        ("zeros from the middle on, its length kept", {
+            let mut b = good.clone();
+            let half = b.len() / 2;
+            b[half..].fill(0);
+            b
+        }),
+        ("all zeros, its length kept", vec![0; good.len()]),
         ("empty", Vec::new()),
         ("not an object", b"[1,2,3]".to_vec()),
         ("not JSON", read(&dir.join("other.o"))),
