@@ -17,7 +17,9 @@
 //!   (the quote chain, which contains the angle chain, so `<...>` includes are covered
 //!   too) must stay absent if it is absent now: a file created there would be found
 //!   instead. A name that exists there now was not the one used (a wrapper reached by
-//!   `#include_next`, or an include of the other kind), so it is no fact;
+//!   `#include_next`, or an include of the other kind), so it is no fact, unless it was
+//!   created or changed after the compiler started ([`Probes::changed`]): the model looks
+//!   after the compile, and what the compile found there is then unknown;
 //! * `<header>.gch` must stay absent (GCC looks for it before every header; a precompiled
 //!   header in use is not something this model can vouch for, so the compile is not cached);
 //! * every ignored nonexistent search directory must stay absent.
@@ -126,6 +128,11 @@ pub struct Probes {
     pub absent: Vec<PathBuf>,
     /// Paths that exist and are not inputs, looked up by `__has_include`.
     pub present: Vec<PathBuf>,
+    /// Paths that exist where a lookup of the compile went (a directory searched before the
+    /// one a header was found in, a `__has_include` name) and were created or changed at or
+    /// after the compile started: what the compile found there is unknown, so it is not
+    /// cached (`input_changed`).
+    pub changed: Vec<PathBuf>,
 }
 
 /// Why the model cannot vouch for a compile (a counter name after `uncacheable:`).
@@ -214,6 +221,9 @@ pub fn leading_includes(source: &[u8]) -> Vec<(Vec<u8>, bool)> {
 /// Computes the model's facts for a compile that read `deps` (as the dependency output
 /// spells them: the source first, then every header), with search lists `lists`, run in
 /// `cwd`; `contents` gives the bytes of each dependency (already read for its digest).
+/// `started` is the file system clock when the compiler started (change time in ns since
+/// the Unix epoch, `FsClock::marker`): a name that exists now where the compile looked and
+/// changed since then goes to [`Probes::changed`] instead of being taken as a wrapper.
 ///
 /// # Errors
 /// [`Unvouched`] when something the model cannot see decides the result.
@@ -222,9 +232,11 @@ pub fn probes(
     lists: &SearchLists,
     forced_includes: &[PathBuf],
     cwd: &Path,
+    started: i128,
     contents: &dyn Fn(&Path) -> Option<Vec<u8>>,
 ) -> Result<Probes, Unvouched> {
     let exists = |p: &Path| crate::fs::symlink_metadata_opt(&absolute(cwd, p)).ok().flatten();
+    let new = |meta: &std::fs::Metadata| crate::fs::FileStamp::of(meta).ctime_ns >= started;
     // The chain a quote include walks after the including file's directory.
     let mut chain: Vec<&Path> = lists.quote.iter().map(PathBuf::as_path).collect();
     chain.extend(lists.angle.iter().map(PathBuf::as_path));
@@ -278,8 +290,19 @@ pub fn probes(
             };
             for earlier in before {
                 let probe = join(earlier, &name);
-                if probe != *dep && !absent_seen.contains(&probe) && exists(&probe).is_none() {
-                    absent(probe, &mut out, &mut absent_seen);
+                if probe == *dep || absent_seen.contains(&probe) {
+                    continue;
+                }
+                match exists(&probe) {
+                    None => absent(probe, &mut out, &mut absent_seen),
+                    // Created (or changed) while the compiler ran: it may have been found
+                    // instead, or not; not a wrapper that was there all along.
+                    Some(meta) if new(&meta) && !dep_set.contains(probe.as_path()) => {
+                        if !out.changed.contains(&probe) {
+                            out.changed.push(probe);
+                        }
+                    }
+                    Some(_) => {}
                 }
             }
         }
@@ -325,6 +348,12 @@ pub fn probes(
                 }
                 match exists(&probe) {
                     None => absent(probe, &mut out, &mut absent_seen),
+                    Some(meta) if new(&meta) && !dep_set.contains(probe.as_path()) => {
+                        present_seen.insert(probe.clone());
+                        if !out.changed.contains(&probe) {
+                            out.changed.push(probe);
+                        }
+                    }
                     Some(_) if !dep_set.contains(probe.as_path()) => {
                         present_seen.insert(probe.clone());
                         out.present.push(probe);
@@ -679,16 +708,29 @@ mod tests {
         // that does #include_next <w.h> (inc2/w.h).
         let deps: Vec<PathBuf> =
             ["src/a.c", "build/cfg.h", "inc1/w.h", "inc2/w.h"].map(PathBuf::from).to_vec();
-        let p = probes(&deps, &lists, &[], cwd, &|_| Some(Vec::new())).unwrap();
+        let p = probes(&deps, &lists, &[], cwd, i128::MAX, &|_| Some(Vec::new())).unwrap();
         for want in ["src/cfg.h", "cfg.h", "inc1/cfg.h", "inc2/cfg.h", "nope", "build/cfg.h.gch"] {
             assert!(p.absent.contains(&PathBuf::from(want)), "{want} in {:?}", p.absent);
         }
         assert!(!p.absent.contains(&PathBuf::from("inc1/w.h")), "the wrapper exists");
         assert!(p.absent.contains(&PathBuf::from("src/w.h")));
+        assert!(p.changed.is_empty(), "{:?}", p.changed);
+        // A name that appeared earlier on the search path after the compiler started is no
+        // wrapper: its change time says so, and the model cannot tell what the compile saw.
+        std::fs::write(cwd.join("inc1/cfg.h"), "").unwrap();
+        let started =
+            crate::fs::FileStamp::of(&std::fs::metadata(cwd.join("inc1/cfg.h")).unwrap()).ctime_ns;
+        let p = probes(&deps, &lists, &[], cwd, started, &|_| Some(Vec::new())).unwrap();
+        assert_eq!(p.changed, [PathBuf::from("inc1/cfg.h")]);
+        assert!(!p.absent.contains(&PathBuf::from("inc1/cfg.h")));
+        // Older than the compile (there before it started): a name of the other kind.
+        let p = probes(&deps, &lists, &[], cwd, started + 1, &|_| Some(Vec::new())).unwrap();
+        assert!(p.changed.is_empty(), "{:?}", p.changed);
+        std::fs::remove_file(cwd.join("inc1/cfg.h")).unwrap();
         // A precompiled header next to a header: not vouched for.
         std::fs::write(cwd.join("build/cfg.h.gch"), "").unwrap();
         assert_eq!(
-            probes(&deps, &lists, &[], cwd, &|_| Some(Vec::new())),
+            probes(&deps, &lists, &[], cwd, i128::MAX, &|_| Some(Vec::new())),
             Err(Unvouched::PrecompiledHeader("build/cfg.h.gch".into()))
         );
     }

@@ -235,7 +235,7 @@ impl Run<'_> {
     ) -> Verdict<()> {
         let learnt = match ran {
             Ran::Traced(t) => self.learn_traced(t, here, private_dep)?,
-            Ran::Plain(_) => self.learn_model(here, private_dep)?,
+            Ran::Plain(_) => self.learn_model(here, private_dep, started)?,
         };
         let mut learnt = match learnt {
             Ok(l) => l,
@@ -399,7 +399,12 @@ impl Run<'_> {
     }
 
     /// The facts of an untraced compile, from its dependency output and the model.
-    fn learn_model(&self, here: &Location, private_dep: Option<&Path>) -> Verdict<Learnt> {
+    fn learn_model(
+        &self,
+        here: &Location,
+        private_dep: Option<&Path>,
+        started: i128,
+    ) -> Verdict<Learnt> {
         if let Some(reason) = &self.compile.needs_trace {
             self.note(format!("{reason} needs a traced compile"));
             return not_cached(&format!("uncacheable:{}", reason.name()));
@@ -427,15 +432,24 @@ impl Run<'_> {
         }
         let lists = self.search_lists()?;
         let contents = |p: &Path| fs::read(&here.absolute(p)).ok();
-        let probes =
-            match model::probes(&deps, &lists, &self.compile.forced_includes, &here.cwd, &contents)
-            {
-                Ok(p) => p,
-                Err(why) => {
-                    self.note(format!("the fallback model cannot vouch for it: {why}"));
-                    return not_cached(&format!("uncacheable:{}", why.name()));
-                }
-            };
+        let probes = match model::probes(
+            &deps,
+            &lists,
+            &self.compile.forced_includes,
+            &here.cwd,
+            started,
+            &contents,
+        ) {
+            Ok(p) => p,
+            Err(why) => {
+                self.note(format!("the fallback model cannot vouch for it: {why}"));
+                return not_cached(&format!("uncacheable:{}", why.name()));
+            }
+        };
+        if let Some(changed) = probes.changed.first() {
+            self.note(format!("{} appeared or changed while the compiler ran", changed.display()));
+            return not_cached("input_changed");
+        }
         let present = probes
             .present
             .into_iter()
@@ -569,8 +583,9 @@ impl Run<'_> {
             return not_cached("uncacheable:time_macros");
         }
         for p in &learnt.absent {
-            if fs::symlink_metadata_opt(&here.absolute(p)).ok().flatten().is_some()
-                && !learnt.extra_outputs.contains(&here.absolute(p))
+            let abs = here.absolute(p);
+            if fs::symlink_metadata_opt(&abs).ok().flatten().is_some()
+                && !learnt.extra_outputs.contains(&abs)
             {
                 self.note(format!("{} appeared while the compiler ran", p.display()));
                 return not_cached("input_changed");
