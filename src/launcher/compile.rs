@@ -318,6 +318,14 @@ pub(super) fn save_memo(memo: &VerifyMemo, place: &EntryPlace) {
     }
 }
 
+/// `CLOCK_REALTIME_COARSE` in nanoseconds since the Unix epoch: the clock the kernel stamps
+/// files with (its current tick; with multigrain times a file's stamp may run up to a tick
+/// ahead of it, never behind). `None` where it cannot be read.
+fn coarse_now() -> Option<i128> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE).ok()?;
+    Some(i128::from(now.tv_sec()) * 1_000_000_000 + i128::from(now.tv_nsec()))
+}
+
 /// The file system's clock, for telling whether a source or header changed while the
 /// compiler ran: its change time is then not older than [`FsClock::marker`], taken just
 /// before the compiler starts, and its result is not cached.
@@ -327,7 +335,8 @@ pub(super) fn save_memo(memo: &VerifyMemo, place: &EntryPlace) {
 /// unnamed file beside the object (the build tree's file system; else the temporary
 /// directory). The marker is a reading that has moved on from the first one, taken when
 /// the launcher started (usually the launcher's own work takes that long; else it waits,
-/// at most one tick, a few milliseconds), so a file written before the launcher started,
+/// at most one tick, a few milliseconds, watching the kernel's coarse clock rather than
+/// creating a file every 250 µs), so a file written before the launcher started,
 /// even in the same tick, reads as older, while anything written after the compiler
 /// started does not. Where the clock does not move within 50 ms (a file system with one-
 /// or two-second times) the first reading is used, which only leaves more results
@@ -359,6 +368,12 @@ impl FsClock {
             return now - 20_000_000;
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        // Each reading creates a file (an inode on ext4), so wait for the tick on the
+        // kernel's coarse clock, which file times follow and which reads without a system
+        // call, and then take the reading that counts.
+        while coarse_now().is_some_and(|now| now <= first) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(250));
+        }
         loop {
             match self.read() {
                 Ok(next) if next > first => return next,

@@ -582,8 +582,21 @@ impl Run<'_> {
         {
             return not_cached("uncacheable:time_macros");
         }
+        // A name in a directory that is absent is absent too, so the search list's misses
+        // (hundreds per TU, in a few directories that mostly do not exist) cost one
+        // `lstat` per such directory rather than one per name.
+        let mut absent_dirs: std::collections::HashMap<PathBuf, bool> =
+            std::collections::HashMap::new();
         for p in &learnt.absent {
             let abs = here.absolute(p);
+            if let Some(dir) = abs.parent().filter(|d| !d.as_os_str().is_empty()) {
+                let dir_absent = *absent_dirs
+                    .entry(dir.to_path_buf())
+                    .or_insert_with(|| fs::symlink_metadata_opt(dir).ok().flatten().is_none());
+                if dir_absent {
+                    continue;
+                }
+            }
             if fs::symlink_metadata_opt(&abs).ok().flatten().is_some()
                 && !learnt.extra_outputs.contains(&abs)
             {
