@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The floor of a traced cold build (issue 28; docs/performance.md "Real projects"): a whole
-# CMake + Ninja cold build three ways, alternating, each from a fresh copy of the sources
+# CMake + Ninja cold build four ways, alternating, each from a fresh copy of the sources
 # with an empty cache:
 #
 #   plain-maps  no launcher, the compile options strata_enable_launcher() adds (prefix maps)
@@ -8,12 +8,22 @@
 #               every compile runs under a tracer with strata's seccomp stops that only
 #               continues at each stop (tracer pinned with the compiler, as strata's is).
 #               What any tracer built on these stops costs a cold build at least.
+#   observe     the same with ptrace-floor started as ptrace-observe: at each stop it also
+#               reads the call, its registers and its path argument and stats the path, the
+#               least a tracer that records what each call found must do (no record kept).
+#               What strata's tracing design costs at least, before the launcher's own work.
+#   notif-observe  the same observation made by a seccomp user-notification supervisor
+#               (scripts/bench/notif-floor.c started as notif-observe): no ptrace, the call and
+#               its arguments come with the notification. Not in the default list.
 #   strata      cmake/strata.cmake with -DSTRATA_LAUNCHER=ON (launcher, archive steps,
 #               prefix maps), an empty cache
 #
 #   bash scripts/bench/cold-floor.sh SOURCE_DIR            # e.g. a kept abseil checkout
 #   BENCH_REPEATS=3 BENCH_JOBS=2 bash scripts/bench/cold-floor.sh SOURCE_DIR
+#   BENCH_VARIANTS="plain-maps observe notif-observe strata" bash scripts/bench/cold-floor.sh DIR
 #
+# BENCH_VARIANTS (default "plain-maps floor observe strata"; plain-maps is always built, as
+# the base) are built in rotating order, one build of each per round.
 # Prints per build the wall and CPU seconds (user + system of ninja and everything it ran),
 # then the medians and their ratios to plain-maps. Needs cmake, ninja, a C compiler.
 # BENCH_STRATA_BINARY measures another strata binary. The work directory (a temp directory)
@@ -29,6 +39,10 @@ S=$(bench_strata)
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-cold-floor.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cc -O2 -o "$work/ptrace-floor" "$bench_repo/scripts/bench/ptrace-floor.c"
+cp "$work/ptrace-floor" "$work/ptrace-observe"
+cc -O2 -o "$work/notif-observe" "$bench_repo/scripts/bench/notif-floor.c"
+read -r -a variants <<<"${BENCH_VARIANTS:-plain-maps floor observe strata}"
+[[ " ${variants[*]} " == *" plain-maps "* ]] || variants=(plain-maps "${variants[@]}")
 cat >"$work/maps.cmake" <<CMAKE
 include("$bench_repo/cmake/strata.cmake")
 strata_prefix_map_options(_strata_bench_maps)
@@ -38,6 +52,16 @@ cat >"$work/floor.cmake" <<CMAKE
 include("$work/maps.cmake")
 set(CMAKE_C_COMPILER_LAUNCHER "$work/ptrace-floor")
 set(CMAKE_CXX_COMPILER_LAUNCHER "$work/ptrace-floor")
+CMAKE
+cat >"$work/observe.cmake" <<CMAKE
+include("$work/maps.cmake")
+set(CMAKE_C_COMPILER_LAUNCHER "$work/ptrace-observe")
+set(CMAKE_CXX_COMPILER_LAUNCHER "$work/ptrace-observe")
+CMAKE
+cat >"$work/notif-observe.cmake" <<CMAKE
+include("$work/maps.cmake")
+set(CMAKE_C_COMPILER_LAUNCHER "$work/notif-observe")
+set(CMAKE_CXX_COMPILER_LAUNCHER "$work/notif-observe")
 CMAKE
 
 bench_cpu
@@ -53,6 +77,8 @@ build() {
   case $tool in
   plain-maps) args+=("-DCMAKE_PROJECT_INCLUDE=$work/maps.cmake") ;;
   floor) args+=("-DCMAKE_PROJECT_INCLUDE=$work/floor.cmake") ;;
+  observe) args+=("-DCMAKE_PROJECT_INCLUDE=$work/observe.cmake") ;;
+  notif-observe) args+=("-DCMAKE_PROJECT_INCLUDE=$work/notif-observe.cmake") ;;
   strata)
     args+=("-DCMAKE_PROJECT_INCLUDE=$bench_repo/cmake/strata.cmake" -DSTRATA_LAUNCHER=ON
       "-DSTRATA_EXECUTABLE=$S" "-DSTRATA_CACHE_DIR=$work/cache")
@@ -73,16 +99,14 @@ build() {
   end=$(date +%s.%N)
   local cpu
   cpu=$(awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.2f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' <<<"$times")
-  awk -v t="$tool" -v s="$start" -v e="$end" -v c="$cpu" 'BEGIN { printf "%-10s wall %7.2f s  cpu %7.2f s\n", t, e - s, c }'
+  awk -v t="$tool" -v s="$start" -v e="$end" -v c="$cpu" 'BEGIN { printf "%-13s wall %7.2f s  cpu %7.2f s\n", t, e - s, c }'
 }
 
 declare -A walls cpus
 for round in $(seq 1 "$repeats"); do
-  case $((round % 3)) in
-  1) order="plain-maps floor strata" ;;
-  2) order="floor strata plain-maps" ;;
-  0) order="strata plain-maps floor" ;;
-  esac
+  # The list rotated by one more place each round, so that each variant takes each slot.
+  shift_by=$(((round - 1) % ${#variants[@]}))
+  order="${variants[*]:shift_by} ${variants[*]:0:shift_by}"
   echo "round $round: $order"
   for tool in $order; do
     line=$(build "$tool")
@@ -97,11 +121,11 @@ echo "medians (ratio to plain-maps):"
 base_wall=$(bench_median ${walls[plain-maps]})
 # shellcheck disable=SC2086
 base_cpu=$(bench_median ${cpus[plain-maps]})
-for tool in plain-maps floor strata; do
+for tool in "${variants[@]}"; do
   # shellcheck disable=SC2086
   w=$(bench_median ${walls[$tool]})
   # shellcheck disable=SC2086
   c=$(bench_median ${cpus[$tool]})
   awk -v t="$tool" -v w="$w" -v c="$c" -v bw="$base_wall" -v bc="$base_cpu" \
-    'BEGIN { printf "  %-10s wall %7.2f s (%.3fx)  cpu %7.2f s (%.3fx)\n", t, w, w / bw, c, c / bc }'
+    'BEGIN { printf "  %-13s wall %7.2f s (%.3fx)  cpu %7.2f s (%.3fx)\n", t, w, w / bw, c, c / bc }'
 done

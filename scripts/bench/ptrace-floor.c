@@ -1,7 +1,7 @@
 /* The floor of a ptrace + seccomp tracer, for the launcher benchmark (issue 25).
  *
  *   cc -O2 -o ptrace-floor scripts/bench/ptrace-floor.c
- *   ./ptrace-floor [-u] PROGRAM ARGS...
+ *   ./ptrace-floor [-u] [-o] PROGRAM ARGS...
  *
  * Runs PROGRAM with the same seccomp stops as strata's tracer with its default coverage
  * (src/launcher/trace/syscalls.rs: every path-taking file-system call but readlink;
@@ -9,7 +9,14 @@
  * across its whole process tree, and does nothing at a stop but PTRACE_CONT: no argument
  * read, no stat, no record. What it costs over running PROGRAM is what any tracer built on
  * these stops costs at least. By default the tracer and the tree run on the CPU the tracer
- * started on (as strata's tracer does); -u leaves them unpinned. With PTRACE_FLOOR_STOPS
+ * started on (as strata's tracer does); -u leaves them unpinned. With -o it also does at
+ * each stop the least a tracer that records what a call found must do (strata's record,
+ * docs/launcher.md "Observed, not guessed"): it reads which call stopped
+ * (PTRACE_GETEVENTMSG) and its registers (PTRACE_GETREGS / GETREGSET), reads the path
+ * argument from the tracee (process_vm_readv, 256 bytes), joins a relative one to the
+ * process's working directory (/proc/<pid>/cwd, read once per process) and stats it
+ * (fstatat), and records nothing. Started under the name ptrace-observe it does so without
+ * -o (for scripts that take a list of wrapper programs). With PTRACE_FLOOR_STOPS
  * set, prints the number of stops to stderr. Exit status: PROGRAM's (128+N if killed by
  * signal N). x86_64 and aarch64 Linux. */
 #define _GNU_SOURCE
@@ -21,9 +28,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <elf.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,11 +55,73 @@ static const long stops_always[] = {
 #endif
 };
 
+static long observed, observed_present;
+
+/* Working directories by process, read once per process (-o). */
+static struct {
+  pid_t pid;
+  char dir[4096];
+} cwds[64];
+
+static const char *cwd_of(pid_t pid) {
+  size_t slot = (size_t)pid % 64;
+  if (cwds[slot].pid != pid) {
+    char link[64];
+    snprintf(link, sizeof link, "/proc/%d/cwd", pid);
+    ssize_t n = readlink(link, cwds[slot].dir, sizeof cwds[slot].dir - 1);
+    cwds[slot].dir[n > 0 ? n : 0] = 0;
+    cwds[slot].pid = pid;
+  }
+  return cwds[slot].dir;
+}
+
+/* What -o does at a seccomp stop of pid: which call, its path argument, a stat of it. */
+static void observe(pid_t pid) {
+  unsigned long data;
+  ptrace(PTRACE_GETEVENTMSG, pid, 0, &data);
+#if defined(__x86_64__)
+  struct user_regs_struct r;
+  if (ptrace(PTRACE_GETREGS, pid, 0, &r)) return;
+  long nr = (long)r.orig_rax;
+  unsigned long a0 = r.rdi, a1 = r.rsi;
+#elif defined(__aarch64__)
+  struct user_regs_struct r;
+  struct iovec io = {&r, sizeof r};
+  if (ptrace(PTRACE_GETREGSET, pid, (void *)NT_PRSTATUS, &io)) return;
+  long nr = (long)r.regs[8];
+  unsigned long a0 = r.regs[0], a1 = r.regs[1];
+#endif
+  /* The *at calls name a directory descriptor first, the path second. */
+  int at = nr == SYS_openat || nr == SYS_newfstatat || nr == SYS_statx ||
+           nr == SYS_faccessat || nr == SYS_faccessat2 || nr == SYS_execveat ||
+           nr == SYS_openat2 || nr == SYS_unlinkat || nr == SYS_mkdirat;
+  unsigned long address = at ? a1 : a0;
+  char given[257], joined[4096 + 258];
+  struct iovec local = {given, 256}, remote = {(void *)address, 256};
+  ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  if (got <= 0) return;
+  given[got] = 0;
+  const char *path = given;
+  if (given[0] != '/') {
+    snprintf(joined, sizeof joined, "%s/%s", cwd_of(pid), given);
+    path = joined;
+  }
+  struct stat st;
+  if (fstatat(AT_FDCWD, path, &st, 0) == 0) observed_present++;
+  observed++;
+}
+
 int main(int argc, char **argv) {
-  int pin = 1, first = 1;
-  if (argc > 1 && strcmp(argv[1], "-u") == 0) pin = 0, first = 2;
+  /* Started as ptrace-observe (a copy or link): -o without the flag, for wrapper lists. */
+  const char *self = strrchr(argv[0], '/');
+  int pin = 1, look = strcmp(self ? self + 1 : argv[0], "ptrace-observe") == 0, first = 1;
+  for (; first < argc && argv[first][0] == '-'; first++) {
+    if (strcmp(argv[first], "-u") == 0) pin = 0;
+    else if (strcmp(argv[first], "-o") == 0) look = 1;
+    else break;
+  }
   if (argc <= first) {
-    fprintf(stderr, "usage: ptrace-floor [-u] PROGRAM ARGS...\n");
+    fprintf(stderr, "usage: ptrace-floor [-u] [-o] PROGRAM ARGS...\n");
     return 2;
   }
   struct sock_filter f[256];
@@ -112,11 +186,14 @@ int main(int argc, char **argv) {
     int sig = 0;
     if (WIFSTOPPED(status)) {
       int s = WSTOPSIG(status);
-      if (status >> 8 == (SIGTRAP | (PTRACE_EVENT_SECCOMP << 8))) stops++;
+      if (status >> 8 == (SIGTRAP | (PTRACE_EVENT_SECCOMP << 8))) {
+        stops++;
+        if (look) observe(pid);
+      }
       else if (s != SIGTRAP && s != SIGSTOP) sig = s; /* pass other signals on */
     }
     ptrace(PTRACE_CONT, pid, 0, sig);
   }
-  if (getenv("PTRACE_FLOOR_STOPS")) fprintf(stderr, "ptrace-floor: %ld stops\n", stops);
+  if (getenv("PTRACE_FLOOR_STOPS")) fprintf(stderr, "ptrace-floor: %ld stops, %ld paths stat'ed (%ld present)\n", stops, observed, observed_present);
   return code;
 }

@@ -1,0 +1,206 @@
+/* The floor of a seccomp user-notification supervisor, the other kernel mechanism that can
+ * stop a process at a file-system call without privileges, for comparison with
+ * ptrace-floor.c (issue 28, docs/performance.md "The floor of an observing tracer").
+ *
+ *   cc -O2 -o notif-floor scripts/bench/notif-floor.c
+ *   ./notif-floor [-u] [-o] PROGRAM ARGS...
+ *
+ * Same system calls as ptrace-floor.c (strata's default coverage), but the filter returns
+ * SECCOMP_RET_USER_NOTIF, and the supervisor answers every notification with
+ * SECCOMP_USER_NOTIF_FLAG_CONTINUE (Linux 5.5+). The notification carries the call and its
+ * arguments, so the supervisor needs no ptrace at all. With -o (or started under the name
+ * notif-observe) it also reads the path argument (process_vm_readv, 256 bytes), joins a
+ * relative one to the process's working directory (/proc/<pid>/cwd, once per process) and
+ * stats it, as ptrace-floor -o does; it records nothing. Pinned to one CPU like
+ * ptrace-floor unless -u. With PTRACE_FLOOR_STOPS set, prints the number of stops.
+ * Exit status: PROGRAM's (128+N if killed by signal N). What it leaves out, being a floor:
+ * descendants that outlive PROGRAM, foreign-ABI calls, and the check that a notification
+ * is still valid (SECCOMP_IOCTL_NOTIF_ID_VALID) before trusting what was read. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/uio.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+static const long stops_always[] = {
+    SYS_openat, SYS_openat2, SYS_faccessat, SYS_faccessat2, SYS_execve, SYS_execveat,
+    SYS_chdir, SYS_fchdir, SYS_getdents64, SYS_unlinkat, SYS_mkdirat, SYS_renameat2,
+    SYS_linkat, SYS_symlinkat, SYS_truncate, SYS_fchmod, SYS_fchmodat, 452 /* fchmodat2 */,
+    SYS_fchown, SYS_fchownat, SYS_utimensat, SYS_mknodat, SYS_statfs, SYS_getxattr,
+    SYS_lgetxattr, SYS_listxattr, SYS_llistxattr, SYS_setxattr, SYS_lsetxattr,
+    SYS_removexattr, SYS_lremovexattr, SYS_clone3, SYS_name_to_handle_at,
+    SYS_open_by_handle_at, SYS_io_uring_setup, SYS_chroot, SYS_mount, SYS_umount2,
+    SYS_pivot_root,
+#ifdef SYS_open
+    SYS_open, SYS_creat, SYS_stat, SYS_lstat, SYS_access, SYS_getdents, SYS_unlink,
+    SYS_rmdir, SYS_mkdir, SYS_rename, SYS_link, SYS_symlink, SYS_chmod, SYS_chown,
+    SYS_lchown, SYS_utime, SYS_utimes, SYS_futimesat, SYS_mknod, SYS_renameat,
+#endif
+};
+
+#define RET_NOTIFY 0x7fc00000U /* SECCOMP_RET_USER_NOTIF */
+
+/* Paths observed (-o). */
+static long observed;
+
+/* Working directories by process, read once per process (-o). */
+static struct {
+  pid_t pid;
+  char dir[4096];
+} cwds[64];
+
+static const char *cwd_of(pid_t pid) {
+  size_t slot = (size_t)pid % 64;
+  if (cwds[slot].pid != pid) {
+    char link[64];
+    snprintf(link, sizeof link, "/proc/%d/cwd", pid);
+    ssize_t n = readlink(link, cwds[slot].dir, sizeof cwds[slot].dir - 1);
+    cwds[slot].dir[n > 0 ? n : 0] = 0;
+    cwds[slot].pid = pid;
+  }
+  return cwds[slot].dir;
+}
+
+/* What -o does for a notification: its path argument read and stat'ed. */
+static void observe(struct seccomp_notif *req) {
+  long nr = req->data.nr;
+  int at = nr == SYS_openat || nr == SYS_newfstatat || nr == SYS_statx || nr == SYS_faccessat ||
+           nr == SYS_faccessat2 || nr == SYS_execveat || nr == SYS_openat2 || nr == SYS_unlinkat ||
+           nr == SYS_mkdirat;
+  unsigned long address = at ? req->data.args[1] : req->data.args[0];
+  char given[257], joined[4096 + 258];
+  struct iovec local = {given, 256}, remote = {(void *)address, 256};
+  ssize_t got = process_vm_readv(req->pid, &local, 1, &remote, 1, 0);
+  if (got <= 0) return;
+  given[got] = 0;
+  const char *path = given;
+  if (given[0] != '/') {
+    snprintf(joined, sizeof joined, "%s/%s", cwd_of(req->pid), given);
+    path = joined;
+  }
+  struct stat st;
+  fstatat(AT_FDCWD, path, &st, 0);
+  observed++;
+}
+
+int main(int argc, char **argv) {
+  const char *self = strrchr(argv[0], '/');
+  int pin = 1, look = strcmp(self ? self + 1 : argv[0], "notif-observe") == 0, first = 1;
+  for (; first < argc && argv[first][0] == '-'; first++) {
+    if (strcmp(argv[first], "-u") == 0) pin = 0;
+    else if (strcmp(argv[first], "-o") == 0) look = 1;
+    else break;
+  }
+  if (argc <= first) {
+    fprintf(stderr, "usage: notif-floor [-u] [-o] PROGRAM ARGS...\n");
+    return 2;
+  }
+  struct sock_filter f[256];
+  int n = 0;
+#define STMT(c, k) f[n++] = (struct sock_filter)BPF_STMT(c, k)
+#define JUMP(c, k, t, e) f[n++] = (struct sock_filter)BPF_JUMP(c, k, t, e)
+  STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+  for (size_t i = 0; i < sizeof stops_always / sizeof stops_always[0]; i++) {
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, stops_always[i], 0, 1);
+    STMT(BPF_RET | BPF_K, RET_NOTIFY);
+  }
+  const long flagged[][3] = {{SYS_newfstatat, 3, 0x1000}, {SYS_statx, 2, 0x1000}};
+  for (int i = 0; i < 2; i++) {
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, flagged[i][0], 0, 4);
+    STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]) + 8 * flagged[i][1]);
+    JUMP(BPF_JMP | BPF_JSET | BPF_K, flagged[i][2], 1, 0);
+    STMT(BPF_RET | BPF_K, RET_NOTIFY);
+    STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  }
+  STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW); /* every other call */
+  struct sock_fprog prog = {.len = (unsigned short)n, .filter = f};
+
+  if (pin) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    sched_setaffinity(0, sizeof one, &one);
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return perror("socketpair"), 127;
+  pid_t child = fork();
+  if (child < 0) return perror("fork"), 127;
+  if (child == 0) {
+    int fd;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+        (fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                      &prog)) < 0) {
+      perror("notif-floor: filter refused");
+      _exit(127);
+    }
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    char byte = 0;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                         .msg_controllen = sizeof cbuf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    if (sendmsg(sv[1], &msg, 0) != 1) _exit(127);
+    close(fd);
+    execvp(argv[first], argv + first);
+    perror(argv[first]);
+    _exit(127);
+  }
+  close(sv[1]);
+  char cbuf[CMSG_SPACE(sizeof(int))];
+  char byte;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                       .msg_controllen = sizeof cbuf};
+  if (recvmsg(sv[0], &msg, 0) != 1) return fprintf(stderr, "notif-floor: no listener\n"), 127;
+  int listener;
+  memcpy(&listener, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof listener);
+  int pidfd = syscall(SYS_pidfd_open, child, 0);
+  struct seccomp_notif_sizes sizes;
+  syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes);
+  struct seccomp_notif *req = calloc(1, sizes.seccomp_notif > sizeof *req ? sizes.seccomp_notif : sizeof *req);
+  struct seccomp_notif_resp *resp = calloc(1, sizes.seccomp_notif_resp > sizeof *resp ? sizes.seccomp_notif_resp : sizeof *resp);
+  long stops = 0;
+  struct pollfd p[2] = {{.fd = listener, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
+  for (;;) {
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[0].revents & POLLIN) {
+      memset(req, 0, sizes.seccomp_notif);
+      if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, req) == 0) {
+        stops++;
+        if (look) observe(req);
+        memset(resp, 0, sizes.seccomp_notif_resp);
+        resp->id = req->id;
+        resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+        ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, resp);
+      }
+      continue;
+    }
+    if (p[0].revents & POLLHUP) break;
+    if (p[1].revents & POLLIN) break;
+  }
+  int status, code = 127;
+  if (waitpid(child, &status, 0) == child)
+    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (getenv("PTRACE_FLOOR_STOPS")) fprintf(stderr, "notif-floor: %ld stops, %ld observed\n", stops, observed);
+  return code;
+}
