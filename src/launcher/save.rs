@@ -430,6 +430,26 @@ impl Run<'_> {
             self.note("the dependency output does not list the source".into());
             return not_cached("uncacheable:incomplete_depfile");
         }
+        // With `-MMD` the list comes from a second run after the compile: every file the
+        // compile's own dependency file names must be in it, or the second run found
+        // something else (a header removed or moved while the compiler ran).
+        if let (Depfile::Requested { system_headers: false, path, .. }, None) =
+            (&self.compile.depfile, private_dep)
+        {
+            let own = depfile::parse(&fs::read(&here.absolute(path))?)
+                .map_err(|reason| Error::Depfile { path: path.clone(), reason })?;
+            let listed: std::collections::HashSet<PathBuf> =
+                deps.iter().map(|d| here.absolute(d)).collect();
+            let own_deps = own.first().map(|r| r.dependencies.as_slice()).unwrap_or_default();
+            if let Some(gone) = own_deps.iter().find(|d| !listed.contains(&here.absolute(d))) {
+                self.note(format!(
+                    "{} was read by the compiler but is not where the second dependency run \
+                     looked; it changed while the compiler ran",
+                    gone.display()
+                ));
+                return not_cached("input_changed");
+            }
+        }
         let lists = self.search_lists()?;
         let contents = |p: &Path| fs::read(&here.absolute(p)).ok();
         let probes = match model::probes(

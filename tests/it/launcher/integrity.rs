@@ -109,6 +109,45 @@ fn launcher_a_has_include_name_that_appeared_while_the_compiler_ran_is_not_cache
 }
 
 #[test]
+fn launcher_a_header_removed_while_the_compiler_ran_is_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    for (trace, counted) in MODES {
+        let ctx = TestContext::new();
+        let dir = ctx.path("proj");
+        write_file(&dir.join("inc1/h.h"), "#define V 2\n");
+        write_file(&dir.join("inc2/h.h"), "#define V 1\n");
+        write_file(&dir.join("u.c"), "#include <h.h>\nint u(void) { return V; }\n");
+        let cc = ctx.path("bin/header-goes");
+        // The compiler read inc1/h.h; it is gone when the compile ends, and inc2/h.h is
+        // what the same command finds now. With -MMD the model learns the headers from a
+        // second run after the compile, which finds inc2/h.h.
+        racing_compiler(&cc, ":", "rm inc1/h.h");
+        let argv = [
+            cc.to_str().unwrap(),
+            "-O2",
+            "-Iinc1",
+            "-Iinc2",
+            "-MMD",
+            "-MF",
+            "u.d",
+            "-c",
+            "u.c",
+            "-o",
+            "u.o",
+        ];
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", trace);
+        l.expect(&dir, &argv, counted);
+        assert!(l.entries().is_empty(), "STRATA_TRACE={trace}: nothing stored");
+        // inc2/h.h says 1 and is the one found now: the object of V 2 must not come back.
+        let plain = ["gcc", "-O2", "-Iinc1", "-Iinc2", "-c", "u.c", "-o", "u.o"];
+        let want = plain_object(&dir, &plain, "u.o");
+        l.expect(&dir, &argv, "miss");
+        assert_same_bytes("u.o with V 1", &read(&dir.join("u.o")), &want);
+        l.expect(&dir, &argv, "hit");
+    }
+}
+
+#[test]
 fn launcher_a_source_changed_while_the_compiler_ran_is_not_cached() {
     require_tool("gcc", "apt-get install gcc");
     for (trace, counted) in MODES {
