@@ -37,66 +37,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-static const long stops_always[] = {
-    SYS_openat, SYS_openat2, SYS_faccessat, SYS_faccessat2, SYS_execve, SYS_execveat,
-    SYS_chdir, SYS_fchdir, SYS_getdents64, SYS_unlinkat, SYS_mkdirat, SYS_renameat2,
-    SYS_linkat, SYS_symlinkat, SYS_truncate, SYS_fchmod, SYS_fchmodat, 452 /* fchmodat2 */,
-    SYS_fchown, SYS_fchownat, SYS_utimensat, SYS_mknodat, SYS_statfs, SYS_getxattr,
-    SYS_lgetxattr, SYS_listxattr, SYS_llistxattr, SYS_setxattr, SYS_lsetxattr,
-    SYS_removexattr, SYS_lremovexattr, SYS_clone3, SYS_name_to_handle_at,
-    SYS_open_by_handle_at, SYS_io_uring_setup, SYS_chroot, SYS_mount, SYS_umount2,
-    SYS_pivot_root,
-#ifdef SYS_open
-    SYS_open, SYS_creat, SYS_stat, SYS_lstat, SYS_access, SYS_getdents, SYS_unlink,
-    SYS_rmdir, SYS_mkdir, SYS_rename, SYS_link, SYS_symlink, SYS_chmod, SYS_chown,
-    SYS_lchown, SYS_utime, SYS_utimes, SYS_futimesat, SYS_mknod, SYS_renameat,
-#endif
-};
+#include "floor-common.h"
 
 #define RET_NOTIFY 0x7fc00000U /* SECCOMP_RET_USER_NOTIF */
-
-/* Paths observed (-o). */
-static long observed;
-
-/* Working directories by process, read once per process (-o). */
-static struct {
-  pid_t pid;
-  char dir[4096];
-} cwds[64];
-
-static const char *cwd_of(pid_t pid) {
-  size_t slot = (size_t)pid % 64;
-  if (cwds[slot].pid != pid) {
-    char link[64];
-    snprintf(link, sizeof link, "/proc/%d/cwd", pid);
-    ssize_t n = readlink(link, cwds[slot].dir, sizeof cwds[slot].dir - 1);
-    cwds[slot].dir[n > 0 ? n : 0] = 0;
-    cwds[slot].pid = pid;
-  }
-  return cwds[slot].dir;
-}
-
-/* What -o does for a notification: its path argument read and stat'ed. */
-static void observe(struct seccomp_notif *req) {
-  long nr = req->data.nr;
-  int at = nr == SYS_openat || nr == SYS_newfstatat || nr == SYS_statx || nr == SYS_faccessat ||
-           nr == SYS_faccessat2 || nr == SYS_execveat || nr == SYS_openat2 || nr == SYS_unlinkat ||
-           nr == SYS_mkdirat;
-  unsigned long address = at ? req->data.args[1] : req->data.args[0];
-  char given[257], joined[4096 + 258];
-  struct iovec local = {given, 256}, remote = {(void *)address, 256};
-  ssize_t got = process_vm_readv(req->pid, &local, 1, &remote, 1, 0);
-  if (got <= 0) return;
-  given[got] = 0;
-  const char *path = given;
-  if (given[0] != '/') {
-    snprintf(joined, sizeof joined, "%s/%s", cwd_of(req->pid), given);
-    path = joined;
-  }
-  struct stat st;
-  fstatat(AT_FDCWD, path, &st, 0);
-  observed++;
-}
 
 int main(int argc, char **argv) {
   const char *self = strrchr(argv[0], '/');
@@ -187,7 +130,7 @@ int main(int argc, char **argv) {
       memset(req, 0, sizes.seccomp_notif);
       if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, req) == 0) {
         stops++;
-        if (look) observe(req);
+        if (look) observe_path(req->pid, req->data.nr, req->data.args[0], req->data.args[1]);
         memset(resp, 0, sizes.seccomp_notif_resp);
         resp->id = req->id;
         resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
@@ -201,6 +144,6 @@ int main(int argc, char **argv) {
   int status, code = 127;
   if (waitpid(child, &status, 0) == child)
     code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (getenv("PTRACE_FLOOR_STOPS")) fprintf(stderr, "notif-floor: %ld stops, %ld observed\n", stops, observed);
+  if (getenv("PTRACE_FLOOR_STOPS")) fprintf(stderr, "notif-floor: %ld stops, %ld paths stat'ed (%ld present)\n", stops, observed, observed_present);
   return code;
 }

@@ -39,41 +39,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const long stops_always[] = {
-    SYS_openat, SYS_openat2, SYS_faccessat, SYS_faccessat2, SYS_execve, SYS_execveat,
-    SYS_chdir, SYS_fchdir, SYS_getdents64, SYS_unlinkat, SYS_mkdirat, SYS_renameat2,
-    SYS_linkat, SYS_symlinkat, SYS_truncate, SYS_fchmod, SYS_fchmodat, 452 /* fchmodat2 */,
-    SYS_fchown, SYS_fchownat, SYS_utimensat, SYS_mknodat, SYS_statfs, SYS_getxattr,
-    SYS_lgetxattr, SYS_listxattr, SYS_llistxattr, SYS_setxattr, SYS_lsetxattr,
-    SYS_removexattr, SYS_lremovexattr, SYS_clone3, SYS_name_to_handle_at,
-    SYS_open_by_handle_at, SYS_io_uring_setup, SYS_chroot, SYS_mount, SYS_umount2,
-    SYS_pivot_root,
-#ifdef SYS_open
-    SYS_open, SYS_creat, SYS_stat, SYS_lstat, SYS_access, SYS_getdents, SYS_unlink,
-    SYS_rmdir, SYS_mkdir, SYS_rename, SYS_link, SYS_symlink, SYS_chmod, SYS_chown,
-    SYS_lchown, SYS_utime, SYS_utimes, SYS_futimesat, SYS_mknod, SYS_renameat,
-#endif
-};
-
-static long observed, observed_present;
-
-/* Working directories by process, read once per process (-o). */
-static struct {
-  pid_t pid;
-  char dir[4096];
-} cwds[64];
-
-static const char *cwd_of(pid_t pid) {
-  size_t slot = (size_t)pid % 64;
-  if (cwds[slot].pid != pid) {
-    char link[64];
-    snprintf(link, sizeof link, "/proc/%d/cwd", pid);
-    ssize_t n = readlink(link, cwds[slot].dir, sizeof cwds[slot].dir - 1);
-    cwds[slot].dir[n > 0 ? n : 0] = 0;
-    cwds[slot].pid = pid;
-  }
-  return cwds[slot].dir;
-}
+#include "floor-common.h"
 
 /* What -o does at a seccomp stop of pid: which call, its path argument, a stat of it. */
 static void observe(pid_t pid) {
@@ -91,24 +57,7 @@ static void observe(pid_t pid) {
   long nr = (long)r.regs[8];
   unsigned long a0 = r.regs[0], a1 = r.regs[1];
 #endif
-  /* The *at calls name a directory descriptor first, the path second. */
-  int at = nr == SYS_openat || nr == SYS_newfstatat || nr == SYS_statx ||
-           nr == SYS_faccessat || nr == SYS_faccessat2 || nr == SYS_execveat ||
-           nr == SYS_openat2 || nr == SYS_unlinkat || nr == SYS_mkdirat;
-  unsigned long address = at ? a1 : a0;
-  char given[257], joined[4096 + 258];
-  struct iovec local = {given, 256}, remote = {(void *)address, 256};
-  ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-  if (got <= 0) return;
-  given[got] = 0;
-  const char *path = given;
-  if (given[0] != '/') {
-    snprintf(joined, sizeof joined, "%s/%s", cwd_of(pid), given);
-    path = joined;
-  }
-  struct stat st;
-  if (fstatat(AT_FDCWD, path, &st, 0) == 0) observed_present++;
-  observed++;
+  observe_path(pid, nr, a0, a1);
 }
 
 int main(int argc, char **argv) {

@@ -56,95 +56,78 @@ fn launcher_a_header_changed_while_the_compiler_ran_is_not_cached() {
     }
 }
 
-#[test]
-fn launcher_a_header_that_appeared_earlier_on_the_search_path_while_the_compiler_ran_is_not_cached()
-{
+/// In each mode, over a project of `files`, a compiler that runs `after` once when its
+/// first compile ends, with `args` after it: that compile is counted as the mode says and
+/// nothing is stored; the next run is a MISS whose object (`what`) equals plain gcc's with
+/// the same arguments, then a HIT.
+fn changed_while_compiling(files: &[(&str, &str)], after: &str, args: &[&str], what: &str) {
     require_tool("gcc", "apt-get install gcc");
     for (trace, counted) in MODES {
         let ctx = TestContext::new();
         let dir = ctx.path("proj");
-        write_file(&dir.join("inc2/h.h"), "#define V 1\n");
-        write_file(&dir.join("u.c"), "#include <h.h>\nint u(void) { return V; }\n");
-        let cc = ctx.path("bin/header-appears");
-        // After the compiler found h.h in inc2, its directory and a new h.h appear in inc1,
-        // which comes first on the search path and did not exist: an absent fact whose
-        // directory was absent too, so only a look at the new directory finds the change.
-        racing_compiler(&cc, ":", "mkdir inc1 && printf '#define V 2\\n' > inc1/h.h");
-        let argv = [cc.to_str().unwrap(), "-O2", "-Iinc1", "-Iinc2", "-c", "u.c", "-o", "u.o"];
+        for (path, text) in files {
+            write_file(&dir.join(path), text);
+        }
+        let cc = ctx.path("bin/racing");
+        racing_compiler(&cc, ":", after);
+        let argv: Vec<&str> =
+            std::iter::once(cc.to_str().unwrap()).chain(args.iter().copied()).collect();
         let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", trace);
         l.expect(&dir, &argv, counted);
         assert!(l.entries().is_empty(), "STRATA_TRACE={trace}: nothing stored");
-        // inc1/h.h says 2 and is found first now: the object of V 1 must not come back.
-        let plain = ["gcc", "-O2", "-Iinc1", "-Iinc2", "-c", "u.c", "-o", "u.o"];
+        let plain: Vec<&str> = std::iter::once("gcc").chain(args.iter().copied()).collect();
         let want = plain_object(&dir, &plain, "u.o");
         l.expect(&dir, &argv, "miss");
-        assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
+        assert_same_bytes(what, &read(&dir.join("u.o")), &want);
         l.expect(&dir, &argv, "hit");
     }
+}
+
+#[test]
+fn launcher_a_header_that_appeared_earlier_on_the_search_path_while_the_compiler_ran_is_not_cached()
+{
+    // After the compiler found h.h in inc2, its directory and a new h.h appear in inc1,
+    // which comes first on the search path and did not exist: an absent fact whose
+    // directory was absent too, so only a look at the new directory finds the change. Now
+    // inc1/h.h says 2 and is found first: the object of V 1 must not come back.
+    changed_while_compiling(
+        &[("inc2/h.h", "#define V 1\n"), ("u.c", "#include <h.h>\nint u(void) { return V; }\n")],
+        "mkdir inc1 && printf '#define V 2\\n' > inc1/h.h",
+        &["-O2", "-Iinc1", "-Iinc2", "-c", "u.c", "-o", "u.o"],
+        "u.o with V 2",
+    );
 }
 
 #[test]
 fn launcher_a_has_include_name_that_appeared_while_the_compiler_ran_is_not_cached() {
-    require_tool("gcc", "apt-get install gcc");
-    for (trace, counted) in MODES {
-        let ctx = TestContext::new();
-        let dir = ctx.path("proj");
-        write_file(
-            &dir.join("u.c"),
+    // The compiler found no opt.h; it exists when the compile ends.
+    changed_while_compiling(
+        &[(
+            "u.c",
             "#if __has_include(\"opt.h\")\n#define V 2\n#else\n#define V 1\n#endif\n\
              int u(void) { return V; }\n",
-        );
-        let cc = ctx.path("bin/option-appears");
-        // The compiler found no opt.h; it exists when the compile ends.
-        racing_compiler(&cc, ":", ": > opt.h");
-        let argv = [cc.to_str().unwrap(), "-O2", "-c", "u.c", "-o", "u.o"];
-        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", trace);
-        l.expect(&dir, &argv, counted);
-        assert!(l.entries().is_empty(), "STRATA_TRACE={trace}: nothing stored");
-        let want = plain_object(&dir, &["gcc", "-O2", "-c", "u.c", "-o", "u.o"], "u.o");
-        l.expect(&dir, &argv, "miss");
-        assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
-        l.expect(&dir, &argv, "hit");
-    }
+        )],
+        ": > opt.h",
+        &["-O2", "-c", "u.c", "-o", "u.o"],
+        "u.o with V 2",
+    );
 }
 
 #[test]
 fn launcher_a_header_removed_while_the_compiler_ran_is_not_cached() {
-    require_tool("gcc", "apt-get install gcc");
-    for (trace, counted) in MODES {
-        let ctx = TestContext::new();
-        let dir = ctx.path("proj");
-        write_file(&dir.join("inc1/h.h"), "#define V 2\n");
-        write_file(&dir.join("inc2/h.h"), "#define V 1\n");
-        write_file(&dir.join("u.c"), "#include <h.h>\nint u(void) { return V; }\n");
-        let cc = ctx.path("bin/header-goes");
-        // The compiler read inc1/h.h; it is gone when the compile ends, and inc2/h.h is
-        // what the same command finds now. With -MMD the model learns the headers from a
-        // second run after the compile, which finds inc2/h.h.
-        racing_compiler(&cc, ":", "rm inc1/h.h");
-        let argv = [
-            cc.to_str().unwrap(),
-            "-O2",
-            "-Iinc1",
-            "-Iinc2",
-            "-MMD",
-            "-MF",
-            "u.d",
-            "-c",
-            "u.c",
-            "-o",
-            "u.o",
-        ];
-        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", trace);
-        l.expect(&dir, &argv, counted);
-        assert!(l.entries().is_empty(), "STRATA_TRACE={trace}: nothing stored");
-        // inc2/h.h says 1 and is the one found now: the object of V 2 must not come back.
-        let plain = ["gcc", "-O2", "-Iinc1", "-Iinc2", "-c", "u.c", "-o", "u.o"];
-        let want = plain_object(&dir, &plain, "u.o");
-        l.expect(&dir, &argv, "miss");
-        assert_same_bytes("u.o with V 1", &read(&dir.join("u.o")), &want);
-        l.expect(&dir, &argv, "hit");
-    }
+    // The compiler read inc1/h.h; it is gone when the compile ends, and inc2/h.h (V 1) is
+    // what the same command finds now. With -MMD the model learns the headers from a
+    // second run after the compile, which finds inc2/h.h.
+    changed_while_compiling(
+        &[
+            ("inc1/h.h", "#define V 2\n"),
+            ("inc2/h.h", "#define V 1\n"),
+            ("u.c", "#include <h.h>\nint u(void) { return V; }\n"),
+        ],
+        "rm inc1/h.h",
+        &["-O2", "-Iinc1", "-Iinc2", "-MMD", "-MF", "u.d", "-c", "u.c", "-o", "u.o"],
+        "u.o with V 1",
+    );
 }
 
 #[test]
