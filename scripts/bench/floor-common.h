@@ -5,7 +5,11 @@
 #define STRATA_FLOOR_COMMON_H
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -72,6 +76,57 @@ static void observe_path(pid_t pid, long nr, unsigned long a0, unsigned long a1)
   struct stat st;
   if (fstatat(AT_FDCWD, path, &st, 0) == 0) observed_present++;
   observed++;
+}
+
+/* Reads [-u] [-o] before PROGRAM: *pin is cleared by -u, *look set by -o or when the
+ * program was started under the name `observer` (a copy or link, for scripts that take a
+ * list of wrapper programs). Returns the index of PROGRAM in argv. */
+static int floor_args(int argc, char **argv, const char *observer, int *pin, int *look) {
+  const char *self = strrchr(argv[0], '/');
+  *pin = 1;
+  *look = strcmp(self ? self + 1 : argv[0], observer) == 0;
+  int first = 1;
+  for (; first < argc && argv[first][0] == '-'; first++) {
+    if (strcmp(argv[first], "-u") == 0) *pin = 0;
+    else if (strcmp(argv[first], "-o") == 0) *look = 1;
+    else break;
+  }
+  return first;
+}
+
+/* Writes the seccomp program into f (room for 256 instructions): `stop` for the calls of
+ * stops_always, for newfstatat and statx without AT_EMPTY_PATH, and with `untraced_clone`
+ * for clone with CLONE_UNTRACED (a ptrace tracer must see it); every other call is
+ * allowed. Returns the number of instructions. */
+static int floor_filter(struct sock_filter *f, unsigned stop, int untraced_clone) {
+  int n = 0;
+#define STMT(c, k) f[n++] = (struct sock_filter)BPF_STMT(c, k)
+#define JUMP(c, k, t, e) f[n++] = (struct sock_filter)BPF_JUMP(c, k, t, e)
+  STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+  for (size_t i = 0; i < sizeof stops_always / sizeof stops_always[0]; i++) {
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, stops_always[i], 0, 1);
+    STMT(BPF_RET | BPF_K, stop);
+  }
+  /* nr, index of the flags argument, the flag that lets it pass */
+  const long flagged[][3] = {{SYS_newfstatat, 3, 0x1000}, {SYS_statx, 2, 0x1000}};
+  for (int i = 0; i < 2; i++) {
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, flagged[i][0], 0, 4);
+    STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]) + 8 * flagged[i][1]);
+    JUMP(BPF_JMP | BPF_JSET | BPF_K, flagged[i][2], 1, 0);
+    STMT(BPF_RET | BPF_K, stop);
+    STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  }
+  if (untraced_clone) {
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 4);
+    STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
+    JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x00800000 /* CLONE_UNTRACED */, 0, 1);
+    STMT(BPF_RET | BPF_K, stop);
+    STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  }
+  STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW); /* every other call */
+#undef STMT
+#undef JUMP
+  return n;
 }
 
 #endif

@@ -42,35 +42,13 @@
 #define RET_NOTIFY 0x7fc00000U /* SECCOMP_RET_USER_NOTIF */
 
 int main(int argc, char **argv) {
-  const char *self = strrchr(argv[0], '/');
-  int pin = 1, look = strcmp(self ? self + 1 : argv[0], "notif-observe") == 0, first = 1;
-  for (; first < argc && argv[first][0] == '-'; first++) {
-    if (strcmp(argv[first], "-u") == 0) pin = 0;
-    else if (strcmp(argv[first], "-o") == 0) look = 1;
-    else break;
-  }
+  int pin, look, first = floor_args(argc, argv, "notif-observe", &pin, &look);
   if (argc <= first) {
     fprintf(stderr, "usage: notif-floor [-u] [-o] PROGRAM ARGS...\n");
     return 2;
   }
   struct sock_filter f[256];
-  int n = 0;
-#define STMT(c, k) f[n++] = (struct sock_filter)BPF_STMT(c, k)
-#define JUMP(c, k, t, e) f[n++] = (struct sock_filter)BPF_JUMP(c, k, t, e)
-  STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-  for (size_t i = 0; i < sizeof stops_always / sizeof stops_always[0]; i++) {
-    JUMP(BPF_JMP | BPF_JEQ | BPF_K, stops_always[i], 0, 1);
-    STMT(BPF_RET | BPF_K, RET_NOTIFY);
-  }
-  const long flagged[][3] = {{SYS_newfstatat, 3, 0x1000}, {SYS_statx, 2, 0x1000}};
-  for (int i = 0; i < 2; i++) {
-    JUMP(BPF_JMP | BPF_JEQ | BPF_K, flagged[i][0], 0, 4);
-    STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]) + 8 * flagged[i][1]);
-    JUMP(BPF_JMP | BPF_JSET | BPF_K, flagged[i][2], 1, 0);
-    STMT(BPF_RET | BPF_K, RET_NOTIFY);
-    STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-  }
-  STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW); /* every other call */
+  int n = floor_filter(f, RET_NOTIFY, 0);
   struct sock_fprog prog = {.len = (unsigned short)n, .filter = f};
 
   if (pin) {

@@ -61,42 +61,13 @@ static void observe(pid_t pid) {
 }
 
 int main(int argc, char **argv) {
-  /* Started as ptrace-observe (a copy or link): -o without the flag, for wrapper lists. */
-  const char *self = strrchr(argv[0], '/');
-  int pin = 1, look = strcmp(self ? self + 1 : argv[0], "ptrace-observe") == 0, first = 1;
-  for (; first < argc && argv[first][0] == '-'; first++) {
-    if (strcmp(argv[first], "-u") == 0) pin = 0;
-    else if (strcmp(argv[first], "-o") == 0) look = 1;
-    else break;
-  }
+  int pin, look, first = floor_args(argc, argv, "ptrace-observe", &pin, &look);
   if (argc <= first) {
     fprintf(stderr, "usage: ptrace-floor [-u] [-o] PROGRAM ARGS...\n");
     return 2;
   }
   struct sock_filter f[256];
-  int n = 0;
-#define STMT(c, k) f[n++] = (struct sock_filter)BPF_STMT(c, k)
-#define JUMP(c, k, t, e) f[n++] = (struct sock_filter)BPF_JUMP(c, k, t, e)
-  STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-  for (size_t i = 0; i < sizeof stops_always / sizeof stops_always[0]; i++) {
-    JUMP(BPF_JMP | BPF_JEQ | BPF_K, stops_always[i], 0, 1);
-    STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE);
-  }
-  /* nr, index of the flags argument, the flag that lets it pass (or stop, for clone) */
-  const long flagged[][3] = {{SYS_newfstatat, 3, 0x1000}, {SYS_statx, 2, 0x1000}};
-  for (int i = 0; i < 2; i++) {
-    JUMP(BPF_JMP | BPF_JEQ | BPF_K, flagged[i][0], 0, 4);
-    STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]) + 8 * flagged[i][1]);
-    JUMP(BPF_JMP | BPF_JSET | BPF_K, flagged[i][2], 1, 0);
-    STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE);
-    STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-  }
-  JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 4);
-  STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
-  JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x00800000 /* CLONE_UNTRACED */, 0, 1);
-  STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE);
-  STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-  STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW); /* every other call */
+  int n = floor_filter(f, SECCOMP_RET_TRACE, 1);
   struct sock_fprog prog = {.len = (unsigned short)n, .filter = f};
 
   if (pin) {
