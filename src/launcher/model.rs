@@ -248,18 +248,10 @@ pub fn probes(
             includers.push(parent);
         }
     }
-    let mut out = Probes::default();
-    // Sets beside the lists: with a list's `contains`, thousands of probes were quadratic.
-    let mut absent_seen: HashSet<PathBuf> = HashSet::new();
-    let mut present_seen: HashSet<PathBuf> = HashSet::new();
+    let mut found = Found::default();
     let dep_set: HashSet<&Path> = deps.iter().map(PathBuf::as_path).collect();
-    let absent = |p: PathBuf, out: &mut Probes, seen: &mut HashSet<PathBuf>| {
-        if seen.insert(p.clone()) {
-            out.absent.push(p);
-        }
-    };
     for dir in &lists.missing {
-        absent(dir.clone(), &mut out, &mut absent_seen);
+        found.absent(dir.clone());
     }
     for (k, dep) in deps.iter().enumerate() {
         // Precompiled headers: GCC tries `<header>.gch` first (and Clang `.pch` for a
@@ -272,7 +264,7 @@ pub fn probes(
                 if exists(&pch).is_some() {
                     return Err(Unvouched::PrecompiledHeader(pch));
                 }
-                absent(pch, &mut out, &mut absent_seen);
+                found.absent(pch);
             }
         }
         if k == 0 {
@@ -290,17 +282,15 @@ pub fn probes(
             };
             for earlier in before {
                 let probe = join(earlier, &name);
-                if probe == *dep || absent_seen.contains(&probe) {
+                if probe == *dep || found.absent_seen.contains(&probe) {
                     continue;
                 }
                 match exists(&probe) {
-                    None => absent(probe, &mut out, &mut absent_seen),
+                    None => found.absent(probe),
                     // Created (or changed) while the compiler ran: it may have been found
                     // instead, or not; not a wrapper that was there all along.
                     Some(meta) if new(&meta) && !dep_set.contains(probe.as_path()) => {
-                        if !out.changed.contains(&probe) {
-                            out.changed.push(probe);
-                        }
+                        found.changed(probe);
                     }
                     Some(_) => {}
                 }
@@ -327,43 +317,86 @@ pub fn probes(
                     if exists(&pch).is_some() {
                         return Err(Unvouched::PrecompiledHeader(pch));
                     }
-                    absent(pch, &mut out, &mut absent_seen);
+                    found.absent(pch);
                 }
             }
         }
     }
+    let quoted: Vec<&Path> =
+        includers.iter().map(PathBuf::as_path).chain(chain.iter().copied()).collect();
+    let angled: Vec<&Path> = lists.angle.iter().map(PathBuf::as_path).collect();
+    let look = Look { cwd, started, deps: &dep_set };
+    lookups_by_name(deps, (&angled, &quoted), &look, contents, &mut found)?;
+    Ok(found.out)
+}
+
+/// Where [`probes`] looks: the working directory, the compile's start on the file system
+/// clock, and the files it read.
+struct Look<'a> {
+    cwd: &'a Path,
+    started: i128,
+    deps: &'a HashSet<&'a Path>,
+}
+
+/// What [`probes`] has found so far, with sets beside the lists (with a list's
+/// `contains`, thousands of probes were quadratic).
+#[derive(Default)]
+struct Found {
+    out: Probes,
+    absent_seen: HashSet<PathBuf>,
+    present_seen: HashSet<PathBuf>,
+}
+
+impl Found {
+    fn absent(&mut self, p: PathBuf) {
+        if self.absent_seen.insert(p.clone()) {
+            self.out.absent.push(p);
+        }
+    }
+
+    fn changed(&mut self, p: PathBuf) {
+        if !self.out.changed.contains(&p) {
+            self.out.changed.push(p);
+        }
+    }
+}
+
+/// The literal names `__has_include` looks up in any file read (`dirs`: the directories an
+/// `<angled>` and a `"quoted"` lookup search): each a fact in every directory searched,
+/// absent, present, or changed since the compile started.
+fn lookups_by_name(
+    deps: &[PathBuf],
+    dirs: (&[&Path], &[&Path]),
+    look: &Look<'_>,
+    contents: &dyn Fn(&Path) -> Option<Vec<u8>>,
+    found: &mut Found,
+) -> Result<(), Unvouched> {
     for dep in deps {
         let Some(raw) = contents(dep) else { continue };
         let names = text_lookups(&raw).map_err(|()| unseen(dep))?;
         for (name, angled) in names {
-            let dirs: Vec<&Path> = if angled {
-                lists.angle.iter().map(PathBuf::as_path).collect()
-            } else {
-                includers.iter().map(PathBuf::as_path).chain(chain.iter().copied()).collect()
-            };
-            for d in dirs {
+            for d in if angled { dirs.0 } else { dirs.1 } {
                 let probe = join(d, Path::new(OsStr::from_bytes(&name)));
-                if absent_seen.contains(&probe) || present_seen.contains(&probe) {
+                if found.absent_seen.contains(&probe) || found.present_seen.contains(&probe) {
                     continue;
                 }
-                match exists(&probe) {
-                    None => absent(probe, &mut out, &mut absent_seen),
-                    Some(meta) if new(&meta) && !dep_set.contains(probe.as_path()) => {
-                        present_seen.insert(probe.clone());
-                        if !out.changed.contains(&probe) {
-                            out.changed.push(probe);
-                        }
+                let meta = crate::fs::symlink_metadata_opt(&absolute(look.cwd, &probe));
+                match meta.ok().flatten() {
+                    None => found.absent(probe),
+                    Some(_) if look.deps.contains(probe.as_path()) => {}
+                    Some(meta) if crate::fs::FileStamp::of(&meta).ctime_ns >= look.started => {
+                        found.present_seen.insert(probe.clone());
+                        found.changed(probe);
                     }
-                    Some(_) if !dep_set.contains(probe.as_path()) => {
-                        present_seen.insert(probe.clone());
-                        out.present.push(probe);
+                    Some(_) => {
+                        found.present_seen.insert(probe.clone());
+                        found.out.present.push(probe);
                     }
-                    Some(_) => {}
                 }
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// What the text of one input tells the model: the literal names its `__has_include`s

@@ -113,6 +113,50 @@ pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observ
     out
 }
 
+/// GCC and Clang drop a search directory that is the same directory as an earlier one
+/// (`-Iinc1 -Iinc2` with `inc2` a symlink to `inc1`: "ignoring duplicate directory"), so
+/// the compile never looks into it, and no absent fact is recorded there. If it later
+/// becomes another directory it is searched, and what it holds may be found first. So
+/// when one of `search_dirs` (the command line's include directories, absolute) is only
+/// looked at while another path of the same directory (same device and inode) is looked
+/// into, this describes it, and the compile is not cached. Paths are compared by
+/// components (`a/.` is `a`). The compiler's built-in directories and `CPATH` are not
+/// checked (the driver's own library and program directories alias each other).
+pub fn dropped_duplicate(events: &[Event], search_dirs: &[PathBuf]) -> Option<String> {
+    if search_dirs.is_empty() {
+        return None;
+    }
+    let mut by_id: HashMap<(u64, u64), Vec<&Path>> = HashMap::new();
+    for e in events {
+        if let Seen::Directory(stamp) = &e.observed
+            && matches!(e.op, Op::Stat { .. } | Op::OpenDirectory | Op::Access)
+        {
+            let paths = by_id.entry((stamp.dev, stamp.ino)).or_default();
+            if !paths.iter().any(|p| p.components().eq(e.path.components())) {
+                paths.push(&e.path);
+            }
+        }
+    }
+    let looked_into = |dir: &Path| {
+        events.iter().any(|e| e.path.starts_with(dir) && !e.path.components().eq(dir.components()))
+    };
+    let mut groups: Vec<&Vec<&Path>> = by_id.values().filter(|p| p.len() > 1).collect();
+    groups.sort();
+    for paths in groups {
+        let (into, not): (Vec<&Path>, Vec<&Path>) = paths.iter().partition(|p| looked_into(p));
+        let given = |p: &&&Path| search_dirs.iter().any(|d| d.components().eq(p.components()));
+        if let (Some(searched), Some(dropped)) = (into.first(), not.iter().find(given)) {
+            return Some(format!(
+                "{} is the directory {} is and was not searched (a duplicate search directory); \
+                 nothing would notice it becoming another directory",
+                dropped.display(),
+                searched.display()
+            ));
+        }
+    }
+    None
+}
+
 impl Collected {
     /// An open for reading or an exec that found something (or nothing).
     fn read_or_looked_up(&mut self, e: &Event, out: &mut Observed) {

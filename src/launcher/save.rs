@@ -362,6 +362,12 @@ impl Run<'_> {
             self.note(what);
             return not_cached("uncacheable:untracked_write");
         }
+        let search_dirs: Vec<PathBuf> =
+            self.compile.include_dirs.iter().map(|d| here.absolute(&d.dir)).collect();
+        if let Some(what) = observe::dropped_duplicate(&traced.events, &search_dirs) {
+            self.note(what);
+            return not_cached("uncacheable:duplicate_search_directory");
+        }
         let programs: BTreeSet<&Path> = traced
             .events
             .iter()

@@ -364,3 +364,27 @@ fn launcher_inputs_that_become_one_file_are_not_a_hit() {
         assert_eq!(run(), "hit", "{cc}: a copy again");
     }
 }
+
+#[test]
+fn launcher_a_search_directory_dropped_as_a_duplicate_is_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("inc3/h.h"), "#define V 3\n");
+    write_file(&dir.join("other/h.h"), "#define V 2\n");
+    write_file(&dir.join("u.c"), "#include <h.h>\nint u(void) { return V; }\n");
+    std::fs::create_dir_all(dir.join("inc1")).unwrap();
+    // inc2 is inc1: gcc drops it as a duplicate and never looks into it.
+    std::os::unix::fs::symlink("inc1", dir.join("inc2")).unwrap();
+    let argv = ["gcc", "-O2", "-Iinc1", "-Iinc2", "-Iinc3", "-c", "u.c", "-o", "u.o"];
+    let l = Launcher::new(&ctx.cache);
+    l.expect(&dir, &argv, "uncacheable:duplicate_search_directory");
+    assert!(l.entries().is_empty());
+    // Now inc2 is another directory, searched before inc3: its h.h (V 2) is found.
+    std::fs::remove_file(dir.join("inc2")).unwrap();
+    std::os::unix::fs::symlink("other", dir.join("inc2")).unwrap();
+    let want = plain_object(&dir, &argv, "u.o");
+    l.expect(&dir, &argv, "miss");
+    assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
+    l.expect(&dir, &argv, "hit");
+}
