@@ -143,6 +143,11 @@ pub enum Unvouched {
     /// `.incbin`, `#embed`, `#pragma GCC dependency` or a computed `__has_include` in
     /// this file.
     UnseenInput(PathBuf),
+    /// An include directory of the command line the compiler did not search as given (not
+    /// a directory, or a duplicate of another), or a name on the search path that is not a
+    /// regular file (a directory, a dangling symlink): the compiler skips them, and no
+    /// fact of the model would notice them changing.
+    OddSearchPath(PathBuf),
 }
 
 impl std::fmt::Display for Unvouched {
@@ -157,6 +162,12 @@ impl std::fmt::Display for Unvouched {
                  #embed, #pragma GCC dependency or a computed __has_include)",
                 p.display()
             ),
+            Unvouched::OddSearchPath(p) => write!(
+                f,
+                "{} is on the search path and the compiler skips it (not a directory, a \
+                 duplicate, or not a regular file)",
+                p.display()
+            ),
         }
     }
 }
@@ -167,6 +178,7 @@ impl Unvouched {
         match self {
             Unvouched::PrecompiledHeader(_) => "model_precompiled_header",
             Unvouched::UnseenInput(_) => "model_unseen_input",
+            Unvouched::OddSearchPath(_) => "model_odd_search_path",
         }
     }
 }
@@ -231,11 +243,26 @@ pub fn probes(
     deps: &[PathBuf],
     lists: &SearchLists,
     forced_includes: &[PathBuf],
+    include_dirs: &[PathBuf],
     cwd: &Path,
     started: i128,
     contents: &dyn Fn(&Path) -> Option<Vec<u8>>,
 ) -> Result<Probes, Unvouched> {
+    // An include directory the compiler dropped (not a directory: "not a directory"; the
+    // same directory as another: "ignoring duplicate directory") is in none of the lists.
+    let listed = |d: &PathBuf| {
+        lists
+            .quote
+            .iter()
+            .chain(&lists.angle)
+            .chain(&lists.missing)
+            .any(|l| l.components().eq(d.components()))
+    };
+    if let Some(dropped) = include_dirs.iter().find(|d| !listed(d)) {
+        return Err(Unvouched::OddSearchPath(dropped.clone()));
+    }
     let exists = |p: &Path| crate::fs::symlink_metadata_opt(&absolute(cwd, p)).ok().flatten();
+    let regular = |p: &Path| crate::fs::metadata(&absolute(cwd, p)).is_ok_and(|m| m.is_file());
     let new = |meta: &std::fs::Metadata| crate::fs::FileStamp::of(meta).ctime_ns >= started;
     // The chain a quote include walks after the including file's directory.
     let mut chain: Vec<&Path> = lists.quote.iter().map(PathBuf::as_path).collect();
@@ -291,6 +318,11 @@ pub fn probes(
                     // instead, or not; not a wrapper that was there all along.
                     Some(meta) if new(&meta) && !dep_set.contains(probe.as_path()) => {
                         found.changed(probe);
+                    }
+                    // Not a file the compiler could have opened (a directory, a dangling
+                    // symlink): skipped now, found if it becomes one.
+                    Some(_) if !dep_set.contains(probe.as_path()) && !regular(&probe) => {
+                        return Err(Unvouched::OddSearchPath(probe));
                     }
                     Some(_) => {}
                 }
@@ -741,7 +773,7 @@ mod tests {
         // that does #include_next <w.h> (inc2/w.h).
         let deps: Vec<PathBuf> =
             ["src/a.c", "build/cfg.h", "inc1/w.h", "inc2/w.h"].map(PathBuf::from).to_vec();
-        let p = probes(&deps, &lists, &[], cwd, i128::MAX, &|_| Some(Vec::new())).unwrap();
+        let p = probes(&deps, &lists, &[], &[], cwd, i128::MAX, &|_| Some(Vec::new())).unwrap();
         for want in ["src/cfg.h", "cfg.h", "inc1/cfg.h", "inc2/cfg.h", "nope", "build/cfg.h.gch"] {
             assert!(p.absent.contains(&PathBuf::from(want)), "{want} in {:?}", p.absent);
         }
@@ -753,17 +785,17 @@ mod tests {
         std::fs::write(cwd.join("inc1/cfg.h"), "").unwrap();
         let started =
             crate::fs::FileStamp::of(&std::fs::metadata(cwd.join("inc1/cfg.h")).unwrap()).ctime_ns;
-        let p = probes(&deps, &lists, &[], cwd, started, &|_| Some(Vec::new())).unwrap();
+        let p = probes(&deps, &lists, &[], &[], cwd, started, &|_| Some(Vec::new())).unwrap();
         assert_eq!(p.changed, [PathBuf::from("inc1/cfg.h")]);
         assert!(!p.absent.contains(&PathBuf::from("inc1/cfg.h")));
         // Older than the compile (there before it started): a name of the other kind.
-        let p = probes(&deps, &lists, &[], cwd, started + 1, &|_| Some(Vec::new())).unwrap();
+        let p = probes(&deps, &lists, &[], &[], cwd, started + 1, &|_| Some(Vec::new())).unwrap();
         assert!(p.changed.is_empty(), "{:?}", p.changed);
         std::fs::remove_file(cwd.join("inc1/cfg.h")).unwrap();
         // A precompiled header next to a header: not vouched for.
         std::fs::write(cwd.join("build/cfg.h.gch"), "").unwrap();
         assert_eq!(
-            probes(&deps, &lists, &[], cwd, i128::MAX, &|_| Some(Vec::new())),
+            probes(&deps, &lists, &[], &[], cwd, i128::MAX, &|_| Some(Vec::new())),
             Err(Unvouched::PrecompiledHeader("build/cfg.h.gch".into()))
         );
     }

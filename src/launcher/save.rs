@@ -462,6 +462,7 @@ impl Run<'_> {
             &deps,
             &lists,
             &self.compile.forced_includes,
+            &self.compile.include_dirs.iter().map(|d| d.dir.clone()).collect::<Vec<_>>(),
             &here.cwd,
             started,
             &contents,

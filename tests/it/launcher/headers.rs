@@ -388,3 +388,46 @@ fn launcher_a_search_directory_dropped_as_a_duplicate_is_not_cached() {
     assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
     l.expect(&dir, &argv, "hit");
 }
+
+/// The fallback model (`STRATA_TRACE=0`): what the compiler skips on its search path (an
+/// include directory that is a file, a name there that is a dangling symlink) is no fact
+/// of the model, so such a compile is not cached; once it is a real header, it is found.
+#[test]
+fn launcher_the_model_does_not_cache_what_the_compiler_skips_on_its_search_path() {
+    require_tool("gcc", "apt-get install gcc");
+    type Setup = fn(&Path);
+    let cases: [(&str, Setup, Setup); 2] = [
+        (
+            "inc1 is a file",
+            |dir| write_file(&dir.join("inc1"), ""),
+            |dir| {
+                std::fs::remove_file(dir.join("inc1")).unwrap();
+                write_file(&dir.join("inc1/h.h"), "#define V 1\n");
+            },
+        ),
+        (
+            "inc1/h.h is a dangling symlink",
+            |dir| {
+                std::fs::create_dir_all(dir.join("inc1")).unwrap();
+                std::os::unix::fs::symlink("missing.h", dir.join("inc1/h.h")).unwrap();
+            },
+            |dir| write_file(&dir.join("inc1/missing.h"), "#define V 1\n"),
+        ),
+    ];
+    for (what, before, after) in cases {
+        let ctx = TestContext::new();
+        let dir = ctx.path("proj");
+        write_file(&dir.join("inc2/h.h"), "#define V 2\n");
+        write_file(&dir.join("u.c"), "#include <h.h>\nint u(void) { return V; }\n");
+        before(&dir);
+        let argv = ["gcc", "-O2", "-Iinc1", "-Iinc2", "-c", "u.c", "-o", "u.o"];
+        let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", "0");
+        l.expect(&dir, &argv, "uncacheable:model_odd_search_path");
+        assert!(l.entries().is_empty(), "{what}");
+        after(&dir);
+        let want = plain_object(&dir, &argv, "u.o");
+        l.expect(&dir, &argv, "miss");
+        assert_same_bytes(&format!("{what}, then inc1/h.h: V 1"), &read(&dir.join("u.o")), &want);
+        l.expect(&dir, &argv, "hit");
+    }
+}
