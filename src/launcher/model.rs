@@ -248,17 +248,7 @@ pub fn probes(
     started: i128,
     contents: &dyn Fn(&Path) -> Option<Vec<u8>>,
 ) -> Result<Probes, Unvouched> {
-    // An include directory the compiler dropped (not a directory: "not a directory"; the
-    // same directory as another: "ignoring duplicate directory") is in none of the lists.
-    let listed = |d: &PathBuf| {
-        lists
-            .quote
-            .iter()
-            .chain(&lists.angle)
-            .chain(&lists.missing)
-            .any(|l| l.components().eq(d.components()))
-    };
-    if let Some(dropped) = include_dirs.iter().find(|d| !listed(d)) {
+    if let Some(dropped) = dropped_include_dir(lists, include_dirs) {
         return Err(Unvouched::OddSearchPath(dropped.clone()));
     }
     let exists = |p: &Path| crate::fs::symlink_metadata_opt(&absolute(cwd, p)).ok().flatten();
@@ -360,6 +350,24 @@ pub fn probes(
     let look = Look { cwd, started, deps: &dep_set };
     lookups_by_name(deps, (&angled, &quoted), &look, contents, &mut found)?;
     Ok(found.out)
+}
+
+/// An include directory of the command line the compiler dropped: not a directory ("not a
+/// directory"), or the same directory as another ("ignoring duplicate directory"); it is
+/// in none of the lists.
+fn dropped_include_dir<'a>(
+    lists: &SearchLists,
+    include_dirs: &'a [PathBuf],
+) -> Option<&'a PathBuf> {
+    let listed = |d: &PathBuf| {
+        lists
+            .quote
+            .iter()
+            .chain(&lists.angle)
+            .chain(&lists.missing)
+            .any(|l| l.components().eq(d.components()))
+    };
+    include_dirs.iter().find(|d| !listed(d))
 }
 
 /// Where [`probes`] looks: the working directory, the compile's start on the file system
