@@ -270,6 +270,7 @@ pub fn probes(
     for dir in &lists.missing {
         found.absent(dir.clone());
     }
+    forced_pch(forced_includes, &chain, &exists, &mut found)?;
     for (k, dep) in deps.iter().enumerate() {
         // Precompiled headers: GCC tries `<header>.gch` first (and Clang `.pch` for a
         // forced include).
@@ -350,6 +351,37 @@ pub fn probes(
     let look = Look { cwd, started, deps: &dep_set };
     lookups_by_name(deps, (&angled, &quoted), &look, contents, &mut found)?;
     Ok(found.out)
+}
+
+/// A precompiled header for a forced include (`-include h.h`): GCC looks for `h.h.gch`
+/// wherever it looks for `h.h` (the working directory, then the quote chain), and when it
+/// uses one the dependency output names neither file, so the names are probed here, not
+/// from the dependencies: one that exists is not vouched for, the others must stay absent.
+fn forced_pch(
+    forced_includes: &[PathBuf],
+    chain: &[&Path],
+    exists: &dyn Fn(&Path) -> Option<std::fs::Metadata>,
+    found: &mut Found,
+) -> Result<(), Unvouched> {
+    for forced in forced_includes {
+        let dirs: Vec<&Path> = if forced.is_absolute() {
+            vec![Path::new("")]
+        } else {
+            std::iter::once(Path::new("")).chain(chain.iter().copied()).collect()
+        };
+        for dir in dirs {
+            for ext in [".gch", ".pch"] {
+                let mut name = forced.as_os_str().to_owned();
+                name.push(ext);
+                let pch = join(dir, Path::new(&name));
+                if exists(&pch).is_some() {
+                    return Err(Unvouched::PrecompiledHeader(pch));
+                }
+                found.absent(pch);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// An include directory of the command line the compiler dropped: not a directory ("not a

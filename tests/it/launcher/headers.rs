@@ -431,3 +431,28 @@ fn launcher_the_model_does_not_cache_what_the_compiler_skips_on_its_search_path(
         l.expect(&dir, &argv, "hit");
     }
 }
+
+/// The fallback model (`STRATA_TRACE=0`): a precompiled header for a forced include
+/// (`-include h.h` with `h.h.gch` beside it) is used without the dependency output naming
+/// either file, so the model probes for it itself and does not cache while one exists.
+#[test]
+fn launcher_the_model_does_not_cache_a_forced_include_with_a_precompiled_header() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("h.h"), "#define V 1\n");
+    let pch = ["gcc", "-O2", "-x", "c-header", "h.h", "-o", "h.h.gch"];
+    assert!(Command::new(pch[0]).args(&pch[1..]).current_dir(&dir).status().unwrap().success());
+    // The header changes; the precompiled one (V 1) is still what gcc uses.
+    write_file(&dir.join("h.h"), "#define V 2\n");
+    write_file(&dir.join("u.c"), "int u(void) { return V; }\n");
+    let argv = ["gcc", "-O2", "-include", "h.h", "-c", "u.c", "-o", "u.o"];
+    let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", "0");
+    l.expect(&dir, &argv, "uncacheable:model_precompiled_header");
+    assert!(l.entries().is_empty());
+    std::fs::remove_file(dir.join("h.h.gch")).unwrap();
+    let want = plain_object(&dir, &argv, "u.o");
+    l.expect(&dir, &argv, "miss");
+    assert_same_bytes("u.o with V 2", &read(&dir.join("u.o")), &want);
+    l.expect(&dir, &argv, "hit");
+}
