@@ -12,7 +12,8 @@
 use std::path::Path;
 
 use super::{
-    Launcher, TestContext, assert_same_bytes, plain_object, read, require_tool, write_file,
+    Launcher, TestContext, assert_same_bytes, plain_object, read, require_tool, same_as_plain,
+    write_file,
 };
 use crate::engine::write_script;
 
@@ -75,11 +76,10 @@ fn changed_while_compiling(files: &[(&str, &str)], after: &str, args: &[&str], w
         let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", trace);
         l.expect(&dir, &argv, counted);
         assert!(l.entries().is_empty(), "STRATA_TRACE={trace}: nothing stored");
-        let plain: Vec<&str> = std::iter::once("gcc").chain(args.iter().copied()).collect();
-        let want = plain_object(&dir, &plain, "u.o");
-        l.expect(&dir, &argv, "miss");
-        assert_same_bytes(what, &read(&dir.join("u.o")), &want);
-        l.expect(&dir, &argv, "hit");
+        // The MISS and the HIT after it equal plain gcc now: object, depfile, output.
+        let outputs: &[&str] = if args.contains(&"-MF") { &["u.o", "u.d"] } else { &["u.o"] };
+        assert_eq!(same_as_plain(&l, &dir, &argv, outputs, &[]), "miss", "{what}");
+        assert_eq!(same_as_plain(&l, &dir, &argv, outputs, &[]), "hit", "{what}");
     }
 }
 
