@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo build --release --bin strata --example trace
-//! target/release/examples/trace [--plain | --full] [--events] -- gcc -O2 -c big.cpp -o big.o
+//! target/release/examples/trace [--plain | --full] [--ptrace | --notify] [--events] -- gcc -O2 -c big.cpp -o big.o
 //! ```
 //!
 //! The shim is the `strata` binary of the same build (`target/release/strata`, two
@@ -11,8 +11,9 @@
 //! line (stderr) gives the exit status, the system call stops, the events by operation, the
 //! absent paths (events and distinct paths), the reasons the record is incomplete, and the
 //! wall time. `--plain` runs the command untraced from the same process (the baseline for
-//! comparisons, e.g. with hyperfine); `--full` traces `readlink` too; `--events` lists
-//! every event.
+//! comparisons, e.g. with hyperfine); `--full` traces `readlink` too; `--ptrace` and
+//! `--notify` choose the mechanism (default: the launcher's, notification where the kernel
+//! has it); `--events` lists every event.
 
 #![allow(clippy::print_stderr)]
 
@@ -22,7 +23,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use strata::launcher::trace::{self, Coverage, Observed, Request, Shim};
+use strata::launcher::trace::{self, Coverage, Mechanism, Observed, Request, Shim};
 
 fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -34,6 +35,13 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         args.iter().any(|a| a == "--full"),
         args.iter().any(|a| a == "--events"),
     );
+    let mechanism = if args.iter().any(|a| a == "--ptrace") {
+        Mechanism::Ptrace
+    } else if args.iter().any(|a| a == "--notify") {
+        Mechanism::Notify
+    } else {
+        Mechanism::Auto
+    };
     let (program, rest) = command.split_first().ok_or("no command after --")?;
     let started = Instant::now();
     if plain {
@@ -52,6 +60,7 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let program_path = PathBuf::from(program);
     let mut request = Request::new(&program_path, program, rest);
     request.shim = Shim::Binary(&shim);
+    request.mechanism = mechanism;
     if full {
         request.coverage = Coverage::Full;
     }

@@ -38,11 +38,11 @@ prereqs_s3s_fs
 say "cargo fmt --check"
 cargo fmt --all -- --check
 say "cargo clippy"
-cargo clippy --locked --all-targets -- -D warnings
+cargo clippy --locked --workspace --all-targets -- -D warnings
 say "cargo doc (broken intra-doc links are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps --lib --quiet
 say "cargo test (a line every 30 s; failures and the summaries at the end)"
-prereqs_progress "cargo test" cargo test --locked --all-targets || test_status=$?
+prereqs_progress "cargo test" cargo test --locked --workspace --all-targets || test_status=$?
 { grep -v -e '^test .* ok$' -e '^ *Compiling ' "$PREREQS_PROGRESS_LOG" | grep -v '^$' || true; } | tail -n 80
 [ "${test_status:-0}" -eq 0 ] || exit "$test_status"
 cargo test --locked --doc 2>&1 | tail -n 3

@@ -137,6 +137,9 @@ pub struct Config {
     /// Keep the tracer and the traced compiler on one CPU while it is not contended
     /// (`STRATA_TRACE_PIN`, default on; `0` turns it off).
     pub trace_pin: bool,
+    /// How traced calls are stopped (`STRATA_TRACE_MECHANISM` = `auto`, the default,
+    /// `notify` or `ptrace`; docs/launcher.md).
+    pub trace_mechanism: trace::Mechanism,
     /// Use the machine's memo of input files (`STRATA_INPUT_MEMO`, default on; `0` turns
     /// it off: every MISS reads, hashes and scans every input; docs/launcher.md).
     pub input_memo: bool,
@@ -205,6 +208,14 @@ impl Config {
             explain: switch("STRATA_EXPLAIN")? == Some(true),
             model_only: switch("STRATA_TRACE")? == Some(false),
             trace_pin: switch("STRATA_TRACE_PIN")? != Some(false),
+            trace_mechanism: match crate::config::var_text("STRATA_TRACE_MECHANISM") {
+                Some(value) => trace::Mechanism::from_arg(value.trim()).ok_or_else(|| {
+                    Error::Setting(format!(
+                        "STRATA_TRACE_MECHANISM must be auto, notify or ptrace (it is {value:?})"
+                    ))
+                })?,
+                None => trace::Mechanism::Auto,
+            },
             input_memo: switch("STRATA_INPUT_MEMO")? != Some(false),
             remote: overrides.remote.clone(),
             entry_lock: crate::l1::lock::Timeouts::from_env()

@@ -189,6 +189,7 @@ impl Run<'_> {
         if !self.config.model_only {
             let mut request = trace::Request::new(self.tool, self.compiler, args);
             request.pin = self.config.trace_pin;
+            request.mechanism = self.config.trace_mechanism;
             match trace::run(&request) {
                 Ok(traced) => return Ok(Ran::Traced(traced)),
                 Err(trace::Error::Refused { reason, .. }) => self.fallback(&reason),

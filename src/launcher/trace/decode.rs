@@ -11,7 +11,7 @@ use nix::errno::Errno;
 use nix::unistd::Pid;
 
 use super::observe::{self, Follow};
-use super::syscalls::{self, Call, FOREIGN};
+use super::syscalls::{self, Call, FOREIGN, Stop};
 use super::tracee::{self, Memory, Text};
 use super::{Event, Observed, Op};
 
@@ -47,6 +47,8 @@ pub(crate) struct Recorder {
     pub(crate) events: Vec<Event>,
     pub(crate) incomplete: Vec<String>,
     pub(crate) stops: u64,
+    /// How the tracee stops: decides what `clone` means.
+    stop: Stop,
     memory: Memory,
     /// Working directories read from `/proc/<pid>/cwd`, valid until a call that can change
     /// a working directory or its path (`chdir`, `fchdir`, a rename, `rmdir`).
@@ -59,12 +61,14 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(stop: Stop) -> Self {
         Self {
             events: Vec::new(),
             incomplete: Vec::new(),
             stops: 0,
-            memory: Memory::new(),
+            stop,
+            // Without ptrace there is no `PTRACE_PEEKDATA` to fall back on.
+            memory: Memory::new(stop == Stop::Ptrace),
             cwd: HashMap::new(),
             unsettled: HashSet::new(),
             foreign_reported: HashSet::new(),
@@ -124,6 +128,46 @@ impl Recorder {
             ));
         }
         Ok(())
+    }
+
+    /// Records the system call a notification reports: `nr` of ABI `arch` made by `pid`
+    /// with `args`. The caller checks afterwards that the notification is still valid (what
+    /// was read came from `pid`) and drops the events otherwise.
+    ///
+    /// # Errors
+    /// `ESRCH` if the caller is gone; nothing is recorded then.
+    pub(crate) fn notified(
+        &mut self,
+        pid: Pid,
+        nr: libc::c_long,
+        arch: u32,
+        args: [u64; 6],
+    ) -> nix::Result<()> {
+        self.stops += 1;
+        if syscalls::is_foreign(nr, arch) {
+            if self.foreign_reported.insert(pid) {
+                self.incomplete.push(format!(
+                    "process {pid} made a system call of another ABI (32-bit or x32 code), \
+                     which the tracer does not decode"
+                ));
+            }
+            return Ok(());
+        }
+        let Some(traced) = syscalls::by_number(nr) else {
+            self.incomplete.push(format!("process {pid} stopped for system call {nr}"));
+            return Ok(());
+        };
+        match self.decode(pid, traced.call, args) {
+            Err(errno) if errno == Errno::ESRCH => Err(errno),
+            Err(errno) => {
+                self.incomplete.push(format!(
+                    "cannot read the arguments of {} in process {pid}: {errno}",
+                    traced.name
+                ));
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     fn decode(&mut self, pid: Pid, call: Call, a: [u64; 6]) -> nix::Result<()> {
@@ -261,6 +305,11 @@ impl Recorder {
             Call::Xattr { follow, write } => {
                 let follow = if follow { Follow::Yes } else { Follow::No };
                 self.at(pid, AT_FDCWD, a0, 0, follow, |_| Op::Xattr { write })
+            }
+            // Under notification: the new process may take the id of one that ended.
+            Call::Clone | Call::Clone3 | Call::Fork if self.stop == Stop::Notify => {
+                self.unsettle(pid);
+                Ok(())
             }
             Call::Clone => {
                 self.untraced_child(pid);

@@ -1,31 +1,40 @@
 //! Observing what a compiler's process tree does with the file system (issue 25).
 //!
 //! [`run`] starts one program (a compiler driver, a shell-script wrapper, a static binary)
-//! under `ptrace`, with a seccomp-BPF filter that stops it only at file-system system calls,
-//! across its whole process tree (fork, vfork, clone, clone3, `posix_spawn` children,
-//! threads), and returns every file-system operation each process made ([`Event`]), with the
-//! state of the named path as the tracer observed it at the system call's entry stop
-//! ([`Observed`]). The tracee is stopped while the tracer looks, so that is the state the
-//! system call sees, unless a third process changes the path at the same moment.
+//! with a seccomp-BPF filter that stops it only at file-system system calls, across its
+//! whole process tree (fork, vfork, clone, clone3, `posix_spawn` children, threads), and
+//! returns every file-system operation each process made ([`Event`]), with the state of the
+//! named path as the tracer observed it while the call waited ([`Observed`]). The caller
+//! waits while the tracer looks, so that is the state the system call sees, unless a third
+//! process changes the path at the same moment.
 //!
 //! # How
-//! `unsafe` is forbidden in this crate, so the child cannot be set up between `fork` and
-//! `exec`. Instead the child is `strata` itself, started as `strata __strata-trace-exec
-//! COVERAGE PROGRAM ARGV0 ARGS...` ([`shim`]): it asks to be traced, installs the filter,
-//! stops itself, and `exec`s the program once the tracer has set its options
-//! (`TRACESECCOMP | TRACEFORK | TRACEVFORK | TRACECLONE | TRACEEXEC | EXITKILL`). The tracer
-//! runs on the thread that spawned the shim (ptrace requires it) and waits with
-//! `waitpid(-1, __WALL | __WNOTHREAD)`; stdout and stderr are read on two other threads;
-//! stdin is inherited.
+//! Two mechanisms ([`Mechanism`]) stop a call; [`Mechanism::Auto`] takes the first that
+//! works here.
+//! * Seccomp user notification (`notify`, Linux 5.8): the filter returns
+//!   `SECCOMP_RET_USER_NOTIF`; the program is started directly, with the filter installed
+//!   between `fork` and `exec` by the `seccomp-notify` crate (the only `unsafe` code), and
+//!   the calling thread answers notifications. Not used when this process is ptraced (the
+//!   notifications would hide the tree's calls from that tracer) and refused under another
+//!   listener (`EBUSY`; the caller then falls back to its model, not to ptrace, whose stops
+//!   that listener's notifications would overrule).
+//! * ptrace (`tracer`): `unsafe` is forbidden in this crate, so the child cannot be set up
+//!   between `fork` and `exec`. Instead the child is `strata` itself, started as `strata
+//!   __strata-trace-exec COVERAGE PROGRAM ARGV0 ARGS...` ([`shim`]): it asks to be traced,
+//!   installs the filter (`SECCOMP_RET_TRACE`), stops itself, and `exec`s the program once
+//!   the tracer has set its options (`TRACESECCOMP | TRACEFORK | TRACEVFORK | TRACECLONE |
+//!   TRACEEXEC | EXITKILL`). The tracer runs on the thread that spawned the shim (ptrace
+//!   requires it) and waits with `waitpid(-1, __WALL | __WNOTHREAD)`.
 //!
-//! Only syscall-entry stops happen (`SECCOMP_RET_TRACE`, no `PTRACE_SYSCALL`): the tracer
-//! never sees results, it observes the named path itself with the call's follow semantics
-//! (`openat` follows unless `O_NOFOLLOW`; `newfstatat`/`statx` unless
+//! With either, stdout and stderr are read on two other threads and stdin is inherited.
+//! The tracer never sees results: it observes the named path itself with the call's follow
+//! semantics (`openat` follows unless `O_NOFOLLOW`; `newfstatat`/`statx` unless
 //! `AT_SYMLINK_NOFOLLOW`; `access` and `execve` follow; `readlink`, `lstat`, `unlink`,
 //! `rename`, `mkdir` do not). Working directories are read from `/proc/<pid>/cwd` once per
 //! process and cached until a call that can change one or its path (`chdir`, `fchdir`,
-//! a rename, `rmdir`) has completed; a relative path with a directory descriptor is joined
-//! to `/proc/<pid>/fd/<n>`.
+//! a rename, `rmdir`; under notification also `clone`, `fork`, `vfork`, since a new process
+//! may take an ended one's id) has completed; a relative path with a directory descriptor is
+//! joined to `/proc/<pid>/fd/<n>`.
 //!
 //! # Cost
 //! Each stop is two context switches plus a handful of `ptrace`, `process_vm_readv` and
@@ -34,10 +43,15 @@
 //! (2.4 ms of it the `exec` of the 13.7 MB `strata` binary as the shim). Stops per
 //! translation unit with the default [`Coverage`]: 467 for zstd's `entropy_common.c`, 581
 //! for `zstd_compress.c`, 2,500 for googletest's `gtest.cc` (`--full`: 1,540, 1,670,
-//! 10,510). `examples/trace.rs` measures a command.
+//! 10,510). `examples/trace.rs` measures a command. Under notification a stop is one
+//! `ioctl` each way and needs no shim: on xerces-c's median compile (1,065 stops, 224 ms
+//! of CPU) the launcher's MISS cost 26.1 ms of CPU over a plain compile against 34.7 ms with
+//! ptrace (docs/performance.md).
+//!
 //! # Invariants
 //! * The program never runs untraced: if `PTRACE_TRACEME` or the filter fail, the shim
-//!   exits and [`run`] returns [`Error::Refused`]; the program was not started.
+//!   exits (under notification: the child ends before its `exec`) and [`run`] returns
+//!   [`Error::Refused`]; the program was not started.
 //! * Paths are made absolute as strings, never normalised: `a/../b` stays (the kernel
 //!   resolves `..` after symlinks, so must whoever reads the record).
 //! * Whatever the tracer could not decode is listed in [`Traced::incomplete`]; a record with
@@ -69,16 +83,22 @@
 //! * The kernel opens the interpreters of an `execve` itself (a `#!` line's program, an
 //!   ELF file's dynamic loader): the tracer reads the executable's first bytes and records
 //!   them as [`Op::Exec`] events, following up to four `#!` levels as the kernel does.
-//! * A tracee stopped by job control (`SIGTSTP`, `SIGSTOP`) is resumed by the tracer: with
-//!   `PTRACE_TRACEME` a group-stop cannot be kept without holding the process.
-//! * Where ptrace is refused (a container's seccomp profile, `kernel.yama.ptrace_scope`
-//!   = 3, the launcher itself running under a tracer such as `strace -f`) [`run`] returns
+//! * Under ptrace, a tracee stopped by job control (`SIGTSTP`, `SIGSTOP`) is resumed by the
+//!   tracer: with `PTRACE_TRACEME` a group-stop cannot be kept without holding the process.
+//!   Under notification it stays stopped until `SIGCONT`, as untraced.
+//! * A tree under a filter of higher precedence than the tracer's (another supervisor's
+//!   `USER_NOTIF` over ptrace's `TRACE`) would stop nowhere: a record in which not even the
+//!   program's `exec` stopped is marked incomplete.
+//! * Where neither mechanism works (a kernel before 5.8 with ptrace refused by a
+//!   container's seccomp profile or `kernel.yama.ptrace_scope` = 3; the launcher itself
+//!   running under a tracer such as `strace -f`, or under another listener) [`run`] returns
 //!   [`Error::Refused`] and the caller falls back. Only x86_64 and aarch64 are supported.
 //! * [`run`] waits for (reaps) every child of the calling thread until the traced tree
 //!   has ended: call it from a thread with no other child process running (children of
 //!   other threads are not touched).
 
 mod decode;
+mod notify;
 mod observe;
 mod pin;
 pub mod shim;
@@ -136,6 +156,31 @@ impl Coverage {
     }
 }
 
+/// Which kernel mechanism stops the traced calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mechanism {
+    /// Seccomp user notification where the kernel has it (Linux 5.8) and the tree is not
+    /// already under a filter with a listener; ptrace otherwise. The default.
+    #[default]
+    Auto,
+    /// ptrace with `SECCOMP_RET_TRACE` stops, through the shim.
+    Ptrace,
+    /// Seccomp user notification only ([`Error::Refused`] where it is not available).
+    Notify,
+}
+
+impl Mechanism {
+    /// The mechanism `STRATA_TRACE_MECHANISM` names: `auto`, `ptrace` or `notify`.
+    pub fn from_arg(arg: &str) -> Option<Self> {
+        match arg {
+            "auto" => Some(Mechanism::Auto),
+            "ptrace" => Some(Mechanism::Ptrace),
+            "notify" => Some(Mechanism::Notify),
+            _ => None,
+        }
+    }
+}
+
 /// Which binary acts as the shim.
 #[derive(Debug, Clone, Copy)]
 pub enum Shim<'a> {
@@ -157,8 +202,10 @@ pub struct Request<'a> {
     pub args: &'a [OsString],
     /// The working directory to start in; by default (`None`) the caller's.
     pub current_dir: Option<&'a Path>,
-    /// The shim binary; by default [`Shim::CurrentExe`].
+    /// The shim binary (ptrace only); by default [`Shim::CurrentExe`].
     pub shim: Shim<'a>,
+    /// How calls are stopped; by default [`Mechanism::Auto`].
+    pub mechanism: Mechanism,
     /// Which system calls are traced; by default [`Coverage::WithoutReadlink`].
     pub coverage: Coverage,
     /// How long descendants may run on after the root process ended before they are killed
@@ -179,6 +226,7 @@ impl<'a> Request<'a> {
             args,
             current_dir: None,
             shim: Shim::CurrentExe,
+            mechanism: Mechanism::Auto,
             coverage: Coverage::default(),
             linger: DEFAULT_LINGER,
             pin: true,
@@ -361,10 +409,39 @@ impl Error {
 /// not executable);
 /// [`Error::Trace`] when the tracing itself failed.
 pub fn run(request: &Request<'_>) -> Result<Traced, Error> {
-    let program = request.program.to_owned();
     if !SUPPORTED {
-        return Err(Error::Refused { program, reason: unsupported() });
+        return Err(Error::Refused { program: request.program.to_owned(), reason: unsupported() });
     }
+    let program = || request.program.to_owned();
+    match request.mechanism {
+        Mechanism::Ptrace => run_ptrace(request),
+        Mechanism::Notify => match notify::available() {
+            Ok(()) => notify::run(request).map_err(|e| match e {
+                notify::Failed::Busy(e) | notify::Failed::Other(e) => e,
+            }),
+            Err(reason) => Err(Error::Refused { program: program(), reason }),
+        },
+        // A tree that is ptraced already: notification would hide its calls from that
+        // tracer, and ptrace is refused or seen by it.
+        Mechanism::Auto if notify::being_traced() => run_ptrace(request),
+        Mechanism::Auto => match notify::available() {
+            Ok(()) => match notify::run(request) {
+                Ok(traced) => Ok(traced),
+                // Another supervisor's filter would overrule ptrace's: not traced here.
+                Err(notify::Failed::Busy(e)) => Err(e),
+                // Refused means the program did not run: ptrace may still work (a profile
+                // that denies the listener).
+                Err(notify::Failed::Other(Error::Refused { .. })) => run_ptrace(request),
+                Err(notify::Failed::Other(e)) => Err(e),
+            },
+            Err(_) => run_ptrace(request),
+        },
+    }
+}
+
+/// [`run`] with ptrace, through the shim.
+fn run_ptrace(request: &Request<'_>) -> Result<Traced, Error> {
+    let program = request.program.to_owned();
     let shim = match request.shim {
         Shim::CurrentExe => std::env::current_exe().map_err(|e| Error::Refused {
             program: program.clone(),
@@ -412,14 +489,26 @@ pub fn run(request: &Request<'_>) -> Result<Traced, Error> {
     let stdout = stdout.recv_timeout(bound).map_err(|_| held("stdout"))?;
     let stderr = stderr.recv_timeout(bound).map_err(|_| held("stderr"))?;
     match outcome.root {
-        tracer::RootEnd::Ran(status) => Ok(Traced {
-            status,
-            stdout,
-            stderr,
-            events: outcome.recorder.events,
-            incomplete: outcome.recorder.incomplete,
-            stops: outcome.recorder.stops,
-        }),
+        tracer::RootEnd::Ran(status) => {
+            let mut incomplete = outcome.recorder.incomplete;
+            if outcome.recorder.stops == 0 {
+                // The shim's `exec` of the program always stops, unless a filter of higher
+                // precedence (another supervisor's `USER_NOTIF`) answered it first.
+                incomplete.push(
+                    "no system call stopped, not even the program's exec: another seccomp \
+                     filter (a supervisor with a listener) hides them from the tracer"
+                        .to_owned(),
+                );
+            }
+            Ok(Traced {
+                status,
+                stdout,
+                stderr,
+                events: outcome.recorder.events,
+                incomplete,
+                stops: outcome.recorder.stops,
+            })
+        }
         tracer::RootEnd::Shim(status) => Err(shim_error(program, &shim, status, &stderr)),
     }
 }

@@ -111,10 +111,14 @@ pub(crate) enum Call {
     Statfs,
     /// `getxattr`, `listxattr`, `setxattr`, `removexattr` and their `l` forms: `(path, …)`.
     Xattr { follow: bool, write: bool },
-    /// `clone(flags, …)`: stops only when `flags` has `CLONE_UNTRACED` (checked in BPF).
+    /// `clone(flags, …)`: under ptrace it stops only when `flags` has `CLONE_UNTRACED`
+    /// (checked in BPF); under notification every call stops (a new process may take the
+    /// id of one that ended, whose working directory is cached).
     Clone,
     /// `clone3(struct clone_args *, size)`: the flags are in memory, so every call stops.
     Clone3,
+    /// `fork()` and `vfork()` (x86_64): stop only under notification, as `clone` does.
+    Fork,
     /// A call after which the record cannot be complete (the text says why).
     Unobservable(&'static str),
 }
@@ -224,9 +228,42 @@ static LEGACY: &[Traced] = &[
     t(libc::SYS_utimes, "utimes", Call::Utimes),
     t(libc::SYS_futimesat, "futimesat", Call::Futimesat),
     t(libc::SYS_mknod, "mknod", Call::Mknod),
+    t(libc::SYS_fork, "fork", Call::Fork),
+    t(libc::SYS_vfork, "vfork", Call::Fork),
 ];
 #[cfg(not(target_arch = "x86_64"))]
 static LEGACY: &[Traced] = &[];
+
+/// The traced call numbered `nr` in the native ABI, if any (notifications carry the number,
+/// not the table index).
+pub(crate) fn by_number(nr: libc::c_long) -> Option<&'static Traced> {
+    COMMON.iter().chain(LEGACY).find(|traced| traced.nr == nr)
+}
+
+/// Whether system call `nr` of ABI `arch` is one of another ABI than the native one (the
+/// table does not describe it): another audit architecture, or x32 on x86_64.
+pub(crate) fn is_foreign(nr: libc::c_long, arch: u32) -> bool {
+    arch != NATIVE_ARCH
+        || (cfg!(target_arch = "x86_64") && nr & libc::c_long::from(X32_SYSCALL_BIT) != 0)
+}
+
+/// How the filter stops a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// `SECCOMP_RET_TRACE`: a ptrace event stop.
+    Ptrace,
+    /// `SECCOMP_RET_USER_NOTIF`: a notification on the filter's listener.
+    Notify,
+}
+
+impl Stop {
+    fn ret(self) -> u32 {
+        match self {
+            Stop::Ptrace => RET_TRACE,
+            Stop::Notify => seccomp_notify::RET_USER_NOTIF,
+        }
+    }
+}
 
 /// The traced call whose `SECCOMP_RET_DATA` is `data`, if any.
 pub(crate) fn traced(data: u16) -> Option<&'static Traced> {
@@ -278,14 +315,16 @@ fn jump(code: u16, k: u32, jt: usize, jf: usize) -> Result<sock_filter, String> 
     Ok(sock_filter { code, jt: offset(jt)?, jf: offset(jf)?, k })
 }
 
-/// The seccomp-BPF program: `TRACE` (data = table index) for every traced call `coverage`
-/// includes, `TRACE` with [`FOREIGN`] for every call of another ABI, `ALLOW` for the rest.
-/// `clone` stops only with `CLONE_UNTRACED` in its flags; `newfstatat` and `statx` only
+/// The seccomp-BPF program: `stop`'s return (`TRACE` or `USER_NOTIF`, data = table index)
+/// for every traced call `coverage` includes, the same with [`FOREIGN`] for every call of
+/// another ABI, `ALLOW` for the rest. Under ptrace `clone` stops only with `CLONE_UNTRACED`
+/// in its flags and `fork`/`vfork` never (the tracer learns of children from ptrace
+/// events); under notification all three always stop. `newfstatat` and `statx` stop only
 /// without `AT_EMPTY_PATH` (with it they are `fstat`).
 ///
 /// # Errors
 /// A description if the tree does not fit classic BPF's 8-bit jumps (a bug in the table).
-pub(crate) fn program(coverage: Coverage) -> Result<Vec<sock_filter>, String> {
+pub(crate) fn program(coverage: Coverage, stop: Stop) -> Result<Vec<sock_filter>, String> {
     let mut calls: Vec<(u32, u16, Call)> = table()
         .map(|(data, traced)| (u32::try_from(traced.nr).unwrap_or(u32::MAX), data, traced.call))
         .collect();
@@ -293,7 +332,7 @@ pub(crate) fn program(coverage: Coverage) -> Result<Vec<sock_filter>, String> {
         calls.retain(|&(_, _, call)| !matches!(call, Call::Readlink | Call::Readlinkat));
     }
     calls.sort_unstable_by_key(|&(nr, _, _)| nr);
-    let foreign = stmt(BPF_RET_K, RET_TRACE | u32::from(FOREIGN));
+    let foreign = stmt(BPF_RET_K, stop.ret() | u32::from(FOREIGN));
     let mut program = vec![
         stmt(BPF_LD_W_ABS, OFFSET_ARCH),
         jump(BPF_JMP_JEQ_K, NATIVE_ARCH, 1, 0)?,
@@ -304,7 +343,7 @@ pub(crate) fn program(coverage: Coverage) -> Result<Vec<sock_filter>, String> {
         program.push(jump(BPF_JMP_JGE_K, X32_SYSCALL_BIT, 0, 1)?);
         program.push(foreign.clone());
     }
-    program.extend(tree(&calls)?);
+    program.extend(tree(&calls, stop)?);
     if program.len() > usize::from(u16::MAX) {
         return Err(format!("BPF program of {} instructions", program.len()));
     }
@@ -313,11 +352,11 @@ pub(crate) fn program(coverage: Coverage) -> Result<Vec<sock_filter>, String> {
 
 /// The decision tree over `calls` (sorted by number), with the number in the accumulator.
 /// Every path through it ends in a return.
-fn tree(calls: &[(u32, u16, Call)]) -> Result<Vec<sock_filter>, String> {
+fn tree(calls: &[(u32, u16, Call)], stop: Stop) -> Result<Vec<sock_filter>, String> {
     if calls.len() <= 4 {
         let mut out = Vec::new();
         for &(nr, data, call) in calls {
-            let block = leaf(data, call);
+            let block = leaf(data, call, stop);
             out.push(jump(BPF_JMP_JEQ_K, nr, 0, block.len())?);
             out.extend(block);
         }
@@ -325,8 +364,8 @@ fn tree(calls: &[(u32, u16, Call)]) -> Result<Vec<sock_filter>, String> {
         return Ok(out);
     }
     let (low, high) = calls.split_at(calls.len() / 2);
-    let left = tree(low)?;
-    let right = tree(high)?;
+    let left = tree(low, stop)?;
+    let right = tree(high, stop)?;
     let pivot = high.first().map_or(0, |&(nr, _, _)| nr);
     let mut out = vec![jump(BPF_JMP_JGE_K, pivot, left.len(), 0)?];
     out.extend(left);
@@ -335,10 +374,11 @@ fn tree(calls: &[(u32, u16, Call)]) -> Result<Vec<sock_filter>, String> {
 }
 
 /// What runs once the number matched: a return, or for `clone` a look at the flags.
-fn leaf(data: u16, call: Call) -> Vec<sock_filter> {
-    let trace = stmt(BPF_RET_K, RET_TRACE | u32::from(data));
+fn leaf(data: u16, call: Call, stop: Stop) -> Vec<sock_filter> {
+    let trace = stmt(BPF_RET_K, stop.ret() | u32::from(data));
     match call {
-        Call::Clone => vec![
+        Call::Fork if stop == Stop::Ptrace => vec![stmt(BPF_RET_K, RET_ALLOW)],
+        Call::Clone if stop == Stop::Ptrace => vec![
             stmt(BPF_LD_W_ABS, offset_arg(0)),
             sock_filter { code: BPF_JMP_JSET_K, jt: 0, jf: 1, k: CLONE_UNTRACED },
             trace,
@@ -392,11 +432,14 @@ mod tests {
 
     #[test]
     fn every_traced_call_stops_with_its_index_and_others_pass() {
-        let program = program(Coverage::Full).unwrap();
+        let program = program(Coverage::Full, Stop::Ptrace).unwrap();
         let traced: Vec<(u16, &Traced)> = table().collect();
         for &(data, traced) in &traced {
-            let want =
-                if traced.call == Call::Clone { RET_ALLOW } else { RET_TRACE | u32::from(data) };
+            let want = if matches!(traced.call, Call::Clone | Call::Fork) {
+                RET_ALLOW
+            } else {
+                RET_TRACE | u32::from(data)
+            };
             let got = interpret(&program, traced.nr as u32, NATIVE_ARCH, [0; 6]);
             assert_eq!(got, want, "{}", traced.name);
             assert_eq!(super::traced(data).unwrap().nr, traced.nr);
@@ -409,9 +452,29 @@ mod tests {
         assert!(program.len() < 400, "{} instructions", program.len());
     }
 
+    /// Under notification every call of the table stops, `clone` and `fork` included
+    /// whatever their flags, and a foreign call stops as foreign.
+    #[test]
+    fn under_notification_every_traced_call_and_every_clone_stops() {
+        let program = program(Coverage::Full, Stop::Notify).unwrap();
+        let notify = seccomp_notify::RET_USER_NOTIF;
+        for (data, traced) in table() {
+            let got = interpret(&program, traced.nr as u32, NATIVE_ARCH, [0; 6]);
+            assert_eq!(got, notify | u32::from(data), "{}", traced.name);
+            assert_eq!(by_number(traced.nr).unwrap().nr, traced.nr);
+        }
+        assert_eq!(interpret(&program, 0, NATIVE_ARCH, [0; 6]), RET_ALLOW, "read");
+        assert_eq!(interpret(&program, 5, 0x4000_0003, [0; 6]), notify | u32::from(FOREIGN));
+        assert!(is_foreign(5, 0x4000_0003));
+        assert!(!is_foreign(libc::SYS_openat, NATIVE_ARCH));
+        if cfg!(target_arch = "x86_64") {
+            assert!(is_foreign(libc::c_long::from(X32_SYSCALL_BIT | 2), NATIVE_ARCH));
+        }
+    }
+
     #[test]
     fn calls_of_another_abi_stop_as_foreign() {
-        let program = program(Coverage::Full).unwrap();
+        let program = program(Coverage::Full, Stop::Ptrace).unwrap();
         let foreign = RET_TRACE | u32::from(FOREIGN);
         // i386 `read` (3) and `open` (5).
         assert_eq!(interpret(&program, 3, 0x4000_0003, [0; 6]), foreign);
@@ -423,7 +486,7 @@ mod tests {
 
     #[test]
     fn flags_decide_for_clone_and_fstat_like_calls() {
-        let program = program(Coverage::Full).unwrap();
+        let program = program(Coverage::Full, Stop::Ptrace).unwrap();
         let (data, clone) = nr_of(Call::Clone);
         let untraced = [u64::from(CLONE_UNTRACED) | 0x11, 0, 0, 0, 0, 0];
         assert_eq!(
@@ -450,8 +513,8 @@ mod tests {
 
     #[test]
     fn readlink_stops_only_with_full_coverage() {
-        let full = program(Coverage::Full).unwrap();
-        let lean = program(Coverage::WithoutReadlink).unwrap();
+        let full = program(Coverage::Full, Stop::Ptrace).unwrap();
+        let lean = program(Coverage::WithoutReadlink, Stop::Ptrace).unwrap();
         let (data, readlinkat) = nr_of(Call::Readlinkat);
         assert_eq!(
             interpret(&full, readlinkat.nr as u32, NATIVE_ARCH, [0; 6]),

@@ -59,11 +59,15 @@ pub(crate) enum Text {
 pub(crate) struct Memory {
     buffer: Vec<u8>,
     peek: bool,
+    /// Whether `PTRACE_PEEKDATA` may stand in (the tracee is ptraced).
+    can_peek: bool,
 }
 
 impl Memory {
-    pub(crate) fn new() -> Self {
-        Self { buffer: vec![0; PATH_MAX], peek: false }
+    /// A reader; `can_peek` when the tracees are ptraced (`PTRACE_PEEKDATA` is the fallback
+    /// where `process_vm_readv` is refused).
+    pub(crate) fn new(can_peek: bool) -> Self {
+        Self { buffer: vec![0; PATH_MAX], peek: false, can_peek }
     }
 
     /// Reads the NUL-terminated string at `address` in `pid`, one page at a time so that
@@ -137,7 +141,7 @@ impl Memory {
             match process_vm_readv(pid, &mut [IoSliceMut::new(local)], &[RemoteIoVec { base, len }])
             {
                 Ok(got) => return Ok(got),
-                Err(Errno::ENOSYS | Errno::EPERM) => self.peek = true,
+                Err(Errno::ENOSYS | Errno::EPERM) if self.can_peek => self.peek = true,
                 Err(e) => return Err(e),
             }
         }
@@ -192,7 +196,7 @@ mod tests {
     #[test]
     fn strings_of_every_length_are_read_whole() {
         let me = Pid::this();
-        let mut memory = Memory::new();
+        let mut memory = Memory::new(false);
         // A buffer spanning several pages; strings placed to end just before, on and
         // after page boundaries and the first read's length.
         let mut buffer = vec![b'x'; 4 * PAGE as usize];

@@ -65,7 +65,7 @@ pub(crate) enum LoopError {
 /// after the root ended are killed, and the record marked incomplete. With `pin`, the
 /// calling thread and the tree run on one CPU while it is not contended ([`Pin`]).
 pub(crate) fn trace(root: Pid, linger: Duration, pin: bool) -> Result<Outcome, LoopError> {
-    let mut recorder = Recorder::new();
+    let mut recorder = Recorder::new(super::syscalls::Stop::Ptrace);
     // The shim's own stop: configure the options, then let it exec.
     if let Some(shim_end) = wait_for_shim(root)? {
         return Ok(Outcome { root: RootEnd::Shim(shim_end), recorder });

@@ -208,7 +208,11 @@ fn launcher_falls_back_to_the_model_where_tracing_is_refused() {
     write_file(&p.join("b.c"), "#include \"x.h\"\nint b = X + 1;\n");
     write_file(&p.join("data.bin"), "bytes");
     write_file(&p.join("blob.c"), "__asm__(\".incbin \\\"data.bin\\\"\");\n");
-    let l = Launcher::new(&ctx.cache).env("STRATA_EXPLAIN", "1");
+    // Notification does not need ptrace: this is about the machines where ptrace is the
+    // mechanism (Linux before 5.8) or asked for.
+    let l = Launcher::new(&ctx.cache)
+        .env("STRATA_EXPLAIN", "1")
+        .env("STRATA_TRACE_MECHANISM", "ptrace");
     let run = |argv: &[&str]| {
         let mut cmd = Command::new(&front);
         cmd.arg(strata_exe()).args(argv).current_dir(&p);
@@ -261,7 +265,7 @@ fn launcher_falls_back_to_the_model_where_tracing_is_refused() {
         stats.stdout
     );
     // The same compile traced afterwards: the model's candidate is a HIT there too.
-    let traced = Launcher::new(&ctx.cache);
+    let traced = Launcher::new(&ctx.cache).env("STRATA_TRACE_MECHANISM", "ptrace");
     assert_eq!(
         same_as_plain(
             &traced,
@@ -272,6 +276,70 @@ fn launcher_falls_back_to_the_model_where_tracing_is_refused() {
         ),
         "hit"
     );
+}
+
+/// `scripts/bench/notif-floor`, built here: a seccomp user-notification supervisor that lets
+/// every file-system call of its program's tree go on, as another tool observing the build
+/// (or a container runtime's syscall interception) does.
+fn outer_supervisor(dir: &Path) -> PathBuf {
+    require_tool("gcc", "apt-get install gcc");
+    let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench");
+    std::fs::create_dir_all(dir).unwrap();
+    let exe = dir.join("notif-floor");
+    let out = Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(bench.join("notif-floor.c"))
+        .arg("-I")
+        .arg(&bench)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// Under another seccomp supervisor (a filter with a listener), whose `USER_NOTIF` overrules
+/// a tracer's stops: the launcher does not trace (only one listener per process; a ptrace
+/// filter under it would see nothing) but observes with the model, and a ptrace asked for
+/// explicitly sees no stop at all, which makes the compile uncacheable instead of a record
+/// with no inputs. Every result equals a plain compile.
+#[test]
+fn launcher_under_another_seccomp_supervisor_never_records_an_empty_trace() {
+    let ctx = TestContext::new();
+    let p = ctx.path("proj");
+    let outer = outer_supervisor(&ctx.path("bin"));
+    write_file(&p.join("inc/x.h"), "#define X 1\n");
+    write_file(&p.join("a.c"), "#include \"x.h\"\nint a = X;\n");
+    let argv = args(&["gcc", "-Iinc", "-c", "a.c", "-o", "a.o"]);
+    let want = super::plain_object(&p, &argv, "a.o");
+    let run = |l: &Launcher| {
+        let mut cmd = Command::new(&outer);
+        cmd.arg("-u").arg(strata_exe()).args(&argv).current_dir(&p);
+        l.apply(&mut cmd);
+        let r = run_bounded(cmd, super::RUN_TIMEOUT);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(std::fs::read(p.join("a.o")).unwrap(), want);
+        r.stderr
+    };
+    let auto = Launcher::new(&ctx.cache).env("STRATA_EXPLAIN", "1");
+    let first = run(&auto);
+    assert!(
+        first.contains("tracing is refused (the launcher runs under another seccomp supervisor"),
+        "{first}"
+    );
+    assert!(first.contains("strata: miss a.c: "), "{first}");
+    let hit = run(&auto);
+    assert!(hit.contains("strata: hit a.c: observed by the model (no trace)"), "{hit}");
+    let ptrace = Launcher::new(&ctx.path("cache2"))
+        .env("STRATA_EXPLAIN", "1")
+        .env("STRATA_TRACE_MECHANISM", "ptrace");
+    for _ in 0..2 {
+        let stderr = run(&ptrace);
+        assert!(stderr.contains("strata: uncacheable:trace_incomplete a.c"), "{stderr}");
+        assert!(stderr.contains("no system call stopped"), "{stderr}");
+    }
+    // Outside the supervisor the same cache's entry is a HIT by the trace.
+    assert_eq!(same_as_plain(&auto, &p, &argv, &["a.o"], &[]), "hit");
 }
 
 /// An output the compiler appends to (`-fopt-info-…=FILE` opens it with `O_APPEND` and no

@@ -6,16 +6,64 @@
 //! Each run calls [`trace::run`] in this process, on a thread of its own (the tracer must be
 //! the thread that spawned the shim), with cargo's `strata` binary as the shim, bounded by
 //! [`RUN_TIMEOUT`].
+//!
+//! Every test runs with ptrace; the ones in [`notify`] run the same test again with seccomp
+//! user notification ([`Mechanism::Notify`]): both mechanisms must give the same record.
 
+use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use strata::launcher::trace::{self, Coverage, Error, Event, Observed, Op, Request, Shim, Traced};
+use strata::launcher::trace::{
+    self, Coverage, Error, Event, Mechanism, Observed, Op, Request, Shim, Traced,
+};
 
 use super::{RUN_TIMEOUT, TestContext, require_tool, write_file};
+
+thread_local! {
+    /// The mechanism the test on this thread traces with ([`Mechanism::Ptrace`] unless a
+    /// wrapper in [`notify`] set it).
+    static MECHANISM: Cell<Mechanism> = const { Cell::new(Mechanism::Ptrace) };
+}
+
+/// The tests that run again under seccomp user notification: every test of this file but
+/// the ones about the shim (which only ptrace uses).
+mod notify {
+    use super::{MECHANISM, Mechanism};
+
+    macro_rules! again_under_notification {
+        ($($test:ident),* $(,)?) => {$(
+            #[test]
+            fn $test() {
+                MECHANISM.set(Mechanism::Notify);
+                super::$test();
+            }
+        )*};
+    }
+
+    again_under_notification!(
+        trace_gcc_c_records_inputs_absent_lookups_and_the_object,
+        trace_gxx_c_records_inputs_absent_lookups_and_the_object,
+        trace_clang_c_records_inputs_absent_lookups_and_the_object,
+        trace_gcc_pipe_records_the_processes_of_the_pipeline,
+        trace_shell_script_wrapper_records_the_interpreter_and_the_real_compiler,
+        trace_follows_vfork_clone3_posix_spawn_and_threads,
+        trace_resolves_dirfd_and_cwd_relative_paths_of_every_kind_of_call,
+        trace_full_coverage_records_readlink,
+        trace_reads_path_arguments_up_to_unmapped_pages_and_across_pages,
+        trace_a_static_binary_has_no_loader_event,
+        trace_captures_stdout_and_stderr_byte_for_byte_and_inherits_stdin,
+        trace_propagates_exit_codes_and_signals_and_delivers_signals,
+        trace_waits_for_descendants_that_outlive_the_root_and_kills_them_after_linger,
+        trace_reports_a_program_that_cannot_be_run,
+        trace_marks_what_it_cannot_observe_as_incomplete,
+        trace_reads_a_working_directory_afresh_after_it_was_renamed,
+        trace_runs_the_tree_on_the_tracers_cpu_and_gives_the_tracer_its_mask_back,
+    );
+}
 
 /// The shim every run uses: cargo's build of `strata` (the test binary is not strata).
 fn shim() -> &'static Path {
@@ -48,12 +96,14 @@ fn try_traced(dir: &Path, argv: &[&str], setup: Setup<'_>) -> Result<Traced, Err
     let dir = dir.to_owned();
     let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
     let shim = setup.shim.to_owned();
+    let mechanism = MECHANISM.get();
     let (send, receive) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let program = PathBuf::from(&argv[0]);
         let mut request = Request::new(&program, &argv[0], &argv[1..]);
         request.current_dir = Some(&dir);
         request.shim = Shim::Binary(&shim);
+        request.mechanism = mechanism;
         request.coverage = setup.coverage;
         request.linger = setup.linger;
         request.pin = setup.pin;
@@ -626,9 +676,16 @@ fn trace_propagates_exit_codes_and_signals_and_delivers_signals() {
         one(&child, &dir.join("after-kill.txt"), |op| *op == Op::OpenRead).observed,
         Observed::Absent
     );
-    // A group-stop (job control) does not hang the trace: the process is resumed.
-    let stopped = run("kill -STOP $$; echo resumed");
-    assert_eq!(stopped.stdout, b"resumed\n");
+    // Under ptrace a group-stop (job control) does not hang the trace: the process is
+    // resumed (with PTRACE_TRACEME a group-stop cannot be kept). Under notification the
+    // process stays stopped until a SIGCONT, as it would untraced.
+    if MECHANISM.get() == Mechanism::Ptrace {
+        let stopped = run("kill -STOP $$; echo resumed");
+        assert_eq!(stopped.stdout, b"resumed\n");
+    } else {
+        let stopped = run("sh -c 'kill -STOP $$; echo resumed' & sleep 0.3; kill -CONT $!; wait");
+        assert_eq!(stopped.stdout, b"resumed\n");
+    }
 }
 
 #[test]
@@ -776,9 +833,16 @@ fn trace_marks_what_it_cannot_observe_as_incomplete() {
     let mut cases = vec![
         ("uring", "io_uring"),
         ("handle", "opens files by handle"),
-        ("untraced", "CLONE_UNTRACED"),
         ("gone", "working directory of process"),
     ];
+    if MECHANISM.get() == Mechanism::Ptrace {
+        cases.push(("untraced", "CLONE_UNTRACED"));
+    } else {
+        // A child started with CLONE_UNTRACED is under the filter like any other.
+        let t = try_traced(&dir, &[exe.to_str().unwrap(), "untraced"], Setup::default()).unwrap();
+        assert!(t.status.success(), "untraced: {}", t.status);
+        assert_eq!(t.incomplete, Vec::<String>::new());
+    }
     if cfg!(target_arch = "x86_64") {
         cases.push(("int80", "another ABI"));
     }
@@ -842,6 +906,7 @@ fn cpus_in(list: &str) -> usize {
 fn traced_mask(pin: bool) -> (String, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let dir_path = dir.path().to_owned();
+    let mechanism = MECHANISM.get();
     let handle = std::thread::spawn(move || {
         let before = allowed_here();
         let argv: Vec<OsString> =
@@ -850,6 +915,7 @@ fn traced_mask(pin: bool) -> (String, String, String) {
         let mut request = Request::new(&program, &argv[0], &argv[1..]);
         request.current_dir = Some(&dir_path);
         request.shim = Shim::Binary(shim());
+        request.mechanism = mechanism;
         request.pin = pin;
         let traced = trace::run(&request).unwrap();
         assert!(traced.status.success());
