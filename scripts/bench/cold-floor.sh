@@ -15,6 +15,10 @@
 #   notif-observe  the same observation made by a seccomp user-notification supervisor
 #               (scripts/bench/notif-floor.c started as notif-observe): no ptrace, the call and
 #               its arguments come with the notification. Not in the default list.
+#   notif-store the same, and then what the least cache must keep of each compile: the
+#               object copied into a store directory and a manifest written (notif-floor.c
+#               started as notif-store). What any cache that observes this way costs a cold
+#               build at least. Not in the default list.
 #   strata      cmake/strata.cmake with -DSTRATA_LAUNCHER=ON (launcher, archive steps,
 #               prefix maps), an empty cache
 #
@@ -41,6 +45,7 @@ trap 'rm -rf "$work"' EXIT
 cc -O2 -o "$work/ptrace-floor" "$bench_repo/scripts/bench/ptrace-floor.c"
 cp "$work/ptrace-floor" "$work/ptrace-observe"
 cc -O2 -o "$work/notif-observe" "$bench_repo/scripts/bench/notif-floor.c"
+cp "$work/notif-observe" "$work/notif-store"
 read -r -a variants <<<"${BENCH_VARIANTS:-plain-maps floor observe strata}"
 [[ " ${variants[*]} " == *" plain-maps "* ]] || variants=(plain-maps "${variants[@]}")
 cat >"$work/maps.cmake" <<CMAKE
@@ -58,11 +63,13 @@ include("$work/maps.cmake")
 set(CMAKE_C_COMPILER_LAUNCHER "$work/ptrace-observe")
 set(CMAKE_CXX_COMPILER_LAUNCHER "$work/ptrace-observe")
 CMAKE
-cat >"$work/notif-observe.cmake" <<CMAKE
+for name in notif-observe notif-store; do
+  cat >"$work/$name.cmake" <<CMAKE
 include("$work/maps.cmake")
-set(CMAKE_C_COMPILER_LAUNCHER "$work/notif-observe")
-set(CMAKE_CXX_COMPILER_LAUNCHER "$work/notif-observe")
+set(CMAKE_C_COMPILER_LAUNCHER "$work/$name")
+set(CMAKE_CXX_COMPILER_LAUNCHER "$work/$name")
 CMAKE
+done
 
 bench_cpu
 echo "source: $src; jobs: $jobs; repeats: $repeats; strata: $S"
@@ -70,7 +77,7 @@ echo "source: $src; jobs: $jobs; repeats: $repeats; strata: $S"
 # One cold build of $1; prints "tool wall cpu".
 build() {
   local tool=$1 ck="$work/ck/$(basename "$src")"
-  rm -rf "$work/ck" "$work/cache"
+  rm -rf "$work/ck" "$work/cache" "$work/store"
   mkdir -p "$work/ck"
   cp -r "$src" "$ck"
   local args=(-S "$ck" -B "$ck/build" -G Ninja -DCMAKE_BUILD_TYPE=Release)
@@ -78,7 +85,7 @@ build() {
   plain-maps) args+=("-DCMAKE_PROJECT_INCLUDE=$work/maps.cmake") ;;
   floor) args+=("-DCMAKE_PROJECT_INCLUDE=$work/floor.cmake") ;;
   observe) args+=("-DCMAKE_PROJECT_INCLUDE=$work/observe.cmake") ;;
-  notif-observe) args+=("-DCMAKE_PROJECT_INCLUDE=$work/notif-observe.cmake") ;;
+  notif-observe | notif-store) args+=("-DCMAKE_PROJECT_INCLUDE=$work/$tool.cmake") ;;
   strata)
     args+=("-DCMAKE_PROJECT_INCLUDE=$bench_repo/cmake/strata.cmake" -DSTRATA_LAUNCHER=ON
       "-DSTRATA_EXECUTABLE=$S" "-DSTRATA_CACHE_DIR=$work/cache")

@@ -13,6 +13,11 @@
  * relative one to the process's working directory (/proc/<pid>/cwd, once per process) and
  * stats it, as ptrace-floor -o does; it records nothing. Pinned to one CPU like
  * ptrace-floor unless -u. With PTRACE_FLOOR_STOPS set, prints the number of stops.
+ * Started under the name notif-store it observes as notif-observe does and then stores
+ * what the least cache must keep of a successful compile: the object PROGRAM wrote (the
+ * argument after -o, copied in 64 KiB reads and writes) and a manifest (the command line),
+ * as two files in the directory store/ next to the binary. No hashing (a cache can take
+ * header digests from a memo kept by stamps), no fsync, no lock: a floor.
  * Exit status: PROGRAM's (128+N if killed by signal N). What it leaves out, being a floor:
  * descendants that outlive PROGRAM, foreign-ABI calls, and the check that a notification
  * is still valid (SECCOMP_IOCTL_NOTIF_ID_VALID) before trusting what was read. */
@@ -41,8 +46,38 @@
 
 #define RET_NOTIFY 0x7fc00000U /* SECCOMP_RET_USER_NOTIF */
 
+/* Copies the file after -o in args into <dir of self>/store/<pid>.o and writes the command
+ * line as <pid>.manifest there: what a cache stores for one compile, at the least. */
+static void store_outputs(const char *self, int n, char **args) {
+  char dir[4096], path[4200];
+  const char *slash = strrchr(self, '/');
+  snprintf(dir, sizeof dir, "%.*s/store", slash ? (int)(slash - self) : 1, slash ? self : ".");
+  mkdir(dir, 0755);
+  const char *object = NULL;
+  for (int i = 0; i + 1 < n; i++)
+    if (strcmp(args[i], "-o") == 0) object = args[i + 1];
+  if (!object) return;
+  int in = open(object, O_RDONLY | O_CLOEXEC);
+  snprintf(path, sizeof path, "%s/%d.o", dir, (int)getpid());
+  int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  static char buf[65536];
+  ssize_t got;
+  while (in >= 0 && out >= 0 && (got = read(in, buf, sizeof buf)) > 0)
+    if (write(out, buf, (size_t)got) != got) break;
+  if (in >= 0) close(in);
+  if (out >= 0) close(out);
+  snprintf(path, sizeof path, "%s/%d.manifest", dir, (int)getpid());
+  FILE *m = fopen(path, "w");
+  if (!m) return;
+  for (int i = 0; i < n; i++) fprintf(m, "%s\n", args[i]);
+  fclose(m);
+}
+
 int main(int argc, char **argv) {
   int pin, look, first = floor_args(argc, argv, "notif-observe", &pin, &look);
+  const char *self = strrchr(argv[0], '/');
+  int store = strcmp(self ? self + 1 : argv[0], "notif-store") == 0;
+  if (store) look = 1;
   if (argc <= first) {
     fprintf(stderr, "usage: notif-floor [-u] [-o] PROGRAM ARGS...\n");
     return 2;
@@ -122,6 +157,7 @@ int main(int argc, char **argv) {
   int status, code = 127;
   if (waitpid(child, &status, 0) == child)
     code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (store && code == 0) store_outputs(argv[0], argc - first, argv + first);
   if (getenv("PTRACE_FLOOR_STOPS")) fprintf(stderr, "notif-floor: %ld stops, %ld paths stat'ed (%ld present)\n", stops, observed, observed_present);
   return code;
 }

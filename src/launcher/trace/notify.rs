@@ -5,10 +5,11 @@
 //! the filter ([`syscalls::program`] with [`Stop::Notify`]) with a listener and sends the
 //! listener here (crate `seccomp-notify`, which holds the only `unsafe` code). Every traced
 //! call of the tree then waits in the kernel while the supervisor reads its arguments
-//! (`process_vm_readv`, `/proc/<pid>/cwd` and `fd/<n>`), observes the named path, checks
-//! that the notification is still valid (`SECCOMP_IOCTL_NOTIF_ID_VALID`: what was read came
-//! from the caller, not from a process that took its id), and lets the call go on
-//! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). The `exec` of the program is the first stop.
+//! (`process_vm_readv`, `/proc/<pid>/cwd` and `fd/<n>`), observes the named path, and lets
+//! the call go on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`); the kernel accepts that answer only
+//! while the notification is valid, so an accepted answer means that what was read came
+//! from the caller, not from a process that took its id, and a refused one drops what was
+//! read. The `exec` of the program is the first stop.
 //!
 //! Why it is cheaper: a ptrace stop is a signal-like stop with `waitpid`, `PTRACE_GETREGS`
 //! and `PTRACE_CONT`; a notification is one `ioctl` each way, and carries the call's number
@@ -333,14 +334,21 @@ fn answer(
     let (events, incomplete) = (recorder.events.len(), recorder.incomplete.len());
     let nr = libc::c_long::from(notification.nr);
     let read = recorder.notified(pid, nr, notification.arch, notification.args);
-    if read.is_err() || !listener.is_valid(notification.id) {
-        // What was read may be another process's: the caller is gone.
+    // A notification stays valid until its caller is woken, by this answer or by a signal
+    // or its death, and only a dead caller's id can be taken by another process. So an
+    // answer accepted means that everything read since the notification came from the
+    // caller (no separate SECCOMP_IOCTL_NOTIF_ID_VALID, one ioctl less per stop); an
+    // answer refused (ENOENT: the caller is gone or interrupted, and makes the call again
+    // with a new notification) means it may not have.
+    let answered = listener.resume(notification.id);
+    let refused = matches!(&answered, Err(e) if e.raw_os_error() == Some(libc::ENOENT));
+    if read.is_err() || refused {
         recorder.events.truncate(events);
         recorder.incomplete.truncate(incomplete);
     }
-    match listener.resume(notification.id) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-        Err(e) => recorder.incomplete.push(format!("resuming process {pid}: {e}")),
+    if let Err(e) = answered
+        && !refused
+    {
+        recorder.incomplete.push(format!("resuming process {pid}: {e}"));
     }
 }
