@@ -141,7 +141,7 @@ pub enum Unvouched {
     /// A precompiled header next to a header or forced include (`x.h.gch`, `x.h.pch`).
     PrecompiledHeader(PathBuf),
     /// `.incbin`, `#embed`, `#pragma GCC dependency` or a computed `__has_include` in
-    /// this file.
+    /// this file, or a computed `#include` before the source's first C token.
     UnseenInput(PathBuf),
     /// An include directory of the command line the compiler did not search as given (not
     /// a directory, or a duplicate of another), or a name on the search path that is not a
@@ -159,7 +159,9 @@ impl std::fmt::Display for Unvouched {
             Unvouched::UnseenInput(p) => write!(
                 f,
                 "{} reads or looks up what its dependency output does not list (.incbin, \
-                 #embed, #pragma GCC dependency or a computed __has_include)",
+                 #embed, #pragma GCC dependency, a computed __has_include, or a computed \
+                 #include before the first C token, which a precompiled header may stand \
+                 for)",
                 p.display()
             ),
             Unvouched::OddSearchPath(p) => write!(
@@ -185,8 +187,11 @@ impl Unvouched {
 
 /// The `#include`s before the first C token of a source (names, and whether `<angled>`):
 /// the only ones a precompiled header can stand for (GCC uses a `.gch` only there, and the
-/// dependency output then names neither the `.gch` nor the header).
-pub fn leading_includes(source: &[u8]) -> Vec<(Vec<u8>, bool)> {
+/// dependency output then names neither the `.gch` nor the header). `Err` when one of them
+/// names its header through a macro (`#include HEADER`): which `.gch` it could use is then
+/// unknown.
+#[allow(clippy::result_unit_err)]
+pub fn leading_includes(source: &[u8]) -> Result<Vec<(Vec<u8>, bool)>, ()> {
     let mut out = Vec::new();
     let mut in_comment = false;
     for line in source.split(|&b| b == b'\n') {
@@ -216,18 +221,23 @@ pub fn leading_includes(source: &[u8]) -> Vec<(Vec<u8>, bool)> {
         let Some(directive) = line.strip_prefix(b"#") else { break };
         let directive = directive.trim_ascii_start();
         if let Some(rest) = directive.strip_prefix(b"include") {
+            // `#include_next`, `#includes`: another directive, not a name to look up here.
+            if rest.first().is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_') {
+                continue;
+            }
             let rest = rest.trim_ascii_start();
             let (close, angled) = match rest.first() {
                 Some(b'"') => (b'"', false),
                 Some(b'<') => (b'>', true),
-                _ => continue,
+                // `#include HEADER`: a computed name.
+                _ => return Err(()),
             };
             if let Some(end) = rest[1..].iter().position(|&b| b == close) {
                 out.push((rest[1..1 + end].to_vec(), angled));
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Computes the model's facts for a compile that read `deps` (as the dependency output
@@ -265,6 +275,16 @@ pub fn probes(
             includers.push(parent);
         }
     }
+    // A search directory spelled through a symlink or `..` (`-isystem /w/link`): GCC names
+    // the headers it finds there by their canonical path in the dependency output (as it
+    // does for every system header), so each such directory is matched by that path too.
+    let canonical: Vec<(&Path, PathBuf)> = chain
+        .iter()
+        .filter_map(|&dir| {
+            let real = crate::fs::canonicalize(&absolute(cwd, dir)).ok()?;
+            (real != absolute(cwd, dir)).then_some((dir, real))
+        })
+        .collect();
     let mut found = Found::default();
     let dep_set: HashSet<&Path> = deps.iter().map(PathBuf::as_path).collect();
     for dir in &lists.missing {
@@ -288,7 +308,7 @@ pub fn probes(
         if k == 0 {
             continue;
         }
-        for (dir, name) in splits(dep, &chain, &includers) {
+        for (dir, name) in splits(dep, &chain, &canonical, &includers) {
             let before: Vec<&Path> = match chain.iter().position(|c| *c == dir) {
                 Some(at) => includers
                     .iter()
@@ -326,7 +346,7 @@ pub fn probes(
         && let Some(bytes) = contents(source)
     {
         let source_dir = source.parent().map(Path::to_path_buf).unwrap_or_default();
-        for (name, angled) in leading_includes(&bytes) {
+        for (name, angled) in leading_includes(&bytes).map_err(|()| unseen(source))? {
             let dirs: Vec<&Path> = if angled {
                 lists.angle.iter().map(PathBuf::as_path).collect()
             } else {
@@ -515,11 +535,21 @@ fn absolute(cwd: &Path, p: &Path) -> PathBuf {
 
 /// Every `(directory, name)` with `dep == directory/name` (by bytes) for a directory of
 /// the chain or an includer's directory.
-fn splits(dep: &Path, chain: &[&Path], includers: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+fn splits(
+    dep: &Path,
+    chain: &[&Path],
+    canonical: &[(&Path, PathBuf)],
+    includers: &[PathBuf],
+) -> Vec<(PathBuf, PathBuf)> {
     let bytes = dep.as_os_str().as_bytes();
     let mut out = Vec::new();
-    for dir in chain.iter().copied().chain(includers.iter().map(PathBuf::as_path)) {
-        let d = dir.as_os_str().as_bytes();
+    let spelled = chain.iter().copied().chain(includers.iter().map(PathBuf::as_path));
+    // (the directory as the search list names it, the path a header below it may have)
+    let candidates = spelled
+        .map(|dir| (dir, dir))
+        .chain(canonical.iter().map(|(dir, real)| (*dir, real.as_path())));
+    for (dir, seen_as) in candidates {
+        let d = seen_as.as_os_str().as_bytes();
         let rest = if d.is_empty() { Some(bytes) } else { super::location::below(bytes, d) };
         if let Some(rest) = rest.filter(|r| !r.is_empty()) {
             let split = (dir.to_path_buf(), PathBuf::from(OsStr::from_bytes(rest)));
@@ -740,8 +770,14 @@ mod tests {
         let src = b"// c\n/* a\n b */\n#include \"pch.h\"\n#define X 1\n  # include <sys/a.h>\nint x;\n#include \"late.h\"\n";
         assert_eq!(
             leading_includes(src),
-            vec![(b"pch.h".to_vec(), false), (b"sys/a.h".to_vec(), true)]
+            Ok(vec![(b"pch.h".to_vec(), false), (b"sys/a.h".to_vec(), true)])
         );
+        // A computed name before the first C token: which `.gch` it could use is unknown.
+        assert_eq!(leading_includes(b"#define H \"h.h\"\n#include H\nint x;\n"), Err(()));
+        assert_eq!(leading_includes(b"# include MACRO(h)\nint x;\n"), Err(()));
+        // After it, or `#include_next`: not the model's business here.
+        assert_eq!(leading_includes(b"int x;\n#include H\n"), Ok(vec![]));
+        assert_eq!(leading_includes(b"#include_next <a.h>\n"), Ok(vec![]));
     }
 
     #[test]

@@ -450,3 +450,77 @@ fn launcher_the_model_does_not_cache_a_forced_include_with_a_precompiled_header(
     assert_eq!(same_as_plain(&l, &dir, &argv, &["u.o"], &[]), "miss");
     assert_eq!(same_as_plain(&l, &dir, &argv, &["u.o"], &[]), "hit");
 }
+
+/// The fallback model: a first `#include` that names its header through a macro
+/// (`#define HDR "h.h"` / `#include HDR`) may be served by a stale `h.h.gch`, and the
+/// dependency output then names neither file: not cached while the model cannot tell which
+/// precompiled header applies. Traced, the compile is cached and right.
+#[test]
+fn launcher_the_model_does_not_cache_a_computed_first_include() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    write_file(&dir.join("h.h"), "#define V 1\n");
+    let pch = ["gcc", "-O2", "-x", "c-header", "h.h", "-o", "h.h.gch"];
+    assert!(Command::new(pch[0]).args(&pch[1..]).current_dir(&dir).status().unwrap().success());
+    write_file(&dir.join("h.h"), "#define V 2\n");
+    write_file(&dir.join("u.c"), "#define HDR \"h.h\"\n#include HDR\nint u(void) { return V; }\n");
+    let argv = ["gcc", "-O2", "-c", "u.c", "-o", "u.o"];
+    let model = Launcher::new(&ctx.cache).env("STRATA_TRACE", "0");
+    model.expect(&dir, &argv, "uncacheable:model_unseen_input");
+    std::fs::remove_file(dir.join("h.h.gch")).unwrap();
+    model.expect(&dir, &argv, "uncacheable:model_unseen_input");
+    assert!(model.entries().is_empty());
+    let traced = Launcher::new(&ctx.cache);
+    assert_eq!(same_as_plain(&traced, &dir, &argv, &["u.o"], &[]), "miss");
+    assert_eq!(same_as_plain(&traced, &dir, &argv, &["u.o"], &[]), "hit");
+}
+
+/// The fallback model: a header found in a search directory spelled through a symlink
+/// (`-isystem <dir>/link-to-sys`) is named by its canonical path in the dependency output.
+/// The model matches the directory by that path too, so a header created later earlier on
+/// the path (`-Iinc1`) is a MISS, equal to plain gcc, never the old object.
+#[test]
+fn launcher_the_model_matches_a_search_directory_spelled_through_a_symlink() {
+    require_tool("gcc", "apt-get install gcc");
+    for spelled in ["link-to-sys", "sub/../sys"] {
+        let ctx = TestContext::new();
+        let dir = ctx.path("proj");
+        write_file(&dir.join("sys/h.h"), "#define V 2\n");
+        std::fs::create_dir_all(dir.join("inc1")).unwrap();
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::os::unix::fs::symlink("sys", dir.join("link-to-sys")).unwrap();
+        write_file(&dir.join("u.c"), "#include <h.h>\nint u(void) { return V; }\n");
+        let system = dir.join(spelled);
+        let argv: Vec<String> = ["gcc", "-O2", "-Iinc1", "-isystem", system.to_str().unwrap()]
+            .into_iter()
+            .chain(["-c", "u.c", "-o", "u.o"])
+            .map(str::to_owned)
+            .collect();
+        let model = Launcher::new(&ctx.cache).env("STRATA_TRACE", "0");
+        assert_eq!(same_as_plain(&model, &dir, &argv, &["u.o"], &[]), "miss", "{spelled}");
+        assert_eq!(same_as_plain(&model, &dir, &argv, &["u.o"], &[]), "hit", "{spelled}");
+        write_file(&dir.join("inc1/h.h"), "#define V 1\n");
+        assert_eq!(same_as_plain(&model, &dir, &argv, &["u.o"], &[]), "miss", "{spelled}");
+    }
+}
+
+/// The fallback model, C++: a project header created later with the name of a standard
+/// header (`inc1/vector`) earlier on the path (`-Iinc1`) is a MISS, equal to plain g++.
+#[test]
+fn launcher_the_model_sees_a_new_project_header_shadow_a_standard_one() {
+    require_tool("g++", "apt-get install g++");
+    let ctx = TestContext::new();
+    let dir = ctx.path("proj");
+    std::fs::create_dir_all(dir.join("inc1")).unwrap();
+    write_file(
+        &dir.join("u.cc"),
+        "#include <vector>\n#ifndef V_MARK\n#define V_MARK 2\n#endif\nint u() { return V_MARK; }\n",
+    );
+    let argv = ["g++", "-O2", "-Iinc1", "-c", "u.cc", "-o", "u.o"];
+    let model = Launcher::new(&ctx.cache).env("STRATA_TRACE", "0");
+    assert_eq!(same_as_plain(&model, &dir, &argv, &["u.o"], &[]), "miss");
+    assert_eq!(same_as_plain(&model, &dir, &argv, &["u.o"], &[]), "hit");
+    write_file(&dir.join("inc1/vector"), "#define V_MARK 1\n");
+    assert_eq!(same_as_plain(&model, &dir, &argv, &["u.o"], &[]), "miss");
+}
