@@ -275,16 +275,7 @@ pub fn probes(
             includers.push(parent);
         }
     }
-    // A search directory spelled through a symlink or `..` (`-isystem /w/link`): GCC names
-    // the headers it finds there by their canonical path in the dependency output (as it
-    // does for every system header), so each such directory is matched by that path too.
-    let canonical: Vec<(&Path, PathBuf)> = chain
-        .iter()
-        .filter_map(|&dir| {
-            let real = crate::fs::canonicalize(&absolute(cwd, dir)).ok()?;
-            (real != absolute(cwd, dir)).then_some((dir, real))
-        })
-        .collect();
+    let canonical = canonical_dirs(&chain, cwd);
     let mut found = Found::default();
     let dep_set: HashSet<&Path> = deps.iter().map(PathBuf::as_path).collect();
     for dir in &lists.missing {
@@ -522,6 +513,19 @@ fn text_lookups(raw: &[u8]) -> Result<Vec<(Vec<u8>, bool)>, ()> {
 
 fn unseen(path: &Path) -> Unvouched {
     Unvouched::UnseenInput(path.to_path_buf())
+}
+
+/// The search directories spelled through a symlink or `..` (`-isystem /w/link`), each with
+/// its canonical path: GCC names the headers it finds there by that path in the dependency
+/// output (as it does for every system header), so each such directory is matched by it too.
+fn canonical_dirs<'a>(chain: &[&'a Path], cwd: &Path) -> Vec<(&'a Path, PathBuf)> {
+    chain
+        .iter()
+        .filter_map(|&dir| {
+            let real = crate::fs::canonicalize(&absolute(cwd, dir)).ok()?;
+            (real != absolute(cwd, dir)).then_some((dir, real))
+        })
+        .collect()
 }
 
 /// `dir/name` as the compiler builds it (`name` alone for the working directory).
