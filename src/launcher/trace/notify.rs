@@ -33,6 +33,10 @@
 //!   with a listener (`EBUSY`: only one per process), use ptrace.
 //! * A descendant that ends its thread group leader's life early, or a thread, is killed
 //!   only through its process's pidfd.
+//! * If the launcher itself dies while the compiler runs (`SIGKILL`), the tree is not killed
+//!   with it, as ptrace's `EXITKILL` would: with the listener gone, the kernel fails every
+//!   call the filter stops with `ENOSYS`, so the orphaned compiler fails on its next file
+//!   lookup and ends. Nothing is cached.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
