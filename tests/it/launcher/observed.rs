@@ -381,3 +381,32 @@ fn launcher_an_output_the_compiler_appends_to_is_not_cached() {
         }
     }
 }
+
+/// Both tracing mechanisms through the launcher: a compile cached under one is a HIT under
+/// the other (the same facts), a header created earlier on the search path is a MISS under
+/// either, and every result equals a plain compile, with gcc and with clang.
+#[test]
+fn launcher_ptrace_and_notification_record_the_same_facts() {
+    for cc in ["gcc", "clang"] {
+        require_tool(cc, "apt-get install gcc clang");
+        let ctx = TestContext::new();
+        let p = ctx.path("proj");
+        write_file(&p.join("inc2/x.h"), "#define X 2\n");
+        std::fs::create_dir_all(p.join("inc1")).unwrap();
+        write_file(&p.join("a.c"), "#include <x.h>\nint a = X;\n");
+        let argv = args(&[cc, "-Iinc1", "-Iinc2", "-MD", "-c", "a.c", "-o", "a.o"]);
+        let with = |mechanism: &str| {
+            Launcher::new(&ctx.cache)
+                .env("STRATA_TRACE_MECHANISM", mechanism)
+                .env("STRATA_EXPLAIN", "1")
+        };
+        let (notify, ptrace) = (with("notify"), with("ptrace"));
+        assert_eq!(same_as_plain(&notify, &p, &argv, &["a.o", "a.d"], &[]), "miss", "{cc}");
+        assert_eq!(same_as_plain(&ptrace, &p, &argv, &["a.o", "a.d"], &[]), "hit", "{cc}");
+        write_file(&p.join("inc1/x.h"), "#define X 1\n");
+        assert_eq!(same_as_plain(&ptrace, &p, &argv, &["a.o", "a.d"], &[]), "miss", "{cc}");
+        assert_eq!(same_as_plain(&notify, &p, &argv, &["a.o", "a.d"], &[]), "hit", "{cc}");
+        std::fs::remove_file(p.join("inc1/x.h")).unwrap();
+        assert_eq!(same_as_plain(&notify, &p, &argv, &["a.o", "a.d"], &[]), "hit", "{cc}");
+    }
+}
