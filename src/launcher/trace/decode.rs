@@ -395,7 +395,16 @@ impl Recorder {
         if !matches!(observed, Observed::File(_)) {
             return Ok(());
         }
-        let found = observe::interpreters(&program, || self.cwd_of(pid).ok());
+        let found = match observe::interpreters(&program, || self.cwd_of(pid).ok()) {
+            Ok(found) => found,
+            Err((found, why)) => {
+                self.incomplete.push(format!(
+                    "cannot read what process {pid} executes, to find the interpreters the \
+                     kernel opens for it: {why}"
+                ));
+                found
+            }
+        };
         for (given, path) in found {
             let cwd_relative = !given.as_bytes().starts_with(b"/");
             self.push(pid, Named { path, given, cwd_relative }, Follow::Yes, |_| Op::Exec);

@@ -482,16 +482,12 @@ fn run_ptrace(request: &Request<'_>) -> Result<Traced, Error> {
         }
     })?;
     let bound = request.linger.max(Duration::from_secs(1));
-    let held = |what: &str| Error::Trace {
-        program: program.clone(),
-        detail: format!("its {what} stayed open after every traced process ended"),
-    };
-    let stdout = stdout.recv_timeout(bound).map_err(|_| held("stdout"))?;
-    let stderr = stderr.recv_timeout(bound).map_err(|_| held("stderr"))?;
+    let mut recorder = outcome.recorder;
+    let (stdout, stderr) = outputs(stdout, stderr, bound, &mut recorder.incomplete);
     match outcome.root {
         tracer::RootEnd::Ran(status) => {
-            let mut incomplete = outcome.recorder.incomplete;
-            if outcome.recorder.stops == 0 {
+            let mut incomplete = recorder.incomplete;
+            if recorder.stops == 0 {
                 // The shim's `exec` of the program always stops, unless a filter of higher
                 // precedence (another supervisor's `USER_NOTIF`) answered it first.
                 incomplete.push(
@@ -504,9 +500,9 @@ fn run_ptrace(request: &Request<'_>) -> Result<Traced, Error> {
                 status,
                 stdout,
                 stderr,
-                events: outcome.recorder.events,
+                events: recorder.events,
                 incomplete,
-                stops: outcome.recorder.stops,
+                stops: recorder.stops,
             })
         }
         tracer::RootEnd::Shim(status) => Err(shim_error(program, &shim, status, &stderr)),
@@ -530,16 +526,67 @@ fn shim_error(program: PathBuf, shim: &Path, status: ExitStatus, stderr: &[u8]) 
     }
 }
 
-/// Reads `pipe` to its end on a thread of its own; the bytes arrive on the channel.
-fn drain(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
-    let (send, receive) = mpsc::sync_channel(1);
+/// A pipe read to its end on a thread of its own.
+pub(crate) struct Drain {
+    bytes: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    done: mpsc::Receiver<()>,
+}
+
+impl Drain {
+    /// Everything read, once the pipe is closed or `bound` has passed; `false` with what
+    /// was read by then when it is still held open (a process outside the tree, or one
+    /// that could not be ended, has it).
+    pub(crate) fn finish(self, bound: Duration) -> (Vec<u8>, bool) {
+        let closed = self.done.recv_timeout(bound).is_ok();
+        let bytes = match self.bytes.lock() {
+            Ok(mut bytes) => std::mem::take(&mut *bytes),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        (bytes, closed)
+    }
+}
+
+/// Reads `pipe` to its end on a thread of its own.
+fn drain(pipe: Option<impl Read + Send + 'static>) -> Drain {
+    let (send, done) = mpsc::sync_channel(1);
+    let bytes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let shared = std::sync::Arc::clone(&bytes);
     std::thread::spawn(move || {
-        let mut bytes = Vec::new();
         if let Some(mut pipe) = pipe {
+            let mut chunk = vec![0u8; 64 * 1024];
             // A read error ends the capture with what was read; the pipe is ours alone.
-            let _ = pipe.read_to_end(&mut bytes);
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                if let (Ok(mut bytes), Some(read)) = (shared.lock(), chunk.get(..n)) {
+                    bytes.extend_from_slice(read);
+                }
+            }
         }
-        let _ = send.send(bytes);
+        let _ = send.send(());
     });
-    receive
+    Drain { bytes, done }
+}
+
+/// The output of a finished tree: stdout and stderr as read, and a reason the record is
+/// incomplete for each one still held open after `bound`.
+pub(crate) fn outputs(
+    stdout: Drain,
+    stderr: Drain,
+    bound: Duration,
+    incomplete: &mut Vec<String>,
+) -> (Vec<u8>, Vec<u8>) {
+    let (stdout, out_closed) = stdout.finish(bound);
+    let (stderr, err_closed) = stderr.finish(bound);
+    for (closed, what) in [(out_closed, "stdout"), (err_closed, "stderr")] {
+        if !closed {
+            incomplete.push(format!(
+                "its {what} stayed open after every traced process ended (held by a process \
+                 the tracer could not end): what is written there later is not in this \
+                 compile's output"
+            ));
+        }
+    }
+    (stdout, stderr)
 }

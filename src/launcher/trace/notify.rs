@@ -53,7 +53,7 @@ use seccomp_notify::{Listener, Notification};
 use super::decode::Recorder;
 use super::pin::Pin;
 use super::syscalls::{self, Stop};
-use super::{Error, Request, Traced, drain};
+use super::{Error, Request, Traced, drain, outputs};
 
 /// Whether this kernel has what the supervisor needs: `Err` with the reason otherwise.
 /// Linux 5.8 for `POLLHUP` on a listener whose filter has no users left (5.5 for
@@ -169,14 +169,7 @@ fn attempt(request: &Request<'_>) -> Result<Traced, Failed> {
     drop(listener);
     let status = root_status(spawner, &program).map_err(Failed::Other)?;
     let bound = request.linger.max(Duration::from_secs(1));
-    let held = |what: &str| {
-        Failed::Other(Error::Trace {
-            program: program.clone(),
-            detail: format!("its {what} stayed open after every traced process ended"),
-        })
-    };
-    let stdout = stdout.recv_timeout(bound).map_err(|_| held("stdout"))?;
-    let stderr = stderr.recv_timeout(bound).map_err(|_| held("stderr"))?;
+    let (stdout, stderr) = outputs(stdout, stderr, bound, &mut recorder.incomplete);
     Ok(Traced {
         status,
         stdout,
@@ -216,15 +209,36 @@ struct Tree {
     deadline: Option<Instant>,
     /// The descendants were killed; when the supervisor stops waiting for them.
     killed: Option<Instant>,
+    /// How many pidfds may be held before the next sweep of ended ones.
+    sweep_at: usize,
 }
 
 impl Tree {
-    /// Notes `pid` stopping: a pidfd for it the first time (valid while it waits).
+    /// Notes `pid` stopping: a pidfd for it the first time (valid while it waits). Past
+    /// [`Tree::sweep_at`] pidfds, those of ended processes are closed first, so a tree that
+    /// starts thousands of processes does not run the supervisor out of descriptors.
     fn seen(&mut self, pid: Pid) {
-        self.pidfds.entry(pid).or_insert_with(|| {
-            let raw = rustix::process::Pid::from_raw(pid.as_raw())?;
+        if self.pidfds.contains_key(&pid) {
+            return;
+        }
+        if self.pidfds.len() >= self.sweep_at.max(SWEEP_AT) {
+            self.pidfds.retain(|_, fd| fd.as_ref().is_some_and(|fd| !ended(fd)));
+            self.sweep_at = self.pidfds.len() * 2;
+        }
+        let raw = rustix::process::Pid::from_raw(pid.as_raw());
+        let fd = raw.and_then(|raw| {
             rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()).ok()
         });
+        self.pidfds.insert(pid, fd);
+    }
+
+    /// The ids of the processes seen that have not ended (a pidfd tells; an id alone may
+    /// have been taken by another process since).
+    fn live(&self) -> impl Iterator<Item = Pid> + '_ {
+        self.pidfds
+            .iter()
+            .filter(|(_, fd)| fd.as_ref().is_some_and(|fd| !ended(fd)))
+            .map(|(p, _)| *p)
     }
 
     /// Kills every process seen that is still alive (a pidfd cannot reach a process that
@@ -234,6 +248,15 @@ impl Tree {
         let alive = |fd: &OwnedFd| rustix::process::pidfd_send_signal(fd, signal).is_ok();
         self.pidfds.values().flatten().filter(|fd| alive(fd)).count()
     }
+}
+
+/// How many pidfds the supervisor holds before it closes those of ended processes.
+const SWEEP_AT: usize = 64;
+
+/// Whether the process of `pidfd` has ended (the pidfd is readable).
+fn ended(pidfd: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
 }
 
 /// Answers notifications until no process uses the filter, or the linger after the root's
@@ -332,7 +355,8 @@ fn answer(
     } else {
         tree.seen(pid);
         if let Some(pinned) = pinned.as_mut() {
-            pinned.check(pid, tree.pidfds.keys().copied());
+            // Read only if the pin is given up.
+            pinned.check(pid, tree.live());
         }
     }
     let (events, incomplete) = (recorder.events.len(), recorder.incomplete.len());

@@ -46,22 +46,39 @@ const SHEBANG_MAX: usize = 256;
 /// How deep the kernel follows interpreters of interpreters.
 const INTERPRETER_DEPTH: usize = 4;
 
+/// Interpreters as [`interpreters`] finds them: each name as written, and resolved.
+pub(crate) type Interpreters = Vec<(OsString, PathBuf)>;
+
 /// The interpreters the kernel opens itself when it executes the file at `path`: the
 /// program of a `#!` line (and its own, up to the kernel's depth), or an ELF file's
 /// `PT_INTERP` (the dynamic loader). Relative names are as written; the kernel resolves
-/// them against the working directory. Unreadable files give none.
+/// them against the working directory. A file that is not there gives none (the kernel's
+/// `exec` fails too).
+///
+/// # Errors
+/// What was found so far, and why the rest is unknown: a file the kernel can execute but
+/// the tracer cannot read (no read permission, no descriptor left, …). The record must
+/// then be marked incomplete: the kernel may open an interpreter nobody saw.
 pub(crate) fn interpreters(
     path: &Path,
     mut cwd: impl FnMut() -> Option<PathBuf>,
-) -> Vec<(OsString, PathBuf)> {
+) -> Result<Interpreters, (Interpreters, String)> {
     let mut found = Vec::new();
     let mut current = path.to_owned();
     for _ in 0..INTERPRETER_DEPTH {
-        let Some(head) = read_head(&current) else { break };
+        let unreadable = |e: crate::fs::Error| e.to_string();
+        let head = match read_head(&current) {
+            Ok(Some(head)) => head,
+            Ok(None) => break,
+            Err(e) => return Err((found, unreadable(e))),
+        };
         let next = if head.starts_with(b"#!") {
             shebang(&head)
         } else if head.starts_with(b"\x7fELF") {
-            elf_interpreter(&current)
+            match elf_interpreter(&current) {
+                Ok(next) => next,
+                Err(e) => return Err((found, unreadable(e))),
+            }
         } else {
             None
         };
@@ -81,14 +98,23 @@ pub(crate) fn interpreters(
         }
         current = resolved;
     }
-    found
+    Ok(found)
 }
 
-fn read_head(path: &Path) -> Option<Vec<u8>> {
-    let file = crate::fs::open(path).ok()?;
+/// The first bytes of `path`; `None` when it is not there (`ENOENT`, `ENOTDIR`).
+fn read_head(path: &Path) -> Result<Option<Vec<u8>>, crate::fs::Error> {
+    let file = match crate::fs::open(path) {
+        Ok(file) => file,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
     let mut head = Vec::with_capacity(SHEBANG_MAX);
-    file.take(SHEBANG_MAX as u64).read_to_end(&mut head).ok()?;
-    Some(head)
+    file.take(SHEBANG_MAX as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| crate::fs::Error::io("read", path, e))?;
+    Ok(Some(head))
 }
 
 /// The interpreter of a `#!` line: after `#!` and blanks, up to a blank or the line end.
@@ -103,10 +129,19 @@ fn shebang(head: &[u8]) -> Option<OsString> {
 }
 
 /// `PT_INTERP` of the ELF file at `path`, if it has one (64- and 32-bit, little-endian).
-fn elf_interpreter(path: &Path) -> Option<OsString> {
+///
+/// # Errors
+/// The error of opening the file (it was just read, so one that matters: no descriptor
+/// left, permissions changed).
+fn elf_interpreter(path: &Path) -> Result<Option<OsString>, crate::fs::Error> {
+    Ok(elf_interpreter_of(&crate::fs::open(path)?))
+}
+
+/// [`elf_interpreter`] of an open file; `None` for no `PT_INTERP` or a header that does not
+/// parse (the kernel's `exec` fails on that too).
+fn elf_interpreter_of(file: &std::fs::File) -> Option<OsString> {
     use std::os::unix::fs::FileExt;
     const PT_INTERP: u32 = 3;
-    let file = crate::fs::open(path).ok()?;
     let mut header = [0u8; 64];
     file.read_exact_at(&mut header, 0).ok()?;
     let u16_at = |b: &[u8], o: usize| Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?));
@@ -158,9 +193,21 @@ mod tests {
         assert_eq!(shebang(b"#!sh"), Some("sh".into()));
     }
 
+    /// What cannot be read is not "no interpreter": the caller marks the record incomplete
+    /// (a directory stands in for a file the tracer cannot read: no descriptor left, no
+    /// read permission, which root here would not see). A missing file has none.
+    #[test]
+    fn an_unreadable_program_is_an_error_and_a_missing_one_has_no_interpreter() {
+        let dir = tempfile::tempdir().unwrap();
+        let (found, why) = interpreters(dir.path(), || None).unwrap_err();
+        assert!(found.is_empty());
+        assert!(why.contains(&dir.path().display().to_string()), "{why}");
+        assert_eq!(interpreters(&dir.path().join("missing"), || None).unwrap(), vec![]);
+    }
+
     #[test]
     fn the_dynamic_loader_of_a_real_program_is_found() {
-        let found = interpreters(Path::new("/bin/sh"), || None);
+        let found = interpreters(Path::new("/bin/sh"), || None).unwrap();
         let (given, resolved) = found.first().expect("/bin/sh is dynamically linked");
         assert!(given.to_string_lossy().contains("ld-linux"), "{given:?}");
         assert_eq!(resolved.as_os_str(), given.as_os_str());

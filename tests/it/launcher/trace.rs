@@ -710,7 +710,41 @@ fn trace_waits_for_descendants_that_outlive_the_root_and_kills_them_after_linger
     assert_eq!(t.incomplete.len(), 1, "{:?}", t.incomplete);
     assert!(t.incomplete[0].contains("were still running 300 ms after"), "{:?}", t.incomplete);
     assert!(at(&t, &dir.join("late.txt")).is_empty());
+    // A descendant that never makes a traced call (it spins) and whose parent ended, still
+    // holding stdout. ptrace knows it from its fork and kills it; notification never hears
+    // of it, and gives up after the linger and the pipes' bound: the record is incomplete
+    // either way, the run ends, and the program ran once.
+    let spin = compile_c(&dir, "spin", SPIN_C, &[]);
+    let started = Instant::now();
+    let t = try_traced(&dir, &[spin.to_str().unwrap()], setup).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(t.status.success());
+    assert!(t.incomplete[0].contains("were still running 300 ms after"), "{:?}", t.incomplete);
+    if MECHANISM.get() == Mechanism::Ptrace {
+        assert_eq!(t.incomplete.len(), 1, "{:?}", t.incomplete);
+    } else {
+        assert!(
+            t.incomplete.iter().any(|i| i.contains("its stdout stayed open")),
+            "{:?}",
+            t.incomplete
+        );
+    }
 }
+
+/// Forks a child that spins without a system call for 8 s, holding stdout, and ends.
+const SPIN_C: &str = r#"
+#include <time.h>
+#include <unistd.h>
+int main(void) {
+    if (fork() == 0) {
+        volatile unsigned long i = 0;
+        time_t end = time(0) + 8; /* vDSO: no system call */
+        while (time(0) < end) i++;
+        _exit(0);
+    }
+    return 0;
+}
+"#;
 
 #[test]
 fn trace_reports_a_program_that_cannot_be_run() {
