@@ -97,12 +97,7 @@ impl Recorder {
     pub(crate) fn stop(&mut self, pid: Pid, data: u16) -> nix::Result<()> {
         self.stops += 1;
         if data == FOREIGN {
-            if self.foreign_reported.insert(pid) {
-                self.incomplete.push(format!(
-                    "process {pid} made a system call of another ABI (32-bit or x32 code), \
-                     which the tracer does not decode"
-                ));
-            }
+            self.foreign(pid);
             return Ok(());
         }
         let Some(traced) = syscalls::traced(data) else {
@@ -145,12 +140,7 @@ impl Recorder {
     ) -> nix::Result<()> {
         self.stops += 1;
         if syscalls::is_foreign(nr, arch) {
-            if self.foreign_reported.insert(pid) {
-                self.incomplete.push(format!(
-                    "process {pid} made a system call of another ABI (32-bit or x32 code), \
-                     which the tracer does not decode"
-                ));
-            }
+            self.foreign(pid);
             return Ok(());
         }
         let Some(traced) = syscalls::by_number(nr) else {
@@ -167,6 +157,17 @@ impl Recorder {
                 Ok(())
             }
             Ok(()) => Ok(()),
+        }
+    }
+
+    /// A system call of another ABI, which the table does not describe: said once per
+    /// process.
+    fn foreign(&mut self, pid: Pid) {
+        if self.foreign_reported.insert(pid) {
+            self.incomplete.push(format!(
+                "process {pid} made a system call of another ABI (32-bit or x32 code), which \
+                 the tracer does not decode"
+            ));
         }
     }
 

@@ -428,6 +428,15 @@ fn launcher_the_model_does_not_cache_what_the_compiler_skips_on_its_search_path(
     }
 }
 
+/// `<dir>/h.h.gch` precompiled from `#define V 1`, then `<dir>/h.h` changed to `V 2`: gcc
+/// still uses the precompiled one where it applies.
+fn stale_precompiled_header(dir: &Path) {
+    write_file(&dir.join("h.h"), "#define V 1\n");
+    let pch = ["gcc", "-O2", "-x", "c-header", "h.h", "-o", "h.h.gch"];
+    assert!(Command::new(pch[0]).args(&pch[1..]).current_dir(dir).status().unwrap().success());
+    write_file(&dir.join("h.h"), "#define V 2\n");
+}
+
 /// The fallback model (`STRATA_TRACE=0`): a precompiled header for a forced include
 /// (`-include h.h` with `h.h.gch` beside it) is used without the dependency output naming
 /// either file, so the model probes for it itself and does not cache while one exists.
@@ -436,11 +445,8 @@ fn launcher_the_model_does_not_cache_a_forced_include_with_a_precompiled_header(
     require_tool("gcc", "apt-get install gcc");
     let ctx = TestContext::new();
     let dir = ctx.path("proj");
-    write_file(&dir.join("h.h"), "#define V 1\n");
-    let pch = ["gcc", "-O2", "-x", "c-header", "h.h", "-o", "h.h.gch"];
-    assert!(Command::new(pch[0]).args(&pch[1..]).current_dir(&dir).status().unwrap().success());
     // The header changes; the precompiled one (V 1) is still what gcc uses.
-    write_file(&dir.join("h.h"), "#define V 2\n");
+    stale_precompiled_header(&dir);
     write_file(&dir.join("u.c"), "int u(void) { return V; }\n");
     let argv = ["gcc", "-O2", "-include", "h.h", "-c", "u.c", "-o", "u.o"];
     let l = Launcher::new(&ctx.cache).env("STRATA_TRACE", "0");
@@ -460,10 +466,7 @@ fn launcher_the_model_does_not_cache_a_computed_first_include() {
     require_tool("gcc", "apt-get install gcc");
     let ctx = TestContext::new();
     let dir = ctx.path("proj");
-    write_file(&dir.join("h.h"), "#define V 1\n");
-    let pch = ["gcc", "-O2", "-x", "c-header", "h.h", "-o", "h.h.gch"];
-    assert!(Command::new(pch[0]).args(&pch[1..]).current_dir(&dir).status().unwrap().success());
-    write_file(&dir.join("h.h"), "#define V 2\n");
+    stale_precompiled_header(&dir);
     write_file(&dir.join("u.c"), "#define HDR \"h.h\"\n#include HDR\nint u(void) { return V; }\n");
     let argv = ["gcc", "-O2", "-c", "u.c", "-o", "u.o"];
     let model = Launcher::new(&ctx.cache).env("STRATA_TRACE", "0");
