@@ -29,8 +29,9 @@
 //!   one's directory.
 //!
 //! # Limitations
-//! * Linux 5.8 or later ([`available`]); older kernels, and a tree already under a filter
-//!   with a listener (`EBUSY`: only one per process), use ptrace.
+//! * Linux 5.8 or later, and Yama's `ptrace_scope` below 2 unless root ([`available`]);
+//!   elsewhere ptrace is tried. A tree already under a filter with a listener (`EBUSY`:
+//!   only one per process) is not traced at all.
 //! * A descendant that ends its thread group leader's life early, or a thread, is killed
 //!   only through its process's pidfd.
 //! * If the launcher itself dies while the compiler runs (`SIGKILL`), the tree is not killed
@@ -63,9 +64,25 @@ pub(crate) fn available() -> Result<(), String> {
     let release = name.release().to_string_lossy();
     let mut parts = release.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse::<u32>());
     match (parts.next(), parts.next()) {
-        (Some(Ok(major)), Some(Ok(minor))) if (major, minor) >= (5, 8) => Ok(()),
-        _ => Err(format!("seccomp user notification needs Linux 5.8 or later (this is {release})")),
+        (Some(Ok(major)), Some(Ok(minor))) if (major, minor) >= (5, 8) => {}
+        _ => {
+            return Err(format!(
+                "seccomp user notification needs Linux 5.8 or later (this is {release})"
+            ));
+        }
     }
+    // The supervisor reads each call's path with `process_vm_readv`, which Yama's
+    // `ptrace_scope` 2 and 3 refuse without CAP_SYS_PTRACE (every record would be
+    // incomplete); scope 1 allows it for descendants.
+    let scope =
+        crate::fs::read_to_string(std::path::Path::new("/proc/sys/kernel/yama/ptrace_scope"));
+    let scope: u32 = scope.ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    if scope >= 2 && !rustix::process::geteuid().is_root() {
+        return Err(format!(
+            "kernel.yama.ptrace_scope is {scope}: reading a traced process's memory is refused"
+        ));
+    }
+    Ok(())
 }
 
 /// Why [`run`] gave no record.
