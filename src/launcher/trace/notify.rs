@@ -267,6 +267,16 @@ impl Tree {
     }
 }
 
+/// Whether process `pid` (a child of this process, so not reaped yet) has ended, by
+/// `/proc/<pid>/stat`: a zombie, or gone.
+fn gone(pid: Pid) -> bool {
+    let stat = crate::fs::read_to_string(std::path::Path::new(&format!("/proc/{pid}/stat")));
+    // The state follows the command name's closing parenthesis.
+    stat.ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().to_owned()))
+        .is_none_or(|rest| rest.starts_with('Z') || rest.starts_with('X'))
+}
+
 /// How many pidfds the supervisor holds before it closes those of ended processes.
 const SWEEP_AT: usize = 64;
 
@@ -301,8 +311,15 @@ fn supervise(listener: &Listener, linger: Duration, pin: bool) -> Recorder {
             tree.killed = Some(until + Duration::from_secs(1));
             continue;
         }
-        let timeout = until.map_or(PollTimeout::NONE, |until| {
-            let left = until.saturating_duration_since(now).as_millis() + 1;
+        // Without a pidfd for the root (`pidfd_open` denied by an old container profile),
+        // its end is read from /proc every 50 ms instead.
+        let unwatched = match &tree.root {
+            Some((pid, None)) if tree.deadline.is_none() => Some(*pid),
+            _ => None,
+        };
+        let left = until.map(|until| until.saturating_duration_since(now).as_millis() + 1);
+        let left = if unwatched.is_some() { Some(left.unwrap_or(50).min(50)) } else { left };
+        let timeout = left.map_or(PollTimeout::NONE, |left| {
             PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
         });
         let root_fd = tree.root.as_ref().and_then(|(_, fd)| fd.as_ref());
@@ -322,6 +339,7 @@ fn supervise(listener: &Listener, linger: Duration, pin: bool) -> Recorder {
         let (listener_events, root_ended) =
             (fds.first().map(events), fds.get(1).map(events).is_some_and(|e| !e.is_empty()));
         drop(fds);
+        let root_ended = root_ended || unwatched.is_some_and(gone);
         if root_ended {
             if let Some((_, fd)) = tree.root.as_mut() {
                 *fd = None;
@@ -395,5 +413,26 @@ fn answer(
         && !refused
     {
         recorder.incomplete.push(format!("resuming process {pid}: {e}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The root's end as read from /proc where no pidfd is given: running, then a zombie.
+    #[test]
+    fn a_child_that_ended_is_gone_and_a_running_one_is_not() {
+        let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = Pid::from_raw(i32::try_from(sleeper.id()).unwrap());
+        assert!(!gone(pid));
+        sleeper.kill().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !gone(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(gone(pid), "a killed child that is not reaped yet is a zombie");
+        sleeper.wait().unwrap();
+        assert!(gone(pid));
     }
 }
