@@ -577,8 +577,11 @@ pub(crate) fn outputs(
     bound: Duration,
     incomplete: &mut Vec<String>,
 ) -> (Vec<u8>, Vec<u8>) {
+    // One bound for both pipes, not one each.
+    let until = std::time::Instant::now() + bound;
     let (stdout, out_closed) = stdout.finish(bound);
-    let (stderr, err_closed) = stderr.finish(bound);
+    let (stderr, err_closed) =
+        stderr.finish(until.saturating_duration_since(std::time::Instant::now()));
     for (closed, what) in [(out_closed, "stdout"), (err_closed, "stderr")] {
         if !closed {
             incomplete.push(format!(

@@ -116,10 +116,6 @@ pub(crate) fn being_traced() -> bool {
 /// its listener cannot be installed (the program did not run); [`Error::Spawn`] when the
 /// program cannot be started; [`Error::Trace`] when the supervision failed on the way.
 pub(crate) fn run(request: &Request<'_>) -> Result<Traced, Failed> {
-    attempt(request)
-}
-
-fn attempt(request: &Request<'_>) -> Result<Traced, Failed> {
     let program = request.program.to_owned();
     let refused =
         |reason: String| Failed::Other(Error::Refused { program: program.clone(), reason });
@@ -378,21 +374,18 @@ fn answer(
 ) {
     let pid = Pid::from_raw(i32::try_from(notification.pid).unwrap_or(i32::MAX));
     recorder.progressed(pid);
+    tree.seen(pid);
     if tree.root.is_none() {
         // The first stop is the root's `exec`: nothing else uses the filter yet.
-        tree.seen(pid);
         let fd =
             tree.pidfds.get(&pid).and_then(|fd| fd.as_ref()).and_then(|fd| fd.try_clone().ok());
         tree.root = Some((pid, fd));
         if pin {
             *pinned = Pin::start(pid);
         }
-    } else {
-        tree.seen(pid);
-        if let Some(pinned) = pinned.as_mut() {
-            // Read only if the pin is given up.
-            pinned.check(pid, tree.live());
-        }
+    } else if let Some(pinned) = pinned.as_mut() {
+        // Read only if the pin is given up.
+        pinned.check(pid, tree.live());
     }
     let (events, incomplete) = (recorder.events.len(), recorder.incomplete.len());
     let nr = libc::c_long::from(notification.nr);
