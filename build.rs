@@ -19,6 +19,14 @@
 //! project's 2-vCPU VM. The cost is that the binary's own code and data are not placed at
 //! a random address (ASLR still moves the stack, heap and libraries).
 //!
+//! It builds `libstrata_preload.so` (`crates/preload/src/lib.rs`, the traced compile's fast
+//! path for file opens; issue 28) with the same `rustc` for the same target into
+//! `OUT_DIR`, where `src/launcher/trace/preload.rs` embeds it. It is a `no_std` cdylib with
+//! `panic=abort`, which a Cargo package of this workspace could not be (the profile's panic
+//! strategy is the workspace's). Where it cannot be built (another architecture than x86_64
+//! or aarch64, another OS, a failing linker) the file is empty, with a warning, and the
+//! launcher traces without it.
+//!
 //! The script reruns when `build.rs`, git's `HEAD`, the branch it names or `packed-refs`
 //! change (only files that exist are watched: a missing one would rerun it on every build).
 
@@ -40,6 +48,65 @@ fn main() {
     if os == "linux" && env == "gnu" {
         println!("cargo:rustc-link-arg-bins=-no-pie");
     }
+    preload(&manifest_dir, &target, &os);
+}
+
+/// Builds `OUT_DIR/libstrata_preload.so`, or leaves it empty with a warning.
+fn preload(manifest_dir: &Path, target: &str, os: &str) {
+    let source = manifest_dir.join("crates/preload/src/lib.rs");
+    println!("cargo:rerun-if-changed={}", source.display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("crates/preload/src/layout.rs").display()
+    );
+    let out =
+        PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()).join("libstrata_preload.so");
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let built = if os == "linux" && (arch == "x86_64" || arch == "aarch64") {
+        build_preload(&source, &out, target)
+    } else {
+        Err(format!("no preload library for {arch}-{os}"))
+    };
+    if let Err(why) = built {
+        println!(
+            "cargo:warning=libstrata_preload.so not built ({why}); compiles are traced without it"
+        );
+        std::fs::write(&out, b"").expect("OUT_DIR is writable");
+    }
+}
+
+fn build_preload(source: &Path, out: &Path, target: &str) -> Result<(), String> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let mut command = Command::new(rustc);
+    command.args(["--edition", "2024", "--crate-type", "cdylib", "--crate-name", "strata_preload"]);
+    command.args([
+        "-C",
+        "panic=abort",
+        "-C",
+        "opt-level=2",
+        "-C",
+        "debuginfo=0",
+        "-C",
+        "strip=symbols",
+    ]);
+    command.args(["-C", "target-feature=-crt-static", "--target", target, "-o"]);
+    command.arg(out).arg(source);
+    let linker_var =
+        format!("CARGO_TARGET_{}_LINKER", target.to_uppercase().replace(['-', '.'], "_"));
+    println!("cargo:rerun-if-env-changed={linker_var}");
+    if let Some(linker) = std::env::var_os(&linker_var) {
+        command.arg("-C").arg(format!("linker={}", linker.to_string_lossy()));
+    }
+    let output = command.stdin(Stdio::null()).output().map_err(|e| format!("rustc: {e}"))?;
+    if !output.status.success() {
+        let text = String::from_utf8_lossy(&output.stderr);
+        return Err(text
+            .lines()
+            .find(|l| l.starts_with("error"))
+            .unwrap_or("rustc failed")
+            .to_owned());
+    }
+    Ok(())
 }
 
 /// The short commit of `dir`'s work tree, watching the files that change with it; `None`

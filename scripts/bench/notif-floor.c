@@ -12,7 +12,8 @@
  * notif-observe) it also reads the path argument (process_vm_readv, 256 bytes), joins a
  * relative one to the process's working directory (/proc/<pid>/cwd, once per process) and
  * stats it, as ptrace-floor -o does; it records nothing. Pinned to one CPU like
- * ptrace-floor unless -u. With PTRACE_FLOOR_STOPS set, prints the number of stops.
+ * ptrace-floor unless -u. With NOTIF_SYNC set, the listener asks for synchronous wake-ups
+ * (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux 6.6), as strata's supervisor does. With PTRACE_FLOOR_STOPS set, prints the number of stops.
  * Started under the name notif-store it observes as notif-observe does and then stores
  * what the least cache must keep of a successful compile: the object PROGRAM wrote (the
  * argument after -o, copied in 64 KiB reads and writes) and a manifest (the command line),
@@ -128,6 +129,11 @@ int main(int argc, char **argv) {
   int listener;
   memcpy(&listener, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof listener);
   int pidfd = syscall(SYS_pidfd_open, child, 0);
+  if (getenv("NOTIF_SYNC")) {
+    unsigned long long sync = 1; /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux 6.6+ */
+    if (ioctl(listener, 0x40082104UL /* SECCOMP_IOCTL_NOTIF_SET_FLAGS */, sync))
+      perror("notif-floor: SET_FLAGS");
+  }
   struct seccomp_notif_sizes sizes;
   syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes);
   struct seccomp_notif *req = calloc(1, sizes.seccomp_notif > sizeof *req ? sizes.seccomp_notif : sizeof *req);

@@ -140,6 +140,9 @@ pub struct Config {
     /// How traced calls are stopped (`STRATA_TRACE_MECHANISM` = `auto`, the default,
     /// `notify` or `ptrace`; docs/launcher.md).
     pub trace_mechanism: trace::Mechanism,
+    /// Let the preload library take file opens without a stop under notification
+    /// (`STRATA_TRACE_PRELOAD`, default on; `0` turns it off; docs/launcher.md).
+    pub trace_preload: bool,
     /// Use the machine's memo of input files (`STRATA_INPUT_MEMO`, default on; `0` turns
     /// it off: every MISS reads, hashes and scans every input; docs/launcher.md).
     pub input_memo: bool,
@@ -216,6 +219,7 @@ impl Config {
                 })?,
                 None => trace::Mechanism::Auto,
             },
+            trace_preload: switch("STRATA_TRACE_PRELOAD")? != Some(false),
             input_memo: switch("STRATA_INPUT_MEMO")? != Some(false),
             remote: overrides.remote.clone(),
             entry_lock: crate::l1::lock::Timeouts::from_env()

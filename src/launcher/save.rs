@@ -190,6 +190,8 @@ impl Run<'_> {
             let mut request = trace::Request::new(self.tool, self.compiler, args);
             request.pin = self.config.trace_pin;
             request.mechanism = self.config.trace_mechanism;
+            let library = self.config.trace_preload.then(|| self.preload_library()).flatten();
+            request.preload = library.as_deref();
             match trace::run(&request) {
                 Ok(traced) => return Ok(Ran::Traced(traced)),
                 Err(trace::Error::Refused { reason, .. }) => self.fallback(&reason),
@@ -208,6 +210,18 @@ impl Run<'_> {
             .output()
             .map_err(|source| Error::Spawn { program: self.tool.to_path_buf(), source })?;
         Ok(Ran::Plain(output))
+    }
+
+    /// The preload library under the cache root; `None` (said under `STRATA_EXPLAIN`) where
+    /// it cannot be used.
+    fn preload_library(&self) -> Option<std::path::PathBuf> {
+        match trace::preload::library(&self.config.cache_root) {
+            Ok(path) => Some(path),
+            Err(why) => {
+                self.note(format!("traced without the preload library: {why}"));
+                None
+            }
+        }
     }
 
     /// Says once per build that tracing is refused and the model observes compiles.

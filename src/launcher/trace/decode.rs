@@ -14,6 +14,8 @@ use super::observe::{self, Follow};
 use super::syscalls::{self, Call, FOREIGN, Stop};
 use super::tracee::{self, Memory, Text};
 use super::{Event, Observed, Op};
+use crate::fs::FileStamp;
+use seccomp_notify::log::layout;
 
 const AT_FDCWD: i32 = libc::AT_FDCWD;
 const AT_EMPTY_PATH: u64 = libc::AT_EMPTY_PATH as u64;
@@ -58,6 +60,9 @@ pub(crate) struct Recorder {
     /// relative path, and the cache is emptied once more when it has completed.
     unsettled: HashSet<Pid>,
     foreign_reported: HashSet<Pid>,
+    /// A path whose events are not recorded: the preload library, which the dynamic
+    /// loader of every process opens (it is the launcher's, not the compile's).
+    hidden: Option<PathBuf>,
 }
 
 impl Recorder {
@@ -72,6 +77,28 @@ impl Recorder {
             cwd: HashMap::new(),
             unsettled: HashSet::new(),
             foreign_reported: HashSet::new(),
+            hidden: None,
+        }
+    }
+
+    /// Records no event for `path` (absolute, as the program names it).
+    pub(crate) fn hide(&mut self, path: PathBuf) {
+        self.hidden = Some(path);
+    }
+
+    /// Records one committed slot of the preload library's shared log (layout:
+    /// `crates/preload/src/layout.rs`): an `open` for reading that the process made
+    /// without a stop, with what it opened (`statx` of the descriptor) or its `errno`.
+    /// A slot that does not parse makes the record incomplete.
+    pub(crate) fn logged(&mut self, slot: &[u8; layout::SLOT_BYTES]) {
+        match logged_event(slot) {
+            Some(event) if self.hidden.as_ref() == Some(&event.path) => {}
+            Some(event) => self.events.push(event),
+            None => self.incomplete.push(
+                "a slot of the preload library's log does not parse (a process of the compile \
+                 wrote into the log)"
+                    .to_owned(),
+            ),
         }
     }
 
@@ -480,6 +507,9 @@ impl Recorder {
         op: impl FnOnce(&Observed) -> Op,
     ) -> Observed {
         let observed = observe::observe(&named.path, follow);
+        if self.hidden.as_ref() == Some(&named.path) {
+            return observed;
+        }
         let op = op(&observed);
         self.events.push(Event {
             pid: pid.as_raw() as u32,
@@ -584,6 +614,66 @@ impl Recorder {
             }
         }
     }
+}
+
+/// The event of one committed log slot; `None` if it does not parse.
+fn logged_event(slot: &[u8; layout::SLOT_BYTES]) -> Option<Event> {
+    use layout::*;
+    let u32_at = |at: usize| Some(u32::from_le_bytes(slot.get(at..at + 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(slot.get(at..at + 8)?.try_into().ok()?));
+    let u16_at = |at: usize| Some(u16::from_le_bytes(slot.get(at..at + 2)?.try_into().ok()?));
+    if u32_at(SLOT_CALL)? != CALL_OPEN {
+        return None;
+    }
+    let (cwd_len, given_len) =
+        (usize::from(u16_at(SLOT_CWD_LEN)?), usize::from(u16_at(SLOT_GIVEN_LEN)?));
+    let cwd = slot.get(SLOT_TEXT..SLOT_TEXT + cwd_len)?;
+    let given = slot.get(SLOT_TEXT + cwd_len..SLOT_TEXT + cwd_len + given_len)?;
+    if given.is_empty()
+        || (cwd_len == 0) != given.starts_with(b"/")
+        || (cwd_len > 0 && !cwd.starts_with(b"/"))
+    {
+        return None;
+    }
+    let given = OsStr::from_bytes(given).to_owned();
+    let cwd_relative = cwd_len > 0;
+    let path = if cwd_relative {
+        join(Path::new(OsStr::from_bytes(cwd)), &given)
+    } else {
+        PathBuf::from(&given)
+    };
+    let errno = u32_at(SLOT_ERRNO)? as i32;
+    let observed = match errno {
+        0 => {
+            let time = |sec: usize, nsec: usize| -> Option<i128> {
+                Some(i128::from(u64_at(sec)? as i64) * 1_000_000_000 + i128::from(u32_at(nsec)?))
+            };
+            let mode = u32_at(SLOT_MODE)?;
+            let stamp = FileStamp {
+                dev: libc::makedev(u32_at(SLOT_DEV_MAJOR)?, u32_at(SLOT_DEV_MINOR)?),
+                ino: u64_at(SLOT_INO)?,
+                size_bytes: u64_at(SLOT_SIZE)?,
+                mtime_ns: time(SLOT_MTIME_SEC, SLOT_MTIME_NSEC)?,
+                ctime_ns: time(SLOT_CTIME_SEC, SLOT_CTIME_NSEC)?,
+                mode,
+            };
+            match mode & libc::S_IFMT {
+                libc::S_IFREG => Observed::File(stamp),
+                libc::S_IFDIR => Observed::Directory(stamp),
+                // No stamp: `statx` of the new descriptor failed.
+                0 => return None,
+                _ => Observed::Other,
+            }
+        }
+        libc::ENOENT | libc::ENOTDIR => Observed::Absent,
+        // EACCES, ELOOP, EMFILE, …: the open failed for a reason other than absence, so
+        // the path is looked at as a stopped call's is (later, which only ever errs towards
+        // a mismatch).
+        _ => observe::observe(&path, Follow::Yes),
+    };
+    let op =
+        if matches!(observed, Observed::Directory(_)) { Op::OpenDirectory } else { Op::OpenRead };
+    Some(Event { pid: u32_at(SLOT_TID)?, op, path, cwd_relative, given, observed })
 }
 
 /// `base` + `/` + `name`, as bytes: no normalisation (`a/../b` stays, since the kernel

@@ -101,6 +101,7 @@ mod decode;
 mod notify;
 mod observe;
 mod pin;
+pub mod preload;
 pub mod shim;
 mod syscalls;
 mod tracee;
@@ -214,6 +215,10 @@ pub struct Request<'a> {
     /// Run the tracer and the traced tree on one CPU while it is not contended (the cost of
     /// a stop is a fraction there); by default true.
     pub pin: bool,
+    /// The preload library (`libstrata_preload.so`, as written by the launcher) that takes
+    /// the tree's file opens without a stop under notification; `None`: every traced call
+    /// stops. Ignored under ptrace.
+    pub preload: Option<&'a Path>,
 }
 
 impl<'a> Request<'a> {
@@ -230,6 +235,7 @@ impl<'a> Request<'a> {
             coverage: Coverage::default(),
             linger: DEFAULT_LINGER,
             pin: true,
+            preload: None,
         }
     }
 }

@@ -41,7 +41,9 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -49,10 +51,11 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::unistd::Pid;
-use seccomp_notify::{Listener, Notification};
+use seccomp_notify::log::layout;
+use seccomp_notify::{Listener, Notification, SharedLog};
 
 use super::decode::Recorder;
-use super::pin::Pin;
+use super::pin::{CHECK_EVERY, Pin};
 use super::syscalls::{self, Stop};
 use super::{Error, Request, Traced, drain, outputs};
 
@@ -109,17 +112,41 @@ pub(crate) fn being_traced() -> bool {
     }) != Some(false)
 }
 
-/// Runs `request.program` under the notification supervisor.
+/// Runs `request.program` under the notification supervisor, with the preload library's
+/// fast path when [`Request::preload`] names it. Where the dynamic loader could not load
+/// the library in some process (it says so on stderr, naming it: a 32-bit program, a
+/// damaged file), the compile runs again without it, so that its output is the compiler's.
 ///
 /// # Errors
 /// [`Failed::Busy`] under another listener; otherwise [`Error::Refused`] when the filter or
 /// its listener cannot be installed (the program did not run); [`Error::Spawn`] when the
 /// program cannot be started; [`Error::Trace`] when the supervision failed on the way.
 pub(crate) fn run(request: &Request<'_>) -> Result<Traced, Failed> {
+    let traced = run_with(request, request.preload)?;
+    match request.preload {
+        Some(library)
+            if memchr::memmem::find(&traced.stderr, library.as_os_str().as_bytes()).is_some() =>
+        {
+            run_with(request, None)
+        }
+        _ => Ok(traced),
+    }
+}
+
+/// [`run`] with `preload` as the library, or none.
+fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<Traced, Failed> {
     let program = request.program.to_owned();
     let refused =
         |reason: String| Failed::Other(Error::Refused { program: program.clone(), reason });
-    let filter = syscalls::program(request.coverage, Stop::Notify)
+    let cookie = fastrand::u64(1..);
+    // Without a log (memfd refused) the compile is traced without the fast path.
+    let mut shared = preload.and_then(|library| {
+        let log = SharedLog::create().ok()?;
+        let value = log.env_value(cookie).ok()?;
+        Some((library, log, value))
+    });
+    let pass = shared.as_ref().map(|_| cookie);
+    let filter = syscalls::program(request.coverage, Stop::Notify, pass)
         .map_err(|e| refused(format!("seccomp filter: {e}")))?
         .into_iter()
         .map(|i| seccomp_notify::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k })
@@ -136,6 +163,14 @@ pub(crate) fn run(request: &Request<'_>) -> Result<Traced, Failed> {
     if let Some(dir) = request.current_dir {
         command.current_dir(dir);
     }
+    if let Some((library, _, value)) = &shared {
+        let mut preload = library.as_os_str().to_owned();
+        if let Some(theirs) = crate::config::var("LD_PRELOAD") {
+            preload.push(":");
+            preload.push(theirs);
+        }
+        command.env("LD_PRELOAD", preload).env(layout::LOG_ENV, value);
+    }
     let handoff = seccomp_notify::install_on_spawn(&mut command, filter)
         .map_err(|e| refused(format!("seccomp listener: {e}")))?;
     let stdout = drain(Some(out_read));
@@ -148,7 +183,11 @@ pub(crate) fn run(request: &Request<'_>) -> Result<Traced, Failed> {
         child
     });
     let listener = match handoff.receive() {
-        Ok(Some(listener)) => listener,
+        Ok(Some(listener)) => {
+            // Best effort: kernels before 6.6 wake across CPUs as before.
+            let _ = listener.wake_synchronously();
+            listener
+        }
         Ok(None) | Err(_) => {
             let reason = match spawner.join() {
                 Ok(Err(e)) if e.raw_os_error() == Some(libc::EBUSY) => {
@@ -170,7 +209,12 @@ pub(crate) fn run(request: &Request<'_>) -> Result<Traced, Failed> {
             return Err(refused(reason));
         }
     };
-    let mut recorder = supervise(&listener, request.linger, request.pin);
+    let mut recorder = Recorder::new(Stop::Notify);
+    let log = shared.as_mut().map(|(library, log, _)| {
+        recorder.hide(library.to_path_buf());
+        log
+    });
+    supervise(&listener, request.linger, request.pin, &mut recorder, log);
     if recorder.stops == 0 {
         // The program's `exec` always stops, unless a filter of higher precedence answered.
         recorder.incomplete.push(
@@ -224,6 +268,8 @@ struct Tree {
     killed: Option<Instant>,
     /// How many pidfds may be held before the next sweep of ended ones.
     sweep_at: usize,
+    /// The process that stopped last (whose wait for its CPU the pin samples).
+    last: Option<Pid>,
 }
 
 impl Tree {
@@ -283,9 +329,17 @@ fn ended(pidfd: &OwnedFd) -> bool {
 }
 
 /// Answers notifications until no process uses the filter, or the linger after the root's
-/// end has passed and the killed descendants are gone (or 1 s more).
-fn supervise(listener: &Listener, linger: Duration, pin: bool) -> Recorder {
-    let mut recorder = Recorder::new(Stop::Notify);
+/// end has passed and the killed descendants are gone (or 1 s more). With the preload
+/// library's `log`, the slots committed so far are recorded before each stop (so that an
+/// open a process made before the call that stopped is recorded before it), and the rest
+/// at the end; a slot reserved but never committed makes the record incomplete.
+fn supervise(
+    listener: &Listener,
+    linger: Duration,
+    pin: bool,
+    recorder: &mut Recorder,
+    mut log: Option<&mut SharedLog>,
+) {
     let mut tree = Tree::default();
     let mut pinned: Option<Pin> = None;
     loop {
@@ -315,6 +369,11 @@ fn supervise(listener: &Listener, linger: Duration, pin: bool) -> Recorder {
         };
         let left = until.map(|until| until.saturating_duration_since(now).as_millis() + 1);
         let left = if unwatched.is_some() { Some(left.unwrap_or(50).min(50)) } else { left };
+        // A pinned tree is checked for contention at stops; with the preload library a
+        // compile may run for seconds without one, so also every CHECK_EVERY.
+        let checking = pinned.as_ref().is_some_and(Pin::holds) && tree.last.is_some();
+        let every = CHECK_EVERY.as_millis();
+        let left = if checking { Some(left.unwrap_or(every).min(every)) } else { left };
         let timeout = left.map_or(PollTimeout::NONE, |left| {
             PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
         });
@@ -336,6 +395,9 @@ fn supervise(listener: &Listener, linger: Duration, pin: bool) -> Recorder {
             (fds.first().map(events), fds.get(1).map(events).is_some_and(|e| !e.is_empty()));
         drop(fds);
         let root_ended = root_ended || unwatched.is_some_and(gone);
+        if let (Some(pin), Some(last)) = (pinned.as_mut(), tree.last) {
+            pin.check(last, tree.live());
+        }
         if root_ended {
             if let Some((_, fd)) = tree.root.as_mut() {
                 *fd = None;
@@ -346,7 +408,10 @@ fn supervise(listener: &Listener, linger: Duration, pin: bool) -> Recorder {
         if listener_events.contains(PollFlags::POLLIN) {
             match listener.receive() {
                 Ok(notification) => {
-                    answer(listener, notification, &mut recorder, &mut tree, &mut pinned, pin);
+                    if let Some(log) = log.as_deref_mut() {
+                        log.drain(|slot| recorder.logged(slot));
+                    }
+                    answer(listener, notification, recorder, &mut tree, &mut pinned, pin);
                 }
                 // The caller died or was interrupted before the notification was taken.
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
@@ -360,7 +425,16 @@ fn supervise(listener: &Listener, linger: Duration, pin: bool) -> Recorder {
             break;
         }
     }
-    recorder
+    if let Some(log) = log {
+        log.drain(|slot| recorder.logged(slot));
+        if log.unfinished() > 0 {
+            recorder.incomplete.push(format!(
+                "{} open(s) through the preload library were never logged as done (a process \
+                 ended inside one)",
+                log.unfinished()
+            ));
+        }
+    }
 }
 
 /// Records one stopped call and lets it go on.
@@ -375,6 +449,7 @@ fn answer(
     let pid = Pid::from_raw(i32::try_from(notification.pid).unwrap_or(i32::MAX));
     recorder.progressed(pid);
     tree.seen(pid);
+    tree.last = Some(pid);
     if tree.root.is_none() {
         // The first stop is the root's `exec`: nothing else uses the filter yet.
         let fd =

@@ -91,7 +91,13 @@ impl Pin {
         })
     }
 
-    /// Called at a stop of `stopped`: every [`CHECK_EVERY`], gives the tracer and the
+    /// Whether the pin still holds (it was not given up).
+    pub(crate) fn holds(&self) -> bool {
+        !self.released
+    }
+
+    /// Called at a stop of `stopped` (under notification also every [`CHECK_EVERY`]
+    /// without one, with the last process that stopped): every [`CHECK_EVERY`], gives the tracer and the
     /// `live` tracees their former mask back for good when `stopped` waited for its CPU
     /// more than a quarter of the time while another CPU idled more than half of it.
     pub(crate) fn check(&mut self, stopped: Pid, live: impl Iterator<Item = Pid>) {

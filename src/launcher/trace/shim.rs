@@ -78,7 +78,7 @@ pub fn prepare(mut args: impl Iterator<Item = OsString>) -> Result<ShimExec, Shi
         return Err(ShimFailure::refused("tracing", super::unsupported()));
     }
     nix::sys::ptrace::traceme().map_err(|e| ShimFailure::refused("PTRACE_TRACEME", e))?;
-    let program = super::syscalls::program(coverage, super::syscalls::Stop::Ptrace)
+    let program = super::syscalls::program(coverage, super::syscalls::Stop::Ptrace, None)
         .map_err(|e| ShimFailure::refused("seccomp filter", e))?;
     seccompiler::apply_filter(&program).map_err(|e| ShimFailure::refused("seccomp filter", e))?;
     nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP)

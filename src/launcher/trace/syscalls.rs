@@ -320,11 +320,17 @@ fn jump(code: u16, k: u32, jt: usize, jf: usize) -> Result<sock_filter, String> 
 /// another ABI, `ALLOW` for the rest. Under ptrace `clone` stops only with `CLONE_UNTRACED`
 /// in its flags and `fork`/`vfork` never (the tracer learns of children from ptrace
 /// events); under notification all three always stop. `newfstatat` and `statx` stop only
-/// without `AT_EMPTY_PATH` (with it they are `fstat`).
+/// without `AT_EMPTY_PATH` (with it they are `fstat`). With `pass`, an `openat` whose
+/// sixth argument (unused by `openat`) is that cookie is allowed: the preload library made
+/// it and logged it (`crates/preload/src/lib.rs`).
 ///
 /// # Errors
 /// A description if the tree does not fit classic BPF's 8-bit jumps (a bug in the table).
-pub(crate) fn program(coverage: Coverage, stop: Stop) -> Result<Vec<sock_filter>, String> {
+pub(crate) fn program(
+    coverage: Coverage,
+    stop: Stop,
+    pass: Option<u64>,
+) -> Result<Vec<sock_filter>, String> {
     let mut calls: Vec<(u32, u16, Call)> = table()
         .map(|(data, traced)| (u32::try_from(traced.nr).unwrap_or(u32::MAX), data, traced.call))
         .collect();
@@ -343,7 +349,7 @@ pub(crate) fn program(coverage: Coverage, stop: Stop) -> Result<Vec<sock_filter>
         program.push(jump(BPF_JMP_JGE_K, X32_SYSCALL_BIT, 0, 1)?);
         program.push(foreign.clone());
     }
-    program.extend(tree(&calls, stop)?);
+    program.extend(tree(&calls, stop, pass)?);
     if program.len() > usize::from(u16::MAX) {
         return Err(format!("BPF program of {} instructions", program.len()));
     }
@@ -352,11 +358,15 @@ pub(crate) fn program(coverage: Coverage, stop: Stop) -> Result<Vec<sock_filter>
 
 /// The decision tree over `calls` (sorted by number), with the number in the accumulator.
 /// Every path through it ends in a return.
-fn tree(calls: &[(u32, u16, Call)], stop: Stop) -> Result<Vec<sock_filter>, String> {
+fn tree(
+    calls: &[(u32, u16, Call)],
+    stop: Stop,
+    pass: Option<u64>,
+) -> Result<Vec<sock_filter>, String> {
     if calls.len() <= 4 {
         let mut out = Vec::new();
         for &(nr, data, call) in calls {
-            let block = leaf(data, call, stop);
+            let block = leaf(data, call, stop, pass);
             out.push(jump(BPF_JMP_JEQ_K, nr, 0, block.len())?);
             out.extend(block);
         }
@@ -364,8 +374,8 @@ fn tree(calls: &[(u32, u16, Call)], stop: Stop) -> Result<Vec<sock_filter>, Stri
         return Ok(out);
     }
     let (low, high) = calls.split_at(calls.len() / 2);
-    let left = tree(low, stop)?;
-    let right = tree(high, stop)?;
+    let left = tree(low, stop, pass)?;
+    let right = tree(high, stop, pass)?;
     let pivot = high.first().map_or(0, |&(nr, _, _)| nr);
     let mut out = vec![jump(BPF_JMP_JGE_K, pivot, left.len(), 0)?];
     out.extend(left);
@@ -373,10 +383,19 @@ fn tree(calls: &[(u32, u16, Call)], stop: Stop) -> Result<Vec<sock_filter>, Stri
     Ok(out)
 }
 
-/// What runs once the number matched: a return, or for `clone` a look at the flags.
-fn leaf(data: u16, call: Call, stop: Stop) -> Vec<sock_filter> {
+/// What runs once the number matched: a return, or for `clone` a look at the flags, or
+/// for `openat` with a cookie a look at the sixth argument.
+fn leaf(data: u16, call: Call, stop: Stop, pass: Option<u64>) -> Vec<sock_filter> {
     let trace = stmt(BPF_RET_K, stop.ret() | u32::from(data));
     match call {
+        Call::Openat if let Some(cookie) = pass => vec![
+            stmt(BPF_LD_W_ABS, offset_arg(5)),
+            sock_filter { code: BPF_JMP_JEQ_K, jt: 0, jf: 2, k: cookie as u32 },
+            stmt(BPF_LD_W_ABS, offset_arg(5) + 4),
+            sock_filter { code: BPF_JMP_JEQ_K, jt: 1, jf: 0, k: (cookie >> 32) as u32 },
+            trace,
+            stmt(BPF_RET_K, RET_ALLOW),
+        ],
         Call::Fork if stop == Stop::Ptrace => vec![stmt(BPF_RET_K, RET_ALLOW)],
         Call::Clone if stop == Stop::Ptrace => vec![
             stmt(BPF_LD_W_ABS, offset_arg(0)),
@@ -407,6 +426,9 @@ mod tests {
                 OFFSET_NR => nr,
                 OFFSET_ARCH => arch,
                 o if (16..64).contains(&o) && o % 8 == 0 => args[((o - 16) / 8) as usize] as u32,
+                o if (16..64).contains(&o) && o % 8 == 4 => {
+                    (args[((o - 20) / 8) as usize] >> 32) as u32
+                }
                 o => panic!("load at {o}"),
             }
         };
@@ -432,7 +454,7 @@ mod tests {
 
     #[test]
     fn every_traced_call_stops_with_its_index_and_others_pass() {
-        let program = program(Coverage::Full, Stop::Ptrace).unwrap();
+        let program = program(Coverage::Full, Stop::Ptrace, None).unwrap();
         let traced: Vec<(u16, &Traced)> = table().collect();
         for &(data, traced) in &traced {
             let want = if matches!(traced.call, Call::Clone | Call::Fork) {
@@ -456,7 +478,7 @@ mod tests {
     /// whatever their flags, and a foreign call stops as foreign.
     #[test]
     fn under_notification_every_traced_call_and_every_clone_stops() {
-        let program = program(Coverage::Full, Stop::Notify).unwrap();
+        let program = program(Coverage::Full, Stop::Notify, None).unwrap();
         let notify = seccomp_notify::RET_USER_NOTIF;
         for (data, traced) in table() {
             let got = interpret(&program, traced.nr as u32, NATIVE_ARCH, [0; 6]);
@@ -472,9 +494,32 @@ mod tests {
         }
     }
 
+    /// With a cookie, an `openat` carrying it in its sixth argument passes, and one with
+    /// either half of it wrong stops; no other call looks at the cookie.
+    #[test]
+    fn an_openat_carrying_the_cookie_passes_and_any_other_stops() {
+        let cookie = 0x0123_4567_89ab_cdef_u64;
+        let program = program(Coverage::WithoutReadlink, Stop::Notify, Some(cookie)).unwrap();
+        let notify = seccomp_notify::RET_USER_NOTIF;
+        let openat = libc::SYS_openat as u32;
+        let (data, _) = table().find(|(_, t)| t.call == Call::Openat).unwrap();
+        let with = |sixth: u64| interpret(&program, openat, NATIVE_ARCH, [0, 0, 0, 0, 0, sixth]);
+        assert_eq!(with(cookie), RET_ALLOW);
+        assert_eq!(with(0), notify | u32::from(data));
+        assert_eq!(with(cookie & 0xffff_ffff), notify | u32::from(data));
+        assert_eq!(with(cookie & !0xffff_ffff), notify | u32::from(data));
+        assert_eq!(with(cookie ^ 1), notify | u32::from(data));
+        let (exec, traced) = table().find(|(_, t)| t.call == Call::Execve).unwrap();
+        let args = [0, 0, 0, 0, 0, cookie];
+        assert_eq!(
+            interpret(&program, traced.nr as u32, NATIVE_ARCH, args),
+            notify | u32::from(exec)
+        );
+    }
+
     #[test]
     fn calls_of_another_abi_stop_as_foreign() {
-        let program = program(Coverage::Full, Stop::Ptrace).unwrap();
+        let program = program(Coverage::Full, Stop::Ptrace, None).unwrap();
         let foreign = RET_TRACE | u32::from(FOREIGN);
         // i386 `read` (3) and `open` (5).
         assert_eq!(interpret(&program, 3, 0x4000_0003, [0; 6]), foreign);
@@ -486,7 +531,7 @@ mod tests {
 
     #[test]
     fn flags_decide_for_clone_and_fstat_like_calls() {
-        let program = program(Coverage::Full, Stop::Ptrace).unwrap();
+        let program = program(Coverage::Full, Stop::Ptrace, None).unwrap();
         let (data, clone) = nr_of(Call::Clone);
         let untraced = [u64::from(CLONE_UNTRACED) | 0x11, 0, 0, 0, 0, 0];
         assert_eq!(
@@ -513,8 +558,8 @@ mod tests {
 
     #[test]
     fn readlink_stops_only_with_full_coverage() {
-        let full = program(Coverage::Full, Stop::Ptrace).unwrap();
-        let lean = program(Coverage::WithoutReadlink, Stop::Ptrace).unwrap();
+        let full = program(Coverage::Full, Stop::Ptrace, None).unwrap();
+        let lean = program(Coverage::WithoutReadlink, Stop::Ptrace, None).unwrap();
         let (data, readlinkat) = nr_of(Call::Readlinkat);
         assert_eq!(
             interpret(&full, readlinkat.nr as u32, NATIVE_ARCH, [0; 6]),

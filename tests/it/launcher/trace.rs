@@ -8,7 +8,8 @@
 //! [`RUN_TIMEOUT`].
 //!
 //! Every test runs with ptrace; the ones in [`notify`] run the same test again with seccomp
-//! user notification ([`Mechanism::Notify`]): both mechanisms must give the same record.
+//! user notification ([`Mechanism::Notify`]), and the ones in [`preload`] once more with the
+//! preload library taking file opens without a stop: every way must give the same record.
 
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
@@ -27,6 +28,21 @@ thread_local! {
     /// The mechanism the test on this thread traces with ([`Mechanism::Ptrace`] unless a
     /// wrapper in [`notify`] set it).
     static MECHANISM: Cell<Mechanism> = const { Cell::new(Mechanism::Ptrace) };
+    /// Whether the test on this thread gives the run the preload library (set by the
+    /// wrappers in [`preload`], with [`Mechanism::Notify`]).
+    static PRELOAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The preload library, written once per test process under a directory of its own.
+fn preload_library() -> &'static Path {
+    static LIBRARY: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
+    &LIBRARY
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = trace::preload::library(dir.path()).expect("the preload library");
+            (dir, path)
+        })
+        .1
 }
 
 /// The tests that run again under seccomp user notification: every test of this file but
@@ -45,6 +61,43 @@ mod notify {
     }
 
     again_under_notification!(
+        trace_gcc_c_records_inputs_absent_lookups_and_the_object,
+        trace_gxx_c_records_inputs_absent_lookups_and_the_object,
+        trace_clang_c_records_inputs_absent_lookups_and_the_object,
+        trace_gcc_pipe_records_the_processes_of_the_pipeline,
+        trace_shell_script_wrapper_records_the_interpreter_and_the_real_compiler,
+        trace_follows_vfork_clone3_posix_spawn_and_threads,
+        trace_resolves_dirfd_and_cwd_relative_paths_of_every_kind_of_call,
+        trace_full_coverage_records_readlink,
+        trace_reads_path_arguments_up_to_unmapped_pages_and_across_pages,
+        trace_a_static_binary_has_no_loader_event,
+        trace_captures_stdout_and_stderr_byte_for_byte_and_inherits_stdin,
+        trace_propagates_exit_codes_and_signals_and_delivers_signals,
+        trace_waits_for_descendants_that_outlive_the_root_and_kills_them_after_linger,
+        trace_reports_a_program_that_cannot_be_run,
+        trace_marks_what_it_cannot_observe_as_incomplete,
+        trace_reads_a_working_directory_afresh_after_it_was_renamed,
+        trace_runs_the_tree_on_the_tracers_cpu_and_gives_the_tracer_its_mask_back,
+    );
+}
+
+/// The tests of [`notify`] once more with the preload library: opens for reading made
+/// through libc's `open` family are logged by the library and pass the filter.
+mod preload {
+    use super::{MECHANISM, Mechanism, PRELOAD};
+
+    macro_rules! again_with_the_preload_library {
+        ($($test:ident),* $(,)?) => {$(
+            #[test]
+            fn $test() {
+                MECHANISM.set(Mechanism::Notify);
+                PRELOAD.set(true);
+                super::$test();
+            }
+        )*};
+    }
+
+    again_with_the_preload_library!(
         trace_gcc_c_records_inputs_absent_lookups_and_the_object,
         trace_gxx_c_records_inputs_absent_lookups_and_the_object,
         trace_clang_c_records_inputs_absent_lookups_and_the_object,
@@ -97,6 +150,7 @@ fn try_traced(dir: &Path, argv: &[&str], setup: Setup<'_>) -> Result<Traced, Err
     let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
     let shim = setup.shim.to_owned();
     let mechanism = MECHANISM.get();
+    let preload = PRELOAD.get().then(preload_library);
     let (send, receive) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let program = PathBuf::from(&argv[0]);
@@ -107,6 +161,7 @@ fn try_traced(dir: &Path, argv: &[&str], setup: Setup<'_>) -> Result<Traced, Err
         request.coverage = setup.coverage;
         request.linger = setup.linger;
         request.pin = setup.pin;
+        request.preload = preload;
         let _ = send.send(trace::run(&request));
     });
     receive.recv_timeout(RUN_TIMEOUT).expect("the traced run did not end within RUN_TIMEOUT")
@@ -971,4 +1026,154 @@ fn trace_runs_the_tree_on_the_tracers_cpu_and_gives_the_tracer_its_mask_back() {
     }
     let (before, after, tracee) = traced_mask(false);
     assert_eq!((after.as_str(), tracee.as_str()), (before.as_str(), before.as_str()));
+}
+
+/// Runs `argv` in `dir` under notification, with the preload library or without.
+fn notified(dir: &Path, argv: &[&str], preload: bool) -> Traced {
+    MECHANISM.set(Mechanism::Notify);
+    PRELOAD.set(preload);
+    try_traced(dir, argv, Setup::default()).unwrap_or_else(|e| panic!("{argv:?}: {e:?}"))
+}
+
+/// The events of `t` that name a file under `dir`, as (op, path, given, observed).
+fn under(t: &Traced, dir: &Path) -> Vec<(Op, PathBuf, OsString, Observed)> {
+    let mut events: Vec<_> = t
+        .events
+        .iter()
+        .filter(|e| e.path.starts_with(dir))
+        .map(|e| (e.op.clone(), e.path.clone(), e.given.clone(), e.observed.clone()))
+        .collect();
+    events.sort_by(|a, b| a.1.cmp(&b.1));
+    events
+}
+
+/// The library takes the opens for reading of a dynamically linked program: the record is
+/// the one the stops give (same events, same observations, relative names joined to the
+/// working directory), with at least one stop fewer per file, and the library itself
+/// (which the dynamic loader opens) is in no event.
+#[test]
+fn trace_preload_takes_opens_without_stops_and_records_what_stops_record() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("preload-opens");
+    let mut argv = vec!["cat".to_owned()];
+    for i in 0..40 {
+        write_file(&dir.join(format!("f{i}.txt")), format!("{i}\n"));
+        argv.push(if i % 2 == 0 {
+            format!("f{i}.txt")
+        } else {
+            format!("{}/f{i}.txt", dir.display())
+        });
+    }
+    argv.push("missing.txt".to_owned());
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let stopped = notified(&dir, &argv, false);
+    let logged = notified(&dir, &argv, true);
+    assert_eq!(stopped.status.code(), Some(1), "cat fails on the missing file");
+    assert_eq!(logged.stdout, stopped.stdout);
+    assert_eq!(logged.stderr, stopped.stderr);
+    assert_eq!(logged.incomplete, Vec::<String>::new());
+    let events = under(&logged, &dir);
+    assert_eq!(events, under(&stopped, &dir));
+    assert_eq!(events.len(), 41, "{events:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|(_, _, given, observed)| given == "missing.txt" && *observed == Observed::Absent)
+    );
+    // 41 opens without a stop; the dynamic loader's open of the library is one more stop.
+    assert!(
+        logged.stops + 40 <= stopped.stops,
+        "{} stops with the library, {} without",
+        logged.stops,
+        stopped.stops
+    );
+    let library = preload_library().to_string_lossy().into_owned();
+    assert!(
+        !stopped
+            .events
+            .iter()
+            .chain(&logged.events)
+            .any(|e| e.path.to_string_lossy().contains(&library))
+    );
+}
+
+/// A process that replaces or closes the log's descriptor before it starts a program: the
+/// library in that program finds no log (the descriptor is not the launcher's memfd any
+/// more), so its opens stop, and nothing is written into the file now at that number.
+#[test]
+fn trace_preload_log_descriptor_replaced_or_closed_falls_back_to_stops() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("preload-replaced");
+    write_file(&dir.join("input.txt"), "input\n");
+    write_file(&dir.join("victim.txt"), "victim\n");
+    for redirect in ["<>victim.txt", "<&-"] {
+        let script = format!(
+            "fd=${{STRATA_TRACE_LOG%%:*}}; test -n \"$fd\" || exit 9; eval \"exec $fd{redirect}\"; cat input.txt"
+        );
+        let t = notified(&dir, &["sh", "-c", &script], true);
+        assert!(
+            t.status.success(),
+            "{redirect}: {} {}",
+            t.status,
+            String::from_utf8_lossy(&t.stderr)
+        );
+        assert_eq!(t.stdout, b"input\n");
+        assert_eq!(t.incomplete, Vec::<String>::new(), "{redirect}");
+        assert_eq!(at(&t, &dir.join("input.txt")).len(), 1, "{redirect}: {:#?}", t.events);
+        assert_eq!(std::fs::read_to_string(dir.join("victim.txt")).unwrap(), "victim\n");
+    }
+}
+
+/// What a process of the compile does to the log itself: a slot reserved and never
+/// committed (a process that died inside an open) and a committed slot that does not
+/// parse each make the record incomplete.
+#[test]
+fn trace_preload_unfinished_or_damaged_log_slots_make_the_record_incomplete() {
+    require_tool("python3", "apt-get install python3");
+    let ctx = TestContext::new();
+    let dir = ctx.path("preload-damaged");
+    let script = r#"
+import mmap, os, sys
+fd = int(os.environ["STRATA_TRACE_LOG"].split(":")[0])
+m = mmap.mmap(fd, 32 << 20)
+index = int.from_bytes(m[8:12], "little")
+m[8:12] = (index + 1).to_bytes(4, "little")
+slot = 4096 + 512 * index
+if sys.argv[1] == "damaged":
+    m[slot + 8:slot + 12] = (99).to_bytes(4, "little")
+    m[slot:slot + 4] = (1).to_bytes(4, "little")
+"#;
+    write_file(&dir.join("log.py"), script);
+    for (mode, needle) in [("unfinished", "never logged as done"), ("damaged", "does not parse")] {
+        let t = notified(&dir, &["python3", "log.py", mode], true);
+        assert!(t.status.success(), "{mode}: {}", String::from_utf8_lossy(&t.stderr));
+        assert_eq!(t.incomplete.len(), 1, "{mode}: {:?}", t.incomplete);
+        assert!(t.incomplete[0].contains(needle), "{mode}: {:?}", t.incomplete);
+    }
+}
+
+/// A library the dynamic loader cannot load (here a damaged file; elsewhere a 32-bit
+/// program of the tree) makes it print an error naming the library into the program's
+/// stderr: the program runs again without the library, and its output is its own.
+#[test]
+fn trace_preload_the_loader_cannot_load_is_dropped_and_the_output_is_the_programs() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("preload-broken");
+    let broken = dir.join("libbroken.so");
+    write_file(&broken, "not an ELF file\n");
+    write_file(&dir.join("input.txt"), "input\n");
+    let argv: Vec<OsString> =
+        ["sh", "-c", "cat input.txt; echo done >&2"].iter().map(OsString::from).collect();
+    let program = PathBuf::from("sh");
+    let mut request = Request::new(&program, &argv[0], &argv[1..]);
+    request.current_dir = Some(&dir);
+    request.mechanism = Mechanism::Notify;
+    request.preload = Some(&broken);
+    let t = trace::run(&request).unwrap();
+    assert!(t.status.success());
+    assert_eq!(t.stdout, b"input\n");
+    assert_eq!(String::from_utf8_lossy(&t.stderr), "done\n");
+    assert_eq!(t.incomplete, Vec::<String>::new());
+    assert_eq!(at(&t, &dir.join("input.txt")).len(), 1);
+    assert!(!t.events.iter().any(|e| e.path == broken), "{:#?}", t.events);
 }

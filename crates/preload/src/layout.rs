@@ -1,0 +1,68 @@
+// The shared open log between `libstrata_preload.so` (the writer, in every process of a
+// traced compile) and the launcher (the reader: crate `seccomp-notify`, `SharedLog`).
+// Included by both (`include!`), so that the two cannot disagree. Little-endian, native
+// word sizes of x86_64 and aarch64.
+//
+// A memfd of `LOG_BYTES` bytes: a header page, then `LOG_SLOTS` fixed slots of
+// `SLOT_BYTES`. A writer reserves a slot by incrementing the header's counter
+// (`HEADER_RESERVED`, atomic), makes its call, fills the slot, and stores `SLOT_COMMITTED`
+// into the slot's state word last (release). A reserved slot whose state is still 0 is a
+// call under way, or a process that died in one.
+
+/// The environment variable that hands the log to the library:
+/// `<fd>:<dev major>:<dev minor>:<inode>:<cookie, 16 hex digits>` (the numbers decimal).
+pub const LOG_ENV: &str = "STRATA_TRACE_LOG";
+/// The whole memfd, bytes (pages are allocated only as slots are used).
+pub const LOG_BYTES: usize = 32 << 20;
+/// The header, bytes.
+pub const HEADER_BYTES: usize = 4096;
+/// `u64` at 0 of the header: [`LOG_MAGIC`], written by the launcher.
+pub const HEADER_MAGIC: usize = 0;
+/// `u32` at 8 of the header: how many slots were reserved (may exceed [`LOG_SLOTS`]: a
+/// reservation past the end is given up and the call made the traced way).
+pub const HEADER_RESERVED: usize = 8;
+/// The header's magic ("strata-l" version 1).
+pub const LOG_MAGIC: u64 = 0x0153_7472_6174_612d;
+/// One slot, bytes.
+pub const SLOT_BYTES: usize = 512;
+/// How many slots the log has.
+pub const LOG_SLOTS: u32 = ((LOG_BYTES - HEADER_BYTES) / SLOT_BYTES) as u32;
+/// `u32`: 0 while reserved, [`SLOT_COMMITTED`] once complete.
+pub const SLOT_STATE: usize = 0;
+/// The state of a complete slot.
+pub const SLOT_COMMITTED: u32 = 1;
+/// `u32`: the calling thread's id.
+pub const SLOT_TID: usize = 4;
+/// `u32`: what was called, [`CALL_OPEN`].
+pub const SLOT_CALL: usize = 8;
+/// `open`/`openat` for reading (no `O_CREAT`, `O_TRUNC`, `O_PATH`, `O_TMPFILE`,
+/// `O_NOFOLLOW`, `O_DIRECTORY`, `O_EXCL`), relative to the working directory or absolute.
+pub const CALL_OPEN: u32 = 1;
+/// `i32`: the call's flags.
+pub const SLOT_FLAGS: usize = 12;
+/// `i32`: 0 when the call succeeded, else its `errno`.
+pub const SLOT_ERRNO: usize = 16;
+/// `u32`: `stx_mode` of what was opened (`statx` of the new descriptor; 0 on failure).
+pub const SLOT_MODE: usize = 20;
+/// `u32`: `stx_dev_major`.
+pub const SLOT_DEV_MAJOR: usize = 24;
+/// `u32`: `stx_dev_minor`.
+pub const SLOT_DEV_MINOR: usize = 28;
+/// `u64`: `stx_ino`.
+pub const SLOT_INO: usize = 32;
+/// `u64`: `stx_size`, bytes.
+pub const SLOT_SIZE: usize = 40;
+/// `i64`: `stx_mtime`, seconds.
+pub const SLOT_MTIME_SEC: usize = 48;
+/// `u32`: `stx_mtime`, nanoseconds.
+pub const SLOT_MTIME_NSEC: usize = 56;
+/// `i64`: `stx_ctime`, seconds.
+pub const SLOT_CTIME_SEC: usize = 64;
+/// `u32`: `stx_ctime`, nanoseconds.
+pub const SLOT_CTIME_NSEC: usize = 72;
+/// `u16`: bytes of the working directory at [`SLOT_TEXT`] (0 for an absolute path).
+pub const SLOT_CWD_LEN: usize = 76;
+/// `u16`: bytes of the path as given, right after the working directory.
+pub const SLOT_GIVEN_LEN: usize = 78;
+/// The working directory (`getcwd`, without its NUL) then the path as given (no NUL).
+pub const SLOT_TEXT: usize = 80;
