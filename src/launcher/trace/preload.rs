@@ -4,10 +4,10 @@
 //!
 //! The library is built by `build.rs` and embedded here; [`library`] writes it once per
 //! cache root and content, to `<root>/.local/preload/libstrata_preload-<16 hex of its
-//! BLAKE3>.so`, where `LD_PRELOAD` can name it. The supervisor ([`super::notify`]) sets
-//! `LD_PRELOAD` and the log's variable for the compile, lets `openat` calls carrying the
-//! compile's cookie pass its filter, and reads the log's slots as events
-//! ([`super::decode::Recorder::logged`]).
+//! BLAKE3>.so`, where `LD_PRELOAD` can name it. The notification supervisor
+//! (`trace/notify.rs`) sets `LD_PRELOAD` and the log's variable for the compile, lets
+//! `openat` calls carrying the compile's cookie pass its filter, and reads the log's slots
+//! as events (`Recorder::logged` in `trace/decode.rs`).
 
 use std::path::{Path, PathBuf};
 
