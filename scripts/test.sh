@@ -37,6 +37,8 @@ prereqs_s3s_fs
 
 say "cargo fmt --check"
 cargo fmt --all -- --check
+# The preload library is built by build.rs with rustc, outside any Cargo package.
+rustfmt --edition 2024 --check crates/preload/src/lib.rs
 say "cargo clippy"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 say "cargo doc (broken intra-doc links are errors)"
