@@ -10,7 +10,7 @@
 // call under way, or a process that died in one.
 
 /// The environment variable that hands the log to the library:
-/// `<fd>:<dev major>:<dev minor>:<inode>:<cookie, 16 hex digits>` (the numbers decimal).
+/// `<fd>:<dev major>:<dev minor>:<inode>` (decimal).
 pub const LOG_ENV: &str = "STRATA_TRACE_LOG";
 /// The whole memfd, bytes (pages are allocated only as slots are used).
 pub const LOG_BYTES: usize = 32 << 20;
@@ -21,6 +21,14 @@ pub const HEADER_MAGIC: usize = 0;
 /// `u32` at 8 of the header: how many slots were reserved (may exceed [`LOG_SLOTS`]: a
 /// reservation past the end is given up and the call made the traced way).
 pub const HEADER_RESERVED: usize = 8;
+/// `u32` at 12 of the header: set to 1 by a library that finds another `LD_PRELOAD` entry
+/// after its own in a process (a library listed later, whose `open` the library's would
+/// hide): the launcher runs the compile again without the library.
+pub const HEADER_RERUN: usize = 12;
+/// `u64` at 16 of the header: the compile's cookie, which the filter wants in the sixth
+/// argument of an `openat` it lets pass. Kept here rather than in the environment, which
+/// every program of the compile can read and pass on.
+pub const HEADER_COOKIE: usize = 16;
 /// The header's magic ("strata-l" version 1).
 pub const LOG_MAGIC: u64 = 0x0153_7472_6174_612d;
 /// One slot, bytes.

@@ -133,8 +133,8 @@ unsafe extern "C" fn init() {
     let Some(value) = (unsafe { env(LOG_ENV.as_bytes()) }) else { return };
     let mut fields = value.split(|&b| b == b':');
     let mut number = |radix| fields.next().and_then(|f| parse(f, radix));
-    let (Some(fd), Some(major), Some(minor), Some(ino), Some(cookie)) =
-        (number(10), number(10), number(10), number(10), number(16))
+    let (Some(fd), Some(major), Some(minor), Some(ino)) =
+        (number(10), number(10), number(10), number(10))
     else {
         return;
     };
@@ -156,8 +156,30 @@ unsafe extern "C" fn init() {
     if unsafe { (base.add(HEADER_MAGIC) as *const u64).read_volatile() } != LOG_MAGIC {
         return;
     }
+    // The launcher lists this library last. A process that added a library after it (whose
+    // `open`, if it has one, this library's would hide) asks for a run without it.
+    if !unsafe { last_preload() } {
+        let rerun = unsafe { &*(base.add(HEADER_RERUN) as *const AtomicU32) };
+        rerun.store(1, Ordering::Release);
+        return;
+    }
+    let cookie = unsafe { (base.add(HEADER_COOKIE) as *const u64).read_volatile() };
     COOKIE.store(cookie, Ordering::Relaxed);
     LOG.store(base, Ordering::Release);
+}
+
+/// Whether this library is the last entry of `LD_PRELOAD` (entries separated by blanks or
+/// colons), as the launcher set it; true when the variable is not there.
+unsafe fn last_preload() -> bool {
+    let Some(list) = (unsafe { env(b"LD_PRELOAD") }) else { return true };
+    let mut last: &[u8] = &[];
+    let mut ours = false;
+    for entry in list.split(|&b| b == b':' || b == b' ').filter(|e| !e.is_empty()) {
+        let name = entry.rsplit(|&b| b == b'/').next().unwrap_or(entry);
+        ours |= name.starts_with(b"libstrata_preload");
+        last = name;
+    }
+    !ours || last.starts_with(b"libstrata_preload")
 }
 
 /// The value of environment variable `name`.

@@ -27,6 +27,9 @@ pub struct SharedLog {
     next: u32,
     /// Slots looked at while still being written, in slot order.
     pending: Vec<u32>,
+    /// The header was written by a process of the compile: its counter went back or its
+    /// magic changed.
+    tampered: bool,
 }
 
 // SAFETY: the mapping is owned by this value and only read through atomics and copies.
@@ -34,11 +37,12 @@ unsafe impl Send for SharedLog {}
 
 impl SharedLog {
     /// A new, empty log: a memfd of [`LOG_BYTES`] bytes without `FD_CLOEXEC` (so the
-    /// compiler started next inherits it), mapped shared, with the header's magic written.
+    /// compiler started next inherits it), mapped shared, with the header's magic and
+    /// `cookie` (the compile's, [`layout::HEADER_COOKIE`]) written.
     ///
     /// # Errors
     /// The error of `memfd_create`, `ftruncate` or `mmap`.
-    pub fn create() -> io::Result<Self> {
+    pub fn create(cookie: u64) -> io::Result<Self> {
         // SAFETY: a NUL-terminated name and no flags (the descriptor is inherited).
         let raw = unsafe { libc::memfd_create(c"strata-trace-log".as_ptr(), 0) };
         if raw < 0 {
@@ -65,7 +69,9 @@ impl SharedLog {
         }
         let base =
             NonNull::new(map.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave null"))?;
-        let log = Self { fd, base, next: 0, pending: Vec::new() };
+        let log = Self { fd, base, next: 0, pending: Vec::new(), tampered: false };
+        log.word(HEADER_COOKIE).store(cookie as u32, Ordering::Relaxed);
+        log.word(HEADER_COOKIE + 4).store((cookie >> 32) as u32, Ordering::Relaxed);
         log.magic().store(LOG_MAGIC, Ordering::Release);
         Ok(log)
     }
@@ -88,21 +94,24 @@ impl SharedLog {
         self.fd.as_raw_fd()
     }
 
-    /// The value of [`LOG_ENV`] for a compile whose filter lets calls carrying `cookie`
-    /// pass: `<fd>:<dev major>:<dev minor>:<inode>:<cookie in 16 hex digits>`.
+    /// The value of [`LOG_ENV`]: `<fd>:<dev major>:<dev minor>:<inode>`.
     ///
     /// # Errors
     /// The error of `fstat` on the memfd.
-    pub fn env_value(&self, cookie: u64) -> io::Result<String> {
+    pub fn env_value(&self) -> io::Result<String> {
         let meta = std::fs::File::from(self.fd.try_clone()?).metadata()?;
         let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
-        Ok(format!("{}:{major}:{minor}:{}:{cookie:016x}", self.fd(), meta.ino()))
+        Ok(format!("{}:{major}:{minor}:{}", self.fd(), meta.ino()))
     }
 
     /// Calls `visit` with a copy of each slot committed since the last call, in slot order
     /// (slots that were still being written at the last call first).
     pub fn drain(&mut self, mut visit: impl FnMut(&[u8; SLOT_BYTES])) {
-        let reserved = self.word(HEADER_RESERVED).load(Ordering::Acquire).min(LOG_SLOTS);
+        let counted = self.word(HEADER_RESERVED).load(Ordering::Acquire);
+        if counted < self.next || self.magic().load(Ordering::Acquire) != LOG_MAGIC {
+            self.tampered = true;
+        }
+        let reserved = counted.min(LOG_SLOTS);
         let mut still = Vec::new();
         let mut slot = [0u8; SLOT_BYTES];
         let earlier = std::mem::take(&mut self.pending);
@@ -125,6 +134,19 @@ impl SharedLog {
         }
         self.next = self.next.max(reserved);
         self.pending = still;
+    }
+
+    /// Whether a [`SharedLog::drain`] found the header written by someone else than the
+    /// library's writers: the counter lower than before, or the magic changed. Opens may
+    /// then be missing from the log.
+    pub fn tampered(&self) -> bool {
+        self.tampered
+    }
+
+    /// Whether a library asked for the compile to run again without it
+    /// ([`layout::HEADER_RERUN`]).
+    pub fn rerun_requested(&self) -> bool {
+        self.word(HEADER_RERUN).load(Ordering::Acquire) != 0
     }
 
     /// How many reserved slots were not committed at the last [`SharedLog::drain`]: calls
@@ -152,7 +174,7 @@ mod tests {
     /// still being written waits for the next drain.
     #[test]
     fn committed_slots_are_drained_once_and_pending_ones_later() {
-        let mut log = SharedLog::create().unwrap();
+        let mut log = SharedLog::create(0x0123_4567_89ab_cdef).unwrap();
         let commit = |log: &SharedLog, index: usize, tid: u32| {
             let at = HEADER_BYTES + index * SLOT_BYTES;
             log.word(at + SLOT_TID).store(tid, Ordering::Relaxed);
@@ -172,6 +194,14 @@ mod tests {
         assert_eq!(log.unfinished(), 0);
         log.drain(|slot| seen.push(tid(slot)));
         assert_eq!(seen.len(), 3);
-        assert!(log.env_value(0xab).unwrap().ends_with(":00000000000000ab"));
+        assert_eq!(log.env_value().unwrap().split(':').count(), 4);
+        let cookie = |at: usize| u64::from(log.word(HEADER_COOKIE + at).load(Ordering::Relaxed));
+        assert_eq!(cookie(0) | (cookie(4) << 32), 0x0123_4567_89ab_cdef);
+        assert!(!log.tampered() && !log.rerun_requested());
+        log.word(HEADER_RESERVED).store(0, Ordering::Release);
+        log.drain(|_| {});
+        assert!(log.tampered(), "a counter that went back");
+        log.word(HEADER_RERUN).store(1, Ordering::Release);
+        assert!(log.rerun_requested());
     }
 }

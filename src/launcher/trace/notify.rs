@@ -122,27 +122,33 @@ pub(crate) fn being_traced() -> bool {
 /// its listener cannot be installed (the program did not run); [`Error::Spawn`] when the
 /// program cannot be started; [`Error::Trace`] when the supervision failed on the way.
 pub(crate) fn run(request: &Request<'_>) -> Result<Traced, Failed> {
-    let traced = run_with(request, request.preload)?;
-    match request.preload {
-        Some(library)
-            if memchr::memmem::find(&traced.stderr, library.as_os_str().as_bytes()).is_some() =>
-        {
-            run_with(request, None)
-        }
-        _ => Ok(traced),
+    // A library in /etc/ld.so.preload comes after LD_PRELOAD's, so this one's `open` would
+    // hide its `open`.
+    let preload = request
+        .preload
+        .filter(|_| crate::fs::symlink_metadata(Path::new("/etc/ld.so.preload")).is_err());
+    let (traced, rerun) = run_with(request, preload)?;
+    let named = |library: &Path| {
+        memchr::memmem::find(&traced.stderr, library.as_os_str().as_bytes()).is_some()
+    };
+    if rerun || preload.is_some_and(named) {
+        run_with(request, None).map(|(traced, _)| traced)
+    } else {
+        Ok(traced)
     }
 }
 
-/// [`run`] with `preload` as the library, or none.
-fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<Traced, Failed> {
+/// [`run`] with `preload` as the library, or none; true when a process found a library
+/// after it in `LD_PRELOAD` (whose `open` it may have hidden: run again without it).
+fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bool), Failed> {
     let program = request.program.to_owned();
     let refused =
         |reason: String| Failed::Other(Error::Refused { program: program.clone(), reason });
     let cookie = fastrand::u64(1..);
     // Without a log (memfd refused) the compile is traced without the fast path.
     let mut shared = preload.and_then(|library| {
-        let log = SharedLog::create().ok()?;
-        let value = log.env_value(cookie).ok()?;
+        let log = SharedLog::create(cookie).ok()?;
+        let value = log.env_value().ok()?;
         Some((library, log, value))
     });
     let pass = shared.as_ref().map(|_| cookie);
@@ -164,11 +170,13 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<Traced, Fai
         command.current_dir(dir);
     }
     if let Some((library, _, value)) = &shared {
-        let mut preload = library.as_os_str().to_owned();
-        if let Some(theirs) = crate::config::var("LD_PRELOAD") {
+        // Last, so that a library the user preloads sees every call first (its `open`
+        // calls this one's as the next).
+        let mut preload = crate::config::var("LD_PRELOAD").unwrap_or_default();
+        if !preload.is_empty() {
             preload.push(":");
-            preload.push(theirs);
         }
+        preload.push(library.as_os_str());
         command.env("LD_PRELOAD", preload).env(layout::LOG_ENV, value);
     }
     let handoff = seccomp_notify::install_on_spawn(&mut command, filter)
@@ -227,14 +235,16 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<Traced, Fai
     let status = root_status(spawner, &program).map_err(Failed::Other)?;
     let bound = request.linger.max(Duration::from_secs(1));
     let (stdout, stderr) = outputs(stdout, stderr, bound, &mut recorder.incomplete);
-    Ok(Traced {
+    let rerun = shared.as_ref().is_some_and(|(_, log, _)| log.rerun_requested());
+    let traced = Traced {
         status,
         stdout,
         stderr,
         events: recorder.events,
         incomplete: recorder.incomplete,
         stops: recorder.stops,
-    })
+    };
+    Ok((traced, rerun))
 }
 
 /// How the root process ended: its spawn's error, or its status (reaped here).
@@ -427,6 +437,13 @@ fn supervise(
     }
     if let Some(log) = log {
         log.drain(|slot| recorder.logged(slot));
+        if log.tampered() {
+            recorder.incomplete.push(
+                "a process of the compile wrote into the preload library's log (its header \
+                 changed): opens may be missing"
+                    .to_owned(),
+            );
+        }
         if log.unfinished() > 0 {
             recorder.incomplete.push(format!(
                 "{} open(s) through the preload library were never logged as done (a process \

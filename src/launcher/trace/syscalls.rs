@@ -290,6 +290,16 @@ pub(crate) const NATIVE_ARCH: u32 = 0;
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 const CLONE_UNTRACED: u32 = 0x0080_0000;
 const AT_EMPTY_PATH: u32 = 0x1000;
+/// `open` flags the preload library does not take (`crates/preload/src/lib.rs`): any of
+/// them makes an `openat` stop even with the cookie.
+const NOT_TAKEN_FLAGS: u32 = (libc::O_ACCMODE
+    | libc::O_CREAT
+    | libc::O_EXCL
+    | libc::O_TRUNC
+    | libc::O_PATH
+    | libc::O_TMPFILE
+    | libc::O_DIRECTORY
+    | libc::O_NOFOLLOW) as u32;
 
 // Classic BPF as seccomp runs it (`<linux/bpf_common.h>`, `<linux/seccomp.h>`).
 const BPF_LD_W_ABS: u16 = 0x20;
@@ -388,11 +398,15 @@ fn tree(
 fn leaf(data: u16, call: Call, stop: Stop, pass: Option<u64>) -> Vec<sock_filter> {
     let trace = stmt(BPF_RET_K, stop.ret() | u32::from(data));
     match call {
+        // The cookie, and flags of an open for reading that the library takes: a write
+        // carrying the cookie stops all the same.
         Call::Openat if let Some(cookie) = pass => vec![
             stmt(BPF_LD_W_ABS, offset_arg(5)),
-            sock_filter { code: BPF_JMP_JEQ_K, jt: 0, jf: 2, k: cookie as u32 },
+            sock_filter { code: BPF_JMP_JEQ_K, jt: 0, jf: 4, k: cookie as u32 },
             stmt(BPF_LD_W_ABS, offset_arg(5) + 4),
-            sock_filter { code: BPF_JMP_JEQ_K, jt: 1, jf: 0, k: (cookie >> 32) as u32 },
+            sock_filter { code: BPF_JMP_JEQ_K, jt: 0, jf: 2, k: (cookie >> 32) as u32 },
+            stmt(BPF_LD_W_ABS, offset_arg(2)),
+            sock_filter { code: BPF_JMP_JSET_K, jt: 0, jf: 1, k: NOT_TAKEN_FLAGS },
             trace,
             stmt(BPF_RET_K, RET_ALLOW),
         ],
@@ -505,6 +519,15 @@ mod tests {
         let (data, _) = table().find(|(_, t)| t.call == Call::Openat).unwrap();
         let with = |sixth: u64| interpret(&program, openat, NATIVE_ARCH, [0, 0, 0, 0, 0, sixth]);
         assert_eq!(with(cookie), RET_ALLOW);
+        let flagged = |flags: i32| {
+            let args = [0, 0, flags as u64, 0, 0, cookie];
+            interpret(&program, openat, NATIVE_ARCH, args)
+        };
+        assert_eq!(flagged(libc::O_RDONLY | libc::O_CLOEXEC), RET_ALLOW);
+        for flags in [libc::O_WRONLY, libc::O_RDWR | libc::O_CREAT, libc::O_TRUNC, libc::O_NOFOLLOW]
+        {
+            assert_eq!(flagged(flags), notify | u32::from(data), "flags {flags:#o}");
+        }
         assert_eq!(with(0), notify | u32::from(data));
         assert_eq!(with(cookie & 0xffff_ffff), notify | u32::from(data));
         assert_eq!(with(cookie & !0xffff_ffff), notify | u32::from(data));

@@ -1142,9 +1142,19 @@ slot = 4096 + 512 * index
 if sys.argv[1] == "damaged":
     m[slot + 8:slot + 12] = (99).to_bytes(4, "little")
     m[slot:slot + 4] = (1).to_bytes(4, "little")
+if sys.argv[1] == "rewound":
+    m[0:16] = bytes(16)
+    m[slot:slot + 4] = (1).to_bytes(4, "little")
+    open("input.txt").read()
 "#;
     write_file(&dir.join("log.py"), script);
-    for (mode, needle) in [("unfinished", "never logged as done"), ("damaged", "does not parse")] {
+    write_file(&dir.join("input.txt"), "input\n");
+    let cases = [
+        ("unfinished", "never logged as done"),
+        ("damaged", "does not parse"),
+        ("rewound", "wrote into the preload library's log"),
+    ];
+    for (mode, needle) in cases {
         let t = notified(&dir, &["python3", "log.py", mode], true);
         assert!(t.status.success(), "{mode}: {}", String::from_utf8_lossy(&t.stderr));
         assert_eq!(t.incomplete.len(), 1, "{mode}: {:?}", t.incomplete);
@@ -1176,4 +1186,56 @@ fn trace_preload_the_loader_cannot_load_is_dropped_and_the_output_is_the_program
     assert_eq!(t.incomplete, Vec::<String>::new());
     assert_eq!(at(&t, &dir.join("input.txt")).len(), 1);
     assert!(!t.events.iter().any(|e| e.path == broken), "{:#?}", t.events);
+}
+
+const REDIRECT_C: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+/* Opens of inc/v.h read alt/v.h: a user's own LD_PRELOAD library with an open override. */
+int open(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    int mode = va_arg(ap, int);
+    va_end(ap);
+    int (*next)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+    if (strcmp(path, "inc/v.h") == 0) path = "alt/v.h";
+    return next(path, flags, mode);
+}
+"#;
+
+/// A library of the user's own that overrides `open` keeps working with the preload
+/// library in every order: listed before it (the launcher's order: it calls this one as
+/// its next `open`), and listed after it by a process of the compile (this one would hide
+/// it, so the compile runs again without the preload library). The output is always the
+/// override's, as without strata.
+#[test]
+fn trace_preload_keeps_a_users_open_override_in_either_order() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("preload-override");
+    write_file(&dir.join("inc/v.h"), "inc\n");
+    write_file(&dir.join("alt/v.h"), "alt\n");
+    write_file(&dir.join("redirect.c"), REDIRECT_C);
+    let library = dir.join("libredirect.so");
+    let built = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(dir.join("redirect.c"))
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let lib = library.to_str().unwrap();
+    for order in [format!("{lib}:$LD_PRELOAD"), format!("$LD_PRELOAD:{lib}")] {
+        let script = format!("LD_PRELOAD=\"{order}\" cat inc/v.h");
+        let t = notified(&dir, &["sh", "-c", &script], true);
+        assert!(t.status.success(), "{order}: {}", String::from_utf8_lossy(&t.stderr));
+        assert_eq!(String::from_utf8_lossy(&t.stdout), "alt\n", "{order}");
+        assert_eq!(t.incomplete, Vec::<String>::new(), "{order}");
+        assert_eq!(at(&t, &dir.join("alt/v.h")).len(), 1, "{order}: {:#?}", t.events);
+        assert!(at(&t, &dir.join("inc/v.h")).is_empty(), "{order}");
+    }
 }
