@@ -199,9 +199,14 @@ mod tests {
         let mut memory = Memory::new(false);
         // A buffer spanning several pages; strings placed to end just before, on and
         // after page boundaries and the first read's length.
-        let mut buffer = vec![b'x'; 4 * PAGE as usize];
+        let mut buffer = vec![b'x'; 5 * PAGE as usize];
         let base = buffer.as_ptr() as u64;
-        let first_page_end = (PAGE - base % PAGE) as usize;
+        // The first page boundary with room for a first read before it (the allocator may
+        // place the buffer just before one).
+        let mut first_page_end = (PAGE - base % PAGE) as usize;
+        if first_page_end < FIRST_READ + 16 {
+            first_page_end += PAGE as usize;
+        }
         for (start, len) in [
             (0, 0),
             (0, 1),
