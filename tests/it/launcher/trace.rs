@@ -45,6 +45,32 @@ fn preload_library() -> &'static Path {
         .1
 }
 
+/// Calls macro `$again` with every test of this file that runs under each mechanism (all
+/// but the ones about the shim and the preload library's own).
+macro_rules! every_trace_test {
+    ($again:ident) => {
+        $again!(
+            trace_gcc_c_records_inputs_absent_lookups_and_the_object,
+            trace_gxx_c_records_inputs_absent_lookups_and_the_object,
+            trace_clang_c_records_inputs_absent_lookups_and_the_object,
+            trace_gcc_pipe_records_the_processes_of_the_pipeline,
+            trace_shell_script_wrapper_records_the_interpreter_and_the_real_compiler,
+            trace_follows_vfork_clone3_posix_spawn_and_threads,
+            trace_resolves_dirfd_and_cwd_relative_paths_of_every_kind_of_call,
+            trace_full_coverage_records_readlink,
+            trace_reads_path_arguments_up_to_unmapped_pages_and_across_pages,
+            trace_a_static_binary_has_no_loader_event,
+            trace_captures_stdout_and_stderr_byte_for_byte_and_inherits_stdin,
+            trace_propagates_exit_codes_and_signals_and_delivers_signals,
+            trace_waits_for_descendants_that_outlive_the_root_and_kills_them_after_linger,
+            trace_reports_a_program_that_cannot_be_run,
+            trace_marks_what_it_cannot_observe_as_incomplete,
+            trace_reads_a_working_directory_afresh_after_it_was_renamed,
+            trace_runs_the_tree_on_the_tracers_cpu_and_gives_the_tracer_its_mask_back,
+        );
+    };
+}
+
 /// The tests that run again under seccomp user notification: every test of this file but
 /// the ones about the shim (which only ptrace uses).
 mod notify {
@@ -60,25 +86,7 @@ mod notify {
         )*};
     }
 
-    again_under_notification!(
-        trace_gcc_c_records_inputs_absent_lookups_and_the_object,
-        trace_gxx_c_records_inputs_absent_lookups_and_the_object,
-        trace_clang_c_records_inputs_absent_lookups_and_the_object,
-        trace_gcc_pipe_records_the_processes_of_the_pipeline,
-        trace_shell_script_wrapper_records_the_interpreter_and_the_real_compiler,
-        trace_follows_vfork_clone3_posix_spawn_and_threads,
-        trace_resolves_dirfd_and_cwd_relative_paths_of_every_kind_of_call,
-        trace_full_coverage_records_readlink,
-        trace_reads_path_arguments_up_to_unmapped_pages_and_across_pages,
-        trace_a_static_binary_has_no_loader_event,
-        trace_captures_stdout_and_stderr_byte_for_byte_and_inherits_stdin,
-        trace_propagates_exit_codes_and_signals_and_delivers_signals,
-        trace_waits_for_descendants_that_outlive_the_root_and_kills_them_after_linger,
-        trace_reports_a_program_that_cannot_be_run,
-        trace_marks_what_it_cannot_observe_as_incomplete,
-        trace_reads_a_working_directory_afresh_after_it_was_renamed,
-        trace_runs_the_tree_on_the_tracers_cpu_and_gives_the_tracer_its_mask_back,
-    );
+    every_trace_test!(again_under_notification);
 }
 
 /// The tests of [`notify`] once more with the preload library: opens for reading made
@@ -97,25 +105,7 @@ mod preload {
         )*};
     }
 
-    again_with_the_preload_library!(
-        trace_gcc_c_records_inputs_absent_lookups_and_the_object,
-        trace_gxx_c_records_inputs_absent_lookups_and_the_object,
-        trace_clang_c_records_inputs_absent_lookups_and_the_object,
-        trace_gcc_pipe_records_the_processes_of_the_pipeline,
-        trace_shell_script_wrapper_records_the_interpreter_and_the_real_compiler,
-        trace_follows_vfork_clone3_posix_spawn_and_threads,
-        trace_resolves_dirfd_and_cwd_relative_paths_of_every_kind_of_call,
-        trace_full_coverage_records_readlink,
-        trace_reads_path_arguments_up_to_unmapped_pages_and_across_pages,
-        trace_a_static_binary_has_no_loader_event,
-        trace_captures_stdout_and_stderr_byte_for_byte_and_inherits_stdin,
-        trace_propagates_exit_codes_and_signals_and_delivers_signals,
-        trace_waits_for_descendants_that_outlive_the_root_and_kills_them_after_linger,
-        trace_reports_a_program_that_cannot_be_run,
-        trace_marks_what_it_cannot_observe_as_incomplete,
-        trace_reads_a_working_directory_afresh_after_it_was_renamed,
-        trace_runs_the_tree_on_the_tracers_cpu_and_gives_the_tracer_its_mask_back,
-    );
+    every_trace_test!(again_with_the_preload_library);
 }
 
 /// The shim every run uses: cargo's build of `strata` (the test binary is not strata).
