@@ -113,9 +113,11 @@ pub(crate) fn being_traced() -> bool {
 }
 
 /// Runs `request.program` under the notification supervisor, with the preload library's
-/// fast path when [`Request::preload`] names it. Where the dynamic loader could not load
-/// the library in some process (it says so on stderr, naming it: a 32-bit program, a
-/// damaged file), the compile runs again without it, so that its output is the compiler's.
+/// fast path when [`Request::preload`] names it (and no `/etc/ld.so.preload` exists, whose
+/// libraries would come after it). Where the dynamic loader could not load the library in
+/// some process (it says so on stderr, naming it: a 32-bit program, a damaged file), or a
+/// process listed another library after it (whose `open` it would hide), the compile runs
+/// again without it, so that its output is the compiler's.
 ///
 /// # Errors
 /// [`Failed::Busy`] under another listener; otherwise [`Error::Refused`] when the filter or
