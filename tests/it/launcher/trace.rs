@@ -1100,7 +1100,7 @@ fn trace_preload_log_descriptor_replaced_or_closed_falls_back_to_stops() {
         let script = format!(
             "fd=${{STRATA_TRACE_LOG%%:*}}; test -n \"$fd\" || exit 9; eval \"exec $fd{redirect}\"; cat input.txt"
         );
-        let t = notified(&dir, &["sh", "-c", &script], true);
+        let t = notified(&dir, &["bash", "-c", &script], true);
         assert!(
             t.status.success(),
             "{redirect}: {} {}",
