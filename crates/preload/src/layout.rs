@@ -41,16 +41,24 @@ pub const SLOT_STATE: usize = 0;
 pub const SLOT_COMMITTED: u32 = 1;
 /// `u32`: the calling thread's id.
 pub const SLOT_TID: usize = 4;
-/// `u32`: what was called, [`CALL_OPEN`].
+/// `u32`: what was called, [`CALL_OPEN`], [`CALL_STAT`] or [`CALL_ACCESS`].
 pub const SLOT_CALL: usize = 8;
 /// `open`/`openat` for reading (no `O_CREAT`, `O_TRUNC`, `O_PATH`, `O_TMPFILE`,
 /// `O_NOFOLLOW`, `O_DIRECTORY`, `O_EXCL`), relative to the working directory or absolute.
+/// The file fields describe what was opened (`statx` of the new descriptor).
 pub const CALL_OPEN: u32 = 1;
+/// `stat`, `lstat`, `fstatat` of a name (flags: `AT_SYMLINK_NOFOLLOW` or none), relative to
+/// the working directory or absolute. The file fields are the call's own result.
+pub const CALL_STAT: u32 = 2;
+/// `access` (flags: its mode). The file fields are a `stat` of the name made just before
+/// the call, as a stopped call's observation is.
+pub const CALL_ACCESS: u32 = 3;
 /// `i32`: the call's flags.
 pub const SLOT_FLAGS: usize = 12;
-/// `i32`: 0 when the call succeeded, else its `errno`.
+/// `i32`: 0 when the call (for [`CALL_ACCESS`], the `stat` before it) succeeded, else its
+/// `errno`.
 pub const SLOT_ERRNO: usize = 16;
-/// `u32`: `stx_mode` of what was opened (`statx` of the new descriptor; 0 on failure).
+/// `u32`: the mode (type and permission bits) of what was found (0 on failure).
 pub const SLOT_MODE: usize = 20;
 /// `u32`: `stx_dev_major`.
 pub const SLOT_DEV_MAJOR: usize = 24;

@@ -8,8 +8,11 @@
 //! it reserves a slot in the launcher's shared log, makes the call with a per-compile
 //! cookie in the sixth system call argument (which `openat` does not use), and writes the
 //! call, the working directory, the path and what was opened (`statx` of the new descriptor)
-//! into the slot. The seccomp filter lets an `openat` carrying the cookie run without a
-//! stop; every other call stops as before.
+//! into the slot. `stat`, `lstat`, `fstatat` (and their `64` names) and `access` go the same
+//! way (about a hundred calls per TU of the compiler's own include and program search): the
+//! slot carries the `struct stat` the call returned, or for `access` the one a `newfstatat`
+//! just before it returned. The seccomp filter lets an `openat`, `newfstatat` or
+//! `faccessat` carrying the cookie run without a stop; every other call stops as before.
 //!
 //! Why the record stays complete: a call goes the fast way only once its slot is reserved,
 //! so a call made is either in the log or stopped by the filter; a process that dies
@@ -36,6 +39,8 @@ include!("layout.rs");
 #[cfg(target_arch = "x86_64")]
 mod nr {
     pub const OPENAT: usize = 257;
+    pub const NEWFSTATAT: usize = 262;
+    pub const FACCESSAT: usize = 269;
     pub const STATX: usize = 332;
     pub const GETCWD: usize = 79;
     pub const GETTID: usize = 186;
@@ -43,11 +48,15 @@ mod nr {
     pub const PROCESS_VM_READV: usize = 310;
     pub const O_DIRECTORY: c_int = 0o200000;
     pub const O_NOFOLLOW: c_int = 0o400000;
+    /// `st_mode` in `struct stat` (`u32`).
+    pub const ST_MODE: usize = 24;
     use core::ffi::c_int;
 }
 #[cfg(target_arch = "aarch64")]
 mod nr {
     pub const OPENAT: usize = 56;
+    pub const NEWFSTATAT: usize = 79;
+    pub const FACCESSAT: usize = 48;
     pub const STATX: usize = 291;
     pub const GETCWD: usize = 17;
     pub const GETTID: usize = 178;
@@ -55,8 +64,23 @@ mod nr {
     pub const PROCESS_VM_READV: usize = 270;
     pub const O_DIRECTORY: c_int = 0o40000;
     pub const O_NOFOLLOW: c_int = 0o100000;
+    /// `st_mode` in `struct stat` (`u32`).
+    pub const ST_MODE: usize = 16;
     use core::ffi::c_int;
 }
+
+// `struct stat` of both architectures (the kernel's, which is glibc's and musl's on 64-bit
+// targets): `st_dev` (`u64`, glibc's `makedev` encoding) at 0, `st_ino` at 8, `st_size` at
+// 48, `st_mtim` at 88, `st_ctim` at 104 (`i64` seconds, then nanoseconds); `st_mode` moves.
+const ST_DEV: usize = 0;
+const ST_INO: usize = 8;
+const ST_SIZE: usize = 48;
+const ST_MTIME: usize = 88;
+const ST_CTIME: usize = 104;
+/// Bytes of `struct stat` (x86_64's; aarch64's is 128).
+const STAT_BYTES: usize = 144;
+const AT_SYMLINK_NOFOLLOW: c_int = 0x100;
+const AT_NO_AUTOMOUNT: c_int = 0x800;
 
 const AT_FDCWD: isize = -100;
 const AT_EMPTY_PATH: usize = 0x1000;
@@ -266,22 +290,100 @@ unsafe fn logged(
     flags: c_int,
     mode: c_uint,
 ) -> Option<isize> {
+    let slot = unsafe { reserve(base, dirfd, path) }?;
+    let args = [dirfd as isize as usize, path as usize, flags as usize, mode as usize, 0, cookie()];
+    let ret = unsafe { syscall6(nr::OPENAT, args) };
+    let mut seen = Seen::default();
+    if ret >= 0 {
+        let mut stx = [0u8; 256];
+        if unsafe { statx(ret, b"\0".as_ptr(), AT_EMPTY_PATH, &mut stx) } == 0 {
+            seen = Seen::of_statx(&stx);
+        }
+    }
+    unsafe { slot.commit(CALL_OPEN, flags, errno_of(ret), &seen) };
+    Some(ret)
+}
+
+/// The cookie the filter wants in the sixth argument of a call it lets pass.
+fn cookie() -> usize {
+    COOKIE.load(Ordering::Relaxed) as usize
+}
+
+/// The `errno` of a raw system call's return, 0 for a success.
+fn errno_of(ret: isize) -> u32 {
+    if (-4095..0).contains(&ret) { -ret as u32 } else { 0 }
+}
+
+/// What a call found, as the slot carries it (all zero when it found nothing).
+#[derive(Default)]
+struct Seen {
+    mode: u32,
+    dev_major: u32,
+    dev_minor: u32,
+    ino: u64,
+    size: u64,
+    mtime: (u64, u32),
+    ctime: (u64, u32),
+}
+
+impl Seen {
+    /// From a `struct statx`.
+    fn of_statx(stx: &[u8; 256]) -> Seen {
+        Seen {
+            mode: u32::from(u16::from_le_bytes([stx[28], stx[29]])),
+            dev_major: u32_at(stx, 136),
+            dev_minor: u32_at(stx, 140),
+            ino: u64_at(stx, 32),
+            size: u64_at(stx, 40),
+            mtime: (u64_at(stx, 112), u32_at(stx, 120)),
+            ctime: (u64_at(stx, 96), u32_at(stx, 104)),
+        }
+    }
+
+    /// From a `struct stat`; the device split as glibc's `major`/`minor` do.
+    fn of_stat(st: &[u8; STAT_BYTES]) -> Seen {
+        let dev = u64_at(st, ST_DEV);
+        Seen {
+            mode: u32_at(st, nr::ST_MODE),
+            dev_major: (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff)) as u32,
+            dev_minor: ((dev & 0xff) | ((dev >> 12) & !0xff)) as u32,
+            ino: u64_at(st, ST_INO),
+            size: u64_at(st, ST_SIZE),
+            mtime: (u64_at(st, ST_MTIME), u64_at(st, ST_MTIME + 8) as u32),
+            ctime: (u64_at(st, ST_CTIME), u64_at(st, ST_CTIME + 8) as u32),
+        }
+    }
+}
+
+/// A reserved slot of the log and the name of the call it is for.
+struct Slot {
+    at: *mut u8,
+    tid: u32,
+    cwd: [u8; SLOT_BYTES],
+    cwd_len: usize,
+    given: [u8; SLOT_BYTES],
+    given_len: usize,
+}
+
+/// Copies the name at `path` (and the working directory when it is relative to it) and
+/// reserves a slot for the call: `None` when the call must stop instead (a name that is
+/// not readable, empty, relative to a directory descriptor or too long, or a full log).
+unsafe fn reserve(base: *mut u8, dirfd: c_int, path: *const c_char) -> Option<Slot> {
     let text_room = SLOT_BYTES - SLOT_TEXT;
     let tid = unsafe { syscall6(nr::GETTID, [0; 6]) } as usize;
     // The path is copied through the kernel (`process_vm_readv` of this process), which
     // stops at an unmapped page: a bad pointer fails the copy, and the call then stops,
     // where the kernel fails it with EFAULT, instead of crashing here.
-    let mut copy = [0u8; SLOT_BYTES];
-    let local = IoVec { base: copy.as_mut_ptr(), len: text_room + 1 };
+    let mut given = [0u8; SLOT_BYTES];
+    let local = IoVec { base: given.as_mut_ptr(), len: text_room + 1 };
     let remote = IoVec { base: path as *mut u8, len: text_room + 1 };
     let args = [tid, &local as *const IoVec as usize, 1, &remote as *const IoVec as usize, 1, 0];
     let got = unsafe { syscall6(nr::PROCESS_VM_READV, args) };
     if got <= 0 {
         return None;
     }
-    let copied = copy.get(..got as usize)?;
-    let given = copied.get(..copied.iter().position(|&b| b == 0)?)?;
-    if given.is_empty() {
+    let given_len = given.get(..got as usize)?.iter().position(|&b| b == 0)?;
+    if given_len == 0 {
         return None;
     }
     let mut cwd = [0u8; SLOT_BYTES];
@@ -298,7 +400,7 @@ unsafe fn logged(
         }
         cwd_len = got as usize - 1;
     }
-    if cwd_len + given.len() > text_room {
+    if cwd_len + given_len > text_room {
         return None;
     }
     let reserved = unsafe { &*(base.add(HEADER_RESERVED) as *const AtomicU32) };
@@ -306,43 +408,130 @@ unsafe fn logged(
     if index >= LOG_SLOTS {
         return None;
     }
-    let slot = unsafe { base.add(HEADER_BYTES + index as usize * SLOT_BYTES) };
-    let cookie = COOKIE.load(Ordering::Relaxed) as usize;
-    let args = [dirfd as isize as usize, path as usize, flags as usize, mode as usize, 0, cookie];
-    let ret = unsafe { syscall6(nr::OPENAT, args) };
-    let mut stx = [0u8; 256];
-    let errno = if ret >= 0 {
-        if unsafe { statx(ret, b"\0".as_ptr(), AT_EMPTY_PATH, &mut stx) } != 0 {
-            stx = [0u8; 256];
+    let at = unsafe { base.add(HEADER_BYTES + index as usize * SLOT_BYTES) };
+    Some(Slot { at, tid: tid as u32, cwd, cwd_len, given, given_len })
+}
+
+impl Slot {
+    /// Fills the slot and commits it (its state word last).
+    unsafe fn commit(&self, call: u32, flags: c_int, errno: u32, seen: &Seen) {
+        let slot = self.at;
+        let put = |at: usize, bytes: &[u8]| unsafe {
+            core::ptr::copy_nonoverlapping(bytes.as_ptr(), slot.add(at), bytes.len());
+        };
+        put(SLOT_TID, &self.tid.to_le_bytes());
+        put(SLOT_CALL, &call.to_le_bytes());
+        put(SLOT_FLAGS, &flags.to_le_bytes());
+        put(SLOT_ERRNO, &errno.to_le_bytes());
+        put(SLOT_MODE, &seen.mode.to_le_bytes());
+        put(SLOT_DEV_MAJOR, &seen.dev_major.to_le_bytes());
+        put(SLOT_DEV_MINOR, &seen.dev_minor.to_le_bytes());
+        put(SLOT_INO, &seen.ino.to_le_bytes());
+        put(SLOT_SIZE, &seen.size.to_le_bytes());
+        put(SLOT_CTIME_SEC, &seen.ctime.0.to_le_bytes());
+        put(SLOT_CTIME_NSEC, &seen.ctime.1.to_le_bytes());
+        put(SLOT_MTIME_SEC, &seen.mtime.0.to_le_bytes());
+        put(SLOT_MTIME_NSEC, &seen.mtime.1.to_le_bytes());
+        put(SLOT_CWD_LEN, &(self.cwd_len as u16).to_le_bytes());
+        put(SLOT_GIVEN_LEN, &(self.given_len as u16).to_le_bytes());
+        // `reserve` checked both lengths; `get` keeps panicking code (and with it the
+        // unwinding personality, which a `no_std` library does not have) out.
+        let cwd = self.cwd.get(..self.cwd_len).unwrap_or(&[]);
+        put(SLOT_TEXT, cwd);
+        put(SLOT_TEXT + cwd.len(), self.given.get(..self.given_len).unwrap_or(&[]));
+        let state = unsafe { &*(slot.add(SLOT_STATE) as *const AtomicU32) };
+        state.store(SLOT_COMMITTED, Ordering::Release);
+    }
+}
+
+/// `newfstatat` as the kernel has it; the fast way when the log takes the call. `buf` is
+/// the caller's `struct stat`.
+unsafe fn stat_at(dirfd: c_int, path: *const c_char, buf: *mut u8, flags: c_int) -> c_int {
+    let base = LOG.load(Ordering::Acquire);
+    let plain = flags & !(AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT) == 0;
+    if !base.is_null() && !path.is_null() && !buf.is_null() && plain {
+        if let Some(slot) = unsafe { reserve(base, dirfd, path) } {
+            let args = [dirfd as isize as usize, path as usize, buf as usize, flags as usize];
+            let ret = unsafe {
+                syscall6(nr::NEWFSTATAT, [args[0], args[1], args[2], args[3], 0, cookie()])
+            };
+            let mut seen = Seen::default();
+            if ret == 0 {
+                let mut st = [0u8; STAT_BYTES];
+                let size = if cfg!(target_arch = "x86_64") { STAT_BYTES } else { 128 };
+                unsafe { core::ptr::copy_nonoverlapping(buf, st.as_mut_ptr(), size) };
+                seen = Seen::of_stat(&st);
+            }
+            unsafe { slot.commit(CALL_STAT, flags, errno_of(ret), &seen) };
+            return unsafe { returned(ret) };
         }
-        0
-    } else {
-        -ret as u32
-    };
-    let tid = tid as u32;
-    let put = |at: usize, bytes: &[u8]| unsafe {
-        core::ptr::copy_nonoverlapping(bytes.as_ptr(), slot.add(at), bytes.len());
-    };
-    put(SLOT_TID, &tid.to_le_bytes());
-    put(SLOT_CALL, &CALL_OPEN.to_le_bytes());
-    put(SLOT_FLAGS, &flags.to_le_bytes());
-    put(SLOT_ERRNO, &errno.to_le_bytes());
-    put(SLOT_MODE, &u32::from(u16::from_le_bytes([stx[28], stx[29]])).to_le_bytes());
-    put(SLOT_DEV_MAJOR, &stx[136..140]);
-    put(SLOT_DEV_MINOR, &stx[140..144]);
-    put(SLOT_INO, &stx[32..40]);
-    put(SLOT_SIZE, &stx[40..48]);
-    put(SLOT_CTIME_SEC, &stx[96..104]);
-    put(SLOT_CTIME_NSEC, &stx[104..108]);
-    put(SLOT_MTIME_SEC, &stx[112..120]);
-    put(SLOT_MTIME_NSEC, &stx[120..124]);
-    put(SLOT_CWD_LEN, &(cwd_len as u16).to_le_bytes());
-    put(SLOT_GIVEN_LEN, &(given.len() as u16).to_le_bytes());
-    put(SLOT_TEXT, &cwd[..cwd_len]);
-    put(SLOT_TEXT + cwd_len, given);
-    let state = unsafe { &*(slot.add(SLOT_STATE) as *const AtomicU32) };
-    state.store(SLOT_COMMITTED, Ordering::Release);
-    Some(ret)
+    }
+    let args = [dirfd as isize as usize, path as usize, buf as usize, flags as usize, 0, 0];
+    unsafe { returned(syscall6(nr::NEWFSTATAT, args)) }
+}
+
+/// `access`: the name is looked at (`newfstatat`) for the log, then the call made, both
+/// with the cookie; or the call made the traced way.
+unsafe fn access_at(path: *const c_char, mode: c_int) -> c_int {
+    let base = LOG.load(Ordering::Acquire);
+    if !base.is_null() && !path.is_null() {
+        if let Some(slot) = unsafe { reserve(base, AT_FDCWD as c_int, path) } {
+            let mut st = [0u8; STAT_BYTES];
+            let args = [AT_FDCWD as usize, path as usize, st.as_mut_ptr() as usize, 0, 0, cookie()];
+            let looked = unsafe { syscall6(nr::NEWFSTATAT, args) };
+            let seen = if looked == 0 { Seen::of_stat(&st) } else { Seen::default() };
+            unsafe { slot.commit(CALL_ACCESS, mode, errno_of(looked), &seen) };
+            let args = [AT_FDCWD as usize, path as usize, mode as usize, 0, 0, cookie()];
+            return unsafe { returned(syscall6(nr::FACCESSAT, args)) };
+        }
+    }
+    let args = [AT_FDCWD as usize, path as usize, mode as usize, 0, 0, 0];
+    unsafe { returned(syscall6(nr::FACCESSAT, args)) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut u8) -> c_int {
+    unsafe { stat_at(AT_FDCWD as c_int, path, buf, 0) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut u8) -> c_int {
+    unsafe { stat_at(AT_FDCWD as c_int, path, buf, 0) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut u8) -> c_int {
+    unsafe { stat_at(AT_FDCWD as c_int, path, buf, AT_SYMLINK_NOFOLLOW) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut u8) -> c_int {
+    unsafe { stat_at(AT_FDCWD as c_int, path, buf, AT_SYMLINK_NOFOLLOW) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstatat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut u8,
+    flags: c_int,
+) -> c_int {
+    unsafe { stat_at(dirfd, path, buf, flags) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstatat64(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut u8,
+    flags: c_int,
+) -> c_int {
+    unsafe { stat_at(dirfd, path, buf, flags) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
+    unsafe { access_at(path, mode) }
 }
 
 #[unsafe(no_mangle)]

@@ -87,9 +87,10 @@ impl Recorder {
     }
 
     /// Records one committed slot of the preload library's shared log (layout:
-    /// `crates/preload/src/layout.rs`): an `open` for reading that the process made
-    /// without a stop, with what it opened (`statx` of the descriptor) or its `errno`.
-    /// A slot that does not parse makes the record incomplete.
+    /// `crates/preload/src/layout.rs`): an `open` for reading, a `stat` or an `access`
+    /// that the process made without a stop, with what it found or its `errno`, as the
+    /// same call's stop would have recorded it. A slot that does not parse makes the
+    /// record incomplete.
     pub(crate) fn logged(&mut self, slot: &[u8; layout::SLOT_BYTES]) {
         match logged_event(slot) {
             Some(event) if self.hidden.as_ref() == Some(&event.path) => {}
@@ -622,9 +623,15 @@ fn logged_event(slot: &[u8; layout::SLOT_BYTES]) -> Option<Event> {
     let u32_at = |at: usize| Some(u32::from_le_bytes(slot.get(at..at + 4)?.try_into().ok()?));
     let u64_at = |at: usize| Some(u64::from_le_bytes(slot.get(at..at + 8)?.try_into().ok()?));
     let u16_at = |at: usize| Some(u16::from_le_bytes(slot.get(at..at + 2)?.try_into().ok()?));
-    if u32_at(SLOT_CALL)? != CALL_OPEN {
-        return None;
-    }
+    let call = u32_at(SLOT_CALL)?;
+    let flags = u32_at(SLOT_FLAGS)? as i32;
+    // How the name's last component is looked at, as a stopped call's observation does.
+    let follow = match call {
+        CALL_OPEN | CALL_ACCESS => Follow::Yes,
+        CALL_STAT if flags & libc::AT_SYMLINK_NOFOLLOW == 0 => Follow::Yes,
+        CALL_STAT => Follow::No,
+        _ => return None,
+    };
     let (cwd_len, given_len) =
         (usize::from(u16_at(SLOT_CWD_LEN)?), usize::from(u16_at(SLOT_GIVEN_LEN)?));
     let cwd = slot.get(SLOT_TEXT..SLOT_TEXT + cwd_len)?;
@@ -660,19 +667,27 @@ fn logged_event(slot: &[u8; layout::SLOT_BYTES]) -> Option<Event> {
             match mode & libc::S_IFMT {
                 libc::S_IFREG => Observed::File(stamp),
                 libc::S_IFDIR => Observed::Directory(stamp),
-                // No stamp: `statx` of the new descriptor failed.
-                0 => return None,
+                // An `lstat` of a symbolic link: its target is read now (later than the
+                // call, which only ever errs towards a mismatch).
+                libc::S_IFLNK if follow == Follow::No => observe::observe(&path, Follow::No),
+                // No stamp: `statx` of the new descriptor failed (or a link where none can
+                // be).
+                0 | libc::S_IFLNK => return None,
                 _ => Observed::Other,
             }
         }
         libc::ENOENT | libc::ENOTDIR => Observed::Absent,
-        // EACCES, ELOOP, EMFILE, …: the open failed for a reason other than absence, so
+        // EACCES, ELOOP, EMFILE, …: the call failed for a reason other than absence, so
         // the path is looked at as a stopped call's is (later, which only ever errs towards
         // a mismatch).
-        _ => observe::observe(&path, Follow::Yes),
+        _ => observe::observe(&path, follow),
     };
-    let op =
-        if matches!(observed, Observed::Directory(_)) { Op::OpenDirectory } else { Op::OpenRead };
+    let op = match call {
+        CALL_OPEN if matches!(observed, Observed::Directory(_)) => Op::OpenDirectory,
+        CALL_OPEN => Op::OpenRead,
+        CALL_STAT => Op::Stat { follow: follow == Follow::Yes },
+        _ => Op::Access,
+    };
     Some(Event { pid: u32_at(SLOT_TID)?, op, path, cwd_relative, given, observed })
 }
 

@@ -330,9 +330,10 @@ fn jump(code: u16, k: u32, jt: usize, jf: usize) -> Result<sock_filter, String> 
 /// another ABI, `ALLOW` for the rest. Under ptrace `clone` stops only with `CLONE_UNTRACED`
 /// in its flags and `fork`/`vfork` never (the tracer learns of children from ptrace
 /// events); under notification all three always stop. `newfstatat` and `statx` stop only
-/// without `AT_EMPTY_PATH` (with it they are `fstat`). With `pass`, an `openat` whose
-/// sixth argument (unused by `openat`) is that cookie is allowed: the preload library made
-/// it and logged it (`crates/preload/src/lib.rs`).
+/// without `AT_EMPTY_PATH` (with it they are `fstat`). With `pass`, an `openat` for
+/// reading, a `newfstatat` or a `faccessat` whose sixth argument (unused by all three) is
+/// that cookie is allowed: the preload library made it and logged it
+/// (`crates/preload/src/lib.rs`).
 ///
 /// # Errors
 /// A description if the tree does not fit classic BPF's 8-bit jumps (a bug in the table).
@@ -417,15 +418,41 @@ fn leaf(data: u16, call: Call, stop: Stop, pass: Option<u64>) -> Vec<sock_filter
             trace,
             stmt(BPF_RET_K, RET_ALLOW),
         ],
-        // fstat: `AT_EMPTY_PATH` (with, in practice, an empty name).
-        Call::Fstatat | Call::Statx => vec![
-            stmt(BPF_LD_W_ABS, offset_arg(if call == Call::Fstatat { 3 } else { 2 })),
-            sock_filter { code: BPF_JMP_JSET_K, jt: 1, jf: 0, k: AT_EMPTY_PATH },
-            trace,
-            stmt(BPF_RET_K, RET_ALLOW),
-        ],
+        // fstat: `AT_EMPTY_PATH` (with, in practice, an empty name). The library's `stat`
+        // family: the cookie.
+        Call::Fstatat | Call::Statx => {
+            let mut out = match pass {
+                Some(cookie) if call == Call::Fstatat => cookie_passes(cookie),
+                _ => Vec::new(),
+            };
+            out.extend([
+                stmt(BPF_LD_W_ABS, offset_arg(if call == Call::Fstatat { 3 } else { 2 })),
+                sock_filter { code: BPF_JMP_JSET_K, jt: 1, jf: 0, k: AT_EMPTY_PATH },
+                trace,
+                stmt(BPF_RET_K, RET_ALLOW),
+            ]);
+            out
+        }
+        // The library's `access`.
+        Call::Faccessat if let Some(cookie) = pass => {
+            let mut out = cookie_passes(cookie);
+            out.push(trace);
+            out
+        }
         _ => vec![trace],
     }
+}
+
+/// Allows the call when its sixth argument is `cookie`, else falls through to what
+/// follows.
+fn cookie_passes(cookie: u64) -> Vec<sock_filter> {
+    vec![
+        stmt(BPF_LD_W_ABS, offset_arg(5)),
+        sock_filter { code: BPF_JMP_JEQ_K, jt: 0, jf: 3, k: cookie as u32 },
+        stmt(BPF_LD_W_ABS, offset_arg(5) + 4),
+        sock_filter { code: BPF_JMP_JEQ_K, jt: 0, jf: 1, k: (cookie >> 32) as u32 },
+        stmt(BPF_RET_K, RET_ALLOW),
+    ]
 }
 
 #[cfg(test)]
@@ -538,6 +565,42 @@ mod tests {
             interpret(&program, traced.nr as u32, NATIVE_ARCH, args),
             notify | u32::from(exec)
         );
+    }
+
+    /// With a cookie, a `newfstatat` or `faccessat` carrying it passes whatever its flags;
+    /// without it, `newfstatat` stops unless it is an `fstat` and `faccessat` always stops;
+    /// `statx` and `access` never look at the cookie.
+    #[test]
+    fn a_stat_or_access_carrying_the_cookie_passes_and_any_other_stops() {
+        let cookie = 0x0fed_cba9_8765_4321_u64;
+        let program = program(Coverage::WithoutReadlink, Stop::Notify, Some(cookie)).unwrap();
+        let notify = seccomp_notify::RET_USER_NOTIF;
+        let (fstatat, traced) = nr_of(Call::Fstatat);
+        let stat = |flags: u64, sixth: u64| {
+            interpret(&program, traced.nr as u32, NATIVE_ARCH, [0, 0, 0, flags, 0, sixth])
+        };
+        let nofollow = libc::AT_SYMLINK_NOFOLLOW as u64;
+        assert_eq!(stat(0, cookie), RET_ALLOW);
+        assert_eq!(stat(nofollow, cookie), RET_ALLOW);
+        assert_eq!(stat(0, 0), notify | u32::from(fstatat));
+        assert_eq!(stat(nofollow, cookie ^ (1 << 40)), notify | u32::from(fstatat));
+        assert_eq!(stat(libc::AT_EMPTY_PATH as u64, 0), RET_ALLOW);
+        let (faccessat, traced) = nr_of(Call::Faccessat);
+        let access =
+            |sixth: u64| interpret(&program, traced.nr as u32, NATIVE_ARCH, [0, 0, 4, 0, 0, sixth]);
+        assert_eq!(access(cookie), RET_ALLOW);
+        assert_eq!(access(cookie & 0xffff_ffff), notify | u32::from(faccessat));
+        assert_eq!(access(0), notify | u32::from(faccessat));
+        let mut others = vec![Call::Statx, Call::Faccessat2];
+        if cfg!(target_arch = "x86_64") {
+            others.extend([Call::Access, Call::Stat { follow: true }]);
+        }
+        for call in others {
+            let (data, traced) = nr_of(call);
+            let args = [0, 0, 0, 0, 0, cookie];
+            let got = interpret(&program, traced.nr as u32, NATIVE_ARCH, args);
+            assert_eq!(got, notify | u32::from(data), "{}", traced.name);
+        }
     }
 
     #[test]

@@ -1087,6 +1087,60 @@ fn trace_preload_takes_opens_without_stops_and_records_what_stops_record() {
     );
 }
 
+/// The library takes `stat`, `lstat` and `access` too: a file, a directory, a missing name,
+/// a name under a missing directory, a symbolic link and a dangling one, relative and
+/// absolute, give the events and observations the stops give (an `lstat` of a link reads
+/// its target), with a stop fewer for each call.
+#[test]
+fn trace_preload_takes_stat_and_access_and_records_what_stops_record() {
+    require_tool("python3", "apt-get install python3");
+    let ctx = TestContext::new();
+    let dir = ctx.path("preload-stat");
+    write_file(&dir.join("file.txt"), "file\n");
+    write_file(&dir.join("sub/inner.txt"), "inner\n");
+    std::os::unix::fs::symlink("file.txt", dir.join("link")).unwrap();
+    std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
+    let absolute = dir.join("file.txt").to_string_lossy().into_owned();
+    let script = format!(
+        r#"
+import os
+for name in ["file.txt", "sub", "missing", "link", "dangling", "gone/x", {absolute:?}]:
+    for look in (os.stat, os.lstat):
+        try:
+            look(name)
+        except OSError:
+            pass
+    os.access(name, os.R_OK)
+print("looked")
+"#
+    );
+    write_file(&dir.join("look.py"), &script);
+    let argv = ["python3", "look.py"];
+    let stopped = notified(&dir, &argv, false);
+    let logged = notified(&dir, &argv, true);
+    assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
+    assert_eq!(logged.stdout, b"looked\n");
+    assert_eq!(logged.incomplete, Vec::<String>::new());
+    let events = under(&logged, &dir);
+    let names = ["file.txt", "sub", "missing", "link", "dangling", "gone/x", &absolute];
+    let looks = |op: Op| {
+        events.iter().filter(|e| e.0 == op && names.contains(&&*e.2.to_string_lossy())).count()
+    };
+    assert_eq!(looks(Op::Stat { follow: true }), 7, "{events:#?}");
+    assert_eq!(looks(Op::Stat { follow: false }), 7, "{events:#?}");
+    assert_eq!(looks(Op::Access), 7, "{events:#?}");
+    assert_eq!(events, under(&stopped, &dir));
+    let link = events.iter().find(|e| e.0 == Op::Stat { follow: false } && e.2 == "link");
+    assert_eq!(link.map(|e| &e.3), Some(&Observed::Symlink("file.txt".into())));
+    assert!(events.iter().any(|e| e.2 == "gone/x" && e.3 == Observed::Absent));
+    assert!(
+        logged.stops + 21 <= stopped.stops,
+        "{} stops with the library, {} without",
+        logged.stops,
+        stopped.stops
+    );
+}
+
 /// A process that replaces or closes the log's descriptor before it starts a program: the
 /// library in that program finds no log (the descriptor is not the launcher's memfd any
 /// more), so its opens stop, and nothing is written into the file now at that number.
