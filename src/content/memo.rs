@@ -210,6 +210,14 @@ impl VerifyMemo {
         }
     }
 
+    /// Whether [`VerifyMemo::remember`] would keep `stamp` for a verification that began at
+    /// `began` (the stamp is old enough), so that a caller can make the file durable first
+    /// only when it will be vouched for.
+    pub fn would_remember(&self, stamp: &FileStamp, began: SystemTime) -> bool {
+        let cutoff = settled_before(began);
+        stamp.is_storable() && stamp.mtime_ns < cutoff && stamp.ctime_ns < cutoff
+    }
+
     /// [`VerifyMemo::remember`], except that a stamp too young to remember leaves an older
     /// entry in place (it no longer matches, so it vouches for nothing) instead of dropping
     /// it: for things that change on every use (a build directory the compile writes into),
@@ -528,8 +536,10 @@ mod tests {
         let digest = ContentDigest::from(crate::digest::Sha256Digest::of_bytes(b"x"));
         let began = UNIX_EPOCH + Duration::from_secs(100);
         let mut memo = VerifyMemo::new("entry");
+        assert!(!memo.would_remember(&stamp(99_000_000_000), began));
         memo.remember(&rel, stamp(99_000_000_000), digest, began);
         assert!(memo.is_empty() && !memo.is_changed());
+        assert!(memo.would_remember(&stamp(97_999_999_999), began));
         memo.remember(&rel, stamp(97_999_999_999), digest, began);
         assert_eq!(memo.len(), 1);
         // A younger stamp for the same file drops the older one.

@@ -14,7 +14,8 @@
 //!   after the rename). Two exceptions: a batch ([`Durability::Deferred`]): an index
 //!   restore installs hundreds of entries and makes them durable with one `syncfs` before
 //!   it reports success, where an fsync per file would cost more than the restore; and a
-//!   compile entry's manifest ([`replace_manifest`]), which is sealed (see "Why" below).
+//!   compile entry's files ([`add_copy`], [`add_file`], [`replace_manifest`]), which are
+//!   **durable before vouched for** instead (see "Why" below).
 //! * **Under the entry lock**, with the one timeout of [`crate::l1::lock::Timeouts::entry`]
 //!   (`STRATA_ENTRY_LOCK_TIMEOUT_SECONDS`, default 60 s). The caller holds it; this module
 //!   takes no lock.
@@ -24,14 +25,19 @@
 //! never reached the disk (after a power cut, or a background write that failed: the page
 //! cache keeps the right bytes until it evicts them, then the file reads back as zeros with
 //! the same stamp). With the data durable before the name is published, a stamp stands for
-//! the bytes that were verified. The cost is an fsync per stored file (5-12 ms of wall time
-//! on the benchmarks' ext4 disk during a build), never on a HIT.
+//! the bytes that were verified.
 //!
-//! Why not for a compile entry's manifest: no memo vouches for it; every HIT parses it and
-//! checks its seal (the record's digest), so damaged bytes are a MISS, and the next save
-//! replaces it. That fsync was half of what a compile MISS waited for on the build's
-//! critical path: one abseil compile took 885 ms with both fsyncs and 867 ms with neither
-//! (medians of 15, interleaved; issue 28).
+//! Why not for a compile entry's files: the fsync was what a compile MISS waited for on the
+//! build's critical path (5-12 ms of wall time per stored file on the benchmarks' ext4 disk
+//! during a build, while the compile holds a job slot; one abseil compile took 885 ms with
+//! its two fsyncs and 867 ms without, medians of 15, interleaved; issue 28). Nothing
+//! trusts those files unread until it has made them durable itself: the manifest is sealed
+//! and checked at every read, messages and depfiles are hashed at every read, and the one
+//! reader that vouches for an object by its stamp (`launcher::restore::place_output`)
+//! fsyncs the stored file after hashing it and before remembering its stamp, and removes
+//! it when that fsync fails (the kernel reports a failed background write to the first
+//! fsync after it). An object that lost its bytes is therefore hashed, found wrong and
+//! compiled again, never placed on a stamp's word.
 
 use std::path::{Path, PathBuf};
 
@@ -170,8 +176,9 @@ pub fn replace_manifest(path: &Path, bytes: &[u8], mode: u32) -> Result<(), fs::
 }
 
 /// Adds the file `path` to an entry from `bytes` (its directory created): a temp file
-/// beside it, fsynced, renamed over its name. For content-addressed files (a compile
-/// entry's `objects/<hex>`), where a file already there holds the same bytes.
+/// beside it, renamed over its name, not fsynced (as [`add_copy`]). For content-addressed
+/// files (a compile entry's `objects/<hex>`), where a file already there holds the same
+/// bytes.
 ///
 /// # Errors
 /// I/O errors naming the path.
@@ -179,12 +186,14 @@ pub fn add_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), fs::Error> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
     }
-    fs::write_atomic(path, bytes, mode)
+    fs::write_atomic_nosync(path, bytes, mode)
 }
 
 /// Adds a copy of the file `src` to an entry's directory `dir` under the name its digest
 /// gives (`name(digest)`), hashing it with `algorithm` in the same pass: a temp file in
-/// `dir`, fsynced, renamed into place. Returns the digest and size in bytes.
+/// `dir`, renamed into place, **not fsynced**: the compile entries' objects, which a reader
+/// either hashes or, to vouch for by stamp, fsyncs first (`launcher::restore::place_output`;
+/// see the module docs). Returns the digest and size in bytes.
 ///
 /// # Errors
 /// I/O errors naming the path (the message names `src` when it cannot be read).
@@ -196,7 +205,7 @@ pub fn add_copy(
 ) -> Result<(crate::digest::ContentDigest, u64), fs::Error> {
     fs::create_dir_all(dir)?;
     let tmp = TempName::new(Purpose::Staging, "object").path_in(dir);
-    let copied = fs::copy_new_file(src, &tmp, 0o644, true, algorithm);
+    let copied = fs::copy_new_file(src, &tmp, 0o644, false, algorithm);
     let (digest, size) = match copied {
         Ok(done) => done,
         Err(e) => {

@@ -33,10 +33,10 @@
 //! output and the family's model of include search; see [`super::model`]).
 //!
 //! Readers take no lock: `manifest.json` and every object are replaced by rename (L1's one
-//! entry writer, [`crate::l1::write`]: fsynced before the rename), so a reader sees a whole
-//! old or a whole new file, and every byte handed back is hashed against the candidate's
-//! digest on the way out (or vouched for by the entry's verification memo,
-//! [`crate::content::memo`]). Writers hold the entry lock while they read, extend and
+//! entry writer, [`crate::l1::write`], without fsync), so a reader sees a whole old or a
+//! whole new file, and every byte handed back is hashed against the candidate's digest on
+//! the way out (or vouched for by the entry's verification memo, [`crate::content::memo`],
+//! which remembers an object only once the HIT that hashed it has fsynced it). Writers hold the entry lock while they read, extend and
 //! rewrite the manifest. A version 1 manifest (strata before issue 24)
 //! holds no observed facts: it loads as no entry, and the next save replaces it.
 
@@ -425,7 +425,7 @@ pub fn load(place: &EntryPlace, key: &CompileKey) -> Result<Option<CompileManife
 }
 
 /// Writes `manifest` at `place`: a temp file renamed over the old one, without fsync (it is
-/// sealed and checked at every read), after the objects it names, which are fsynced
+/// sealed and checked at every read), after the objects it names
 /// ([`crate::l1::write::replace_manifest`]).
 ///
 /// # Errors

@@ -39,6 +39,10 @@ pub struct Observed {
     pub inputs: Vec<(PathBuf, crate::fs::FileStamp)>,
     /// Paths looked up and not found.
     pub absent: Vec<PathBuf>,
+    /// Those of `absent` that every lookup found absent by its own result (see
+    /// [`Event::by_call`]): no file can have appeared between a look and the call, so the
+    /// MISS need not look again after the compile.
+    pub absent_by_calls: HashSet<PathBuf>,
     /// Paths looked up that existed and were not read.
     pub present: Vec<(PathBuf, Kind)>,
     /// Directories whose entries were read.
@@ -158,6 +162,14 @@ pub fn dropped_duplicate(events: &[Event], search_dirs: &[PathBuf]) -> Option<St
 }
 
 impl Collected {
+    /// A lookup that found nothing.
+    fn absent(&mut self, e: &Event) {
+        self.absent.insert(e.path.clone());
+        if !e.by_call {
+            self.absent_looked_before.insert(e.path.clone());
+        }
+    }
+
     /// An open for reading or an exec that found something (or nothing).
     fn read_or_looked_up(&mut self, e: &Event, out: &mut Observed) {
         let path = &e.path;
@@ -168,9 +180,7 @@ impl Collected {
                     out.inputs.push((path.clone(), *stamp));
                 }
             }
-            Seen::Absent => {
-                self.absent.insert(path.clone());
-            }
+            Seen::Absent => self.absent(e),
             Seen::Directory(_) => {
                 self.present.insert(path.clone(), Kind::Directory);
             }
@@ -187,10 +197,7 @@ impl Collected {
     /// A lookup that did not read: `stat`, `access`, an `opendir`, …
     fn looked_up(&mut self, e: &Event) {
         let kind = match &e.observed {
-            Seen::Absent => {
-                self.absent.insert(e.path.clone());
-                return;
-            }
+            Seen::Absent => return self.absent(e),
             Seen::File(_) => Kind::File,
             Seen::Directory(_) => Kind::Directory,
             Seen::Symlink(_) => Kind::Symlink,
@@ -281,6 +288,8 @@ struct Collected {
     ever_written: HashSet<PathBuf>,
     read: HashMap<PathBuf, usize>,
     absent: HashSet<PathBuf>,
+    /// Absent paths a look taken at a stop (before the call) found absent.
+    absent_looked_before: HashSet<PathBuf>,
     present: HashMap<PathBuf, Kind>,
     listed: HashSet<PathBuf>,
     created_dirs: Vec<PathBuf>,
@@ -301,6 +310,7 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
         ever_written,
         read,
         absent,
+        absent_looked_before,
         present,
         listed,
         created_dirs,
@@ -342,6 +352,8 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
         .collect();
     present.sort_unstable_by(|(a, _), (b, _)| by_bytes(a, b));
     out.present = present;
+    out.absent_by_calls =
+        absent.iter().filter(|p| !absent_looked_before.contains(*p)).cloned().collect();
     out.absent = sorted(absent.into_iter().collect());
     out.listed = sorted(listed.into_iter().collect());
 }
@@ -360,6 +372,35 @@ fn by_bytes(a: &Path, b: &Path) -> std::cmp::Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An absence every lookup of which was the call's own result needs no second look
+    /// after the compile; one that any stop's look (taken before its call ran) found does,
+    /// and so does one that was also found by a call.
+    #[test]
+    fn absences_found_only_by_the_calls_themselves_are_told_apart() {
+        let event = |path: &str, op: Op, by_call: bool| Event {
+            pid: 1,
+            op,
+            path: PathBuf::from(path),
+            cwd_relative: false,
+            given: path.into(),
+            observed: Seen::Absent,
+            by_call,
+        };
+        let events = [
+            event("/w/inc/a.h", Op::OpenRead, true),
+            event("/w/inc/a.h", Op::Stat { follow: true }, true),
+            event("/w/inc/b.h", Op::OpenRead, false),
+            event("/w/inc/c.h", Op::OpenRead, true),
+            event("/w/inc/c.h", Op::Access, false),
+            event("/w/inc/d.h", Op::Access, true),
+        ];
+        let seen = from_trace(&events, &|_| true);
+        assert_eq!(seen.absent.len(), 4);
+        let mut by_calls: Vec<&PathBuf> = seen.absent_by_calls.iter().collect();
+        by_calls.sort();
+        assert_eq!(by_calls, [Path::new("/w/inc/a.h"), Path::new("/w/inc/d.h")]);
+    }
 
     #[test]
     fn machine_files_are_left_out() {

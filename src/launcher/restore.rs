@@ -136,7 +136,15 @@ impl Run<'_> {
 
 /// Places the stored file of `output` at `dest` (mode 0644, no fsync), verified against
 /// its digest unless `memo` vouches for the stored file's stamp; a file that had to be
-/// hashed is remembered in `memo` as of `began`.
+/// hashed is remembered in `memo` as of `began`, once it is durable.
+///
+/// Durable before vouched for: a MISS stores its outputs without fsync (the wait was on
+/// the build's critical path), so the bytes this HIT hashed may still be only in the page
+/// cache. A background write that fails later leaves the file reading back as zeros under
+/// the same stamp once the cache evicts it, so the stored file is fsynced before its stamp
+/// is remembered (an already written-back file costs a few microseconds), and a file whose
+/// fsync fails is removed from the entry: what was placed here was verified, and a later
+/// HIT finds no object and compiles instead of trusting a stamp.
 ///
 /// # Errors
 /// [`Error::Fs`]: the stored file is missing or its bytes do not match the digest, or
@@ -149,14 +157,20 @@ pub(super) fn place_output(
     began: SystemTime,
 ) -> Result<(), Error> {
     let name = entry::object_memo_name(&output.digest);
+    let stored = place.object(&output.digest);
     let placed = fs::place_file_checked(
-        &place.object(&output.digest),
+        &stored,
         dest,
         Placement { expected: output.digest, mode: 0o644, sync: false },
         &|stamp| memo.vouches(&name, stamp, &output.digest),
     )?;
-    if placed.hashed {
-        memo.remember(&name, placed.stamp, output.digest, began);
+    if placed.hashed && memo.would_remember(&placed.stamp, began) {
+        match fs::open(&stored).and_then(|file| fs::sync_file(&file, &stored)) {
+            Ok(()) => memo.remember(&name, placed.stamp, output.digest, began),
+            Err(_) => {
+                let _ = fs::remove_file(&stored);
+            }
+        }
     }
     Ok(())
 }

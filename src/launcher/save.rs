@@ -54,6 +54,9 @@ struct Learnt {
     /// was opened (traced), and whether it was run as a program.
     inputs: Vec<(PathBuf, Option<FileStamp>, bool)>,
     absent: Vec<PathBuf>,
+    /// Those of `absent` whose every lookup found nothing by its own result (the preload
+    /// library's calls): not looked at again after the compile.
+    absent_by_calls: std::collections::HashSet<PathBuf>,
     present: Vec<(PathBuf, Kind)>,
     listed: Vec<PathBuf>,
     /// Files the compile left besides the known outputs (absolute).
@@ -413,6 +416,7 @@ impl Run<'_> {
                 .map(|(p, stamp)| (p.clone(), Some(*stamp), programs.contains(p.as_path())))
                 .collect(),
             absent: seen.absent,
+            absent_by_calls: seen.absent_by_calls,
             present,
             listed: seen.listed,
             extra_outputs,
@@ -503,6 +507,7 @@ impl Run<'_> {
         Ok(Ok(Learnt {
             inputs: deps.iter().skip(1).map(|d| (d.clone(), None, false)).collect(),
             absent: probes.absent,
+            absent_by_calls: Default::default(),
             present,
             listed: Vec::new(),
             extra_outputs: Vec::new(),
@@ -626,10 +631,13 @@ impl Run<'_> {
         }
         // A name in a directory that is absent is absent too, so the search list's misses
         // (hundreds per TU, in a few directories that mostly do not exist) cost one
-        // `lstat` per such directory rather than one per name.
+        // `lstat` per such directory rather than one per name. A name the compiler's own
+        // call found absent (through the preload library) needs no second look: nothing
+        // came between the finding and the call; one looked at at a stop, before its call
+        // ran, does (a file created in between was found by the compiler).
         let mut absent_dirs: std::collections::HashMap<PathBuf, bool> =
             std::collections::HashMap::new();
-        for p in &learnt.absent {
+        for p in learnt.absent.iter().filter(|p| !learnt.absent_by_calls.contains(*p)) {
             let abs = here.absolute(p);
             if let Some(dir) = abs.parent().filter(|d| !d.as_os_str().is_empty()) {
                 let dir_absent = *absent_dirs

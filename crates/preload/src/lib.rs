@@ -23,8 +23,11 @@
 //! Calls that do not come through these functions (libc's own `fopen`, the dynamic loader,
 //! static programs, raw `syscall`) stop too.
 //!
-//! The library needs nothing from libc but `environ` and `__errno_location` (glibc and musl
-//! both have them) and makes its system calls itself. Built by `build.rs` with `rustc`
+//! The library needs nothing from libc but `environ`, `__errno_location`, `memcpy` and
+//! `memset` (glibc and musl both have them) and makes its system calls itself. Nothing in
+//! it may panic through a bounds check of `core`: that pulls in the unwinding personality,
+//! which a `no_std` library does not have, and the dynamic loader would refuse it (the
+//! launcher's test of the library's undefined symbols guards this). Built by `build.rs` with `rustc`
 //! (no Cargo package: it is `no_std`, with `panic=abort`), embedded in `strata`, and written
 //! under the cache root on first use. Layout of the log: `layout.rs`.
 

@@ -480,6 +480,7 @@ impl Recorder {
             path,
             cwd_relative: false,
             observed,
+            by_call: false,
         });
         Ok(())
     }
@@ -519,6 +520,7 @@ impl Recorder {
             cwd_relative: named.cwd_relative,
             given: named.given,
             observed: observed.clone(),
+            by_call: false,
         });
         observed
     }
@@ -688,7 +690,14 @@ fn logged_event(slot: &[u8; layout::SLOT_BYTES]) -> Option<Event> {
         CALL_STAT => Op::Stat { follow: follow == Follow::Yes },
         _ => Op::Access,
     };
-    Some(Event { pid: u32_at(SLOT_TID)?, op, path, cwd_relative, given, observed })
+    // An observation the launcher made itself (above: a link's target, an error other
+    // than absence) is not the call's own result.
+    let by_call = match errno {
+        0 => !matches!(observed, Observed::Symlink(_)),
+        libc::ENOENT | libc::ENOTDIR => true,
+        _ => false,
+    };
+    Some(Event { pid: u32_at(SLOT_TID)?, op, path, cwd_relative, given, observed, by_call })
 }
 
 /// `base` + `/` + `name`, as bytes: no normalisation (`a/../b` stays, since the kernel

@@ -276,6 +276,10 @@ pub struct Event {
     pub given: OsString,
     /// The state of `path` at the call's entry, looked at with the call's follow semantics.
     pub observed: Observed,
+    /// True when `observed` is the call's own result (a call the preload library made and
+    /// logged: what it opened, or its `errno`), false when the tracer looked at the path at
+    /// the stop, before the call ran (something may change in between).
+    pub by_call: bool,
 }
 
 /// A file-system operation.

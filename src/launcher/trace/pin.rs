@@ -19,9 +19,10 @@
 //!   threads or parallel children, or two launchers that started on one CPU): every
 //!   [`CHECK_EVERY`] [`Pin::check`] compares how long the stopped tracee waited to run
 //!   (`run_delay` of `/proc/<tid>/schedstat`) with the time passed, and when it waited more
-//!   than a quarter of it while another allowed CPU was idle more than half of that time
-//!   (`/proc/stat`), gives the tracer and every live tracee the former mask back and
-//!   leaves placement to the kernel for the rest of the trace.
+//!   than a quarter of it while another allowed CPU was idle more than half of the time
+//!   since `/proc/stat` was last read (read only at such a check, and at the start), gives
+//!   the tracer and every live tracee the former mask back and leaves placement to the
+//!   kernel for the rest of the trace.
 //! * Nothing here can fail a compile: where the masks cannot be read or set (a kernel
 //!   without `/proc/<tid>/schedstat`, a seccomp profile that denies `sched_setaffinity`),
 //!   the tracer runs unpinned as before.
@@ -57,8 +58,11 @@ pub(crate) struct Pin {
     sampled_at: Instant,
     /// The last `run_delay` read (ns) and whose.
     delay: Option<(Pid, u64)>,
-    /// Idle clock ticks per CPU (index: CPU number) at `sampled_at`.
+    /// Idle clock ticks per CPU (index: CPU number) at `idle_at`.
     idle: Vec<u64>,
+    /// When `idle` was read: `/proc/stat` (tens of microseconds to read) is read again
+    /// only at a check that finds the tree waiting.
+    idle_at: Instant,
 }
 
 impl Pin {
@@ -88,6 +92,7 @@ impl Pin {
             sampled_at: Instant::now(),
             delay: run_delay(root).map(|d| (root, d)),
             idle: idle_ticks().unwrap_or_default(),
+            idle_at: Instant::now(),
         })
     }
 
@@ -107,14 +112,20 @@ impl Pin {
             return;
         }
         let delay = run_delay(stopped);
-        let idle = idle_ticks().unwrap_or_default();
         let waited = match (self.delay, delay) {
             (Some((pid, before)), Some(after)) if pid == stopped => {
                 Duration::from_nanos(after.saturating_sub(before))
             }
             _ => Duration::ZERO,
         };
-        if contended(waited, passed, &self.allowed, self.cpu, &self.idle, &idle) {
+        self.sampled_at = now;
+        self.delay = delay.map(|d| (stopped, d));
+        if waited * 4 <= passed {
+            return;
+        }
+        let idle = idle_ticks().unwrap_or_default();
+        let window = Window { waited, passed, idle: now.duration_since(self.idle_at) };
+        if contended(window, &self.allowed, self.cpu, &self.idle, &idle) {
             // Back to the kernel's placement: a tree with threads or parallel children
             // (LTO jobs, a wrapper running two compilers) must not share one CPU.
             let _ = sched_setaffinity(Pid::from_raw(0), &self.former);
@@ -123,9 +134,8 @@ impl Pin {
             }
             self.released = true;
         }
-        self.sampled_at = now;
-        self.delay = delay.map(|d| (stopped, d));
         self.idle = idle;
+        self.idle_at = now;
     }
 }
 
@@ -136,21 +146,25 @@ impl Drop for Pin {
     }
 }
 
-/// True when the tracee `waited` for its CPU more than a quarter of `passed` while another
-/// allowed CPU than `cpu` idled more than half of it (idle ticks from `before` to `after`,
-/// 1/100 s each, USER_HZ).
-fn contended(
+/// The times a contention check compares.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    /// How long the tracee waited for its CPU during `passed`.
     waited: Duration,
+    /// Since the last check.
     passed: Duration,
-    allowed: &[usize],
-    cpu: usize,
-    before: &[u64],
-    after: &[u64],
-) -> bool {
-    if waited * 4 <= passed {
+    /// Since the idle ticks compared were read (at least `passed`).
+    idle: Duration,
+}
+
+/// True when the tracee waited for its CPU more than a quarter of the time passed while
+/// another allowed CPU than `cpu` idled more than half of the idle window (idle ticks from
+/// `before` to `after`, 1/100 s each, USER_HZ).
+fn contended(window: Window, allowed: &[usize], cpu: usize, before: &[u64], after: &[u64]) -> bool {
+    if window.waited * 4 <= window.passed {
         return false;
     }
-    let half = u64::try_from(passed.as_millis() / 20).unwrap_or(u64::MAX);
+    let half = u64::try_from(window.idle.as_millis() / 20).unwrap_or(u64::MAX);
     allowed.iter().filter(|&&c| c != cpu).any(|&c| {
         let gained = match (after.get(c), before.get(c)) {
             (Some(a), Some(b)) => a.saturating_sub(*b),
@@ -221,19 +235,23 @@ mod tests {
     #[test]
     fn released_only_when_waiting_while_another_cpu_idles() {
         let ms = Duration::from_millis;
+        let w = |waited: u64| Window { waited: ms(waited), passed: ms(100), idle: ms(100) };
         let (before, after) = (vec![100, 100, 100, 100], vec![101, 115, 108, 100]);
         // 100 ms passed; CPU 1 idled 150 ms of ticks, CPU 2 80 ms, CPU 3 none.
-        assert!(contended(ms(30), ms(100), &[0, 1, 2, 3], 0, &before, &after));
+        assert!(contended(w(30), &[0, 1, 2, 3], 0, &before, &after));
         // Waiting a quarter or less: stay.
-        assert!(!contended(ms(25), ms(100), &[0, 1, 2, 3], 0, &before, &after));
+        assert!(!contended(w(25), &[0, 1, 2, 3], 0, &before, &after));
         // CPU 1 not allowed: CPU 2 idled 80 ms > 50 ms.
-        assert!(contended(ms(30), ms(100), &[0, 2, 3], 0, &before, &after));
+        assert!(contended(w(30), &[0, 2, 3], 0, &before, &after));
+        // Over a longer idle window (the ticks read 200 ms ago), CPU 2's 80 ms is not half.
+        let longer = Window { idle: ms(200), ..w(30) };
+        assert!(!contended(longer, &[0, 2, 3], 0, &before, &after));
         // Only CPU 3 (never idle) besides ours: every CPU is busy, stay.
-        assert!(!contended(ms(90), ms(100), &[0, 3], 0, &before, &after));
+        assert!(!contended(w(90), &[0, 3], 0, &before, &after));
         // Our own CPU's idle time does not count.
-        assert!(!contended(ms(90), ms(100), &[0, 1], 1, &before, &after));
+        assert!(!contended(w(90), &[0, 1], 1, &before, &after));
         // A CPU missing from /proc/stat counts as busy.
-        assert!(!contended(ms(90), ms(100), &[0, 7], 0, &before, &after));
+        assert!(!contended(w(90), &[0, 7], 0, &before, &after));
     }
 
     #[test]

@@ -53,4 +53,30 @@ mod tests {
         let spaced = dir.path().join("a b");
         assert!(library(&spaced).unwrap_err().contains("LD_PRELOAD cannot name"));
     }
+
+    /// The library needs from libc only what glibc and musl both export; a symbol more
+    /// (`rust_eh_personality`, which any panicking bounds check of `core` pulls in) would
+    /// make the dynamic loader refuse it in every process of every compile.
+    #[test]
+    fn the_library_needs_only_environ_errno_memcpy_and_memset() {
+        if LIBRARY.is_empty() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = library(dir.path()).unwrap();
+        let out = std::process::Command::new("nm")
+            .args(["-D", "--undefined-only"])
+            .arg(&path)
+            .output()
+            .expect("nm (binutils) runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut needed: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("U "))
+            .map(|name| name.split('@').next().unwrap_or(name))
+            .collect();
+        needed.sort_unstable();
+        assert_eq!(needed, ["__errno_location", "environ", "memcpy", "memset"], "{text}");
+    }
 }
