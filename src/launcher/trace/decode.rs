@@ -691,12 +691,14 @@ fn logged_event(slot: &[u8; layout::SLOT_BYTES]) -> Option<Event> {
         _ => Op::Access,
     };
     // An observation the launcher made itself (above: a link's target, an error other
-    // than absence) is not the call's own result.
-    let by_call = match errno {
-        0 => !matches!(observed, Observed::Symlink(_)),
-        libc::ENOENT | libc::ENOTDIR => true,
-        _ => false,
-    };
+    // than absence) is not the call's own result, nor is an `access`'s (a `stat` made just
+    // before it: a file may appear in between, as at a stop).
+    let by_call = call != CALL_ACCESS
+        && match errno {
+            0 => !matches!(observed, Observed::Symlink(_)),
+            libc::ENOENT | libc::ENOTDIR => true,
+            _ => false,
+        };
     Some(Event { pid: u32_at(SLOT_TID)?, op, path, cwd_relative, given, observed, by_call })
 }
 

@@ -1130,6 +1130,15 @@ print("looked")
     assert_eq!(looks(Op::Stat { follow: false }), 7, "{events:#?}");
     assert_eq!(looks(Op::Access), 7, "{events:#?}");
     assert_eq!(events, under(&stopped, &dir));
+    // Which observations are the calls' own results (an absence found so needs no second
+    // look after the compile): a `stat`'s and an `open`'s, never an `access`'s (a `stat`
+    // made just before it) nor a stop's.
+    let missing = |t: &Traced, op: Op| {
+        t.events.iter().find(|e| e.op == op && e.given == "missing").map(|e| e.by_call)
+    };
+    assert_eq!(missing(&logged, Op::Stat { follow: true }), Some(true));
+    assert_eq!(missing(&logged, Op::Access), Some(false));
+    assert_eq!(missing(&stopped, Op::Stat { follow: true }), Some(false));
     let link = events.iter().find(|e| e.0 == Op::Stat { follow: false } && e.2 == "link");
     assert_eq!(link.map(|e| &e.3), Some(&Observed::Symlink("file.txt".into())));
     assert!(events.iter().any(|e| e.2 == "gone/x" && e.3 == Observed::Absent));

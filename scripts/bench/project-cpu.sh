@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Every compile of a configured CMake + Ninja build, plain and through `strata compile`
+# (an empty cache: every one a MISS), alternating per compile, so that a machine whose
+# speed drifts by several percent between minutes (this VM: whole plain builds 66-73 s
+# within one hour) slows both alike (issue 28; docs/performance.md "Real projects"). Prints
+# the CPU time of each variant summed over all compiles (`perf stat -e task-clock` of the
+# whole process tree), their ratio, and strata's CPU over plain per compile. What a whole
+# cold build cannot resolve at 1-2 %, this does; it leaves out ninja's scheduling and the
+# link steps (the same for both).
+#
+#   bash scripts/bench/project-cpu.sh BUILD_DIR                 # e.g. a configured xerces-c
+#   BENCH_LIMIT=100 BENCH_STRATA_BINARY=/tmp/strata bash scripts/bench/project-cpu.sh BUILD_DIR
+#
+# BUILD_DIR: a CMake build directory configured for Ninja with the compile options that
+# `strata_enable_launcher()` adds (prefix maps), without a launcher. Objects are written
+# to a scratch directory inside it (`-o` replaced), so the build tree stays as it was.
+# BENCH_LIMIT: only the first N compiles. Needs perf (Debian: linux-perf) and ninja.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+build=${1:?usage: project-cpu.sh BUILD_DIR}
+build=$(cd "$build" && pwd -P)
+command -v perf >/dev/null || {
+  echo "project-cpu.sh: perf is needed (apt-get install linux-perf)" >&2
+  exit 1
+}
+S=$(bench_strata)
+work=$(mktemp -d "${TMPDIR:-/tmp}/strata-project-cpu.XXXXXX")
+trap 'rm -rf "$work" "$build/.strata-project-cpu"' EXIT
+mkdir -p "$build/.strata-project-cpu"
+bench_cpu
+# One compile per line: the commands ninja would run for object files.
+ninja -C "$build" -t commands | grep -E ' -c ' | grep -E ' -o [^ ]+\.o( |$)' \
+  | awk -v limit="${BENCH_LIMIT:-0}" 'limit == 0 || NR <= limit' >"$work/commands"
+total=$(wc -l <"$work/commands")
+echo "build: $build; compiles: $total; strata: $S"
+cpu() { perf stat -x, -e task-clock "$@" 2>&1 >/dev/null | awk -F, '$3 == "task-clock" { print $1 }'; }
+plain_sum=0
+strata_sum=0
+n=0
+cd "$build"
+while read -r line; do
+  n=$((n + 1))
+  # The object goes to the scratch directory, under a name of its own per variant.
+  read -r -a command <<<"$(sed -E "s# -o [^ ]+# -o .strata-project-cpu/o.o#" <<<"$line")"
+  p() { cpu "${command[@]}"; }
+  s() { cpu "$S" compile "--cache-root=$work/cache" -- "${command[@]}"; }
+  if [ $((n % 2)) = 0 ]; then
+    a=$(p)
+    b=$(s)
+  else
+    b=$(s)
+    a=$(p)
+  fi
+  plain_sum=$(awk -v x="$plain_sum" -v y="${a:-0}" 'BEGIN { print x + y }')
+  strata_sum=$(awk -v x="$strata_sum" -v y="${b:-0}" 'BEGIN { print x + y }')
+done <"$work/commands"
+awk -v p="$plain_sum" -v s="$strata_sum" -v n="$n" 'BEGIN {
+  printf "  plain   cpu %10.1f ms\n  strata  cpu %10.1f ms  %.3fx  (+%.1f ms per compile, n=%d)\n",
+    p, s, s / p, (s - p) / n, n }'
