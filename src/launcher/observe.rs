@@ -24,7 +24,10 @@
 //! mode or owner of a file it did not create) is not cached; [`Observed::unsafe_write`]
 //! says which.
 
-use std::collections::{HashMap, HashSet};
+// FxHash: a compile's trace is a thousand paths or more, each hashed several times here,
+// and SipHash was a tenth of the launcher's CPU per MISS (issue 28). The keys are the
+// compile's own paths, not input from elsewhere.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -130,7 +133,7 @@ pub fn dropped_duplicate(events: &[Event], search_dirs: &[PathBuf]) -> Option<St
     if search_dirs.is_empty() {
         return None;
     }
-    let mut by_id: HashMap<(u64, u64), Vec<&Path>> = HashMap::new();
+    let mut by_id: HashMap<(u64, u64), Vec<&Path>> = HashMap::default();
     for e in events {
         if let Seen::Directory(stamp) = &e.observed
             && matches!(e.op, Op::Stat { .. } | Op::OpenDirectory | Op::Access)

@@ -56,7 +56,7 @@ struct Learnt {
     absent: Vec<PathBuf>,
     /// Those of `absent` whose every lookup found nothing by its own result (the preload
     /// library's calls): not looked at again after the compile.
-    absent_by_calls: std::collections::HashSet<PathBuf>,
+    absent_by_calls: rustc_hash::FxHashSet<PathBuf>,
     present: Vec<(PathBuf, Kind)>,
     listed: Vec<PathBuf>,
     /// Files the compile left besides the known outputs (absolute).
@@ -635,8 +635,7 @@ impl Run<'_> {
         // call found absent (through the preload library) needs no second look: nothing
         // came between the finding and the call; one looked at at a stop, before its call
         // ran, does (a file created in between was found by the compiler).
-        let mut absent_dirs: std::collections::HashMap<PathBuf, bool> =
-            std::collections::HashMap::new();
+        let mut absent_dirs: rustc_hash::FxHashMap<PathBuf, bool> = Default::default();
         for p in learnt.absent.iter().filter(|p| !learnt.absent_by_calls.contains(*p)) {
             let abs = here.absolute(p);
             if let Some(dir) = abs.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -816,7 +815,7 @@ fn name_groups(here: &Location, absent: &[PathBuf], present: &[(PathBuf, Kind)])
     };
     let mut at: Vec<(usize, String, Option<Kind>)> = Vec::new();
     // Absent names share a few directories (the search list): one `lstat` per directory.
-    let mut exists: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
+    let mut exists: rustc_hash::FxHashMap<PathBuf, bool> = Default::default();
     let mut exists_at = |dir: &Path| -> bool {
         *exists.entry(dir.to_path_buf()).or_insert_with(|| {
             fs::symlink_metadata_opt(&here.absolute(dir)).ok().flatten().is_some()
