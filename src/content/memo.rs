@@ -199,8 +199,7 @@ impl VerifyMemo {
         digest: ContentDigest,
         began: SystemTime,
     ) {
-        let cutoff = settled_before(began);
-        if stamp.is_storable() && stamp.mtime_ns < cutoff && stamp.ctime_ns < cutoff {
+        if self.would_remember(&stamp, began) {
             if self.files.get(rel) != Some(&(stamp, digest)) {
                 self.files.insert(rel.clone(), (stamp, digest));
                 self.changed = true;

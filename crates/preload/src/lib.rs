@@ -454,10 +454,9 @@ unsafe fn stat_at(dirfd: c_int, path: *const c_char, buf: *mut u8, flags: c_int)
     let plain = flags & !(AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT) == 0;
     if !base.is_null() && !path.is_null() && !buf.is_null() && plain {
         if let Some(slot) = unsafe { reserve(base, dirfd, path) } {
-            let args = [dirfd as isize as usize, path as usize, buf as usize, flags as usize];
-            let ret = unsafe {
-                syscall6(nr::NEWFSTATAT, [args[0], args[1], args[2], args[3], 0, cookie()])
-            };
+            let args =
+                [dirfd as isize as usize, path as usize, buf as usize, flags as usize, 0, cookie()];
+            let ret = unsafe { syscall6(nr::NEWFSTATAT, args) };
             let mut seen = Seen::default();
             if ret == 0 {
                 let mut st = [0u8; STAT_BYTES];
