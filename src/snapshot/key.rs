@@ -4,7 +4,7 @@
 //! compat prefix       = <prefix>-schema<N>-<compat digest>-
 //! same-source prefix  = <compat prefix><source hash>-
 //! primary key         = <same-source prefix><suffix>
-//! suffix              = <UTC yyyymmddThhmmssZ>-<run id>-<attempt>-<pid>-<8 hex random>
+//! suffix              = <UTC yyyymmddThhmmss.uuuuuuZ>-<run id>-<attempt>-<pid>-<8 hex random>
 //! ```
 //!
 //! * `<prefix>` (default `strata-l1`): 1–64 characters from `[A-Za-z0-9._-]`, starting
@@ -17,10 +17,14 @@
 //!   stores that derive file names from keys stay under the usual 255-byte name limit).
 //!   The full 64-hex values are in `--json` output. A given `--source-hash` is used
 //!   verbatim and must not contain `-` ([`super::source`]).
-//! * The suffix starts with the UTC time, so among keys of one same-source prefix the
-//!   lexicographically largest is the newest, deterministically; the run id
+//! * The suffix starts with the UTC time to the microsecond, so among keys of one
+//!   same-source prefix the lexicographically largest is the newest, deterministically,
+//!   even among snapshots saved within one second; the run id
 //!   (`GITHUB_RUN_ID`, else `local`; only letters and digits kept), the attempt
 //!   (`GITHUB_RUN_ATTEMPT`, else `0`), the pid and 4 random bytes make it unique.
+//!   Keys made before the microseconds were added carry `yyyymmddThhmmssZ`; both forms
+//!   parse, and [`SuffixTime`] orders them together (a whole-second time counts as its
+//!   second's start).
 //!
 //! Every key and prefix uses only `[A-Za-z0-9._-]`, so it is a valid object key, has no
 //! comma (actions/cache), and is at most [`MAX_KEY_CHARS`] long. A key never ends in
@@ -217,13 +221,54 @@ pub struct KeyParts {
     pub suffix: String,
 }
 
-/// True for `yyyymmddThhmmssZ`.
+/// True for `yyyymmddThhmmssZ` and `yyyymmddThhmmss.uuuuuuZ`.
 fn is_suffix_time(text: &str) -> bool {
-    let b = text.as_bytes();
-    b.len() == 16
-        && b.get(8) == Some(&b'T')
-        && b.get(15) == Some(&b'Z')
-        && b.iter().enumerate().all(|(i, c)| i == 8 || i == 15 || c.is_ascii_digit())
+    SuffixTime::parse(text).is_some()
+}
+
+/// The time field of strata's key suffix, as an order: the UTC second, then the
+/// nanoseconds within it. Compare these, not the field's text: a whole-second field
+/// (`…ssZ`, keys made before microseconds were added) would sort after every
+/// microsecond field (`…ss.uuuuuuZ`) of its second by bytes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SuffixTime {
+    /// `yyyymmddThhmmss` (UTC; fixed width, so byte order is time order).
+    second: String,
+    /// Nanoseconds within the second (0..1e9; keys carry microseconds).
+    nanos: u32,
+}
+
+impl SuffixTime {
+    /// Parses `yyyymmddThhmmssZ` or `yyyymmddThhmmss.uuuuuuZ`; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        let b = text.as_bytes();
+        let digits = |range: std::ops::Range<usize>| {
+            b.get(range).is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+        };
+        if b.len() < 16 || !digits(0..8) || b[8] != b'T' || !digits(9..15) {
+            return None;
+        }
+        let nanos = match &b[15..] {
+            b"Z" => 0,
+            [b'.', micros @ .., b'Z'] if micros.len() == 6 && digits(16..22) => {
+                std::str::from_utf8(micros).ok()?.parse::<u32>().ok()? * 1000
+            }
+            _ => return None,
+        };
+        Some(Self { second: text[..15].to_owned(), nanos })
+    }
+
+    /// The time of `time` (UTC), to the nanosecond.
+    pub fn of(time: SystemTime) -> Self {
+        let text = format_time(time);
+        let nanos = time.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        Self { second: text[..15].to_owned(), nanos }
+    }
+
+    /// The second's field text, `yyyymmddThhmmssZ` (for messages).
+    pub fn second_text(&self) -> String {
+        format!("{}Z", self.second)
+    }
 }
 
 impl KeyParts {
@@ -270,14 +315,14 @@ impl KeyParts {
         format!("{}{}-", self.compat_prefix(), self.source)
     }
 
-    /// The suffix's UTC time field, `yyyymmddThhmmssZ`.
+    /// The suffix's UTC time field, `yyyymmddThhmmss.uuuuuuZ` (or `yyyymmddThhmmssZ`).
     pub fn suffix_time(&self) -> &str {
         self.suffix.split('-').next().unwrap_or_default()
     }
 }
 
-/// The time sort field of any key: the `yyyymmddThhmmssZ` field that starts strata's
-/// suffix, if the key has one.
+/// The time sort field of any key: the `yyyymmddThhmmss.uuuuuuZ` (or, in older keys,
+/// `yyyymmddThhmmssZ`) field that starts strata's suffix, if the key has one.
 pub fn key_time(key: &str) -> Option<&str> {
     let mut fields = key.rsplitn(6, '-');
     let _random = fields.next()?;
@@ -300,6 +345,14 @@ pub fn format_time(time: SystemTime) -> String {
         t.minute(),
         t.second()
     )
+}
+
+/// Formats a time as `yyyymmddThhmmss.uuuuuuZ` (UTC, microseconds): the first field of
+/// a new key's suffix.
+pub fn format_suffix_time(time: SystemTime) -> String {
+    let micros = time.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.subsec_micros());
+    let second = format_time(time);
+    format!("{}.{micros:06}Z", &second[..15])
 }
 
 /// The CI run a key is made in (`GITHUB_RUN_ID`, `GITHUB_RUN_ATTEMPT`).
@@ -325,7 +378,7 @@ pub fn unique_suffix(run: &RunContext, now: SystemTime) -> String {
     };
     format!(
         "{}-{}-{}-{}-{:08x}",
-        format_time(now),
+        format_suffix_time(now),
         clean(&run.run_id, "local"),
         clean(&run.attempt, "0"),
         std::process::id(),
@@ -661,7 +714,48 @@ mod tests {
             unique_suffix(&run, SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
         let late = unique_suffix(&run, SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_001));
         assert!(early < late);
-        assert!(early.starts_with("20231114T221320Z-99-0-"), "{early}");
+        assert!(early.starts_with("20231114T221320.000000Z-99-0-"), "{early}");
+    }
+
+    #[test]
+    fn saves_within_one_second_sort_by_their_microseconds_whatever_their_pids() {
+        // The fault of issue 28's CI run: two saves in one second by pids 937 and 1000 sorted
+        // by the pid's digits. The microseconds come first now.
+        let at = |micros: u64| SystemTime::UNIX_EPOCH + Duration::from_micros(micros);
+        let base = 1_700_000_000_000_000;
+        let first = format!("{}-local-0-937-ffffffff", format_suffix_time(at(base + 5)));
+        let second = format!("{}-local-0-1000-00000000", format_suffix_time(at(base + 6)));
+        assert!(first.starts_with("20231114T221320.000005Z-"), "{first}");
+        assert!(first < second, "{first} {second}");
+        let time = |key: &str| SuffixTime::parse(key_time(&format!("p-{key}")).unwrap()).unwrap();
+        assert!(time(&first) < time(&second));
+        // An older whole-second key counts as its second's start: before every microsecond
+        // key of that second, after every one of the second before (by bytes it would be
+        // after all of them).
+        let old = time("20231114T221320Z-local-0-1-aa");
+        assert!(old < time(&first));
+        assert!(time("20231114T221319.999999Z-local-0-1-aa") < old);
+        assert_eq!(SuffixTime::of(at(base + 5)).second_text(), "20231114T221320Z");
+    }
+
+    #[test]
+    fn suffix_times_parse_only_their_two_shapes() {
+        for good in ["20250101T000000Z", "20250101T000000.000000Z", "20991231T235959.999999Z"] {
+            assert!(SuffixTime::parse(good).is_some(), "{good}");
+        }
+        for bad in [
+            "20250101T000000",
+            "20250101T000000.Z",
+            "20250101T000000.12345Z",
+            "20250101T000000.1234567Z",
+            "20250101T000000.12345aZ",
+            "2025010AT000000Z",
+            "20250101X000000Z",
+            "20250101T000000ZZ",
+            "",
+        ] {
+            assert!(SuffixTime::parse(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]
@@ -719,6 +813,10 @@ mod tests {
         check_key_text("--key", "strata-l1-schema1-").unwrap();
         assert!(KeyParts::parse("plain-key").is_none());
         assert_eq!(key_time("x-20250101T000000Z-local-0-1-abcd"), Some("20250101T000000Z"));
+        assert_eq!(
+            key_time("x-20250101T000000.000042Z-local-0-1-abcd"),
+            Some("20250101T000000.000042Z")
+        );
         assert_eq!(key_time("x-2025-local-0-1-abcd"), None);
     }
 

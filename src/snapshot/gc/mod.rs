@@ -11,7 +11,7 @@
 //! # What goes, in this order
 //! 1. **Snapshots beyond `keep`**: per namespace (among the keys starting with `--prefix`,
 //!    if given), the snapshots are ordered by the time field of their key's suffix
-//!    (`yyyymmddThhmmssZ`, the order restore's lookup uses; ties by the key), newest
+//!    (`yyyymmddThhmmss.uuuuuuZ`, the order restore's lookup uses; ties by the key), newest
 //!    first; the first `keep` stay. Of each other one the sidecar `<key>.json` is deleted
 //!    first (the commit point: after that the snapshot is invisible), then the object it
 //!    names (a full snapshot object or an index object).

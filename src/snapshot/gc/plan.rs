@@ -18,7 +18,7 @@ use crate::snapshot::index::names::{
 use crate::snapshot::index::record::{
     EntryLocation, MAX_INDEX_BYTES, MAX_REF_BYTES, decompress_index, load_index, load_ref,
 };
-use crate::snapshot::key::{KeyParts, check_key_text, format_time};
+use crate::snapshot::key::{KeyParts, SuffixTime, check_key_text};
 use crate::snapshot::manifest::{MAX_SIDECAR_BYTES, Sidecar, SnapshotKind, load_sidecar};
 use crate::snapshot::restore::lookup::MAX_FUTURE;
 use crate::transport::{ListObjects, ObjectKey, ObjectMeta, ObjectStore};
@@ -164,8 +164,8 @@ impl Planner<'_, '_, '_> {
 
     /// Loads every sidecar; returns the keys to consider for pruning, grouped by
     /// namespace, each with its suffix time.
-    fn load_sidecars(&mut self) -> Result<BTreeMap<String, Vec<(String, String)>>, Error> {
-        let mut groups: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    fn load_sidecars(&mut self) -> Result<BTreeMap<String, Vec<(SuffixTime, String)>>, Error> {
+        let mut groups: BTreeMap<String, Vec<(SuffixTime, String)>> = BTreeMap::new();
         let keys: Vec<(String, u64)> =
             self.listing.sidecars.iter().map(|(k, m)| (k.clone(), m.size_bytes)).collect();
         for (key, size) in keys {
@@ -194,12 +194,13 @@ impl Planner<'_, '_, '_> {
             if let Some(parts) = parts
                 && self.request.prefix.as_deref().is_none_or(|p| key.starts_with(p))
             {
-                let time = parts.suffix_time().to_owned();
-                if time > format_time(self.now + MAX_FUTURE) {
+                let text = parts.suffix_time();
+                let Some(time) = SuffixTime::parse(text) else { continue };
+                if time > SuffixTime::of(self.now + MAX_FUTURE) {
                     // Restores ignore it, so it must not take the place of one they use;
                     // it is not deleted either (its entry objects stay marked).
                     let message = format!(
-                        "the snapshot {key} is dated {time}, more than a day in the future: restores ignore it, so it is neither counted among the kept nor deleted (a wrong clock or a crafted key; delete {key}.json by hand)"
+                        "the snapshot {key} is dated {text}, more than a day in the future: restores ignore it, so it is neither counted among the kept nor deleted (a wrong clock or a crafted key; delete {key}.json by hand)"
                     );
                     self.warn(false, message);
                     continue;
@@ -212,7 +213,7 @@ impl Planner<'_, '_, '_> {
 
     /// Snapshots beyond `keep`, newest first by suffix time then key: sidecar first, then
     /// its object.
-    fn prune(&mut self, groups: BTreeMap<String, Vec<(String, String)>>) {
+    fn prune(&mut self, groups: BTreeMap<String, Vec<(SuffixTime, String)>>) {
         for (prefix, mut keys) in groups {
             keys.sort_by(|a, b| b.cmp(a));
             let mut namespace = Namespace { prefix, ..Namespace::default() };

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use super::{MatchLevel, RestoreReport, RestoreRequest};
 use crate::snapshot::commit::object_key;
-use crate::snapshot::key::{KeyParts, check_key_text, format_time, key_time};
+use crate::snapshot::key::{KeyParts, SuffixTime, check_key_text, key_time};
 use crate::snapshot::{Error, SnapshotKey};
 use crate::transport::ObjectMeta;
 
@@ -28,22 +28,15 @@ pub(crate) struct Candidate {
 }
 
 /// The sort key of [`recency`].
-type Recency = (String, u32, String);
+type Recency = (SuffixTime, String);
 
 /// The sort key of a listed snapshot: its suffix time, else the sidecar's `Last-Modified`
-/// (formatted the same way), then the sub-second part of `Last-Modified` for keys without
-/// strata's suffix (0 for keys with one), then the key itself; larger is newer.
+/// (to the store's resolution), then the key itself; larger is newer.
 fn recency(name: &str, sidecar: &ObjectMeta) -> Recency {
-    match key_time(name) {
-        Some(time) => (time.to_owned(), 0, name.to_owned()),
-        None => {
-            let nanos = sidecar
-                .last_modified
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos());
-            (format_time(sidecar.last_modified), nanos, name.to_owned())
-        }
-    }
+    let time = key_time(name)
+        .and_then(SuffixTime::parse)
+        .unwrap_or_else(|| SuffixTime::of(sidecar.last_modified));
+    (time, name.to_owned())
 }
 
 /// The complete snapshots among `objects` under `prefix`, newest first (see the module
@@ -57,7 +50,7 @@ fn newest_first(
 ) -> Vec<(String, ObjectMeta, Option<u64>)> {
     let sizes: std::collections::HashMap<&str, u64> =
         objects.iter().map(|o| (o.key.as_str(), o.size_bytes)).collect();
-    let limit = format_time(now + MAX_FUTURE);
+    let limit = SuffixTime::of(now + MAX_FUTURE);
     let mut found: Vec<(Recency, ObjectMeta, Option<u64>)> = Vec::new();
     for o in objects {
         let Some(name) = o.key.as_str().strip_suffix(".json") else { continue };
@@ -67,7 +60,7 @@ fn newest_first(
         // The object `<key>` of an earlier release's snapshot is listed with it.
         let size = sizes.get(name).copied();
         if let Some(time) = key_time(name)
-            && time > limit.as_str()
+            && SuffixTime::parse(time).is_some_and(|t| t > limit)
         {
             notes.push(format!(
                 "ignoring snapshot {name}: its time {time} is more than a day in the future \
@@ -79,7 +72,7 @@ fn newest_first(
         found.push((recency(name, o), o.clone(), size));
     }
     found.sort_by(|a, b| b.0.cmp(&a.0));
-    found.into_iter().map(|((_, _, name), meta, size)| (name, meta, size)).collect()
+    found.into_iter().map(|((_, name), meta, size)| (name, meta, size)).collect()
 }
 
 /// The prefixes to try after the exact key, with their levels, deduplicated in order.
@@ -208,6 +201,21 @@ mod tests {
             newest_first(&objects, p, now, &mut Vec::new()).into_iter().map(|c| c.2).collect();
         assert_eq!(sizes, [Some(1), None, Some(1)]);
         assert!(names(&objects, "other-").is_empty());
+    }
+
+    #[test]
+    fn saves_within_one_second_come_newest_first_whatever_their_pids() {
+        let objects = vec![
+            meta("ns-s-20250101T000000.000100Z-local-0-937-ff.json", 1),
+            meta("ns-s-20250101T000000.000300Z-local-0-1000-00.json", 1),
+            meta("ns-s-20250101T000000.000200Z-local-0-20-aa.json", 1),
+            // Made by an older release, in the same second: the second's start.
+            meta("ns-s-20250101T000000Z-local-0-99-ff.json", 1),
+        ];
+        let listed = newest_first(&objects, "ns-", SystemTime::now(), &mut Vec::new());
+        let pids: Vec<&str> =
+            listed.iter().map(|c| c.0.rsplit('-').nth(1).unwrap_or_default()).collect();
+        assert_eq!(pids, ["1000", "20", "937", "99"]);
     }
 
     #[test]

@@ -9,10 +9,11 @@
 //! 3. the newest snapshot under each `--restore-key` prefix, in order.
 //!
 //! Listings follow every page. "Newest" is the largest suffix time
-//! (`yyyymmddThhmmssZ`, the first field of strata's suffix), ties broken by the whole key
-//! (byte order, larger wins); keys without that field use the sidecar's `Last-Modified`
-//! formatted the same way, then its sub-second part at the store's resolution (S3
-//! listings: milliseconds; directory stores: the file system's), then the key. A snapshot
+//! (`yyyymmddThhmmss.uuuuuuZ`, the first field of strata's suffix, compared as a time:
+//! [`crate::snapshot::key::SuffixTime`]), ties broken by the whole key (byte order,
+//! larger wins); keys without that field use the sidecar's `Last-Modified` at the store's
+//! resolution (S3 listings: milliseconds; directory stores: the file system's), then the
+//! key. A snapshot
 //! whose suffix time is more than a day ahead of the clock is ignored with a note: a wrong
 //! clock or a crafted key must not win every lookup.
 //!
