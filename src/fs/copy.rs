@@ -44,6 +44,11 @@ pub fn copy_verified(
 }
 
 /// Copies the open file `input` (read from `src`) into `dest` while hashing.
+///
+/// The thread's buffer is used at the file's size (whole pages, one more byte for the
+/// read that finds the end; at most [`crate::digest::BUFFER_BYTES`]): a launcher copies one
+/// object of tens of KB per process, and each page of a buffer it never fills is a page
+/// fault, a few microseconds in a virtual machine.
 pub(super) fn copy_hashing(
     input: &mut File,
     src: &Path,
@@ -52,7 +57,12 @@ pub(super) fn copy_hashing(
     algorithm: DigestAlgorithm,
 ) -> Result<(ContentDigest, u64)> {
     let mut hasher = ContentHasher::new(algorithm);
-    crate::digest::with_buffer(|buf| {
+    let size = input.metadata().map_err(|e| Error::io("stat", src, e))?.len();
+    let buffer_bytes = usize::try_from(size.saturating_add(1))
+        .unwrap_or(usize::MAX)
+        .next_multiple_of(4096)
+        .min(crate::digest::BUFFER_BYTES);
+    crate::digest::with_buffer_of(buffer_bytes, |buf| {
         loop {
             let n = match input.read(buf) {
                 Ok(0) => return Ok(()),

@@ -331,31 +331,56 @@ fn coarse_now() -> Option<i128> {
 /// before the compiler starts, and its result is not cached.
 ///
 /// File times come from the kernel's coarse clock, so this reads that clock, not
-/// `SystemTime::now()` (which runs up to a tick ahead of it): the change time of a new,
-/// unnamed file beside the object (the build tree's file system; else the temporary
-/// directory). The marker is a reading that has moved on from the first one, taken when
-/// the launcher started (usually the launcher's own work takes that long; else it waits,
-/// at most one tick, a few milliseconds, watching the kernel's coarse clock rather than
-/// creating a file every 250 µs), so a file written before the launcher started,
-/// even in the same tick, reads as older, while anything written after the compiler
-/// started does not. Where the clock does not move within 50 ms (a file system with one-
-/// or two-second times) the first reading is used, which only leaves more results
-/// uncached; where no file can be created, `now` less 20 ms (longer than a tick at
-/// 100 Hz) stands in.
+/// `SystemTime::now()` (which runs up to a tick ahead of it): the change time of the
+/// directory the object goes to (the build tree's file system), just after setting that
+/// directory's access time to now (`futimens` with `UTIME_NOW` for the access time and
+/// `UTIME_OMIT` for the modification time: the kernel stamps the change time as it
+/// stamps a new file's; the compile itself then creates or replaces a file there, which
+/// changes the directory's times anyway). Where that is refused (a directory the user
+/// may not write), the change time of a new, unnamed file beside the object stands in
+/// (`O_TMPFILE`; else in the temporary directory). A reading makes no inode: on ext4
+/// each new inode costs a scan of the recently deleted ones (issue 28).
+///
+/// The marker is a reading that has moved on from the first one, taken when the launcher
+/// started, so a file written before the launcher started, even in the same tick, reads
+/// as older, while anything written after the compiler started does not. Where change
+/// times are fine-grained once looked at (multigrain times: Linux 6.13 and later on ext4,
+/// xfs, btrfs and tmpfs), the directory's next reading has moved on at once; else it
+/// waits for the coarse clock's next tick (usually the launcher's own work takes that
+/// long; at most one tick, a few milliseconds), watching that clock rather than reading
+/// the file system every 250 µs. Any reading is safe as a marker: it was taken before the compiler started, so
+/// every later change is stamped at or after it (a tie counts as changed). Where the clock
+/// does not move within 50 ms (a file system with one- or two-second times) the first
+/// reading is used, which only leaves more results uncached; where no reading can be
+/// taken, `now` less 20 ms (longer than a tick at 100 Hz) stands in.
 pub(super) struct FsClock {
     dir: PathBuf,
+    /// The directory, open for [`FsClock::read`]; `None` once touching it was refused.
+    handle: std::cell::RefCell<Option<std::os::fd::OwnedFd>>,
     first: Option<i128>,
 }
 
 impl FsClock {
     pub(super) fn start(object: &Path) -> Self {
+        use rustix::fs::{Mode, OFlags};
         let dir = object.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let mut clock = FsClock { dir: dir.to_path_buf(), first: None };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let handle = rustix::fs::open(dir, flags, Mode::empty()).ok();
+        let mut clock =
+            FsClock { dir: dir.to_path_buf(), handle: std::cell::RefCell::new(handle), first: None };
         clock.first = clock.read().ok();
         clock
     }
 
+    /// One reading of the file system's clock, in nanoseconds since the Unix epoch.
     fn read(&self) -> std::io::Result<i128> {
+        let mut handle = self.handle.borrow_mut();
+        if let Some(dir) = handle.as_ref() {
+            match touched_ctime(dir) {
+                Ok(ctime) => return Ok(ctime),
+                Err(_) => *handle = None,
+            }
+        }
         let file = tempfile::tempfile_in(&self.dir).or_else(|_| tempfile::tempfile())?;
         Ok(fs::FileStamp::of(&file.metadata()?).ctime_ns)
     }
@@ -367,10 +392,18 @@ impl FsClock {
                 .map_or(0, |d| d.as_nanos() as i128);
             return now - 20_000_000;
         };
+        // A reading of the directory is two system calls, so try one at once: where change
+        // times are fine-grained once looked at (multigrain times, Linux 6.13 and later, on
+        // ext4, xfs, btrfs, tmpfs) it has moved on already, and no tick need pass.
+        if self.handle.borrow().is_some()
+            && let Ok(next) = self.read()
+            && next > first
+        {
+            return next;
+        }
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
-        // Each reading creates a file (an inode on ext4), so wait for the tick on the
-        // kernel's coarse clock, which file times follow and which reads without a system
-        // call, and then take the reading that counts.
+        // Wait for the tick on the kernel's coarse clock, which file times follow and which
+        // reads without a system call, and then take the reading that counts.
         while coarse_now().is_some_and(|now| now <= first) && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_micros(250));
         }
@@ -383,5 +416,67 @@ impl FsClock {
                 _ => return first,
             }
         }
+    }
+}
+
+/// Sets `dir`'s access time to now (its modification time stays) and returns its change
+/// time, which that stamped (nanoseconds since the Unix epoch).
+fn touched_ctime(dir: &std::os::fd::OwnedFd) -> std::io::Result<i128> {
+    use rustix::fs::{Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
+    let times = Timestamps {
+        last_access: Timespec { tv_sec: 0, tv_nsec: UTIME_NOW },
+        last_modification: Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT },
+    };
+    rustix::fs::futimens(dir, &times)?;
+    let stat = rustix::fs::fstat(dir)?;
+    Ok(i128::from(stat.st_ctime) * 1_000_000_000 + i128::from(stat.st_ctime_nsec))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctime(path: &Path) -> i128 {
+        fs::FileStamp::of(&fs::metadata(path).unwrap()).ctime_ns
+    }
+
+    #[test]
+    fn the_clock_reads_the_object_directory_without_making_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = dir.path().join("before.h");
+        fs::write_new(&before, b"x", 0o644).unwrap();
+        let mtime = |p: &Path| fs::FileStamp::of(&fs::metadata(p).unwrap()).mtime_ns;
+        let dir_mtime = mtime(dir.path());
+        let clock = FsClock::start(&dir.path().join("a.o"));
+        assert!(clock.handle.borrow().is_some(), "the directory was opened");
+        let first = clock.first.expect("a first reading");
+        assert!(first >= ctime(&before), "{first} {}", ctime(&before));
+        let marker = clock.marker();
+        assert!(marker >= first);
+        // The reading is the directory's change time; its modification time (what a build
+        // tool might look at) is as it was, and no file was made.
+        assert_eq!(ctime(dir.path()), marker);
+        assert_eq!(mtime(dir.path()), dir_mtime);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().len(), 1);
+        let after = dir.path().join("after.h");
+        fs::write_new(&after, b"y", 0o644).unwrap();
+        assert!(ctime(&after) >= marker, "{} {marker}", ctime(&after));
+    }
+
+    #[test]
+    fn where_the_directory_cannot_be_touched_a_new_file_stands_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = dir.path().join("before.h");
+        fs::write_new(&before, b"x", 0o644).unwrap();
+        let mut clock = FsClock::start(&dir.path().join("a.o"));
+        clock.handle = std::cell::RefCell::new(None);
+        clock.first = clock.read().ok();
+        let first = clock.first.expect("a reading from a new file");
+        assert!(first >= ctime(&before));
+        let marker = clock.marker();
+        let after = dir.path().join("after.h");
+        fs::write_new(&after, b"y", 0o644).unwrap();
+        assert!(marker >= first && ctime(&after) >= marker);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().len(), 2, "the file had no name");
     }
 }

@@ -822,13 +822,15 @@ fn name_groups(here: &Location, absent: &[PathBuf], present: &[(PathBuf, Kind)])
         })
     };
     for path in absent {
-        let mut p = path.clone();
-        while let Some(parent) = p.parent().filter(|q| !q.as_os_str().is_empty())
-            && !exists_at(parent)
-        {
-            p = parent.to_path_buf();
-        }
-        let (dir, name) = split_name(&p);
+        // From the root down: the first ancestor that is absent. Absent names share their
+        // first absent directory (`<build>/xercesc` for every header looked for under the
+        // build directory), so walking down looks at each directory once, where walking up
+        // would look at every distinct parent.
+        let mut ancestors: Vec<&Path> =
+            path.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).collect();
+        ancestors.reverse();
+        let p = ancestors.into_iter().find(|a| !exists_at(a)).unwrap_or(path);
+        let (dir, name) = split_name(p);
         at.push((group(&dir), name, None));
     }
     for (path, kind) in present {
@@ -939,4 +941,45 @@ pub(super) fn once_per_build(cache: &crate::l1::layout::CacheRoot, what: &str) -
     let _ = fs::create_dir_all(marker.parent().unwrap_or(cache.path()));
     let _ = fs::write_atomic_nosync(&marker, b"", 0o644);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_names_are_recorded_at_their_first_absent_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(&root.join("inc/sub")).unwrap();
+        let here = Location::new(root, &[]);
+        let absent: Vec<PathBuf> = [
+            "inc/missing/deeper/x.h",
+            "inc/missing/y.h",
+            "inc/z.h",
+            "inc/sub/w.h",
+            "nothere/a/b.h",
+            "top.h",
+        ]
+        .iter()
+        .map(|p| root.join(p))
+        .collect();
+        let groups = name_groups(&here, &absent, &[]);
+        let mut seen: Vec<(String, Vec<String>)> =
+            groups.into_iter().map(|g| (g.dir, g.absent)).collect();
+        seen.sort();
+        let want = |dir: &str, names: &[&str]| {
+            (dir.to_owned(), names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+        };
+        // The working directory's record form is its own (not a path).
+        let cwd = record_form(&here, root);
+        assert_eq!(
+            seen,
+            [
+                want(&cwd, &["nothere", "top.h"]),
+                want("inc", &["missing", "z.h"]),
+                want("inc/sub", &["w.h"]),
+            ]
+        );
+    }
 }

@@ -563,7 +563,9 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> Drain {
     let shared = std::sync::Arc::clone(&bytes);
     std::thread::spawn(move || {
         if let Some(mut pipe) = pipe {
-            let mut chunk = vec![0u8; 64 * 1024];
+            // Most compiles print nothing or a few lines: a small chunk leaves fewer pages
+            // to fault in (a pipe holds 64 KiB, so a large output takes a few more reads).
+            let mut chunk = vec![0u8; 16 * 1024];
             // A read error ends the capture with what was read; the pipe is ours alone.
             while let Ok(n) = pipe.read(&mut chunk) {
                 if n == 0 {
