@@ -366,11 +366,8 @@ impl FsClock {
         let dir = object.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let handle = rustix::fs::open(dir, flags, Mode::empty()).ok();
-        let mut clock = FsClock {
-            dir: dir.to_path_buf(),
-            handle: std::cell::RefCell::new(handle),
-            first: None,
-        };
+        let mut clock =
+            FsClock { dir: dir.to_path_buf(), handle: std::cell::RefCell::new(handle), first: None };
         clock.first = clock.read().ok();
         clock
     }

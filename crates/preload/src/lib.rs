@@ -48,6 +48,7 @@ mod nr {
     pub const GETCWD: usize = 79;
     pub const GETTID: usize = 186;
     pub const MMAP: usize = 9;
+    pub const PROCESS_VM_READV: usize = 310;
     pub const O_DIRECTORY: c_int = 0o200000;
     pub const O_NOFOLLOW: c_int = 0o400000;
     /// `st_mode` in `struct stat` (`u32`).
@@ -63,6 +64,7 @@ mod nr {
     pub const GETCWD: usize = 17;
     pub const GETTID: usize = 178;
     pub const MMAP: usize = 222;
+    pub const PROCESS_VM_READV: usize = 270;
     pub const O_DIRECTORY: c_int = 0o40000;
     pub const O_NOFOLLOW: c_int = 0o100000;
     /// `st_mode` in `struct stat` (`u32`).
@@ -226,6 +228,13 @@ unsafe fn env(name: &[u8]) -> Option<&'static [u8]> {
     }
 }
 
+/// `struct iovec`.
+#[repr(C)]
+struct IoVec {
+    base: *mut u8,
+    len: usize,
+}
+
 /// The bytes of the C string at `p` (without its NUL), if it is shorter than `max`.
 unsafe fn c_bytes(p: *const c_char, max: usize) -> Option<&'static [u8]> {
     let mut len = 0;
@@ -361,23 +370,25 @@ struct Slot {
 
 /// Copies the name at `path` (and the working directory when it is relative to it) and
 /// reserves a slot for the call: `None` when the call must stop instead (a name that is
-/// empty, relative to a directory descriptor or too long, or a full log).
+/// not readable, empty, relative to a directory descriptor or too long, or a full log).
 unsafe fn reserve(base: *mut u8, dirfd: c_int, path: *const c_char) -> Option<Slot> {
     let text_room = SLOT_BYTES - SLOT_TEXT;
     let tid = unsafe { syscall6(nr::GETTID, [0; 6]) } as usize;
-    // The name is read where it is, byte by byte up to its NUL: these functions take a C
-    // string, and an invalid pointer is undefined behaviour for them (it faults here, where
-    // the kernel would have failed the call with EFAULT). Copying it through the kernel
-    // instead (`process_vm_readv`) cost about a microsecond per call, a millisecond of a
-    // C++ compile's 700 calls (issue 28).
-    let name = unsafe { c_bytes(path, text_room + 1) }?;
-    let given_len = name.len();
+    // The path is copied through the kernel (`process_vm_readv` of this process), which
+    // stops at an unmapped page: a bad pointer fails the copy, and the call then stops,
+    // where the kernel fails it with EFAULT, instead of crashing here.
+    let mut given = [0u8; SLOT_BYTES];
+    let local = IoVec { base: given.as_mut_ptr(), len: text_room + 1 };
+    let remote = IoVec { base: path as *mut u8, len: text_room + 1 };
+    let args = [tid, &local as *const IoVec as usize, 1, &remote as *const IoVec as usize, 1, 0];
+    let got = unsafe { syscall6(nr::PROCESS_VM_READV, args) };
+    if got <= 0 {
+        return None;
+    }
+    let given_len = given.get(..got as usize)?.iter().position(|&b| b == 0)?;
     if given_len == 0 {
         return None;
     }
-    let mut given = [0u8; SLOT_BYTES];
-    // `given_len <= text_room < SLOT_BYTES`.
-    unsafe { core::ptr::copy_nonoverlapping(name.as_ptr(), given.as_mut_ptr(), given_len) };
     let mut cwd = [0u8; SLOT_BYTES];
     let mut cwd_len = 0;
     if given[0] != b'/' {
