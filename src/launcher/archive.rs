@@ -435,9 +435,9 @@ impl Archive<'_> {
         // clock tick the tool started in.
         let changed = archive_moved
             || inputs.iter().any(|i| {
-                fs::metadata(&i.path)
-                    .map(|m| fs::FileStamp::of(&m))
-                    .map_or(true, |now| now != i.stamp || now.ctime_ns >= started)
+                fs::metadata(&i.path).map(|m| fs::FileStamp::of(&m)).map_or(true, |now| {
+                    now != i.stamp || super::compile::changed_since(now.ctime_ns, started)
+                })
             });
         let counted = if changed {
             "input_changed"

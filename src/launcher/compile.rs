@@ -366,8 +366,11 @@ impl FsClock {
         let dir = object.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let handle = rustix::fs::open(dir, flags, Mode::empty()).ok();
-        let mut clock =
-            FsClock { dir: dir.to_path_buf(), handle: std::cell::RefCell::new(handle), first: None };
+        let mut clock = FsClock {
+            dir: dir.to_path_buf(),
+            handle: std::cell::RefCell::new(handle),
+            first: None,
+        };
         clock.first = clock.read().ok();
         clock
     }
@@ -419,6 +422,24 @@ impl FsClock {
     }
 }
 
+/// Whether a file whose change time is `ctime_ns` may have changed since `marker`
+/// ([`FsClock::marker`], nanoseconds since the Unix epoch): its change time is not older
+/// than the marker (a tie counts as changed), or it is a whole second that lies less than
+/// [`COARSE_SECONDS`] before the marker. The marker comes from the object directory's file
+/// system; an input on a file system that keeps whole seconds (ext4 with 128-byte inodes)
+/// or two (FAT) stamps a change made after the marker with the rounded-down time, which
+/// would read as older. Such a file written in the two seconds before the compile counts as
+/// changed too (the compile is not cached; on a file system with nanoseconds, a change
+/// time of exactly `.000000000` is one in a billion).
+pub(super) fn changed_since(ctime_ns: i128, marker: i128) -> bool {
+    ctime_ns >= marker
+        || (ctime_ns % 1_000_000_000 == 0
+            && ctime_ns > marker - i128::from(COARSE_SECONDS) * 1_000_000_000)
+}
+
+/// The coarsest file time [`changed_since`] allows for, in seconds (FAT's).
+const COARSE_SECONDS: u32 = 2;
+
 /// Sets `dir`'s access time to now (its modification time stays) and returns its change
 /// time, which that stamped (nanoseconds since the Unix epoch).
 fn touched_ctime(dir: &std::os::fd::OwnedFd) -> std::io::Result<i128> {
@@ -461,6 +482,24 @@ mod tests {
         let after = dir.path().join("after.h");
         fs::write_new(&after, b"y", 0o644).unwrap();
         assert!(ctime(&after) >= marker, "{} {marker}", ctime(&after));
+    }
+
+    #[test]
+    fn whole_second_change_times_near_the_marker_count_as_changed() {
+        let second = 1_000_000_000_i128;
+        let marker = 1_700_000_000 * second + 300_000_000;
+        // Nanosecond stamps: only at or after the marker.
+        assert!(changed_since(marker, marker));
+        assert!(changed_since(marker + 1, marker));
+        assert!(!changed_since(marker - 1, marker));
+        assert!(!changed_since(marker - 5 * second + 7, marker));
+        // A file system with whole seconds stamps a change made 0.2 s after the marker
+        // with the marker's second, and FAT (two seconds) with the even second before it.
+        assert!(changed_since(1_700_000_000 * second, marker));
+        assert!(changed_since(1_699_999_999 * second, marker));
+        // Whole seconds two or more seconds before: settled.
+        assert!(!changed_since(1_699_999_998 * second, marker));
+        assert!(!changed_since(1_699_999_990 * second, marker));
     }
 
     #[test]

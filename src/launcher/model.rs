@@ -263,7 +263,9 @@ pub fn probes(
     }
     let exists = |p: &Path| crate::fs::symlink_metadata_opt(&absolute(cwd, p)).ok().flatten();
     let regular = |p: &Path| crate::fs::metadata(&absolute(cwd, p)).is_ok_and(|m| m.is_file());
-    let new = |meta: &std::fs::Metadata| crate::fs::FileStamp::of(meta).ctime_ns >= started;
+    let new = |meta: &std::fs::Metadata| {
+        super::compile::changed_since(crate::fs::FileStamp::of(meta).ctime_ns, started)
+    };
     // The chain a quote include walks after the including file's directory.
     let mut chain: Vec<&Path> = lists.quote.iter().map(PathBuf::as_path).collect();
     chain.extend(lists.angle.iter().map(PathBuf::as_path));
@@ -467,7 +469,12 @@ fn lookups_by_name(
                 match meta.ok().flatten() {
                     None => found.absent(probe),
                     Some(_) if look.deps.contains(probe.as_path()) => {}
-                    Some(meta) if crate::fs::FileStamp::of(&meta).ctime_ns >= look.started => {
+                    Some(meta)
+                        if super::compile::changed_since(
+                            crate::fs::FileStamp::of(&meta).ctime_ns,
+                            look.started,
+                        ) =>
+                    {
                         found.present_seen.insert(probe.clone());
                         found.changed(probe);
                     }

@@ -263,7 +263,7 @@ impl Run<'_> {
         // The source must be what the key hashed: unchanged since, and not written in the
         // clock tick the compiler started in.
         let now = fs::metadata(&source.path).map(|m| FileStamp::of(&m))?;
-        if now != source.stamp || now.ctime_ns >= started {
+        if now != source.stamp || super::compile::changed_since(now.ctime_ns, started) {
             self.note(format!("{} changed while the compiler ran", source.path.display()));
             return not_cached("input_changed");
         }
@@ -607,7 +607,7 @@ impl Run<'_> {
                 (s.dev, s.ino, s.size_bytes, s.mtime_ns)
                     != (stamp.dev, stamp.ino, stamp.size_bytes, stamp.mtime_ns)
             });
-            if moved || stamp.ctime_ns >= started {
+            if moved || super::compile::changed_since(stamp.ctime_ns, started) {
                 self.note(format!("{} changed while the compiler ran", abs.display()));
                 return not_cached("input_changed");
             }

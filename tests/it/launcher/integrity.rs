@@ -202,3 +202,54 @@ fn launcher_outputs_that_are_not_regular_files_are_not_cached() {
     assert!(std::fs::symlink_metadata(dir.join("null.o")).unwrap().file_type().is_symlink());
     assert!(l.entries().is_empty());
 }
+
+/// A header on a file system that keeps whole seconds (ext4 with 128-byte inodes), the
+/// object on the build's own (nanoseconds): an edit while the compiler runs is stamped with
+/// its second, rounded down, which is older than the clock reading taken before the
+/// compile; it must still count as a change (found by a review on 2026-12-05: the fallback
+/// model cached the object of the old text, and the next run handed it back). Needs root
+/// for a loop mount, made in a mount namespace of its own.
+#[test]
+fn launcher_a_header_on_a_whole_second_file_system_changed_while_the_compiler_ran_is_not_cached() {
+    require_tool("gcc", "apt-get install gcc");
+    require_tool("unshare", "apt-get install util-linux");
+    let ctx = TestContext::new();
+    let build = ctx.path("build");
+    std::fs::create_dir_all(&build).unwrap();
+    std::fs::create_dir_all(ctx.path("mnt")).unwrap();
+    let cc = ctx.path("bin/edit-after-read");
+    racing_compiler(&cc, ":", "printf '#define V 2\\n' > h.h");
+    let script = format!(
+        "set -e\n\
+         [ \"$(id -u)\" = 0 ] || {{ echo 'SKIP: not root'; exit 0; }}\n\
+         export PATH=\"$PATH:/usr/sbin:/sbin\"\n\
+         mke2fs -q -t ext4 -I 128 -F '{img}' 8M\n\
+         mount -o loop '{img}' '{mnt}'\n\
+         cd '{mnt}'\n\
+         printf '#define V 1\\n' > h.h\n\
+         printf '#include \"h.h\"\\nint u(void) {{ return V; }}\\n' > u.c\n\
+         sleep 2.2\n\
+         STRATA_TRACE=0 STRATA_EXPLAIN=1 '{strata}' compile --cache-root='{cache}' -- \
+           '{cc}' -O2 -c u.c -o '{build}/u.o' 2>&1 | grep '^strata:' || true\n\
+         stat -c 'header change time %z' h.h\n\
+         cd / && umount '{mnt}'\n",
+        img = ctx.path("coarse.img").display(),
+        mnt = ctx.path("mnt").display(),
+        strata = crate::strata_exe(),
+        cache = ctx.cache.display(),
+        cc = cc.display(),
+        build = build.display(),
+    );
+    let out = std::process::Command::new("unshare").args(["-m", "sh", "-c", &script]).output();
+    let out = out.expect("unshare runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if text.contains("SKIP: not root") {
+        eprintln!("skipped: a loop mount needs root");
+        return;
+    }
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    // The edit's change time has no fraction: the file system keeps whole seconds.
+    assert!(text.contains(".000000000"), "{text}");
+    assert!(text.contains("strata: input_changed u.c"), "{text}");
+    assert!(Launcher::new(&ctx.cache).entries().is_empty(), "nothing stored: {text}");
+}
