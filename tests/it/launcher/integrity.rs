@@ -224,7 +224,7 @@ fn launcher_a_header_on_a_whole_second_file_system_changed_while_the_compiler_ra
          [ \"$(id -u)\" = 0 ] || {{ echo 'SKIP: not root'; exit 0; }}\n\
          export PATH=\"$PATH:/usr/sbin:/sbin\"\n\
          mke2fs -q -t ext4 -I 128 -F '{img}' 8M\n\
-         mount -o loop '{img}' '{mnt}'\n\
+         mount -o loop '{img}' '{mnt}' || {{ echo 'SKIP: no loop mount here'; exit 0; }}\n\
          cd '{mnt}'\n\
          printf '#define V 1\\n' > h.h\n\
          printf '#include \"h.h\"\\nint u(void) {{ return V; }}\\n' > u.c\n\
@@ -243,11 +243,18 @@ fn launcher_a_header_on_a_whole_second_file_system_changed_while_the_compiler_ra
     let out = std::process::Command::new("unshare").args(["-m", "sh", "-c", &script]).output();
     let out = out.expect("unshare runs");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    if text.contains("SKIP: not root") {
-        eprintln!("skipped: a loop mount needs root");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A container without the right to make a mount namespace, or without loop devices:
+    // nothing to test there (the CI machine has both).
+    if let Some(why) = text.lines().find(|l| l.starts_with("SKIP: ")) {
+        eprintln!("skipped: {why}");
         return;
     }
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() && stderr.starts_with("unshare: ") {
+        eprintln!("skipped: {}", stderr.trim());
+        return;
+    }
+    assert!(out.status.success(), "{text}\n{stderr}");
     // The edit's change time has no fraction: the file system keeps whole seconds.
     assert!(text.contains(".000000000"), "{text}");
     assert!(text.contains("strata: input_changed u.c"), "{text}");
