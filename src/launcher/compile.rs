@@ -348,9 +348,9 @@ fn coarse_now() -> Option<i128> {
 /// xfs, btrfs and tmpfs), the directory's next reading has moved on at once; else it
 /// waits for the coarse clock's next tick (usually the launcher's own work takes that
 /// long; at most one tick, a few milliseconds), watching that clock rather than reading
-/// the file system every 250 µs. Any reading is safe as a marker: it was taken before the compiler started, so
-/// every later change is stamped at or after it (a tie counts as changed). Where the clock
-/// does not move within 50 ms (a file system with one- or two-second times) the first
+/// the file system every 250 µs. Any reading is safe as a marker: it was taken before the
+/// compiler started, so every later change is stamped at or after it (a tie counts as
+/// changed). Where the clock does not move within 50 ms (a file system with one- or two-second times) the first
 /// reading is used, which only leaves more results uncached; where no reading can be
 /// taken, `now` less 20 ms (longer than a tick at 100 Hz) stands in.
 pub(super) struct FsClock {
