@@ -8,7 +8,10 @@
 //! it reserves a slot in the launcher's shared log, makes the call with a per-compile
 //! cookie in the sixth system call argument (which `openat` does not use), and writes the
 //! call, the working directory, the path and what was opened (`statx` of the new descriptor)
-//! into the slot. `stat`, `lstat`, `fstatat` (and their `64` names) and `access` go the same
+//! into the slot (a name too long for the slot into the log's text arena). The name is read
+//! after the call, in place: the kernel has just read it, so only a call that failed with
+//! `EFAULT` has a name that may not be readable, and that one is not touched (the slot is
+//! given up and the call made again the traced way, where the kernel fails it the same). `stat`, `lstat`, `fstatat` (and their `64` names) and `access` go the same
 //! way (about a hundred calls per TU of the compiler's own include and program search): the
 //! slot carries the `struct stat` the call returned, or for `access` the one a `newfstatat`
 //! just before it returned. The seccomp filter lets an `openat`, `newfstatat` or
@@ -17,9 +20,10 @@
 //! Why the record stays complete: a call goes the fast way only once its slot is reserved,
 //! so a call made is either in the log or stopped by the filter; a process that dies
 //! between the reservation and the commit leaves a reserved slot, which the launcher reads
-//! as an incomplete record. Anything the library does not handle (a write, `O_NOFOLLOW`, a
-//! directory descriptor with a relative path, a path too long for a slot, a full log, a
-//! log descriptor that is not the launcher's any more) is made without the cookie and stops.
+//! as an incomplete record, and so does a name that could not be logged after its call (a
+//! full text arena, an unreadable working directory). Anything the library does not handle
+//! (a write, `O_NOFOLLOW`, a directory descriptor, a full log, a log descriptor that is not
+//! the launcher's any more) is made without the cookie and stops.
 //! Calls that do not come through these functions (libc's own `fopen`, the dynamic loader,
 //! static programs, raw `syscall`) stop too.
 //!
@@ -48,7 +52,6 @@ mod nr {
     pub const GETCWD: usize = 79;
     pub const GETTID: usize = 186;
     pub const MMAP: usize = 9;
-    pub const PROCESS_VM_READV: usize = 310;
     pub const O_DIRECTORY: c_int = 0o200000;
     pub const O_NOFOLLOW: c_int = 0o400000;
     /// `st_mode` in `struct stat` (`u32`).
@@ -64,7 +67,6 @@ mod nr {
     pub const GETCWD: usize = 17;
     pub const GETTID: usize = 178;
     pub const MMAP: usize = 222;
-    pub const PROCESS_VM_READV: usize = 270;
     pub const O_DIRECTORY: c_int = 0o40000;
     pub const O_NOFOLLOW: c_int = 0o100000;
     /// `st_mode` in `struct stat` (`u32`).
@@ -228,13 +230,6 @@ unsafe fn env(name: &[u8]) -> Option<&'static [u8]> {
     }
 }
 
-/// `struct iovec`.
-#[repr(C)]
-struct IoVec {
-    base: *mut u8,
-    len: usize,
-}
-
 /// The bytes of the C string at `p` (without its NUL), if it is shorter than `max`.
 unsafe fn c_bytes(p: *const c_char, max: usize) -> Option<&'static [u8]> {
     let mut len = 0;
@@ -276,35 +271,25 @@ unsafe fn statx(dirfd: isize, path: *const u8, flags: usize, buf: &mut [u8; 256]
 /// `openat` as the kernel has it; the fast way when the log takes the call.
 unsafe fn open_at(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
     let base = LOG.load(Ordering::Acquire);
-    if !base.is_null() && !path.is_null() && flags & O_ACCMODE == 0 && flags & SLOW_FLAGS == 0 {
-        if let Some(ret) = unsafe { logged(base, dirfd, path, flags, mode) } {
-            return unsafe { returned(ret) };
+    let reading = flags & O_ACCMODE == 0 && flags & SLOW_FLAGS == 0;
+    if reading && dirfd as isize == AT_FDCWD && !path.is_null() {
+        if let Some(slot) = unsafe { reserve(base) } {
+            let args = [AT_FDCWD as usize, path as usize, flags as usize, mode as usize, 0, cookie()];
+            let ret = unsafe { syscall6(nr::OPENAT, args) };
+            let mut seen = Seen::default();
+            if ret >= 0 {
+                let mut stx = [0u8; 256];
+                if unsafe { statx(ret, b"\0".as_ptr(), AT_EMPTY_PATH, &mut stx) } == 0 {
+                    seen = Seen::of_statx(&stx);
+                }
+            }
+            if unsafe { slot.commit(base, path, CALL_OPEN, flags, ret, &seen) } {
+                return unsafe { returned(ret) };
+            }
         }
     }
     let args = [dirfd as isize as usize, path as usize, flags as usize, mode as usize, 0, 0];
     unsafe { returned(syscall6(nr::OPENAT, args)) }
-}
-
-/// The fast way: `None` when this call must stop instead (nothing was called).
-unsafe fn logged(
-    base: *mut u8,
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: c_uint,
-) -> Option<isize> {
-    let slot = unsafe { reserve(base, dirfd, path) }?;
-    let args = [dirfd as isize as usize, path as usize, flags as usize, mode as usize, 0, cookie()];
-    let ret = unsafe { syscall6(nr::OPENAT, args) };
-    let mut seen = Seen::default();
-    if ret >= 0 {
-        let mut stx = [0u8; 256];
-        if unsafe { statx(ret, b"\0".as_ptr(), AT_EMPTY_PATH, &mut stx) } == 0 {
-            seen = Seen::of_statx(&stx);
-        }
-    }
-    unsafe { slot.commit(CALL_OPEN, flags, errno_of(ret), &seen) };
-    Some(ret)
 }
 
 /// The cookie the filter wants in the sixth argument of a call it lets pass.
@@ -358,52 +343,16 @@ impl Seen {
     }
 }
 
-/// A reserved slot of the log and the name of the call it is for.
+/// A reserved slot of the log.
 struct Slot {
     at: *mut u8,
     tid: u32,
-    cwd: [u8; SLOT_BYTES],
-    cwd_len: usize,
-    given: [u8; SLOT_BYTES],
-    given_len: usize,
 }
 
-/// Copies the name at `path` (and the working directory when it is relative to it) and
-/// reserves a slot for the call: `None` when the call must stop instead (a name that is
-/// not readable, empty, relative to a directory descriptor or too long, or a full log).
-unsafe fn reserve(base: *mut u8, dirfd: c_int, path: *const c_char) -> Option<Slot> {
-    let text_room = SLOT_BYTES - SLOT_TEXT;
-    let tid = unsafe { syscall6(nr::GETTID, [0; 6]) } as usize;
-    // The path is copied through the kernel (`process_vm_readv` of this process), which
-    // stops at an unmapped page: a bad pointer fails the copy, and the call then stops,
-    // where the kernel fails it with EFAULT, instead of crashing here.
-    let mut given = [0u8; SLOT_BYTES];
-    let local = IoVec { base: given.as_mut_ptr(), len: text_room + 1 };
-    let remote = IoVec { base: path as *mut u8, len: text_room + 1 };
-    let args = [tid, &local as *const IoVec as usize, 1, &remote as *const IoVec as usize, 1, 0];
-    let got = unsafe { syscall6(nr::PROCESS_VM_READV, args) };
-    if got <= 0 {
-        return None;
-    }
-    let given_len = given.get(..got as usize)?.iter().position(|&b| b == 0)?;
-    if given_len == 0 {
-        return None;
-    }
-    let mut cwd = [0u8; SLOT_BYTES];
-    let mut cwd_len = 0;
-    if given[0] != b'/' {
-        if dirfd as isize != AT_FDCWD {
-            return None;
-        }
-        let got =
-            unsafe { syscall6(nr::GETCWD, [cwd.as_mut_ptr() as usize, cwd.len(), 0, 0, 0, 0]) };
-        // The length with the NUL; a deleted or unreachable directory fails or is not `/…`.
-        if got <= 1 || cwd[0] != b'/' {
-            return None;
-        }
-        cwd_len = got as usize - 1;
-    }
-    if cwd_len + given_len > text_room {
+/// Reserves a slot for a call about to be made: `None` when there is no log or it is full
+/// (the call then goes the traced way).
+unsafe fn reserve(base: *mut u8) -> Option<Slot> {
+    if base.is_null() {
         return None;
     }
     let reserved = unsafe { &*(base.add(HEADER_RESERVED) as *const AtomicU32) };
@@ -411,21 +360,85 @@ unsafe fn reserve(base: *mut u8, dirfd: c_int, path: *const c_char) -> Option<Sl
     if index >= LOG_SLOTS {
         return None;
     }
+    let tid = unsafe { syscall6(nr::GETTID, [0; 6]) } as u32;
     let at = unsafe { base.add(HEADER_BYTES + index as usize * SLOT_BYTES) };
-    Some(Slot { at, tid: tid as u32, cwd, cwd_len, given, given_len })
+    Some(Slot { at, tid })
 }
 
 impl Slot {
-    /// Fills the slot and commits it (its state word last).
-    unsafe fn commit(&self, call: u32, flags: c_int, errno: u32, seen: &Seen) {
+    /// Fills the slot of a call just made on the name at `path` (`ret`: the raw return of
+    /// the call that read the name) and commits it, its state word last. The name is read
+    /// here, after the call: the kernel has read it too unless it failed with `EFAULT`, so
+    /// a name the program could not pass is never touched. False when the call must be
+    /// made again the traced way (`EFAULT`: the slot says [`CALL_NONE`]).
+    unsafe fn commit(
+        &self,
+        base: *mut u8,
+        path: *const c_char,
+        call: u32,
+        flags: c_int,
+        ret: isize,
+        seen: &Seen,
+    ) -> bool {
+        const EFAULT: isize = 14;
         let slot = self.at;
         let put = |at: usize, bytes: &[u8]| unsafe {
             core::ptr::copy_nonoverlapping(bytes.as_ptr(), slot.add(at), bytes.len());
         };
         put(SLOT_TID, &self.tid.to_le_bytes());
+        let state = unsafe { &*(slot.add(SLOT_STATE) as *const AtomicU32) };
+        let skip = |call: u32| {
+            put(SLOT_CALL, &call.to_le_bytes());
+            state.store(SLOT_COMMITTED, Ordering::Release);
+        };
+        if ret == -EFAULT {
+            skip(CALL_NONE);
+            return false;
+        }
+        // No NUL within PATH_MAX (`ENAMETOOLONG`) or an empty name (`ENOENT`): nothing
+        // was looked up.
+        let given = match unsafe { c_bytes(path, NAME_MAX_BYTES) } {
+            Some(given) if !given.is_empty() => given,
+            _ => {
+                skip(CALL_NONE);
+                return true;
+            }
+        };
+        let mut cwd = [0u8; NAME_MAX_BYTES];
+        let mut cwd_len = 0;
+        if given.first() != Some(&b'/') {
+            let args = [cwd.as_mut_ptr() as usize, cwd.len(), 0, 0, 0, 0];
+            let got = unsafe { syscall6(nr::GETCWD, args) };
+            // The length with the NUL; a deleted or unreachable directory fails or is not
+            // `/…`.
+            if got <= 1 || cwd[0] != b'/' || got as usize > cwd.len() {
+                skip(CALL_LOST);
+                return true;
+            }
+            cwd_len = got as usize - 1;
+        }
+        let cwd = cwd.get(..cwd_len).unwrap_or(&[]);
+        let text_len = cwd.len() + given.len();
+        let text_at = if text_len <= SLOT_BYTES - SLOT_TEXT {
+            put(SLOT_TEXT_ELSEWHERE, &0u32.to_le_bytes());
+            unsafe { slot.add(SLOT_TEXT) }
+        } else {
+            let used = unsafe { &*(base.add(HEADER_TEXT_USED) as *const AtomicU32) };
+            let offset = used.fetch_add(text_len as u32, Ordering::AcqRel) as usize;
+            if offset + text_len > TEXT_BYTES {
+                skip(CALL_LOST);
+                return true;
+            }
+            put(SLOT_TEXT_ELSEWHERE, &((TEXT_AT + offset) as u32).to_le_bytes());
+            unsafe { base.add(TEXT_AT + offset) }
+        };
+        unsafe {
+            core::ptr::copy_nonoverlapping(cwd.as_ptr(), text_at, cwd.len());
+            core::ptr::copy_nonoverlapping(given.as_ptr(), text_at.add(cwd.len()), given.len());
+        }
         put(SLOT_CALL, &call.to_le_bytes());
         put(SLOT_FLAGS, &flags.to_le_bytes());
-        put(SLOT_ERRNO, &errno.to_le_bytes());
+        put(SLOT_ERRNO, &errno_of(ret).to_le_bytes());
         put(SLOT_MODE, &seen.mode.to_le_bytes());
         put(SLOT_DEV_MAJOR, &seen.dev_major.to_le_bytes());
         put(SLOT_DEV_MINOR, &seen.dev_minor.to_le_bytes());
@@ -435,15 +448,10 @@ impl Slot {
         put(SLOT_CTIME_NSEC, &seen.ctime.1.to_le_bytes());
         put(SLOT_MTIME_SEC, &seen.mtime.0.to_le_bytes());
         put(SLOT_MTIME_NSEC, &seen.mtime.1.to_le_bytes());
-        put(SLOT_CWD_LEN, &(self.cwd_len as u16).to_le_bytes());
-        put(SLOT_GIVEN_LEN, &(self.given_len as u16).to_le_bytes());
-        // `reserve` checked both lengths; `get` keeps panicking code (and with it the
-        // unwinding personality, which a `no_std` library does not have) out.
-        let cwd = self.cwd.get(..self.cwd_len).unwrap_or(&[]);
-        put(SLOT_TEXT, cwd);
-        put(SLOT_TEXT + cwd.len(), self.given.get(..self.given_len).unwrap_or(&[]));
-        let state = unsafe { &*(slot.add(SLOT_STATE) as *const AtomicU32) };
+        put(SLOT_CWD_LEN, &(cwd.len() as u16).to_le_bytes());
+        put(SLOT_GIVEN_LEN, &(given.len() as u16).to_le_bytes());
         state.store(SLOT_COMMITTED, Ordering::Release);
+        true
     }
 }
 
@@ -452,10 +460,9 @@ impl Slot {
 unsafe fn stat_at(dirfd: c_int, path: *const c_char, buf: *mut u8, flags: c_int) -> c_int {
     let base = LOG.load(Ordering::Acquire);
     let plain = flags & !(AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT) == 0;
-    if !base.is_null() && !path.is_null() && !buf.is_null() && plain {
-        if let Some(slot) = unsafe { reserve(base, dirfd, path) } {
-            let args =
-                [dirfd as isize as usize, path as usize, buf as usize, flags as usize, 0, cookie()];
+    if plain && dirfd as isize == AT_FDCWD && !path.is_null() && !buf.is_null() {
+        if let Some(slot) = unsafe { reserve(base) } {
+            let args = [AT_FDCWD as usize, path as usize, buf as usize, flags as usize, 0, cookie()];
             let ret = unsafe { syscall6(nr::NEWFSTATAT, args) };
             let mut seen = Seen::default();
             if ret == 0 {
@@ -464,8 +471,10 @@ unsafe fn stat_at(dirfd: c_int, path: *const c_char, buf: *mut u8, flags: c_int)
                 unsafe { core::ptr::copy_nonoverlapping(buf, st.as_mut_ptr(), size) };
                 seen = Seen::of_stat(&st);
             }
-            unsafe { slot.commit(CALL_STAT, flags, errno_of(ret), &seen) };
-            return unsafe { returned(ret) };
+            // `EFAULT` here may be the buffer's, after the lookup: the traced call sees it.
+            if unsafe { slot.commit(base, path, CALL_STAT, flags, ret, &seen) } {
+                return unsafe { returned(ret) };
+            }
         }
     }
     let args = [dirfd as isize as usize, path as usize, buf as usize, flags as usize, 0, 0];
@@ -476,15 +485,16 @@ unsafe fn stat_at(dirfd: c_int, path: *const c_char, buf: *mut u8, flags: c_int)
 /// with the cookie; or the call made the traced way.
 unsafe fn access_at(path: *const c_char, mode: c_int) -> c_int {
     let base = LOG.load(Ordering::Acquire);
-    if !base.is_null() && !path.is_null() {
-        if let Some(slot) = unsafe { reserve(base, AT_FDCWD as c_int, path) } {
+    if !path.is_null() {
+        if let Some(slot) = unsafe { reserve(base) } {
             let mut st = [0u8; STAT_BYTES];
             let args = [AT_FDCWD as usize, path as usize, st.as_mut_ptr() as usize, 0, 0, cookie()];
             let looked = unsafe { syscall6(nr::NEWFSTATAT, args) };
             let seen = if looked == 0 { Seen::of_stat(&st) } else { Seen::default() };
-            unsafe { slot.commit(CALL_ACCESS, mode, errno_of(looked), &seen) };
-            let args = [AT_FDCWD as usize, path as usize, mode as usize, 0, 0, cookie()];
-            return unsafe { returned(syscall6(nr::FACCESSAT, args)) };
+            if unsafe { slot.commit(base, path, CALL_ACCESS, mode, looked, &seen) } {
+                let args = [AT_FDCWD as usize, path as usize, mode as usize, 0, 0, cookie()];
+                return unsafe { returned(syscall6(nr::FACCESSAT, args)) };
+            }
         }
     }
     let args = [AT_FDCWD as usize, path as usize, mode as usize, 0, 0, 0];

@@ -105,8 +105,11 @@ impl SharedLog {
     }
 
     /// Calls `visit` with a copy of each slot committed since the last call, in slot order
-    /// (slots that were still being written at the last call first).
-    pub fn drain(&mut self, mut visit: impl FnMut(&[u8; SLOT_BYTES])) {
+    /// (slots that were still being written at the last call first), and the slot's text
+    /// (the working directory, then the name as given: [`layout::SLOT_CWD_LEN`] and
+    /// [`layout::SLOT_GIVEN_LEN`] bytes), from the slot or the text arena. A text that lies
+    /// outside either is given empty (the slot does not parse).
+    pub fn drain(&mut self, mut visit: impl FnMut(&[u8; SLOT_BYTES], &[u8])) {
         let counted = self.word(HEADER_RESERVED).load(Ordering::Acquire);
         if counted < self.next || self.magic().load(Ordering::Acquire) != LOG_MAGIC {
             self.tampered = true;
@@ -114,6 +117,7 @@ impl SharedLog {
         let reserved = counted.min(LOG_SLOTS);
         let mut still = Vec::new();
         let mut slot = [0u8; SLOT_BYTES];
+        let mut text = Vec::new();
         let earlier = std::mem::take(&mut self.pending);
         for index in earlier.into_iter().chain(self.next..reserved.max(self.next)) {
             let at = HEADER_BYTES + index as usize * SLOT_BYTES;
@@ -130,7 +134,22 @@ impl SharedLog {
                     SLOT_BYTES,
                 );
             }
-            visit(&slot);
+            let field = |at: usize| u16::from_le_bytes([slot[at], slot[at + 1]]) as usize;
+            let len = field(SLOT_CWD_LEN) + field(SLOT_GIVEN_LEN);
+            let elsewhere = u32::from_le_bytes(
+                slot[SLOT_TEXT_ELSEWHERE..SLOT_TEXT_ELSEWHERE + 4].try_into().unwrap_or([0; 4]),
+            ) as usize;
+            text.clear();
+            if elsewhere == 0 {
+                text.extend_from_slice(slot.get(SLOT_TEXT..SLOT_TEXT + len).unwrap_or_default());
+            } else if elsewhere >= TEXT_AT && elsewhere + len <= LOG_BYTES {
+                // SAFETY: inside the mapping's text arena (checked just above); its writer
+                // filled these bytes before the slot's commit (release, acquired above).
+                text.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(self.base.as_ptr().add(elsewhere), len)
+                });
+            }
+            visit(&slot, &text);
         }
         self.next = self.next.max(reserved);
         self.pending = still;
@@ -185,21 +204,21 @@ mod tests {
         commit(&log, 2, 12);
         let mut seen = Vec::new();
         let tid = |slot: &[u8; SLOT_BYTES]| u32::from_le_bytes(slot[4..8].try_into().unwrap());
-        log.drain(|slot| seen.push(tid(slot)));
+        log.drain(|slot, _| seen.push(tid(slot)));
         assert_eq!(seen, [10, 12]);
         assert_eq!(log.unfinished(), 1);
         commit(&log, 1, 11);
-        log.drain(|slot| seen.push(tid(slot)));
+        log.drain(|slot, _| seen.push(tid(slot)));
         assert_eq!(seen, [10, 12, 11]);
         assert_eq!(log.unfinished(), 0);
-        log.drain(|slot| seen.push(tid(slot)));
+        log.drain(|slot, _| seen.push(tid(slot)));
         assert_eq!(seen.len(), 3);
         assert_eq!(log.env_value().unwrap().split(':').count(), 4);
         let cookie = |at: usize| u64::from(log.word(HEADER_COOKIE + at).load(Ordering::Relaxed));
         assert_eq!(cookie(0) | (cookie(4) << 32), 0x0123_4567_89ab_cdef);
         assert!(!log.tampered() && !log.rerun_requested());
         log.word(HEADER_RESERVED).store(0, Ordering::Release);
-        log.drain(|_| {});
+        log.drain(|_, _| {});
         assert!(log.tampered(), "a counter that went back");
         log.word(HEADER_RERUN).store(1, Ordering::Release);
         assert!(log.rerun_requested());

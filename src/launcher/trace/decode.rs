@@ -89,10 +89,26 @@ impl Recorder {
     /// Records one committed slot of the preload library's shared log (layout:
     /// `crates/preload/src/layout.rs`): an `open` for reading, a `stat` or an `access`
     /// that the process made without a stop, with what it found or its `errno`, as the
-    /// same call's stop would have recorded it. A slot that does not parse makes the
+    /// same call's stop would have recorded it; `text` is the slot's working directory and
+    /// name. A call that looked nothing up ([`layout::CALL_NONE`]) is skipped; a slot that
+    /// does not parse, or a call whose name was lost ([`layout::CALL_LOST`]), makes the
     /// record incomplete.
-    pub(crate) fn logged(&mut self, slot: &[u8; layout::SLOT_BYTES]) {
-        match logged_event(slot) {
+    pub(crate) fn logged(&mut self, slot: &[u8; layout::SLOT_BYTES], text: &[u8]) {
+        let call = u32::from_le_bytes(slot[layout::SLOT_CALL..][..4].try_into().unwrap_or([0; 4]));
+        match call {
+            layout::CALL_NONE => return,
+            layout::CALL_LOST => {
+                self.incomplete.push(
+                    "a call of the compile was made without a stop but its name could not be \
+                     logged (the preload library's text arena was full, or the working \
+                     directory could not be read)"
+                        .to_owned(),
+                );
+                return;
+            }
+            _ => {}
+        }
+        match logged_event(slot, text) {
             Some(event) if self.hidden.as_ref() == Some(&event.path) => {}
             Some(event) => self.events.push(event),
             None => self.incomplete.push(
@@ -619,8 +635,8 @@ impl Recorder {
     }
 }
 
-/// The event of one committed log slot; `None` if it does not parse.
-fn logged_event(slot: &[u8; layout::SLOT_BYTES]) -> Option<Event> {
+/// The event of one committed log slot and its text; `None` if it does not parse.
+fn logged_event(slot: &[u8; layout::SLOT_BYTES], text: &[u8]) -> Option<Event> {
     use layout::*;
     let u32_at = |at: usize| Some(u32::from_le_bytes(slot.get(at..at + 4)?.try_into().ok()?));
     let u64_at = |at: usize| Some(u64::from_le_bytes(slot.get(at..at + 8)?.try_into().ok()?));
@@ -636,8 +652,10 @@ fn logged_event(slot: &[u8; layout::SLOT_BYTES]) -> Option<Event> {
     };
     let (cwd_len, given_len) =
         (usize::from(u16_at(SLOT_CWD_LEN)?), usize::from(u16_at(SLOT_GIVEN_LEN)?));
-    let cwd = slot.get(SLOT_TEXT..SLOT_TEXT + cwd_len)?;
-    let given = slot.get(SLOT_TEXT + cwd_len..SLOT_TEXT + cwd_len + given_len)?;
+    if text.len() != cwd_len + given_len {
+        return None;
+    }
+    let (cwd, given) = text.split_at(cwd_len);
     if given.is_empty()
         || (cwd_len == 0) != given.starts_with(b"/")
         || (cwd_len > 0 && !cwd.starts_with(b"/"))

@@ -421,7 +421,7 @@ fn supervise(
             match listener.receive() {
                 Ok(notification) => {
                     if let Some(log) = log.as_deref_mut() {
-                        log.drain(|slot| recorder.logged(slot));
+                        log.drain(|slot, text| recorder.logged(slot, text));
                     }
                     answer(listener, notification, recorder, &mut tree, &mut pinned, pin);
                 }
@@ -438,7 +438,7 @@ fn supervise(
         }
     }
     if let Some(log) = log {
-        log.drain(|slot| recorder.logged(slot));
+        log.drain(|slot, text| recorder.logged(slot, text));
         if log.tampered() {
             recorder.incomplete.push(
                 "a process of the compile wrote into the preload library's log (its header \

@@ -1150,6 +1150,99 @@ print("looked")
     );
 }
 
+const NAMES_C: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static void said(const char *what, int ret) { printf("%s %d %d\n", what, ret < 0 ? -1 : 0, ret < 0 ? errno : 0); }
+int main(int argc, char **argv) {
+    (void)argc;
+    struct stat st;
+    char *bad = (char *)1;
+    said("open-bad-name", open(bad, O_RDONLY));
+    said("stat-bad-name", stat(bad, &st));
+    said("lstat-bad-name", lstat(bad, &st));
+    said("access-bad-name", access(bad, R_OK));
+    said("stat-bad-buffer", stat("file.txt", (struct stat *)1));
+    said("open-empty", open("", O_RDONLY));
+    char *unended = malloc(5000);
+    memset(unended, 'a', 5000);
+    said("open-no-nul", open(unended, O_RDONLY));
+    char component[301];
+    memset(component, 'c', 300);
+    component[300] = 0;
+    said("open-long-component", open(component, O_RDONLY));
+    int fd = open(argv[1], O_RDONLY);
+    said("open-long-relative", fd);
+    close(fd);
+    fd = open(argv[2], O_RDONLY);
+    said("open-long-absolute", fd);
+    close(fd);
+    said("stat-long-absolute", stat(argv[2], &st));
+    said("open-short", open("file.txt", O_RDONLY));
+    return 0;
+}
+"#;
+
+/// The library reads a name after its call: names the kernel cannot read (`EFAULT`: a bad
+/// pointer, or a good name with a bad `stat` buffer) fail as they do without the library
+/// and are recorded as their stops record them, a name without a NUL within `PATH_MAX` or
+/// an empty one looks nothing up, and names too long for a slot (here 600 and 3,000 bytes)
+/// are logged through the text arena without a stop: the same output and events as with
+/// stops only.
+#[test]
+fn trace_preload_reads_names_after_the_call_bad_pointers_and_long_names() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("preload-names");
+    write_file(&dir.join("file.txt"), "file\n");
+    let relative = format!("{}long.txt", format!("{}/", "r".repeat(99)).repeat(6));
+    write_file(&dir.join(&relative), "relative\n");
+    let absolute = dir.join(format!("{}long.txt", format!("{}/", "a".repeat(199)).repeat(15)));
+    write_file(&absolute, "absolute\n");
+    let exe = compile_c(&dir, "names", NAMES_C, &[]);
+    let argv = [exe.to_str().unwrap(), &relative, absolute.to_str().unwrap()];
+    let stopped = notified(&dir, &argv, false);
+    let logged = notified(&dir, &argv, true);
+    let printed = String::from_utf8_lossy(&logged.stdout).into_owned();
+    for line in [
+        "open-bad-name -1 14",
+        "stat-bad-name -1 14",
+        "access-bad-name -1 14",
+        "stat-bad-buffer -1 14",
+        "open-empty -1 2",
+        "open-no-nul -1 36",
+        "open-long-component -1 36",
+        "open-long-relative 0 0",
+        "open-long-absolute 0 0",
+        "stat-long-absolute 0 0",
+        "open-short 0 0",
+    ] {
+        assert!(printed.lines().any(|l| l == line), "{line:?} not in\n{printed}");
+    }
+    assert_eq!(logged.stdout, stopped.stdout);
+    assert_eq!(logged.incomplete, Vec::<String>::new());
+    assert_eq!(stopped.incomplete, Vec::<String>::new());
+    let events = under(&logged, &dir);
+    assert_eq!(events, under(&stopped, &dir));
+    let long = |t: &Traced, path: &Path| at(t, path).len();
+    assert_eq!(long(&logged, &dir.join(&relative)), 1);
+    assert_eq!(long(&logged, &absolute), 2, "the open and the stat");
+    // Seven calls need no stop with the library (the empty name, the one without a NUL,
+    // the long component, the long names and the short one); the bad names and the bad
+    // buffer stop on their second try as they do without it, and the loader's open of the
+    // library is one stop more.
+    assert!(
+        logged.stops + 6 <= stopped.stops,
+        "{} stops with the library, {} without",
+        logged.stops,
+        stopped.stops
+    );
+}
+
 /// A process that replaces or closes the log's descriptor before it starts a program: the
 /// library in that program finds no log (the descriptor is not the launcher's memfd any
 /// more), so its opens stop, and nothing is written into the file now at that number.
