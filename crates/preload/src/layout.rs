@@ -70,9 +70,12 @@ pub const CALL_ACCESS: u32 = 3;
 /// then makes it again the traced way, which stops), or found no NUL within
 /// [`NAME_MAX_BYTES`] (`ENAMETOOLONG`). The reader skips the slot.
 pub const CALL_NONE: u32 = 4;
-/// The call was made but its name could not be logged (the text arena was full, or the
-/// working directory of a relative name could not be read): the record is incomplete.
+/// The call was made but its name could not be logged (the text arena was full): the
+/// record is incomplete.
 pub const CALL_LOST: u32 = 5;
+/// The call was made with a relative name, and the working directory could not be read
+/// (deleted, unreachable or too long): the record is incomplete.
+pub const CALL_NO_CWD: u32 = 6;
 /// `i32`: the call's flags.
 pub const SLOT_FLAGS: usize = 12;
 /// `i32`: 0 when the call (for [`CALL_ACCESS`], the `stat` before it) succeeded, else its

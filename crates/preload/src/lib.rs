@@ -412,7 +412,7 @@ impl Slot {
             // The length with the NUL; a deleted or unreachable directory fails or is not
             // `/…`.
             if got <= 1 || cwd[0] != b'/' || got as usize > cwd.len() {
-                skip(CALL_LOST);
+                skip(CALL_NO_CWD);
                 return true;
             }
             cwd_len = got as usize - 1;

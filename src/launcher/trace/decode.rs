@@ -91,8 +91,8 @@ impl Recorder {
     /// that the process made without a stop, with what it found or its `errno`, as the
     /// same call's stop would have recorded it; `text` is the slot's working directory and
     /// name. A call that looked nothing up ([`layout::CALL_NONE`]) is skipped; a slot that
-    /// does not parse, or a call whose name was lost ([`layout::CALL_LOST`]), makes the
-    /// record incomplete.
+    /// does not parse, or a call whose name was lost ([`layout::CALL_LOST`],
+    /// [`layout::CALL_NO_CWD`]), makes the record incomplete.
     pub(crate) fn logged(&mut self, slot: &[u8; layout::SLOT_BYTES], text: &[u8]) {
         let call = u32::from_le_bytes(slot[layout::SLOT_CALL..][..4].try_into().unwrap_or([0; 4]));
         match call {
@@ -100,10 +100,18 @@ impl Recorder {
             layout::CALL_LOST => {
                 self.incomplete.push(
                     "a call of the compile was made without a stop but its name could not be \
-                     logged (the preload library's text arena was full, or the working \
-                     directory could not be read)"
+                     logged (the preload library's text arena was full)"
                         .to_owned(),
                 );
+                return;
+            }
+            layout::CALL_NO_CWD => {
+                let tid =
+                    u32::from_le_bytes(slot[layout::SLOT_TID..][..4].try_into().unwrap_or([0; 4]));
+                self.incomplete.push(format!(
+                    "the working directory of process {tid} was deleted or cannot be read, so \
+                     a name it opened relative to it is not known"
+                ));
                 return;
             }
             _ => {}
