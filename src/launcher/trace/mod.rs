@@ -596,12 +596,16 @@ pub(crate) fn outputs(
         stderr.finish(until.saturating_duration_since(std::time::Instant::now()));
     for (closed, what) in [(out_closed, "stdout"), (err_closed, "stderr")] {
         if !closed {
-            incomplete.push(format!(
-                "its {what} stayed open after every traced process ended (held by a process \
-                 the tracer could not end): what is written there later is not in this \
-                 compile's output"
-            ));
+            incomplete.push(held_open(what));
         }
     }
     (stdout, stderr)
+}
+
+/// Why the record is incomplete when the tree's `what` (`stdout`, `stderr`) stayed open.
+pub(crate) fn held_open(what: &str) -> String {
+    format!(
+        "its {what} stayed open after every traced process ended (held by a process the \
+         tracer could not end): what is written there later is not in this compile's output"
+    )
 }

@@ -57,7 +57,7 @@ use seccomp_notify::{Listener, Notification, SharedLog};
 use super::decode::Recorder;
 use super::pin::{CHECK_EVERY, Pin};
 use super::syscalls::{self, Stop};
-use super::{Error, Request, Traced, drain, outputs};
+use super::{Error, Request, Traced, held_open};
 
 /// Whether this kernel has what the supervisor needs: `Err` with the reason otherwise.
 /// Linux 5.8 for `POLLHUP` on a listener whose filter has no users left (5.5 for
@@ -183,8 +183,7 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
     }
     let handoff = seccomp_notify::install_on_spawn(&mut command, filter)
         .map_err(|e| refused(format!("seccomp listener: {e}")))?;
-    let stdout = drain(Some(out_read));
-    let stderr = drain(Some(err_read));
+    let mut pipes = Pipes::new([out_read, err_read]).map_err(|e| refused(format!("pipe: {e}")))?;
     // The `exec` is itself a stop, so the spawn returns only once this thread answers it.
     let spawner = std::thread::spawn(move || {
         let child = command.spawn();
@@ -224,7 +223,7 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
         recorder.hide(library.to_path_buf());
         log
     });
-    supervise(&listener, request.linger, request.pin, &mut recorder, log);
+    supervise(&listener, request.linger, request.pin, &mut recorder, log, &mut pipes);
     if recorder.stops == 0 {
         // The program's `exec` always stops, unless a filter of higher precedence answered.
         recorder.incomplete.push(
@@ -236,7 +235,7 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
     drop(listener);
     let status = root_status(spawner, &program).map_err(Failed::Other)?;
     let bound = request.linger.max(Duration::from_secs(1));
-    let (stdout, stderr) = outputs(stdout, stderr, bound, &mut recorder.incomplete);
+    let [stdout, stderr] = pipes.finish(bound, &mut recorder.incomplete);
     let rerun = shared.as_ref().is_some_and(|(_, log, _)| log.rerun_requested());
     let traced = Traced {
         status,
@@ -264,6 +263,93 @@ fn root_status(
             program: program.to_owned(),
             detail: "the thread starting the program panicked".to_owned(),
         }),
+    }
+}
+
+/// The tree's stdout and stderr, read by the supervisor in its own `poll` loop (no thread
+/// per pipe): non-blocking read ends, and what each gave so far.
+struct Pipes {
+    /// Each read end until its end of file (or a read error).
+    ends: [Option<std::io::PipeReader>; 2],
+    bytes: [Vec<u8>; 2],
+}
+
+impl Pipes {
+    /// Takes the read ends of stdout and stderr, made non-blocking.
+    fn new(ends: [std::io::PipeReader; 2]) -> std::io::Result<Self> {
+        for end in &ends {
+            rustix::io::ioctl_fionbio(end, true)?;
+        }
+        Ok(Self { ends: ends.map(Some), bytes: [Vec::new(), Vec::new()] })
+    }
+
+    /// Adds a `POLLIN` entry to `fds` for each end still open; which ends, in that order.
+    fn poll_fds<'a>(&'a self, fds: &mut Vec<PollFd<'a>>) -> Vec<usize> {
+        let mut open = Vec::with_capacity(2);
+        for (which, end) in self.ends.iter().enumerate() {
+            if let Some(end) = end {
+                fds.push(PollFd::new(end.as_fd(), PollFlags::POLLIN));
+                open.push(which);
+            }
+        }
+        open
+    }
+
+    /// Reads end `which` until it has nothing more now; closes it at its end of file.
+    fn read(&mut self, which: usize) {
+        let Some(end) = self.ends[which].as_mut() else { return };
+        // Most compiles print nothing or a few lines; a pipe holds 64 KiB.
+        let mut chunk = [0u8; 4096];
+        loop {
+            match std::io::Read::read(end, &mut chunk) {
+                Ok(0) => break,
+                Ok(n) => self.bytes[which].extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                // A read error ends the capture with what was read; the pipe is ours alone.
+                Err(_) => break,
+            }
+        }
+        self.ends[which] = None;
+    }
+
+    /// Everything read, once both ends are closed or `bound` has passed; the record is
+    /// marked incomplete for an end still held open then (a process outside the tree, or
+    /// one that could not be ended, has it).
+    fn finish(mut self, bound: Duration, incomplete: &mut Vec<String>) -> [Vec<u8>; 2] {
+        let until = Instant::now() + bound;
+        loop {
+            let mut fds = Vec::with_capacity(2);
+            let open = self.poll_fds(&mut fds);
+            if open.is_empty() {
+                break;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let timeout =
+                PollTimeout::try_from(left.as_millis().max(1)).unwrap_or(PollTimeout::MAX);
+            let ready: Vec<bool> = match poll(&mut fds, timeout) {
+                Ok(_) | Err(Errno::EINTR) => fds
+                    .iter()
+                    .map(|fd| !fd.revents().unwrap_or(PollFlags::empty()).is_empty())
+                    .collect(),
+                Err(_) => break,
+            };
+            drop(fds);
+            for (which, ready) in open.into_iter().zip(ready) {
+                if ready {
+                    self.read(which);
+                }
+            }
+        }
+        for (end, what) in self.ends.iter().zip(["stdout", "stderr"]) {
+            if end.is_some() {
+                incomplete.push(held_open(what));
+            }
+        }
+        self.bytes
     }
 }
 
@@ -351,6 +437,7 @@ fn supervise(
     pin: bool,
     recorder: &mut Recorder,
     mut log: Option<&mut SharedLog>,
+    pipes: &mut Pipes,
 ) {
     let mut tree = Tree::default();
     let mut pinned: Option<Pin> = None;
@@ -390,7 +477,9 @@ fn supervise(
             PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
         });
         let root_fd = tree.root.as_ref().and_then(|(_, fd)| fd.as_ref());
+        // The listener, the tree's output pipes still open, then the root's pidfd.
         let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        let open = pipes.poll_fds(&mut fds);
         if let Some(fd) = root_fd {
             fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
         }
@@ -403,9 +492,18 @@ fn supervise(
             }
         }
         let events = |fd: &PollFd| fd.revents().unwrap_or(PollFlags::empty());
-        let (listener_events, root_ended) =
-            (fds.first().map(events), fds.get(1).map(events).is_some_and(|e| !e.is_empty()));
+        let readable: Vec<bool> =
+            fds[1..1 + open.len()].iter().map(|fd| !events(fd).is_empty()).collect();
+        let (listener_events, root_ended) = (
+            fds.first().map(events),
+            fds.get(1 + open.len()).map(events).is_some_and(|e| !e.is_empty()),
+        );
         drop(fds);
+        for (which, ready) in open.into_iter().zip(readable) {
+            if ready {
+                pipes.read(which);
+            }
+        }
         let root_ended = root_ended || unwatched.is_some_and(gone);
         if let (Some(pin), Some(last)) = (pinned.as_mut(), tree.last) {
             pin.check(last, tree.live());
