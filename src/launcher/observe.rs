@@ -83,7 +83,16 @@ pub fn is_machine_file(path: &Path) -> bool {
 /// behind is somewhere a HIT may write it (the working and base directories).
 pub fn from_trace(events: &[Event], may_write: &dyn Fn(&Path) -> bool) -> Observed {
     let mut out = Observed::default();
-    let mut c = Collected::default();
+    // Sized for the trace at once (most events are absent names and inputs), so the sets
+    // are not rehashed into fresh pages as they grow.
+    let mut c = Collected {
+        read: HashMap::with_capacity_and_hasher(events.len() / 4, Default::default()),
+        absent: HashSet::with_capacity_and_hasher(events.len(), Default::default()),
+        absent_looked_before: HashSet::with_capacity_and_hasher(64, Default::default()),
+        present: HashMap::with_capacity_and_hasher(events.len() / 4, Default::default()),
+        ..Collected::default()
+    };
+    out.inputs.reserve(events.len() / 4);
     for e in events.iter().filter(|e| !is_machine_file(&e.path)) {
         // The compile's own files are few; most compiles write only the object.
         let mine = !c.written.is_empty() && c.written.contains(&e.path);
@@ -144,8 +153,29 @@ pub fn dropped_duplicate(events: &[Event], search_dirs: &[PathBuf]) -> Option<St
             }
         }
     }
+    // Which directories some event looks into: for paths in plain form (see `plain`), the
+    // set of their ancestors' bytes answers at once; the rest are compared component by
+    // component, as `Path::starts_with` does.
+    let mut above: HashSet<&[u8]> = HashSet::default();
+    let mut odd: Vec<&Path> = Vec::new();
+    for e in events {
+        if !plain(&e.path) {
+            odd.push(&e.path);
+            continue;
+        }
+        for dir in e.path.ancestors().skip(1) {
+            if !above.insert(dir.as_os_str().as_bytes()) {
+                break;
+            }
+        }
+    }
     let looked_into = |dir: &Path| {
-        events.iter().any(|e| e.path.starts_with(dir) && !e.path.components().eq(dir.components()))
+        let under = |p: &&Path| p.starts_with(dir) && !p.components().eq(dir.components());
+        if plain(dir) {
+            above.contains(dir.as_os_str().as_bytes()) || odd.iter().any(under)
+        } else {
+            events.iter().map(|e| e.path.as_path()).any(|p| under(&p))
+        }
     };
     let mut groups: Vec<&Vec<&Path>> = by_id.values().filter(|p| p.len() > 1).collect();
     groups.sort();
@@ -361,6 +391,19 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
     out.listed = sorted(listed.into_iter().collect());
 }
 
+/// Whether `path` is absolute and in plain form, where its components are its bytes between
+/// slashes: no empty component (`//`, a trailing `/`) and no `.` component. For such paths
+/// `Path::starts_with` is a comparison of byte prefixes at a slash.
+fn plain(path: &Path) -> bool {
+    let b = path.as_os_str().as_bytes();
+    b == b"/"
+        || (b.starts_with(b"/")
+            && !b.ends_with(b"/")
+            && memchr::memmem::find(b, b"//").is_none()
+            && memchr::memmem::find(b, b"/./").is_none()
+            && !b.ends_with(b"/."))
+}
+
 /// `paths` in the order of their bytes.
 fn sorted(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
     paths.sort_unstable_by(|a, b| by_bytes(a, b));
@@ -403,6 +446,48 @@ mod tests {
         let mut by_calls: Vec<&PathBuf> = seen.absent_by_calls.iter().collect();
         by_calls.sort();
         assert_eq!(by_calls, [Path::new("/w/inc/a.h"), Path::new("/w/inc/d.h")]);
+    }
+
+    /// A search directory that is the same directory as another (same device and inode)
+    /// and never looked into, while the other is, is a dropped duplicate. Looking into
+    /// counts by components: `/w//inc1/x.h` looks into `/w/inc1`, `/w/inc1x/y.h` does not.
+    #[test]
+    fn a_dropped_duplicate_is_found_by_components_whatever_the_spelling() {
+        let stamp = crate::fs::FileStamp {
+            dev: 1,
+            ino: 7,
+            size_bytes: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            mode: libc::S_IFDIR,
+        };
+        let event = |path: &str, op: Op, observed: Seen| Event {
+            pid: 1,
+            op,
+            path: PathBuf::from(path),
+            cwd_relative: false,
+            given: path.into(),
+            observed,
+            by_call: true,
+        };
+        let dirs = |into: &str| {
+            vec![
+                event("/w/inc1", Op::Stat { follow: true }, Seen::Directory(stamp)),
+                event("/w/inc2", Op::Stat { follow: true }, Seen::Directory(stamp)),
+                event(into, Op::OpenRead, Seen::Absent),
+            ]
+        };
+        let search = [PathBuf::from("/w/inc1"), PathBuf::from("/w/inc2")];
+        for into in ["/w/inc1/x.h", "/w//inc1/x.h", "/w/./inc1/sub/x.h"] {
+            let found = dropped_duplicate(&dirs(into), &search);
+            assert!(
+                found.as_deref().is_some_and(|f| f.starts_with("/w/inc2 ")),
+                "{into}: {found:?}"
+            );
+        }
+        for into in ["/w/inc1x/y.h", "/w/inc1", "/v/inc1/x.h"] {
+            assert_eq!(dropped_duplicate(&dirs(into), &search), None, "{into}");
+        }
     }
 
     #[test]

@@ -311,7 +311,12 @@ impl Run<'_> {
         let candidate = Candidate {
             observed_by: mode.into(),
             inputs: recorded,
-            names: name_groups(here, &learnt.absent, &learnt.present),
+            names: name_groups(
+                here,
+                &learnt.absent,
+                &learnt.present,
+                &learnt.inputs.iter().map(|(p, ..)| p.as_path()).collect::<Vec<_>>(),
+            ),
             listed: learnt
                 .listed
                 .iter()
@@ -801,8 +806,14 @@ fn record_form(here: &Location, path: &Path) -> String {
 /// shortest prefix that is absent (`src/bits` for `src/bits/vector` when `src/bits` does
 /// not exist: a stronger fact, in a directory that exists, so a HIT checks it with one
 /// `stat` of that directory), and each present one, deduplicated; directories in record
-/// form.
-fn name_groups(here: &Location, absent: &[PathBuf], present: &[(PathBuf, Kind)]) -> Vec<Names> {
+/// form. The directories above each of `existing` (files the caller found there after the
+/// compile: its inputs) are known to exist and are not looked at again.
+fn name_groups(
+    here: &Location,
+    absent: &[PathBuf],
+    present: &[(PathBuf, Kind)],
+    existing: &[&Path],
+) -> Vec<Names> {
     let mut groups: Vec<Names> = Vec::new();
     let mut index: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     let mut group = |dir: &Path| -> usize {
@@ -814,13 +825,27 @@ fn name_groups(here: &Location, absent: &[PathBuf], present: &[(PathBuf, Kind)])
         })
     };
     let mut at: Vec<(usize, String, Option<Kind>)> = Vec::new();
-    // Absent names share a few directories (the search list): one `lstat` per directory.
-    let mut exists: rustc_hash::FxHashMap<PathBuf, bool> = Default::default();
-    let mut exists_at = |dir: &Path| -> bool {
-        *exists.entry(dir.to_path_buf()).or_insert_with(|| {
+    // Absent names share a few directories (the search list): one `lstat` per directory,
+    // none for one above a file that exists. Keyed by the paths' bytes (each an ancestor
+    // as `Path::ancestors` cuts it), not hashed component by component.
+    let mut exists: rustc_hash::FxHashMap<&[u8], bool> = Default::default();
+    for file in existing {
+        for dir in file.ancestors().skip(1).take_while(|a| !a.as_os_str().is_empty()) {
+            // Its own ancestors went in with it.
+            if exists.insert(dir.as_os_str().as_bytes(), true).is_some() {
+                break;
+            }
+        }
+    }
+    fn exists_at<'a>(
+        exists: &mut rustc_hash::FxHashMap<&'a [u8], bool>,
+        here: &Location,
+        dir: &'a Path,
+    ) -> bool {
+        *exists.entry(dir.as_os_str().as_bytes()).or_insert_with(|| {
             fs::symlink_metadata_opt(&here.absolute(dir)).ok().flatten().is_some()
         })
-    };
+    }
     for path in absent {
         // From the root down: the first ancestor that is absent. Absent names share their
         // first absent directory (`<build>/xercesc` for every header looked for under the
@@ -829,7 +854,7 @@ fn name_groups(here: &Location, absent: &[PathBuf], present: &[(PathBuf, Kind)])
         let mut ancestors: Vec<&Path> =
             path.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).collect();
         ancestors.reverse();
-        let p = ancestors.into_iter().find(|a| !exists_at(a)).unwrap_or(path);
+        let p = ancestors.into_iter().find(|a| !exists_at(&mut exists, here, a)).unwrap_or(path);
         let (dir, name) = split_name(p);
         at.push((group(&dir), name, None));
     }
@@ -964,7 +989,7 @@ mod tests {
         .iter()
         .map(|p| root.join(p))
         .collect();
-        let groups = name_groups(&here, &absent, &[]);
+        let groups = name_groups(&here, &absent, &[], &[]);
         let mut seen: Vec<(String, Vec<String>)> =
             groups.into_iter().map(|g| (g.dir, g.absent)).collect();
         seen.sort();
@@ -981,5 +1006,15 @@ mod tests {
                 want("inc/sub", &["w.h"]),
             ]
         );
+        // A directory above a file the caller found is taken to exist without a look: here
+        // a file said to be under `nothere/a` makes `b.h` the absent name, in `nothere/a`.
+        let said = root.join("nothere/a/read.h");
+        let groups = name_groups(&here, &absent, &[], &[said.as_path()]);
+        let nothere: Vec<(String, Vec<String>)> = groups
+            .into_iter()
+            .filter(|g| g.dir.starts_with("nothere"))
+            .map(|g| (g.dir, g.absent))
+            .collect();
+        assert_eq!(nothere, [want("nothere/a", &["b.h"])]);
     }
 }
