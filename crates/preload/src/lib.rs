@@ -24,11 +24,15 @@
 //! full text arena, an unreadable working directory). Anything the library does not handle
 //! (a write, `O_NOFOLLOW`, a directory descriptor, a full log, a log descriptor that is not
 //! the launcher's any more) is made without the cookie and stops.
-//! Calls that do not come through these functions (libc's own `fopen`, the dynamic loader,
-//! static programs, raw `syscall`) stop too.
+//! `fopen` for reading opens the same way and wraps the descriptor with libc's `fdopen`;
+//! `execvp` looks at each `PATH` candidate the same way and makes the `execve` (which always
+//! stops) only for one that is there. Calls that do not come through these functions
+//! (libc's own opens, such as its locale files, the dynamic loader, static programs, raw
+//! `syscall`) stop.
 //!
 //! The library needs nothing from libc but `environ`, `__errno_location`, `memcpy` and
-//! `memset` (glibc and musl both have them) and makes its system calls itself. Nothing in
+//! `memset`, and the functions it hands calls on to (`fdopen`, `fopen64`, `execvpe`; glibc
+//! and musl have them all), and makes its system calls itself. Nothing in
 //! it may panic through a bounds check of `core`: that pulls in the unwinding personality,
 //! which a `no_std` library does not have, and the dynamic loader would refuse it (the
 //! launcher's test of the library's undefined symbols guards this). Built by `build.rs` with `rustc`
@@ -51,6 +55,7 @@ mod nr {
     pub const STATX: usize = 332;
     pub const GETCWD: usize = 79;
     pub const GETTID: usize = 186;
+    pub const CLOSE: usize = 3;
     pub const MMAP: usize = 9;
     pub const O_DIRECTORY: c_int = 0o200000;
     pub const O_NOFOLLOW: c_int = 0o400000;
@@ -66,6 +71,7 @@ mod nr {
     pub const STATX: usize = 291;
     pub const GETCWD: usize = 17;
     pub const GETTID: usize = 178;
+    pub const CLOSE: usize = 57;
     pub const MMAP: usize = 222;
     pub const O_DIRECTORY: c_int = 0o40000;
     pub const O_NOFOLLOW: c_int = 0o100000;
@@ -91,6 +97,13 @@ const AT_FDCWD: isize = -100;
 const AT_EMPTY_PATH: usize = 0x1000;
 const STATX_BASIC_STATS: usize = 0x7ff;
 const O_ACCMODE: c_int = 3;
+const O_CLOEXEC: c_int = 0o2000000;
+const ENOENT: c_int = 2;
+const ENOTDIR: c_int = 20;
+const EACCES: c_int = 13;
+const ESTALE: c_int = 116;
+const ENODEV: c_int = 19;
+const ETIMEDOUT: c_int = 110;
 const O_CREAT: c_int = 0o100;
 const O_EXCL: c_int = 0o200;
 const O_TRUNC: c_int = 0o1000;
@@ -105,6 +118,14 @@ const MAP_SHARED: usize = 1;
 unsafe extern "C" {
     static environ: *const *const c_char;
     fn __errno_location() -> *mut c_int;
+    // libc's own, for what the library hands on (glibc and musl both have them).
+    fn fdopen(fd: c_int, mode: *const c_char) -> *mut u8;
+    fn fopen64(path: *const c_char, mode: *const c_char) -> *mut u8;
+    fn execvpe(
+        file: *const c_char,
+        argv: *const *const c_char,
+        envp: *const *const c_char,
+    ) -> c_int;
 }
 
 /// The log's mapping, or null: every call then goes the traced way.
@@ -223,8 +244,8 @@ unsafe fn env(name: &[u8]) -> Option<&'static [u8]> {
             return None;
         }
         let text = unsafe { c_bytes(entry, 4096) }?;
-        if text.len() > name.len() && text.starts_with(name) && text[name.len()] == b'=' {
-            return Some(&text[name.len() + 1..]);
+        if text.starts_with(name) && text.get(name.len()) == Some(&b'=') {
+            return text.get(name.len() + 1..);
         }
         at = unsafe { at.add(1) };
     }
@@ -594,6 +615,113 @@ pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
     unsafe { open_at(dirfd, path, flags, 0) }
+}
+
+/// `fopen`: libc's makes its `open` inside libc, where no interposed function sees it, so
+/// each one stops (GCC reads sources again this way for the caret lines of warnings). A
+/// read-only mode (`r`, with `b` or `e`) opens here the fast way and hands the descriptor
+/// to libc's `fdopen`, which makes the `FILE` libc's `fopen` would have made; any other mode
+/// is libc's own (`fopen64`, the same function on 64-bit targets).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut u8 {
+    // libc reads the mode at once too: a bad pointer fails alike.
+    if let Some(cloexec) = unsafe { read_only_mode(mode) } {
+        let fd = unsafe { open_at(AT_FDCWD as c_int, path, cloexec, 0) };
+        if fd < 0 {
+            return core::ptr::null_mut();
+        }
+        let file = unsafe { fdopen(fd, c"r".as_ptr()) };
+        if file.is_null() {
+            let errno = unsafe { *__errno_location() };
+            unsafe { syscall6(nr::CLOSE, [fd as usize, 0, 0, 0, 0, 0]) };
+            unsafe { *__errno_location() = errno };
+        }
+        return file;
+    }
+    unsafe { fopen64(path, mode) }
+}
+
+/// For a mode of `r` followed by nothing but `b` and `e` (at most one each), the flags the
+/// open takes beyond `O_RDONLY` (`O_CLOEXEC` for `e`); `None` for any other mode.
+unsafe fn read_only_mode(mode: *const c_char) -> Option<c_int> {
+    if mode.is_null() {
+        return None;
+    }
+    let text = unsafe { c_bytes(mode, 4) }?;
+    let (first, rest) = text.split_first()?;
+    if *first != b'r' {
+        return None;
+    }
+    let (mut binary, mut cloexec) = (false, false);
+    for &c in rest {
+        match c {
+            b'b' if !binary => binary = true,
+            b'e' if !cloexec => cloexec = true,
+            _ => return None,
+        }
+    }
+    Some(if cloexec { O_CLOEXEC } else { 0 })
+}
+
+/// `execvp`: libc's tries `execve` in each directory of `PATH` in turn, each a stop (the
+/// GCC driver finds `as` this way, past every directory before `/usr/bin`). Here each
+/// candidate is looked at first the fast way (`stat`, logged): one that is not there
+/// (`ENOENT`, `ENOTDIR`, which its `execve` would fail with too, and libc would go on) is
+/// passed over; any other is handed to libc's `execvpe` by its full name, which is what
+/// libc's own loop does with it (`execve`, and for `ENOEXEC` the shell). The errors are
+/// libc's: `EACCES` if any candidate gave it, else the last one's. A name with a `/`, an
+/// empty `PATH` element, no `PATH` or a candidate too long go to libc's `execvpe` whole.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    let whole = || unsafe { execvpe(file, argv, environ) };
+    if LOG.load(Ordering::Acquire).is_null() || file.is_null() {
+        return whole();
+    }
+    // libc reads the name at once too.
+    let Some(name) = (unsafe { c_bytes(file, NAME_MAX_BYTES) }) else { return whole() };
+    let path = unsafe { env(b"PATH") };
+    let (Some(path), false, false) = (path, name.is_empty(), name.iter().any(|&b| b == b'/')) else {
+        return whole();
+    };
+    if path.split(|&b| b == b':').any(|dir| dir.is_empty()) {
+        return whole();
+    }
+    let mut candidate = [0u8; NAME_MAX_BYTES];
+    let mut got_eacces = false;
+    let mut last = ENOENT;
+    for dir in path.split(|&b| b == b':') {
+        let len = dir.len() + 1 + name.len();
+        if len >= candidate.len() {
+            return whole();
+        }
+        // Checked just above; raw copies keep panicking slice code out.
+        unsafe {
+            let at = candidate.as_mut_ptr();
+            core::ptr::copy_nonoverlapping(dir.as_ptr(), at, dir.len());
+            *at.add(dir.len()) = b'/';
+            core::ptr::copy_nonoverlapping(name.as_ptr(), at.add(dir.len() + 1), name.len());
+            *at.add(len) = 0;
+        }
+        let mut st = [0u8; STAT_BYTES];
+        let at = candidate.as_ptr().cast::<c_char>();
+        if unsafe { stat_at(AT_FDCWD as c_int, at, st.as_mut_ptr(), 0) } != 0 {
+            let errno = unsafe { *__errno_location() };
+            if errno == ENOENT || errno == ENOTDIR {
+                last = errno;
+                continue;
+            }
+        }
+        unsafe { execvpe(at, argv, environ) };
+        let errno = unsafe { *__errno_location() };
+        match errno {
+            EACCES => got_eacces = true,
+            ENOENT | ESTALE | ENOTDIR | ENODEV | ETIMEDOUT => {}
+            _ => return -1,
+        }
+        last = errno;
+    }
+    unsafe { *__errno_location() = if got_eacces { EACCES } else { last } };
+    -1
 }
 
 /// Nothing here panics (every index is within fixed arrays); should it, the process ends

@@ -1243,6 +1243,129 @@ fn trace_preload_reads_names_after_the_call_bad_pointers_and_long_names() {
     );
 }
 
+const FOPEN_EXECVP_C: &str = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void read_with(const char *name, const char *mode) {
+    FILE *f = fopen(name, mode);
+    if (!f) { printf("fopen %s %s: errno %d\n", name, mode, errno); return; }
+    char line[64] = {0};
+    if (!fgets(line, sizeof line, f)) line[0] = 0;
+    printf("fopen %s %s: %s", name, mode, line);
+    fclose(f);
+}
+int main(int argc, char **argv) {
+    (void)argc;
+    read_with("file.txt", "r");
+    read_with("file.txt", "rb");
+    read_with("file.txt", "re");
+    read_with("missing.txt", "r");
+    read_with("sub", "r");
+    FILE *w = fopen("written.txt", "w");
+    fputs("written\n", w);
+    fclose(w);
+    read_with("written.txt", "r+");
+    const char *names[] = {argv[1], "strata-no-such-program", 0};
+    for (int i = 0; names[i]; i++) {
+        fflush(stdout);
+        pid_t child = fork();
+        if (child == 0) {
+            char *args[] = {(char *)names[i], "from-execvp", 0};
+            execvp(names[i], args);
+            printf("execvp %s: errno %d\n", names[i], errno);
+            fflush(stdout);
+            _exit(127);
+        }
+        int status;
+        waitpid(child, &status, 0);
+        printf("exit %d\n", WEXITSTATUS(status));
+    }
+    return 0;
+}
+"#;
+
+/// The library takes `fopen` for reading (`r`, `rb`, `re`: the FILE reads as libc's would
+/// give, a missing file and a directory fail or read as they do) and hands other modes to
+/// libc; it takes `execvp`'s search of `PATH`, looking at each candidate without a stop and
+/// making the `execve` only where one is there (a script found in the last of four
+/// directories, a name found nowhere). The output and the events are those of the stops.
+#[test]
+fn trace_preload_takes_fopen_for_reading_and_the_path_search_of_execvp() {
+    let ctx = TestContext::new();
+    let dir = ctx.path("preload-fopen");
+    write_file(&dir.join("file.txt"), "file line\n");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let bins: Vec<PathBuf> = (0..4).map(|i| dir.join(format!("bin{i}"))).collect();
+    for bin in &bins {
+        std::fs::create_dir_all(bin).unwrap();
+    }
+    let tool = bins[3].join("strata-found-tool");
+    write_file(&tool, "#!/bin/sh\necho \"tool $1\"\n");
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let exe = compile_c(&dir, "fopen-execvp", FOPEN_EXECVP_C, &[]);
+    let path = std::env::join_paths(bins.iter().map(PathBuf::as_path).chain([Path::new("/bin")]))
+        .unwrap()
+        .into_string()
+        .unwrap();
+    let script = format!("PATH={path} exec {} strata-found-tool", exe.display());
+    let argv = ["sh", "-c", &script];
+    let stopped = notified(&dir, &argv, false);
+    let logged = notified(&dir, &argv, true);
+    let printed = String::from_utf8_lossy(&logged.stdout).into_owned();
+    let want = "fopen file.txt r: file line\nfopen file.txt rb: file line\n\
+                fopen file.txt re: file line\nfopen missing.txt r: errno 2\nfopen sub r: \
+                fopen written.txt r+: written\ntool from-execvp\nexit 0\n\
+                execvp strata-no-such-program: errno 2\nexit 127\n";
+    assert_eq!(printed, want);
+    assert_eq!(logged.stdout, stopped.stdout);
+    assert_eq!(logged.incomplete, Vec::<String>::new());
+    assert_eq!(stopped.incomplete, Vec::<String>::new());
+    // What the reads found (the written file and the directory itself change meanwhile).
+    let reads = |t: &Traced| -> Vec<(PathBuf, Observed)> {
+        let named = ["file.txt", "missing.txt", "sub"].map(|n| dir.join(n));
+        let mut v: Vec<_> = t
+            .events
+            .iter()
+            .filter(|e| named.contains(&e.path))
+            .map(|e| (e.path.clone(), e.observed.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.dedup();
+        v
+    };
+    assert_eq!(reads(&logged).len(), 3, "{:#?}", reads(&logged));
+    // The same facts (the candidates are looked at by `stat` with the library, at the
+    // `execve` stop without it; the found one is an exec in both).
+    let absent_in_bins = |t: &Traced| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = t
+            .events
+            .iter()
+            .filter(|e| {
+                e.observed == Observed::Absent && bins.iter().any(|b| e.path.starts_with(b))
+            })
+            .map(|e| e.path.clone())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    assert_eq!(absent_in_bins(&logged), absent_in_bins(&stopped));
+    assert_eq!(absent_in_bins(&logged).len(), 7, "3 for the tool, 4 for the missing name");
+    assert_eq!(reads(&logged), reads(&stopped));
+    let execs = |t: &Traced| t.events.iter().filter(|e| e.op == Op::Exec && e.path == tool).count();
+    assert_eq!((execs(&logged), execs(&stopped)), (1, 1));
+    // Five `fopen`s for reading and seven failed `execve`s need no stop.
+    assert!(
+        logged.stops + 12 <= stopped.stops,
+        "{} stops with the library, {} without",
+        logged.stops,
+        stopped.stops
+    );
+}
+
 /// A process that replaces or closes the log's descriptor before it starts a program: the
 /// library in that program finds no log (the descriptor is not the launcher's memfd any
 /// more), so its opens stop, and nothing is written into the file now at that number.
