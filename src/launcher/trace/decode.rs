@@ -11,6 +11,7 @@ use nix::errno::Errno;
 use nix::unistd::Pid;
 
 use super::observe::{self, Follow};
+use crate::launcher::observe::is_machine_file;
 use super::syscalls::{self, Call, FOREIGN, Stop};
 use super::tracee::{self, Memory, Text};
 use super::{Event, Observed, Op};
@@ -436,7 +437,7 @@ impl Recorder {
     fn stat_at(&mut self, pid: Pid, dirfd: i32, path: u64, flags: u64) -> nix::Result<()> {
         let follow = if flags & AT_SYMLINK_NOFOLLOW == 0 { Follow::Yes } else { Follow::No };
         match self.lookup(pid, dirfd, path, flags)? {
-            Lookup::Name(named) if named.given.is_empty() => Ok(()),
+            Lookup::Name(named) if named.given.is_empty() || is_machine_file(&named.path) => Ok(()),
             Lookup::Name(named) => {
                 self.push(pid, named, follow, |_| Op::Stat { follow: follow == Follow::Yes });
                 Ok(())
@@ -515,7 +516,10 @@ impl Recorder {
         Ok(())
     }
 
-    /// A path argument with the usual `*at` rules, observed, as an event.
+    /// A path argument with the usual `*at` rules, observed, as an event. The machine's
+    /// own files (the loader's, the C library's locale data, `/proc`, `/dev`: see
+    /// [`is_machine_file`]), which every record leaves out, are neither looked at nor
+    /// recorded (a C++ compile stops at about fifty of them).
     fn at(
         &mut self,
         pid: Pid,
@@ -526,7 +530,9 @@ impl Recorder {
         op: impl FnOnce(&Observed) -> Op,
     ) -> nix::Result<()> {
         if let Lookup::Name(named) = self.lookup(pid, dirfd, path, flags)? {
-            self.push(pid, named, follow, op);
+            if !is_machine_file(&named.path) {
+                self.push(pid, named, follow, op);
+            }
         }
         Ok(())
     }
