@@ -529,10 +529,10 @@ impl Recorder {
         follow: Follow,
         op: impl FnOnce(&Observed) -> Op,
     ) -> nix::Result<()> {
-        if let Lookup::Name(named) = self.lookup(pid, dirfd, path, flags)? {
-            if !is_machine_file(&named.path) {
-                self.push(pid, named, follow, op);
-            }
+        if let Lookup::Name(named) = self.lookup(pid, dirfd, path, flags)?
+            && !is_machine_file(&named.path)
+        {
+            self.push(pid, named, follow, op);
         }
         Ok(())
     }
