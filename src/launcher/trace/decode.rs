@@ -11,11 +11,11 @@ use nix::errno::Errno;
 use nix::unistd::Pid;
 
 use super::observe::{self, Follow};
-use crate::launcher::observe::is_machine_file;
 use super::syscalls::{self, Call, FOREIGN, Stop};
 use super::tracee::{self, Memory, Text};
 use super::{Event, Observed, Op};
 use crate::fs::FileStamp;
+use crate::launcher::observe::is_machine_file;
 use seccomp_notify::log::layout;
 
 const AT_FDCWD: i32 = libc::AT_FDCWD;
