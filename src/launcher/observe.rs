@@ -15,9 +15,11 @@
 //!   a temporary if it does not (and a file the tree wrote and then read is not an input).
 //!
 //! Left out, as part of the machine rather than of the compile: the dynamic loader's files
-//! (`/etc/ld.so.cache`, shared libraries `*.so`, `*.so.N`), the C library's locale data
-//! (`/usr/lib/locale`, `gconv` modules, `locale.alias`) and pseudo file systems (`/proc`,
-//! `/sys`, `/dev`). The compiler's own message catalogs are inputs.
+//! (`/etc/ld.so.cache`, shared libraries `*.so`, `*.so.N` in the system's library
+//! directories), the C library's locale data (`/usr/lib/locale`, `gconv` modules there,
+//! `/usr/share/locale/locale.alias`) and pseudo file systems (`/proc`, `/sys`, `/dev`, but
+//! not `/dev/shm`). The compiler's own message catalogs are inputs, and so is a `*.so` file
+//! anywhere else (see [`is_machine_file`]).
 //!
 //! A compile that writes where a HIT could not write it again (a file outside the working
 //! and base directories that it did not delete, a directory it created, a link, a change of
@@ -56,20 +58,36 @@ pub struct Observed {
     pub unsafe_write: Option<String>,
 }
 
-/// True for the machine's own files (see the module docs).
+/// True for the machine's own files (see the module docs): pseudo file systems (`/proc`,
+/// `/sys`, `/dev` but not `/dev/shm`, where files are written like anywhere else), the
+/// dynamic loader's cache, and, under the system's library directories only (`/lib*`,
+/// `/usr/lib*`, `/usr/local/lib*`), shared libraries, locale data and `gconv` modules. A
+/// `*.so` file or a `gconv/` directory elsewhere (a build's own plugin, a blob `.incbin`
+/// reads) is an input like any other file.
 pub fn is_machine_file(path: &Path) -> bool {
     let b = path.as_os_str().as_bytes();
+    if b.starts_with(b"/dev/shm/") {
+        return false;
+    }
     if ["/proc/", "/sys/", "/dev/"].iter().any(|p| b.starts_with(p.as_bytes()))
         || matches!(b, b"/proc" | b"/sys" | b"/dev")
     {
         return true;
     }
-    if b == b"/etc/ld.so.cache"
-        || b == b"/etc/ld.so.preload"
-        || b.starts_with(b"/usr/lib/locale/")
-        || b.ends_with(b"/locale.alias")
-        || memchr::memmem::find(b, b"/gconv/").is_some()
-    {
+    if b == b"/etc/ld.so.cache" || b == b"/etc/ld.so.preload" {
+        return true;
+    }
+    let system_library = ["/lib", "/usr/lib", "/usr/local/lib"].iter().any(|dir| {
+        // `/lib/…`, `/lib64/…`, `/usr/lib32/…`: a library directory and what is below it.
+        b.strip_prefix(dir.as_bytes()).is_some_and(|rest| {
+            let at = rest.iter().position(|&c| c == b'/');
+            at.is_some_and(|at| matches!(&rest[..at], b"" | b"32" | b"64" | b"x32"))
+        })
+    });
+    if !system_library {
+        return b == b"/usr/share/locale/locale.alias";
+    }
+    if b.starts_with(b"/usr/lib/locale/") || memchr::memmem::find(b, b"/gconv/").is_some() {
         return true;
     }
     let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
@@ -502,6 +520,9 @@ mod tests {
             "/usr/lib/locale/C.utf8/LC_CTYPE",
             "/usr/lib/x86_64-linux-gnu/gconv/gconv-modules.cache",
             "/usr/share/locale/locale.alias",
+            "/lib64/ld-linux-x86-64.so.2",
+            "/usr/local/lib/libfoo.so.1.2",
+            "/usr/lib32/gconv/UTF-16.so",
         ] {
             assert!(is_machine_file(Path::new(p)), "{p}");
         }
@@ -511,6 +532,14 @@ mod tests {
             "/w/src/so.h",
             "/w/src/a.so.h",
             "/usr/share/locale/de/LC_MESSAGES/gcc-12.mo",
+            // A build's own files with the names of the machine's: inputs.
+            "/w/src/plugin.so",
+            "/w/build/libx.so.1",
+            "/w/gconv/data.bin",
+            "/w/locale.alias",
+            "/dev/shm/header.h",
+            "/opt/tools/lib/gconv/x",
+            "/libexample/plugin.so",
         ] {
             assert!(!is_machine_file(Path::new(p)), "{p}");
         }

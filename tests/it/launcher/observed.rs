@@ -20,31 +20,40 @@ const TRACED: &str = "1";
 const MODEL: &str = "0";
 
 /// Data an assembler directive reads (`.incbin`): the depfile never names it, the trace
-/// sees `as` open it.
+/// sees `as` open it. So is data with the name of a machine file (`*.so`, a `gconv/`
+/// directory) outside the system's library directories: an edit is a MISS.
 #[test]
 fn launcher_incbin_data_is_an_input() {
     for cc in ["gcc", "clang"] {
         require_tool(cc, "apt-get install gcc clang");
-        let ctx = TestContext::new();
-        let p = ctx.path("proj");
-        write_file(&p.join("data.bin"), "one");
-        write_file(
-            &p.join("blob.c"),
-            "__asm__(\".section .rodata\\n.global blob\\nblob: .incbin \\\"data.bin\\\"\\n\");\n",
-        );
-        let argv = args(&[cc, "-c", "blob.c", "-o", "blob.o"]);
-        let traced = Launcher::new(&ctx.cache).env("STRATA_TRACE", TRACED);
-        assert_eq!(same_as_plain(&traced, &p, &argv, &["blob.o"], &[]), "miss", "{cc}");
-        assert_eq!(same_as_plain(&traced, &p, &argv, &["blob.o"], &[]), "hit", "{cc}");
-        write_file(&p.join("data.bin"), "two!");
-        assert_eq!(same_as_plain(&traced, &p, &argv, &["blob.o"], &[]), "miss", "{cc}");
-        let model = Launcher::new(&ctx.cache).env("STRATA_TRACE", MODEL);
-        write_file(&p.join("data.bin"), "three");
-        assert_eq!(
-            same_as_plain(&model, &p, &argv, &["blob.o"], &[]),
-            "uncacheable:model_unseen_input",
-            "{cc}: the model cannot vouch for it"
-        );
+        for name in ["data.bin", "plugin.so", "gconv/libblob.so.1"] {
+            let ctx = TestContext::new();
+            let p = ctx.path("proj");
+            write_file(&p.join(name), "one");
+            write_file(
+                &p.join("blob.c"),
+                format!(
+                    "__asm__(\".section .rodata\\n.global blob\\nblob: .incbin \\\"{name}\\\"\\n\");\n"
+                ),
+            );
+            let argv = args(&[cc, "-c", "blob.c", "-o", "blob.o"]);
+            let traced = Launcher::new(&ctx.cache).env("STRATA_TRACE", TRACED);
+            let case = format!("{cc} {name}");
+            assert_eq!(same_as_plain(&traced, &p, &argv, &["blob.o"], &[]), "miss", "{case}");
+            assert_eq!(same_as_plain(&traced, &p, &argv, &["blob.o"], &[]), "hit", "{case}");
+            write_file(&p.join(name), "two!");
+            assert_eq!(same_as_plain(&traced, &p, &argv, &["blob.o"], &[]), "miss", "{case}");
+            if name != "data.bin" {
+                continue;
+            }
+            let model = Launcher::new(&ctx.cache).env("STRATA_TRACE", MODEL);
+            write_file(&p.join(name), "three");
+            assert_eq!(
+                same_as_plain(&model, &p, &argv, &["blob.o"], &[]),
+                "uncacheable:model_unseen_input",
+                "{cc}: the model cannot vouch for it"
+            );
+        }
     }
 }
 
