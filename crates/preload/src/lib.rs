@@ -180,7 +180,7 @@ static INIT: unsafe extern "C" fn() = init;
 
 /// Maps the log named by [`LOG_ENV`] if its descriptor is still the launcher's memfd.
 unsafe extern "C" fn init() {
-    let Some(value) = (unsafe { env(LOG_ENV.as_bytes()) }) else { return };
+    let Env::Value(value) = (unsafe { env(LOG_ENV.as_bytes()) }) else { return };
     let mut fields = value.split(|&b| b == b':');
     let mut number = |radix| fields.next().and_then(|f| parse(f, radix));
     let (Some(fd), Some(major), Some(minor), Some(ino)) =
@@ -219,9 +219,15 @@ unsafe extern "C" fn init() {
 }
 
 /// Whether this library is the last entry of `LD_PRELOAD` (entries separated by blanks or
-/// colons), as the launcher set it; true when the variable is not there.
+/// colons), as the launcher set it; true when the variable is not there, false when its
+/// value is too long to read (the launcher then runs the compile again without it).
 unsafe fn last_preload() -> bool {
-    let Some(list) = (unsafe { env(b"LD_PRELOAD") }) else { return true };
+    let list = match unsafe { env(b"LD_PRELOAD") } {
+        Env::Value(list) => list,
+        Env::Unset => return true,
+        // Not read: a library may follow this one.
+        Env::TooLong => return false,
+    };
     let mut last: &[u8] = &[];
     let mut ours = false;
     for entry in list.split(|&b| b == b':' || b == b' ').filter(|e| !e.is_empty()) {
@@ -232,20 +238,35 @@ unsafe fn last_preload() -> bool {
     !ours || last.starts_with(b"libstrata_preload")
 }
 
-/// The value of environment variable `name`.
-unsafe fn env(name: &[u8]) -> Option<&'static [u8]> {
+/// What environment variable `name` holds.
+enum Env {
+    /// Not set.
+    Unset,
+    /// Its value (without a NUL).
+    Value(&'static [u8]),
+    /// A value of 4096 bytes or more, which the library does not read.
+    TooLong,
+}
+
+/// The value of environment variable `name`. Entries are compared with the name byte by
+/// byte, so an entry of any length before it is passed over.
+unsafe fn env(name: &[u8]) -> Env {
     let mut at = unsafe { environ };
     if at.is_null() {
-        return None;
+        return Env::Unset;
     }
     loop {
         let entry = unsafe { *at };
         if entry.is_null() {
-            return None;
+            return Env::Unset;
         }
-        let text = unsafe { c_bytes(entry, 4096) }?;
-        if text.starts_with(name) && text.get(name.len()) == Some(&b'=') {
-            return text.get(name.len() + 1..);
+        // Stops at the first byte that differs, so never past the entry's NUL.
+        let named = name.iter().enumerate().all(|(i, &c)| unsafe { *entry.add(i) } as u8 == c);
+        if named && unsafe { *entry.add(name.len()) } as u8 == b'=' {
+            return match unsafe { c_bytes(entry.add(name.len() + 1), 4096) } {
+                Some(value) => Env::Value(value),
+                None => Env::TooLong,
+            };
         }
         at = unsafe { at.add(1) };
     }
@@ -679,7 +700,10 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
     }
     // libc reads the name at once too.
     let Some(name) = (unsafe { c_bytes(file, NAME_MAX_BYTES) }) else { return whole() };
-    let path = unsafe { env(b"PATH") };
+    let path = match unsafe { env(b"PATH") } {
+        Env::Value(path) => Some(path),
+        Env::Unset | Env::TooLong => None,
+    };
     let (Some(path), false, false) = (path, name.is_empty(), name.iter().any(|&b| b == b'/')) else {
         return whole();
     };

@@ -1498,8 +1498,19 @@ fn trace_preload_keeps_a_users_open_override_in_either_order() {
         .unwrap();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let lib = library.to_str().unwrap();
-    for order in [format!("{lib}:$LD_PRELOAD"), format!("$LD_PRELOAD:{lib}")] {
-        let script = format!("LD_PRELOAD=\"{order}\" cat inc/v.h");
+    // The third: a variable of 5,000 bytes between the log's and `LD_PRELOAD`, which the
+    // library must pass over to find the user's library after its own.
+    let long = "x".repeat(5000);
+    let scripts = [
+        format!("LD_PRELOAD=\"{lib}:$LD_PRELOAD\" cat inc/v.h"),
+        format!("LD_PRELOAD=\"$LD_PRELOAD:{lib}\" cat inc/v.h"),
+        format!(
+            "exec env -i STRATA_TRACE_LOG=\"$STRATA_TRACE_LOG\" LONG={long} \
+             LD_PRELOAD=\"$LD_PRELOAD:{lib}\" /bin/cat inc/v.h"
+        ),
+    ];
+    for script in scripts {
+        let order = &script[..40];
         let t = notified(&dir, &["sh", "-c", &script], true);
         assert!(t.status.success(), "{order}: {}", String::from_utf8_lossy(&t.stderr));
         assert_eq!(String::from_utf8_lossy(&t.stdout), "alt\n", "{order}");
