@@ -316,7 +316,8 @@ unsafe fn open_at(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint)
     let reading = flags & O_ACCMODE == 0 && flags & SLOW_FLAGS == 0;
     if reading && dirfd as isize == AT_FDCWD && !path.is_null() {
         if let Some(slot) = unsafe { reserve(base) } {
-            let args = [AT_FDCWD as usize, path as usize, flags as usize, mode as usize, 0, cookie()];
+            let args =
+                [AT_FDCWD as usize, path as usize, flags as usize, mode as usize, 0, cookie()];
             let ret = unsafe { syscall6(nr::OPENAT, args) };
             let mut seen = Seen::default();
             if ret >= 0 {
@@ -504,7 +505,8 @@ unsafe fn stat_at(dirfd: c_int, path: *const c_char, buf: *mut u8, flags: c_int)
     let plain = flags & !(AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT) == 0;
     if plain && dirfd as isize == AT_FDCWD && !path.is_null() && !buf.is_null() {
         if let Some(slot) = unsafe { reserve(base) } {
-            let args = [AT_FDCWD as usize, path as usize, buf as usize, flags as usize, 0, cookie()];
+            let args =
+                [AT_FDCWD as usize, path as usize, buf as usize, flags as usize, 0, cookie()];
             let ret = unsafe { syscall6(nr::NEWFSTATAT, args) };
             let mut seen = Seen::default();
             if ret == 0 {
@@ -704,7 +706,8 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
         Env::Value(path) => Some(path),
         Env::Unset | Env::TooLong => None,
     };
-    let (Some(path), false, false) = (path, name.is_empty(), name.iter().any(|&b| b == b'/')) else {
+    let (Some(path), false, false) = (path, name.is_empty(), name.iter().any(|&b| b == b'/'))
+    else {
         return whole();
     };
     if path.split(|&b| b == b':').any(|dir| dir.is_empty()) {
