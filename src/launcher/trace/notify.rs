@@ -536,21 +536,27 @@ fn supervise(
         }
     }
     if let Some(log) = log {
-        log.drain(|slot, text| recorder.logged(slot, text));
-        if log.tampered() {
-            recorder.incomplete.push(
-                "a process of the compile wrote into the preload library's log (its header \
-                 changed): opens may be missing"
-                    .to_owned(),
-            );
-        }
-        if log.unfinished() > 0 {
-            recorder.incomplete.push(format!(
-                "{} open(s) through the preload library were never logged as done (a process \
-                 ended inside one)",
-                log.unfinished()
-            ));
-        }
+        drain_last(log, recorder);
+    }
+}
+
+/// Records the log's slots left after the tree ended; a log whose header a process wrote,
+/// or a slot never completed, makes the record incomplete.
+fn drain_last(log: &mut SharedLog, recorder: &mut Recorder) {
+    log.drain(|slot, text| recorder.logged(slot, text));
+    if log.tampered() {
+        recorder.incomplete.push(
+            "a process of the compile wrote into the preload library's log (its header \
+             changed): opens may be missing"
+                .to_owned(),
+        );
+    }
+    if log.unfinished() > 0 {
+        recorder.incomplete.push(format!(
+            "{} open(s) through the preload library were never logged as done (a process \
+             ended inside one)",
+            log.unfinished()
+        ));
     }
 }
 
