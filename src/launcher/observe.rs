@@ -30,6 +30,7 @@
 // and SipHash was a tenth of the launcher's CPU per MISS (issue 28). The keys are the
 // compile's own paths, not input from elsewhere.
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::borrow::Cow;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -171,30 +172,19 @@ pub fn dropped_duplicate(events: &[Event], search_dirs: &[PathBuf]) -> Option<St
             }
         }
     }
-    // Which directories some event looks into: for paths in plain form (see `plain`), the
-    // set of their ancestors' bytes answers at once; the rest are compared component by
-    // component, as `Path::starts_with` does.
+    // Which directories some event looks into: the set of the proper ancestors of every
+    // event's path in its lexical form (see `lexical`), whose bytes then answer at once
+    // what `Path::starts_with` would answer component by component.
+    let lexical_paths: Vec<Cow<'_, Path>> = events.iter().map(|e| lexical(&e.path)).collect();
     let mut above: HashSet<&[u8]> = HashSet::default();
-    let mut odd: Vec<&Path> = Vec::new();
-    for e in events {
-        if !plain(&e.path) {
-            odd.push(&e.path);
-            continue;
-        }
-        for dir in e.path.ancestors().skip(1) {
+    for path in &lexical_paths {
+        for dir in path.ancestors().skip(1) {
             if !above.insert(dir.as_os_str().as_bytes()) {
                 break;
             }
         }
     }
-    let looked_into = |dir: &Path| {
-        let under = |p: &&Path| p.starts_with(dir) && !p.components().eq(dir.components());
-        if plain(dir) {
-            above.contains(dir.as_os_str().as_bytes()) || odd.iter().any(under)
-        } else {
-            events.iter().map(|e| e.path.as_path()).any(|p| under(&p))
-        }
-    };
+    let looked_into = |dir: &Path| above.contains(lexical(dir).as_os_str().as_bytes());
     let mut groups: Vec<&Vec<&Path>> = by_id.values().filter(|p| p.len() > 1).collect();
     groups.sort();
     for paths in groups {
@@ -422,6 +412,14 @@ fn plain(path: &Path) -> bool {
             && !b.ends_with(b"/."))
 }
 
+/// `path` with its components joined by single slashes: no empty component (`//`, a
+/// trailing `/`) and no `.` component after the first; `..` is kept, as `Path::components`
+/// keeps it. Two paths have equal components exactly when their lexical forms have equal
+/// bytes, and the proper ancestors of a lexical form are the byte prefixes `parent` gives.
+fn lexical(path: &Path) -> Cow<'_, Path> {
+    if plain(path) { Cow::Borrowed(path) } else { Cow::Owned(path.components().collect()) }
+}
+
 /// `paths` in the order of their bytes.
 fn sorted(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
     paths.sort_unstable_by(|a, b| by_bytes(a, b));
@@ -505,6 +503,27 @@ mod tests {
         }
         for into in ["/w/inc1x/y.h", "/w/inc1", "/v/inc1/x.h"] {
             assert_eq!(dropped_duplicate(&dirs(into), &search), None, "{into}");
+        }
+        // A directory spelled with `..` (as GCC spells its own include directories) and a
+        // trailing slash: it is looked into by the paths that keep the `..`, not by the
+        // path it would resolve to.
+        let dotted = |into: &str| {
+            vec![
+                event("/w/x/../inc1/", Op::Stat { follow: true }, Seen::Directory(stamp)),
+                event("/w/inc2", Op::Stat { follow: true }, Seen::Directory(stamp)),
+                event(into, Op::OpenRead, Seen::Absent),
+            ]
+        };
+        let search = [PathBuf::from("/w/x/../inc1"), PathBuf::from("/w/inc2")];
+        for into in ["/w/x/../inc1/y.h", "/w/x/.././inc1//y.h"] {
+            let found = dropped_duplicate(&dotted(into), &search);
+            assert!(
+                found.as_deref().is_some_and(|f| f.starts_with("/w/inc2 ")),
+                "{into}: {found:?}"
+            );
+        }
+        for into in ["/w/inc1/y.h", "/w/x/../inc1"] {
+            assert_eq!(dropped_duplicate(&dotted(into), &search), None, "{into}");
         }
     }
 
