@@ -203,11 +203,12 @@ fn launcher_relative_headers_resolve_as_the_kernel_does_in_a_symlinked_build_dir
     assert_same_bytes("a.o with the header gcc read", &read(&build.join("a.o")), &want);
 }
 
-/// A MISS remembers the headers it hashed (stamp and digest) in the entry's verification
-/// memo, as a lookup that hashed them would: the first lookup from another build directory
-/// of the checkout then vouches for them by their stamps instead of hashing them again.
+/// A MISS writes no verification memo for its entry (a cold build would create a file per
+/// compile for it); the first HIT, from another build directory of the checkout, vouches
+/// for the headers through the machine's memo of inputs and writes the entry's memo, which
+/// then vouches for each header by its stamp.
 #[test]
-fn launcher_a_miss_remembers_its_headers_in_the_verification_memo() {
+fn launcher_the_first_hit_writes_the_verification_memo_a_miss_does_not() {
     use strata::content::VerifyMemo;
     use strata::digest::{ContentDigest, DigestAlgorithm};
     use strata::launcher::entry::{EntryPlace, header_memo_name};
@@ -221,22 +222,25 @@ fn launcher_a_miss_remembers_its_headers_in_the_verification_memo() {
     let l = Launcher::new(&ctx.cache).base_dirs(&[&dir]);
     let argv = ["gcc", "-O2", "-MD", "-MF", "a.o.d", "-c", "../src/a.c", "-o", "a.o"];
     l.expect(&dir.join("b1"), &argv, "miss");
-    // stdio.h is far older than the memo's 2 s rule, so the MISS remembered it.
-    let stdio = Path::new("/usr/include/stdio.h");
-    let stamp = strata::fs::FileStamp::of(&std::fs::metadata(stdio).unwrap());
-    let digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, &read(stdio));
     let entries = l.entries();
     assert_eq!(entries.len(), 1);
     let root = strata::action::layout::CacheRoot::new(&ctx.cache).unwrap();
     let place = EntryPlace::new(&root, &entries[0].compile_key());
+    assert!(!place.memo.exists(), "a MISS wrote {}", place.memo.display());
+    l.expect(&dir.join("b2"), &argv, "hit");
+    assert_eq!(read(&dir.join("b2/a.o")), read(&dir.join("b1/a.o")));
+    // stdio.h is far older than the memo's 2 s rule, so the HIT remembered it.
+    let stdio = Path::new("/usr/include/stdio.h");
+    let stamp = strata::fs::FileStamp::of(&std::fs::metadata(stdio).unwrap());
+    let digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, &read(stdio));
     let memo = VerifyMemo::load(&place.memo, &place.rel);
     assert!(
         memo.vouches(&header_memo_name(stdio), &stamp, &digest),
-        "the memo at {} does not vouch for {} after the MISS",
+        "the memo at {} does not vouch for {} after the HIT",
         place.memo.display(),
         stdio.display()
     );
-    l.expect(&dir.join("b2"), &argv, "hit");
+    l.expect(&dir.join("b1"), &argv, "hit");
 }
 
 /// The machine's memo of headers (`.local/input-memo`): a MISS that read a settled header
