@@ -24,6 +24,20 @@ pub fn read_to_string(path: &Path) -> Result<String> {
     fs::read_to_string(path).map_err(|e| Error::io("read", path, e))
 }
 
+/// Reads a small text file of a pseudo file system (`/proc/...`), which reports a size of 0:
+/// into a buffer of 8 KiB at once, so a file of up to that size takes two `read` calls
+/// rather than the eight of [`read_to_string`]'s probing from 32 bytes up.
+///
+/// # Errors
+/// [`Error::Io`] with op "read"; invalid UTF-8 is an `InvalidData` error.
+pub fn read_proc(path: &Path) -> Result<String> {
+    let mut text = String::with_capacity(8192);
+    File::open(path)
+        .and_then(|mut file| std::io::Read::read_to_string(&mut file, &mut text))
+        .map_err(|e| Error::io("read", path, e))?;
+    Ok(text)
+}
+
 /// Opens a file for reading.
 ///
 /// # Errors

@@ -46,7 +46,7 @@ pub fn is_owner_exec(mode: u32) -> bool {
 pub fn umask() -> Option<u32> {
     static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     *UMASK.get_or_init(|| {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let status = super::read_proc(std::path::Path::new("/proc/self/status")).ok()?;
         let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
         u32::from_str_radix(line.trim(), 8).ok()
     })

@@ -64,12 +64,22 @@ fn legacy_dir(cache: &CacheRoot) -> PathBuf {
 
 /// Adds one to `name` of `domain` (failures are logged at debug level and ignored).
 pub fn bump(cache: &CacheRoot, domain: &str, name: &str) {
-    if let Err(e) = try_bump(&dir(cache), domain, name) {
+    bump_all(cache, &[(domain, name)]);
+}
+
+/// Adds one to each `(domain, name)` of `counts` in one update of one shard (one lock, one
+/// read, one write: a MISS counts how it was observed and its outcome together). Failures
+/// are logged at debug level and ignored.
+pub fn bump_all(cache: &CacheRoot, counts: &[(&str, &str)]) {
+    if counts.is_empty() {
+        return;
+    }
+    if let Err(e) = try_bump(&dir(cache), counts) {
         tracing::debug!("counters not updated: {e}");
     }
 }
 
-fn try_bump(dir: &Path, domain: &str, name: &str) -> std::io::Result<()> {
+fn try_bump(dir: &Path, counts: &[(&str, &str)]) -> std::io::Result<()> {
     fs::create_dir_all(dir).map_err(std::io::Error::other)?;
     let path = dir.join(format!("{}.json", std::process::id() % SHARDS));
     let mut file = fs::open_update(&path).map_err(std::io::Error::other)?;
@@ -79,7 +89,13 @@ fn try_bump(dir: &Path, domain: &str, name: &str) -> std::io::Result<()> {
         Ok(_) => serde_json::from_slice(&text).unwrap_or_default(),
         Err(_) => ByDomain::new(),
     };
-    *counters.entry(domain.to_owned()).or_default().entry(name.to_owned()).or_default() += 1;
+    for (domain, name) in counts {
+        *counters
+            .entry((*domain).to_owned())
+            .or_default()
+            .entry((*name).to_owned())
+            .or_default() += 1;
+    }
     let bytes = serde_json::to_vec(&counters).map_err(std::io::Error::other)?;
     // Overwritten in place, never truncated to zero first: counters only grow, so the new
     // text is as long as the old one or longer (shorter only after a damaged shard read as
@@ -196,6 +212,19 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&shard).unwrap(), r#"{"compile":{"hit":1}}"#);
         bump(&cache, "compile", "miss");
         assert_eq!(std::fs::read_to_string(&shard).unwrap(), r#"{"compile":{"hit":1,"miss":1}}"#);
+    }
+
+    #[test]
+    fn bump_all_counts_each_pair_in_one_update() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = CacheRoot::new(d.path()).unwrap();
+        bump_all(&cache, &[]);
+        assert!(!dir(&cache).exists(), "nothing to count creates nothing");
+        bump_all(&cache, &[(COMPILE_OBSERVED, "trace"), (COMPILE, "miss")]);
+        bump_all(&cache, &[(COMPILE_OBSERVED, "trace"), (COMPILE, "miss"), (COMPILE, "miss")]);
+        let counters = read(&cache);
+        assert_eq!(counters[COMPILE_OBSERVED].get("trace"), Some(&2));
+        assert_eq!(counters[COMPILE].get("miss"), Some(&3));
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub(super) struct Run<'a> {
     pub(super) notes: std::cell::RefCell<Vec<String>>,
     /// The machine's memo of input files (saved by [`Run::go`]).
     pub(super) inputs: std::cell::RefCell<super::inputs::InputMemo>,
+    /// Counters to add with the outcome's (domain, name), in one update of the counters.
+    pub(super) counted: std::cell::RefCell<Vec<(&'static str, &'static str)>>,
 }
 
 /// The source as the key saw it.

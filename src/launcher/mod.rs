@@ -401,15 +401,19 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
         out,
         notes: std::cell::RefCell::new(Vec::new()),
         inputs: std::cell::RefCell::new(inputs::InputMemo::new(&cache, config.input_memo)),
+        counted: std::cell::RefCell::new(Vec::new()),
     };
-    match run.go() {
+    let went = run.go();
+    let mut counts: Vec<(&str, &str)> = run.counted.take();
+    match went {
         Ok((outcome, step)) => {
             let name = match &outcome {
                 Outcome::Hit => "hit",
                 Outcome::Miss => "miss",
                 Outcome::NotCached(reason) => reason,
             };
-            counters::bump(&cache, COMPILE, name);
+            counts.push((COMPILE, name));
+            counters::bump_all(&cache, &counts);
             if config.explain {
                 let notes = run.notes.borrow().join("; ");
                 let sep = if notes.is_empty() { "" } else { ": " };
@@ -417,10 +421,14 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
             }
             step
         }
-        Err(compile::Failed::Quietly(reason)) => skip(reason, &source),
+        Err(compile::Failed::Quietly(reason)) => {
+            counters::bump_all(&cache, &counts);
+            skip(reason, &source)
+        }
         Err(compile::Failed::BeforeCompile(e)) => {
             out.warn(format!("{e}; running the compiler without the cache"));
-            counters::bump(&cache, COMPILE, "error");
+            counts.push((COMPILE, "error"));
+            counters::bump_all(&cache, &counts);
             unchanged()
         }
     }

@@ -21,7 +21,6 @@ use memchr::memmem;
 use crate::content::VerifyMemo;
 use crate::digest::ContentDigest;
 use crate::fs::{self, FileStamp};
-use crate::l1::counters;
 
 use super::args::{Compile, Depfile};
 use super::compile::{Run, Source};
@@ -170,7 +169,7 @@ impl Run<'_> {
             return (Outcome::NotCached("compile_failed".into()), step);
         }
         let mode = if matches!(ran, Ran::Traced(_)) { "trace" } else { "model" };
-        counters::bump(self.cache, OBSERVED, mode);
+        self.counted.borrow_mut().push((OBSERVED, mode));
         let saved =
             self.save(here, place, key, source, &ran, private_dep.as_deref(), started, memo);
         match saved {

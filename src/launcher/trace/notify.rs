@@ -77,8 +77,7 @@ pub(crate) fn available() -> Result<(), String> {
     // The supervisor reads each call's path with `process_vm_readv`, which Yama's
     // `ptrace_scope` 2 and 3 refuse without CAP_SYS_PTRACE (every record would be
     // incomplete); scope 1 allows it for descendants.
-    let scope =
-        crate::fs::read_to_string(std::path::Path::new("/proc/sys/kernel/yama/ptrace_scope"));
+    let scope = crate::fs::read_proc(std::path::Path::new("/proc/sys/kernel/yama/ptrace_scope"));
     let scope: u32 = scope.ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
     if scope >= 2 && !rustix::process::geteuid().is_root() {
         return Err(format!(
@@ -105,7 +104,7 @@ pub(crate) enum Failed {
 /// stops (`USER_NOTIF` takes precedence over `TRACE`), so the launcher then uses ptrace,
 /// which such a tracer refuses or sees.
 pub(crate) fn being_traced() -> bool {
-    let status = crate::fs::read_to_string(std::path::Path::new("/proc/self/status"));
+    let status = crate::fs::read_proc(std::path::Path::new("/proc/self/status"));
     status.ok().and_then(|text| {
         let line = text.lines().find(|line| line.starts_with("TracerPid:"))?;
         Some(line.trim_start_matches("TracerPid:").trim() != "0")
@@ -410,7 +409,7 @@ impl Tree {
 /// Whether process `pid` (a child of this process, so not reaped yet) has ended, by
 /// `/proc/<pid>/stat`: a zombie, or gone.
 fn gone(pid: Pid) -> bool {
-    let stat = crate::fs::read_to_string(std::path::Path::new(&format!("/proc/{pid}/stat")));
+    let stat = crate::fs::read_proc(std::path::Path::new(&format!("/proc/{pid}/stat")));
     // The state follows the command name's closing parenthesis.
     stat.ok()
         .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().to_owned()))

@@ -184,13 +184,13 @@ fn only(cpu: usize) -> Option<CpuSet> {
 /// How long `tid` has waited on a run queue in all (ns): the second field of
 /// `/proc/<tid>/schedstat`.
 fn run_delay(tid: Pid) -> Option<u64> {
-    let text = crate::fs::read_to_string(Path::new(&format!("/proc/{tid}/schedstat"))).ok()?;
+    let text = crate::fs::read_proc(Path::new(&format!("/proc/{tid}/schedstat"))).ok()?;
     text.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
 /// Idle plus I/O-wait clock ticks of every CPU, indexed by CPU number (`/proc/stat`).
 fn idle_ticks() -> Option<Vec<u64>> {
-    let text = crate::fs::read_to_string(Path::new("/proc/stat")).ok()?;
+    let text = crate::fs::read_proc(Path::new("/proc/stat")).ok()?;
     Some(parse_idle(&text))
 }
 
