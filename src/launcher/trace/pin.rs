@@ -20,9 +20,10 @@
 //!   [`CHECK_EVERY`] [`Pin::check`] compares how long the stopped tracee waited to run
 //!   (`run_delay` of `/proc/<tid>/schedstat`) with the time passed, and when it waited more
 //!   than a quarter of it while another allowed CPU was idle more than half of the time
-//!   since `/proc/stat` was last read (read only at such a check, and at the start), gives
-//!   the tracer and every live tracee the former mask back and leaves placement to the
-//!   kernel for the rest of the trace.
+//!   since `/proc/stat` was last read (read only at such a check; the first check that
+//!   finds the tree waiting only reads it, the next one decides), gives the tracer and
+//!   every live tracee the former mask back and leaves placement to the kernel for the
+//!   rest of the trace.
 //! * Nothing here can fail a compile: where the masks cannot be read or set (a kernel
 //!   without `/proc/<tid>/schedstat`, a seccomp profile that denies `sched_setaffinity`),
 //!   the tracer runs unpinned as before.
@@ -58,10 +59,12 @@ pub(crate) struct Pin {
     sampled_at: Instant,
     /// The last `run_delay` read (ns) and whose.
     delay: Option<(Pid, u64)>,
-    /// Idle clock ticks per CPU (index: CPU number) at `idle_at`.
-    idle: Vec<u64>,
-    /// When `idle` was read: `/proc/stat` (tens of microseconds to read) is read again
-    /// only at a check that finds the tree waiting.
+    /// Idle clock ticks per CPU (index: CPU number) at `idle_at`; `None` until a check
+    /// first finds the tree waiting. `/proc/stat` (tens of microseconds to read, more on
+    /// a machine with many CPUs) is read only at such a check, never at the start: most
+    /// compiles end before their first check.
+    idle: Option<Vec<u64>>,
+    /// When `idle` was read.
     idle_at: Instant,
 }
 
@@ -91,7 +94,7 @@ impl Pin {
             released: false,
             sampled_at: Instant::now(),
             delay: run_delay(root).map(|d| (root, d)),
-            idle: idle_ticks().unwrap_or_default(),
+            idle: None,
             idle_at: Instant::now(),
         })
     }
@@ -123,9 +126,15 @@ impl Pin {
         if waited * 4 <= passed {
             return;
         }
-        let idle = idle_ticks().unwrap_or_default();
+        // The first time the tree is found waiting there is no earlier reading of the idle
+        // ticks to compare with: this one is the baseline, and the next check decides.
+        let Some(before) = self.idle.replace(idle_ticks().unwrap_or_default()) else {
+            self.idle_at = now;
+            return;
+        };
         let window = Window { waited, passed, idle: now.duration_since(self.idle_at) };
-        if contended(window, &self.allowed, self.cpu, &self.idle, &idle) {
+        let after = self.idle.as_deref().unwrap_or_default();
+        if contended(window, &self.allowed, self.cpu, &before, after) {
             // Back to the kernel's placement: a tree with threads or parallel children
             // (LTO jobs, a wrapper running two compilers) must not share one CPU.
             let _ = sched_setaffinity(Pid::from_raw(0), &self.former);
@@ -134,7 +143,6 @@ impl Pin {
             }
             self.released = true;
         }
-        self.idle = idle;
         self.idle_at = now;
     }
 }
