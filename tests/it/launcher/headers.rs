@@ -205,42 +205,49 @@ fn launcher_relative_headers_resolve_as_the_kernel_does_in_a_symlinked_build_dir
 
 /// A MISS writes no verification memo for its entry (a cold build would create a file per
 /// compile for it); the first HIT, from another build directory of the checkout, vouches
-/// for the headers through the machine's memo of inputs and writes the entry's memo, which
-/// then vouches for each header by its stamp.
+/// for the headers through the machine's memo of inputs, places outputs equal to a plain
+/// compile's, and writes the entry's memo, which then vouches for each header by its stamp.
 #[test]
 fn launcher_the_first_hit_writes_the_verification_memo_a_miss_does_not() {
     use strata::content::VerifyMemo;
     use strata::digest::{ContentDigest, DigestAlgorithm};
     use strata::launcher::entry::{EntryPlace, header_memo_name};
     require_tool("gcc", "apt-get install gcc");
+    require_tool("clang", "apt-get install clang");
     let ctx = TestContext::new();
-    let dir = ctx.path("proj");
-    write_file(&dir.join("src/a.c"), "#include <stdio.h>\nint a(void) { return puts(\"a\"); }\n");
-    for build in ["b1", "b2"] {
-        std::fs::create_dir_all(dir.join(build)).unwrap();
-    }
-    let l = Launcher::new(&ctx.cache).base_dirs(&[&dir]);
-    let argv = ["gcc", "-O2", "-MD", "-MF", "a.o.d", "-c", "../src/a.c", "-o", "a.o"];
-    l.expect(&dir.join("b1"), &argv, "miss");
-    let entries = l.entries();
-    assert_eq!(entries.len(), 1);
-    let root = strata::action::layout::CacheRoot::new(&ctx.cache).unwrap();
-    let place = EntryPlace::new(&root, &entries[0].compile_key());
-    assert!(!place.memo.exists(), "a MISS wrote {}", place.memo.display());
-    l.expect(&dir.join("b2"), &argv, "hit");
-    assert_eq!(read(&dir.join("b2/a.o")), read(&dir.join("b1/a.o")));
-    // stdio.h is far older than the memo's 2 s rule, so the HIT remembered it.
+    // stdio.h is far older than the memo's 2 s rule, so the HIT remembers it.
     let stdio = Path::new("/usr/include/stdio.h");
     let stamp = strata::fs::FileStamp::of(&std::fs::metadata(stdio).unwrap());
     let digest = ContentDigest::of_bytes(DigestAlgorithm::Blake3, &read(stdio));
-    let memo = VerifyMemo::load(&place.memo, &place.rel);
-    assert!(
-        memo.vouches(&header_memo_name(stdio), &stamp, &digest),
-        "the memo at {} does not vouch for {} after the HIT",
-        place.memo.display(),
-        stdio.display()
-    );
-    l.expect(&dir.join("b1"), &argv, "hit");
+    for cc in ["gcc", "clang"] {
+        let dir = ctx.path(cc);
+        write_file(
+            &dir.join("src/a.c"),
+            "#include <stdio.h>\nint a(void) { return puts(\"a\"); }\n",
+        );
+        for build in ["b1", "b2"] {
+            std::fs::create_dir_all(dir.join(build)).unwrap();
+        }
+        let l = Launcher::new(&ctx.cache.join(cc)).base_dirs(&[&dir]);
+        let argv = [cc, "-O2", "-MD", "-MF", "a.o.d", "-c", "../src/a.c", "-o", "a.o"];
+        l.expect(&dir.join("b1"), &argv, "miss");
+        let entries = l.entries();
+        assert_eq!(entries.len(), 1);
+        let root = strata::action::layout::CacheRoot::new(&ctx.cache.join(cc)).unwrap();
+        let place = EntryPlace::new(&root, &entries[0].compile_key());
+        assert!(!place.memo.exists(), "{cc}: a MISS wrote {}", place.memo.display());
+        let outcome = same_as_plain(&l, &dir.join("b2"), &argv, &["a.o", "a.o.d"], &[]);
+        assert_eq!(outcome, "hit", "{cc}");
+        let memo = VerifyMemo::load(&place.memo, &place.rel);
+        assert!(
+            memo.vouches(&header_memo_name(stdio), &stamp, &digest),
+            "{cc}: the memo at {} does not vouch for {} after the HIT",
+            place.memo.display(),
+            stdio.display()
+        );
+        let outcome = same_as_plain(&l, &dir.join("b1"), &argv, &["a.o", "a.o.d"], &[]);
+        assert_eq!(outcome, "hit", "{cc}");
+    }
 }
 
 /// The machine's memo of headers (`.local/input-memo`): a MISS that read a settled header
