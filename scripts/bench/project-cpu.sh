@@ -10,11 +10,15 @@
 #
 #   bash scripts/bench/project-cpu.sh BUILD_DIR                 # e.g. a configured xerces-c
 #   BENCH_LIMIT=100 BENCH_STRATA_BINARY=/tmp/strata bash scripts/bench/project-cpu.sh BUILD_DIR
+#   BENCH_STREAMS=2 bash scripts/bench/project-cpu.sh BUILD_DIR   # under a -j2-like load
 #
 # BUILD_DIR: a CMake build directory configured for Ninja with the compile options that
 # `strata_enable_launcher()` adds (prefix maps), without a launcher. Objects are written
 # to a scratch directory inside it (`-o` replaced), so the build tree stays as it was.
-# BENCH_LIMIT: only the first N compiles. Needs perf (Debian: linux-perf) and ninja.
+# BENCH_LIMIT: only the first N compiles. BENCH_STREAMS (default 1): that many loops at
+# once, the compiles dealt round-robin, one shared cache (as `ninja -jN` shares it), so
+# that every compile runs while the other CPUs compile too. Needs perf (Debian: linux-perf)
+# and ninja.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -25,6 +29,7 @@ command -v perf >/dev/null || {
   exit 1
 }
 S=$(bench_strata)
+streams=${BENCH_STREAMS:-1}
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-project-cpu.XXXXXX")
 trap 'rm -rf "$work" "$build/.strata-project-cpu"' EXIT
 mkdir -p "$build/.strata-project-cpu"
@@ -33,28 +38,39 @@ bench_cpu
 ninja -C "$build" -t commands | grep -E ' -c ' | grep -E ' -o [^ ]+\.o( |$)' \
   | awk -v limit="${BENCH_LIMIT:-0}" 'limit == 0 || NR <= limit' >"$work/commands"
 total=$(wc -l <"$work/commands")
-echo "build: $build; compiles: $total; strata: $S"
+echo "build: $build; compiles: $total; streams: $streams; strata: $S"
 cpu() { perf stat -x, -e task-clock "$@" 2>&1 >/dev/null | awk -F, '$3 == "task-clock" { print $1 }'; }
-plain_sum=0
-strata_sum=0
-n=0
+
+# One loop: the compiles numbered $1 modulo $streams, plain and strata alternating first;
+# writes "plain_ms strata_ms" to $work/sum.$1.
+stream() {
+  local me=$1 n=0 plain_sum=0 strata_sum=0 line a b
+  local -a command
+  while read -r line; do
+    n=$((n + 1))
+    [ $(((n - 1) % streams)) = "$me" ] || continue
+    # The object goes to the scratch directory, under a name of its own per stream.
+    read -r -a command <<<"$(sed -E "s# -o [^ ]+# -o .strata-project-cpu/o$me.o#" <<<"$line")"
+    if [ $(((n - 1) / streams % 2)) = 1 ]; then
+      a=$(cpu "${command[@]}")
+      b=$(cpu "$S" compile "--cache-root=$work/cache" -- "${command[@]}")
+    else
+      b=$(cpu "$S" compile "--cache-root=$work/cache" -- "${command[@]}")
+      a=$(cpu "${command[@]}")
+    fi
+    plain_sum=$(awk -v x="$plain_sum" -v y="${a:-0}" 'BEGIN { print x + y }')
+    strata_sum=$(awk -v x="$strata_sum" -v y="${b:-0}" 'BEGIN { print x + y }')
+  done <"$work/commands"
+  echo "$plain_sum $strata_sum" >"$work/sum.$me"
+}
+
 cd "$build"
-while read -r line; do
-  n=$((n + 1))
-  # The object goes to the scratch directory, under a name of its own per variant.
-  read -r -a command <<<"$(sed -E "s# -o [^ ]+# -o .strata-project-cpu/o.o#" <<<"$line")"
-  p() { cpu "${command[@]}"; }
-  s() { cpu "$S" compile "--cache-root=$work/cache" -- "${command[@]}"; }
-  if [ $((n % 2)) = 0 ]; then
-    a=$(p)
-    b=$(s)
-  else
-    b=$(s)
-    a=$(p)
-  fi
-  plain_sum=$(awk -v x="$plain_sum" -v y="${a:-0}" 'BEGIN { print x + y }')
-  strata_sum=$(awk -v x="$strata_sum" -v y="${b:-0}" 'BEGIN { print x + y }')
-done <"$work/commands"
-awk -v p="$plain_sum" -v s="$strata_sum" -v n="$n" 'BEGIN {
+pids=()
+for me in $(seq 0 $((streams - 1))); do
+  stream "$me" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+cat "$work"/sum.* | awk -v n="$total" '{ p += $1; s += $2 } END {
   printf "  plain   cpu %10.1f ms\n  strata  cpu %10.1f ms  %.3fx  (+%.1f ms per compile, n=%d)\n",
     p, s, s / p, (s - p) / n, n }'
