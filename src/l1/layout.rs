@@ -15,6 +15,8 @@
 //!     (beside an entry) .<key>.old-<16 hex>/   an invalid entry being replaced
 //!   .locks/entry/<sha256(entry path relative to actions-v1)>.lock
 //!   .locks/output/<sha256(absolute output dir)>.lock     third-party action lock
+//!   .locks/cpu/<n>.lock              a traced compile's claim of CPU n while its tree is
+//!                                    pinned there (crate::launcher::trace::pin)
 //!   .local/tool-memo/<sha256(tool path)>.json            machine-local, never packed
 //!   .local/verify-memo/<sha256(entry path relative to actions-v1)>.json
 //!                                     which artifacts a HIT verified, and their stamps
@@ -338,6 +340,12 @@ impl CacheRoot {
             format!("{h}.lock")
         };
         self.locks_dir().join("entry").join(name)
+    }
+
+    /// `<root>/.locks/cpu`: the per-CPU claims of pinned traced trees, `<n>.lock` for CPU n
+    /// (decimal), each held with `flock` while a launcher's tree is pinned to that CPU.
+    pub fn cpu_claims_dir(&self) -> PathBuf {
+        self.locks_dir().join("cpu")
     }
 
     /// Lock file serialising third-party builds into one output directory.

@@ -191,6 +191,8 @@ impl Run<'_> {
         if !self.config.model_only {
             let mut request = trace::Request::new(self.tool, self.compiler, args);
             request.pin = self.config.trace_pin;
+            let claims = self.cache.cpu_claims_dir();
+            request.pin_claims = Some(&claims);
             request.mechanism = self.config.trace_mechanism;
             let library = self.config.trace_preload.then(|| self.preload_library()).flatten();
             request.preload = library.as_deref();

@@ -215,6 +215,9 @@ pub struct Request<'a> {
     /// Run the tracer and the traced tree on one CPU while it is not contended (the cost of
     /// a stop is a fraction there); by default true.
     pub pin: bool,
+    /// Where pinned trees claim their CPUs (`<cache root>/.locks/cpu`, see
+    /// [`pin`](self::pin)); by default `None`: pinned to the tracer's CPU without a claim.
+    pub pin_claims: Option<&'a Path>,
     /// The preload library (`libstrata_preload.so`, as written by the launcher) that takes
     /// the tree's file opens without a stop under notification; `None`: every traced call
     /// stops. Ignored under ptrace.
@@ -235,8 +238,14 @@ impl<'a> Request<'a> {
             coverage: Coverage::default(),
             linger: DEFAULT_LINGER,
             pin: true,
+            pin_claims: None,
             preload: None,
         }
+    }
+
+    /// [`Request::pin`] and [`Request::pin_claims`] together.
+    fn pinning(&self) -> pin::Pinning<'a> {
+        pin::Pinning { on: self.pin, claims: self.pin_claims }
     }
 }
 
@@ -479,7 +488,7 @@ fn run_ptrace(request: &Request<'_>) -> Result<Traced, Error> {
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
     let root = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    let traced = tracer::trace(root, request.linger, request.pin);
+    let traced = tracer::trace(root, request.linger, request.pinning());
     // The child was reaped by the loop (or is gone); `child` only holds the pipes' ends.
     drop(child);
     let outcome = traced.map_err(|e| match e {

@@ -55,7 +55,7 @@ use seccomp_notify::log::layout;
 use seccomp_notify::{Listener, Notification, SharedLog};
 
 use super::decode::Recorder;
-use super::pin::{CHECK_EVERY, Pin};
+use super::pin::{CHECK_EVERY, Pin, Pinning};
 use super::syscalls::{self, Stop};
 use super::{Error, Request, Traced, held_open};
 
@@ -222,7 +222,7 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
         recorder.hide(library.to_path_buf());
         log
     });
-    supervise(&listener, request.linger, request.pin, &mut recorder, log, &mut pipes);
+    supervise(&listener, request.linger, request.pinning(), &mut recorder, log, &mut pipes);
     if recorder.stops == 0 {
         // The program's `exec` always stops, unless a filter of higher precedence answered.
         recorder.incomplete.push(
@@ -433,7 +433,7 @@ fn ended(pidfd: &OwnedFd) -> bool {
 fn supervise(
     listener: &Listener,
     linger: Duration,
-    pin: bool,
+    pin: Pinning<'_>,
     recorder: &mut Recorder,
     mut log: Option<&mut SharedLog>,
     pipes: &mut Pipes,
@@ -566,7 +566,7 @@ fn answer(
     recorder: &mut Recorder,
     tree: &mut Tree,
     pinned: &mut Option<Pin>,
-    pin: bool,
+    pin: Pinning<'_>,
 ) {
     let pid = Pid::from_raw(i32::try_from(notification.pid).unwrap_or(i32::MAX));
     recorder.progressed(pid);
@@ -577,8 +577,8 @@ fn answer(
         let fd =
             tree.pidfds.get(&pid).and_then(|fd| fd.as_ref()).and_then(|fd| fd.try_clone().ok());
         tree.root = Some((pid, fd));
-        if pin {
-            *pinned = Pin::start(pid);
+        if pin.on {
+            *pinned = Pin::start(pid, pin.claims);
         }
     } else if let Some(pinned) = pinned.as_mut() {
         // Read only if the pin is given up.

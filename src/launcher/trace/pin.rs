@@ -8,8 +8,19 @@
 //! (`scripts/bench/ptrace-floor.c`) on zstd's `entropy_common.c` (528 stops, 160 ms of
 //! compile): +18 % wall and +12 % CPU on two CPUs, +0.5 % and +0.5 % with the tracer and the
 //! tree on one (docs/performance.md). So [`Pin::start`] restricts the tracer's thread and
-//! the stopped root tracee (whose descendants inherit the mask) to the CPU the tracer runs
-//! on, which the kernel chose for the launcher when it `exec`ed it (the least loaded one).
+//! the stopped root tracee (whose descendants inherit the mask) to one CPU: the one the
+//! tracer runs on, unless another launcher's tree is pinned there.
+//!
+//! # Claims
+//! The kernel places a new program on the CPU it finds least loaded at `exec`, which is
+//! often the one where another pinned compiler runs (measured: in a `-j2` build on two
+//! CPUs, 39 % of the samples where two traced compiles ran had both pinned to one CPU).
+//! So with a claims directory ([`Pinning::claims`], `<cache root>/.locks/cpu`) a pinned
+//! tree holds an exclusive `flock` on `<n>.lock` for its CPU n, taken with one try; a
+//! launcher tries its own CPU first and then the others in order, and when every allowed
+//! CPU is claimed its tree is not pinned at all (more traced trees than CPUs: the kernel
+//! places them). Where the claims directory cannot be used (not writable), the tree is
+//! pinned to the tracer's CPU without a claim, as before claims existed.
 //!
 //! # Invariants
 //! * Only the tracer's own thread and the traced tree are restricted; the launcher's other
@@ -41,8 +52,31 @@ use std::time::{Duration, Instant};
 use nix::sched::{CpuSet, sched_getaffinity, sched_getcpu, sched_setaffinity};
 use nix::unistd::Pid;
 
+use crate::fs::{self, LockGuard, LockWait};
+
 /// How often [`Pin::check`] looks at contention (at a stop, not by a timer).
 pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// Whether and how a traced tree is pinned (`trace::Request::pin`, `pin_claims`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pinning<'a> {
+    /// Pin at all.
+    pub on: bool,
+    /// The directory of per-CPU claims (`<cache root>/.locks/cpu`); `None`: pinned to the
+    /// tracer's CPU without a claim.
+    pub claims: Option<&'a Path>,
+}
+
+/// What [`claim`] found.
+#[derive(Debug)]
+enum Claim {
+    /// CPU n is this launcher's while the guard is held.
+    Cpu(usize, LockGuard),
+    /// Every allowed CPU is claimed by another tree.
+    AllTaken,
+    /// The claims directory cannot be used.
+    Unusable,
+}
 
 /// The tracer's and the tree's CPU, and what the tracer's thread had before.
 #[derive(Debug)]
@@ -66,21 +100,29 @@ pub(crate) struct Pin {
     idle: Option<Vec<u64>>,
     /// When `idle` was read.
     idle_at: Instant,
+    /// The claim on `cpu` (see the module docs), held until the pin is given up or dropped.
+    claim: Option<LockGuard>,
 }
 
 impl Pin {
-    /// Restricts the calling thread (the tracer) and `root` (the stopped shim) to the CPU
-    /// the calling thread runs on. `None`, with nothing changed, where the mask allows one
-    /// CPU only or cannot be read or set.
-    pub(crate) fn start(root: Pid) -> Option<Pin> {
+    /// Restricts the calling thread (the tracer) and `root` (the stopped shim) to one CPU:
+    /// the one the calling thread runs on or, with `claims`, the first unclaimed one from
+    /// there (see the module docs). `None`, with nothing changed, where the mask allows one
+    /// CPU only or cannot be read or set, or every allowed CPU is claimed.
+    pub(crate) fn start(root: Pid, claims: Option<&Path>) -> Option<Pin> {
         let me = Pid::from_raw(0);
         let former = sched_getaffinity(me).ok()?;
         let allowed: Vec<usize> =
             (0..CpuSet::count()).filter(|&c| former.is_set(c).unwrap_or(false)).collect();
-        let cpu = sched_getcpu().ok()?;
-        if allowed.len() < 2 || !allowed.contains(&cpu) {
+        let here = sched_getcpu().ok()?;
+        if allowed.len() < 2 || !allowed.contains(&here) {
             return None;
         }
+        let (cpu, claim) = match claims.map(|dir| claim(dir, here, &allowed)) {
+            None | Some(Claim::Unusable) => (here, None),
+            Some(Claim::AllTaken) => return None,
+            Some(Claim::Cpu(cpu, guard)) => (cpu, Some(guard)),
+        };
         let one = only(cpu)?;
         sched_setaffinity(me, &one).ok()?;
         if sched_setaffinity(root, &one).is_err() {
@@ -96,6 +138,7 @@ impl Pin {
             delay: run_delay(root).map(|d| (root, d)),
             idle: None,
             idle_at: Instant::now(),
+            claim,
         })
     }
 
@@ -142,6 +185,7 @@ impl Pin {
                 let _ = sched_setaffinity(pid, &self.former);
             }
             self.released = true;
+            self.claim = None;
         }
         self.idle_at = now;
     }
@@ -180,6 +224,32 @@ fn contended(window: Window, allowed: &[usize], cpu: usize, before: &[u64], afte
         };
         gained > half
     })
+}
+
+/// Claims one of the `allowed` CPUs in `dir` (`<n>.lock`, one `flock` try each): `here`
+/// first, then the ones after it, wrapping around.
+fn claim(dir: &Path, here: usize, allowed: &[usize]) -> Claim {
+    let start = allowed.iter().position(|&c| c == here).unwrap_or(0);
+    let (before, after) = allowed.split_at(start);
+    let order = after.iter().chain(before);
+    let mut made_dir = false;
+    for &cpu in order {
+        let path = dir.join(format!("{cpu}.lock"));
+        loop {
+            match fs::lock_exclusive(&path, LockWait::Immediately, &mut |_| {}) {
+                Ok(guard) => return Claim::Cpu(cpu, guard),
+                Err(e) if e.is_lock_timeout() => break,
+                Err(e) if e.is_not_found() && !made_dir => {
+                    made_dir = true;
+                    if fs::create_dir_all(dir).is_err() {
+                        return Claim::Unusable;
+                    }
+                }
+                Err(_) => return Claim::Unusable,
+            }
+        }
+    }
+    Claim::AllTaken
 }
 
 /// The mask of one CPU.
@@ -228,6 +298,7 @@ fn parse_idle(text: &str) -> Vec<u64> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
@@ -269,6 +340,147 @@ mod tests {
         assert!(delay.is_some(), "/proc/<tid>/schedstat unreadable");
     }
 
+    /// `Pin::start` for `pid` on a thread of its own (the pin restricts the calling thread,
+    /// so a second pin from one thread would see one allowed CPU).
+    fn pin_from_a_thread(pid: Pid, claims: &Path) -> Option<Pin> {
+        let claims = claims.to_path_buf();
+        std::thread::spawn(move || Pin::start(pid, Some(&claims))).join().unwrap()
+    }
+
+    fn allowed_cpus() -> Vec<usize> {
+        let mask = sched_getaffinity(Pid::from_raw(0)).unwrap();
+        (0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap()).collect()
+    }
+
+    fn sleeper() -> (std::process::Child, Pid) {
+        let child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+        (child, pid)
+    }
+
+    #[test]
+    fn claims_give_each_pinned_tree_its_own_cpu_and_no_pin_when_all_are_taken() {
+        let cpus = allowed_cpus();
+        if cpus.len() < 2 {
+            return; // one CPU: nothing is pinned (start_pins_a_child… checks that)
+        }
+        let d = tempfile::tempdir().unwrap();
+        let claims = d.path().join("locks/cpu");
+        let mut children = Vec::new();
+        let mut pins = Vec::new();
+        for _ in 0..cpus.len() {
+            let (child, pid) = sleeper();
+            children.push(child);
+            pins.push(pin_from_a_thread(pid, &claims).expect("a CPU is still free"));
+        }
+        let mut got: Vec<usize> = pins.iter().map(|p| p.cpu).collect();
+        got.sort_unstable();
+        assert_eq!(got, cpus, "every pinned tree on a CPU of its own");
+        for (p, c) in pins.iter().zip(&children) {
+            let mask = sched_getaffinity(Pid::from_raw(i32::try_from(c.id()).unwrap())).unwrap();
+            let set: Vec<usize> =
+                (0..CpuSet::count()).filter(|&x| mask.is_set(x).unwrap()).collect();
+            assert_eq!(set, vec![p.cpu]);
+            assert!(claims.join(format!("{}.lock", p.cpu)).is_file());
+        }
+        // Every CPU claimed: the next tree is left to the kernel.
+        let (extra, extra_pid) = sleeper();
+        children.push(extra);
+        assert!(pin_from_a_thread(extra_pid, &claims).is_none());
+        // A tree that ends gives its CPU back.
+        let freed = pins.remove(0).cpu;
+        let again = pin_from_a_thread(extra_pid, &claims).expect("the freed CPU");
+        assert_eq!(again.cpu, freed);
+        let mask = sched_getaffinity(extra_pid).unwrap();
+        assert_eq!((0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap()).count(), 1);
+        assert!(mask.is_set(freed).unwrap());
+        for mut c in children {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_cpu_claimed_by_another_process_is_skipped() {
+        let cpus = allowed_cpus();
+        if cpus.len() < 2 {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let claims = d.path().join("cpu");
+        std::fs::create_dir_all(&claims).unwrap();
+        // util-linux `flock` holds every CPU's claim but the last one's.
+        let mut holders: Vec<std::process::Child> = cpus[..cpus.len() - 1]
+            .iter()
+            .map(|c| {
+                std::process::Command::new("flock")
+                    .arg("-n")
+                    .arg(claims.join(format!("{c}.lock")))
+                    .args(["sleep", "30"])
+                    .spawn()
+                    .expect("util-linux flock")
+            })
+            .collect();
+        // Wait until each holder has its lock (the lock file exists and is taken).
+        for c in &cpus[..cpus.len() - 1] {
+            let path = claims.join(format!("{c}.lock"));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let taken = path.exists()
+                    && fs::lock_exclusive(&path, LockWait::Immediately, &mut |_| {})
+                        .is_err_and(|e| e.is_lock_timeout());
+                if taken {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "flock never took {}", path.display());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let (mut child, pid) = sleeper();
+        let pin = pin_from_a_thread(pid, &claims).expect("one CPU is free");
+        assert_eq!(pin.cpu, *cpus.last().unwrap());
+        drop(pin);
+        // Every claim held by others: not pinned.
+        holders.push(
+            std::process::Command::new("flock")
+                .arg("-n")
+                .arg(claims.join(format!("{}.lock", cpus.last().unwrap())))
+                .args(["sleep", "30"])
+                .spawn()
+                .unwrap(),
+        );
+        let path = claims.join(format!("{}.lock", cpus.last().unwrap()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !fs::lock_exclusive(&path, LockWait::Immediately, &mut |_| {})
+            .is_err_and(|e| e.is_lock_timeout())
+        {
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(pin_from_a_thread(pid, &claims).is_none());
+        for mut h in holders {
+            h.kill().unwrap();
+            h.wait().unwrap();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn an_unusable_claims_directory_pins_without_a_claim() {
+        if allowed_cpus().len() < 2 {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let not_a_dir = d.path().join("cpu");
+        std::fs::write(&not_a_dir, b"a file where the claims directory would be").unwrap();
+        let (mut child, pid) = sleeper();
+        let pin = pin_from_a_thread(pid, &not_a_dir).expect("pinned without a claim");
+        assert!(pin.claim.is_none());
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
     #[test]
     fn start_pins_a_child_and_drop_restores_the_tracer() {
         let me = Pid::from_raw(0);
@@ -276,7 +488,7 @@ mod tests {
         let cpus = (0..CpuSet::count()).filter(|&c| before.is_set(c).unwrap()).count();
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
         let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
-        let pin = Pin::start(pid);
+        let pin = Pin::start(pid, None);
         if cpus < 2 {
             assert!(pin.is_none(), "one allowed CPU: nothing to pin");
         } else {
