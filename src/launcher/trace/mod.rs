@@ -215,8 +215,9 @@ pub struct Request<'a> {
     /// Run the tracer and the traced tree on one CPU while it is not contended (the cost of
     /// a stop is a fraction there); by default true.
     pub pin: bool,
-    /// Where pinned trees claim their CPUs (`<cache root>/.locks/cpu`, see
-    /// [`pin`](self::pin)); by default `None`: pinned to the tracer's CPU without a claim.
+    /// Where pinned trees claim their CPUs (`<cache root>/.locks/cpu`; docs/launcher.md,
+    /// "One CPU for the tracer and the compiler"); by default `None`: pinned to the tracer's
+    /// CPU without a claim.
     pub pin_claims: Option<&'a Path>,
     /// The preload library (`libstrata_preload.so`, as written by the launcher) that takes
     /// the tree's file opens without a stop under notification; `None`: every traced call
