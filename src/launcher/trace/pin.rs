@@ -19,8 +19,10 @@
 //! tree holds an exclusive `flock` on `<n>.lock` for its CPU n, taken with one try; a
 //! launcher tries its own CPU first and then the others in order, and when every allowed
 //! CPU is claimed its tree is not pinned at all (more traced trees than CPUs: the kernel
-//! places them). Where the claims directory cannot be used (not writable), the tree is
-//! pinned to the tracer's CPU without a claim, as before claims existed.
+//! places them). A CPU whose lock file cannot be opened (another user's directory without
+//! a file for that CPU yet) is skipped; only where no lock file can be opened at all (the
+//! directory cannot be made) is the tree pinned to the tracer's CPU without a claim, as
+//! before claims existed, so a tree is never pinned, unclaimed, to a CPU found claimed.
 //!
 //! # Invariants
 //! * Only the tracer's own thread and the traced tree are restricted; the launcher's other
@@ -227,29 +229,35 @@ fn contended(window: Window, allowed: &[usize], cpu: usize, before: &[u64], afte
 }
 
 /// Claims one of the `allowed` CPUs in `dir` (`<n>.lock`, one `flock` try each): `here`
-/// first, then the ones after it, wrapping around.
+/// first, then the ones after it, wrapping around. A CPU whose lock file cannot be opened
+/// (another user's directory without a file for it yet) is skipped; [`Claim::Unusable`]
+/// only when no lock file could be opened at all, so a tree is never pinned, unclaimed, to
+/// a CPU found claimed.
 fn claim(dir: &Path, here: usize, allowed: &[usize]) -> Claim {
     let start = allowed.iter().position(|&c| c == here).unwrap_or(0);
     let (before, after) = allowed.split_at(start);
-    let order = after.iter().chain(before);
     let mut made_dir = false;
-    for &cpu in order {
+    let mut any_opened = false;
+    for &cpu in after.iter().chain(before) {
         let path = dir.join(format!("{cpu}.lock"));
         loop {
             match fs::lock_exclusive(&path, LockWait::Immediately, &mut |_| {}) {
                 Ok(guard) => return Claim::Cpu(cpu, guard),
-                Err(e) if e.is_lock_timeout() => break,
+                Err(e) if e.is_lock_timeout() => {
+                    any_opened = true;
+                    break;
+                }
                 Err(e) if e.is_not_found() && !made_dir => {
                     made_dir = true;
                     if fs::create_dir_all(dir).is_err() {
                         return Claim::Unusable;
                     }
                 }
-                Err(_) => return Claim::Unusable,
+                Err(_) => break,
             }
         }
     }
-    Claim::AllTaken
+    if any_opened { Claim::AllTaken } else { Claim::Unusable }
 }
 
 /// The mask of one CPU.
@@ -409,56 +417,65 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let claims = d.path().join("cpu");
         std::fs::create_dir_all(&claims).unwrap();
-        // util-linux `flock` holds every CPU's claim but the last one's.
-        let mut holders: Vec<std::process::Child> = cpus[..cpus.len() - 1]
-            .iter()
-            .map(|c| {
-                std::process::Command::new("flock")
-                    .arg("-n")
-                    .arg(claims.join(format!("{c}.lock")))
-                    .args(["sleep", "30"])
-                    .spawn()
-                    .expect("util-linux flock")
-            })
-            .collect();
-        // Wait until each holder has its lock (the lock file exists and is taken).
-        for c in &cpus[..cpus.len() - 1] {
-            let path = claims.join(format!("{c}.lock"));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                let taken = path.exists()
-                    && fs::lock_exclusive(&path, LockWait::Immediately, &mut |_| {})
-                        .is_err_and(|e| e.is_lock_timeout());
-                if taken {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "flock never took {}", path.display());
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
+        // Another process holds every CPU's claim but the last one's.
+        let (last, held) = cpus.split_last().unwrap();
+        let mut holders: Vec<_> =
+            held.iter().map(|c| hold(&claims.join(format!("{c}.lock")))).collect();
         let (mut child, pid) = sleeper();
         let pin = pin_from_a_thread(pid, &claims).expect("one CPU is free");
-        assert_eq!(pin.cpu, *cpus.last().unwrap());
+        assert_eq!(pin.cpu, *last);
         drop(pin);
         // Every claim held by others: not pinned.
-        holders.push(
-            std::process::Command::new("flock")
-                .arg("-n")
-                .arg(claims.join(format!("{}.lock", cpus.last().unwrap())))
-                .args(["sleep", "30"])
-                .spawn()
-                .unwrap(),
-        );
-        let path = claims.join(format!("{}.lock", cpus.last().unwrap()));
+        holders.push(hold(&claims.join(format!("{last}.lock"))));
+        assert!(pin_from_a_thread(pid, &claims).is_none());
+        for h in &mut holders {
+            h.kill().unwrap();
+            h.wait().unwrap();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// Holds `path` with util-linux `flock --no-fork` (the lock dies with the killed
+    /// process) and waits until it is taken.
+    fn hold(path: &Path) -> std::process::Child {
+        let child = std::process::Command::new("flock")
+            .arg("--no-fork")
+            .arg(path)
+            .args(["sleep", "30"])
+            .spawn()
+            .expect("util-linux flock");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !fs::lock_exclusive(&path, LockWait::Immediately, &mut |_| {})
-            .is_err_and(|e| e.is_lock_timeout())
+        while !(path.exists()
+            && fs::lock_exclusive(path, LockWait::Immediately, &mut |_| {})
+                .is_err_and(|e| e.is_lock_timeout()))
         {
-            assert!(Instant::now() < deadline);
+            assert!(Instant::now() < deadline, "flock never took {}", path.display());
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(pin_from_a_thread(pid, &claims).is_none());
-        for mut h in holders {
+        child
+    }
+
+    #[test]
+    fn a_lock_file_that_cannot_be_opened_never_pins_to_a_claimed_cpu() {
+        let cpus = allowed_cpus();
+        if cpus.len() < 2 {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let claims = d.path().join("cpu");
+        std::fs::create_dir_all(&claims).unwrap();
+        let (last, held) = cpus.split_last().unwrap();
+        let mut holders: Vec<_> =
+            held.iter().map(|c| hold(&claims.join(format!("{c}.lock")))).collect();
+        // The last CPU's lock file cannot be opened (a directory stands there).
+        std::fs::create_dir(claims.join(format!("{last}.lock"))).unwrap();
+        let (mut child, pid) = sleeper();
+        // From whichever CPU the thread starts on: never pinned to a claimed CPU.
+        for _ in 0..20 {
+            assert!(pin_from_a_thread(pid, &claims).is_none());
+        }
+        for h in &mut holders {
             h.kill().unwrap();
             h.wait().unwrap();
         }
