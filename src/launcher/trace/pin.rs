@@ -402,38 +402,7 @@ mod tests {
         let mask = sched_getaffinity(extra_pid).unwrap();
         assert_eq!((0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap()).count(), 1);
         assert!(mask.is_set(freed).unwrap());
-        for mut c in children {
-            c.kill().unwrap();
-            c.wait().unwrap();
-        }
-    }
-
-    #[test]
-    fn a_cpu_claimed_by_another_process_is_skipped() {
-        let cpus = allowed_cpus();
-        if cpus.len() < 2 {
-            return;
-        }
-        let d = tempfile::tempdir().unwrap();
-        let claims = d.path().join("cpu");
-        std::fs::create_dir_all(&claims).unwrap();
-        // Another process holds every CPU's claim but the last one's.
-        let (last, held) = cpus.split_last().unwrap();
-        let mut holders: Vec<_> =
-            held.iter().map(|c| hold(&claims.join(format!("{c}.lock")))).collect();
-        let (mut child, pid) = sleeper();
-        let pin = pin_from_a_thread(pid, &claims).expect("one CPU is free");
-        assert_eq!(pin.cpu, *last);
-        drop(pin);
-        // Every claim held by others: not pinned.
-        holders.push(hold(&claims.join(format!("{last}.lock"))));
-        assert!(pin_from_a_thread(pid, &claims).is_none());
-        for h in &mut holders {
-            h.kill().unwrap();
-            h.wait().unwrap();
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        stop(children);
     }
 
     /// Holds `path` with util-linux `flock --no-fork` (the lock dies with the killed
@@ -456,31 +425,56 @@ mod tests {
         child
     }
 
-    #[test]
-    fn a_lock_file_that_cannot_be_opened_never_pins_to_a_claimed_cpu() {
+    /// A claims directory in which other processes hold every allowed CPU's claim but the
+    /// last one's: the directory's guard, its path, the last CPU, the holders. `None` with
+    /// one allowed CPU (nothing is pinned there).
+    fn all_claimed_but_the_last()
+    -> Option<(tempfile::TempDir, std::path::PathBuf, usize, Vec<std::process::Child>)> {
         let cpus = allowed_cpus();
-        if cpus.len() < 2 {
-            return;
+        let (&last, held) = cpus.split_last()?;
+        if held.is_empty() {
+            return None;
         }
         let d = tempfile::tempdir().unwrap();
         let claims = d.path().join("cpu");
         std::fs::create_dir_all(&claims).unwrap();
-        let (last, held) = cpus.split_last().unwrap();
-        let mut holders: Vec<_> =
-            held.iter().map(|c| hold(&claims.join(format!("{c}.lock")))).collect();
+        let holders = held.iter().map(|c| hold(&claims.join(format!("{c}.lock")))).collect();
+        Some((d, claims, last, holders))
+    }
+
+    fn stop(children: Vec<std::process::Child>) {
+        for mut c in children {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_cpu_claimed_by_another_process_is_skipped() {
+        let Some((_d, claims, last, mut holders)) = all_claimed_but_the_last() else { return };
+        let (child, pid) = sleeper();
+        let pin = pin_from_a_thread(pid, &claims).expect("one CPU is free");
+        assert_eq!(pin.cpu, last);
+        drop(pin);
+        // Every claim held by others: not pinned.
+        holders.push(hold(&claims.join(format!("{last}.lock"))));
+        assert!(pin_from_a_thread(pid, &claims).is_none());
+        holders.push(child);
+        stop(holders);
+    }
+
+    #[test]
+    fn a_lock_file_that_cannot_be_opened_never_pins_to_a_claimed_cpu() {
+        let Some((_d, claims, last, mut holders)) = all_claimed_but_the_last() else { return };
         // The last CPU's lock file cannot be opened (a directory stands there).
         std::fs::create_dir(claims.join(format!("{last}.lock"))).unwrap();
-        let (mut child, pid) = sleeper();
+        let (child, pid) = sleeper();
         // From whichever CPU the thread starts on: never pinned to a claimed CPU.
         for _ in 0..20 {
             assert!(pin_from_a_thread(pid, &claims).is_none());
         }
-        for h in &mut holders {
-            h.kill().unwrap();
-            h.wait().unwrap();
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        holders.push(child);
+        stop(holders);
     }
 
     #[test]
