@@ -577,9 +577,7 @@ fn answer(
         let fd =
             tree.pidfds.get(&pid).and_then(|fd| fd.as_ref()).and_then(|fd| fd.try_clone().ok());
         tree.root = Some((pid, fd));
-        if pin.on {
-            *pinned = Pin::start(pid, pin.claims);
-        }
+        *pinned = pin.start(pid);
     } else if let Some(pinned) = pinned.as_mut() {
         // Read only if the pin is given up.
         pinned.check(pid, tree.live());

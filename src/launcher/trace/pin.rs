@@ -69,6 +69,13 @@ pub(crate) struct Pinning<'a> {
     pub claims: Option<&'a Path>,
 }
 
+impl Pinning<'_> {
+    /// [`Pin::start`] for `root` when pinning is on; `None` when it is off.
+    pub(crate) fn start(self, root: Pid) -> Option<Pin> {
+        if self.on { Pin::start(root, self.claims) } else { None }
+    }
+}
+
 /// What [`claim`] found.
 #[derive(Debug)]
 enum Claim {

@@ -13,7 +13,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use super::decode::Recorder;
-use super::pin::{Pin, Pinning};
+use super::pin::Pinning;
 
 /// How the root process ended.
 #[derive(Debug)]
@@ -63,7 +63,7 @@ pub(crate) enum LoopError {
 /// Traces `root` (the shim, which stops itself with `SIGSTOP` before it `exec`s) and every
 /// process and thread it starts, until all have ended. Descendants still running `linger`
 /// after the root ended are killed, and the record marked incomplete. With `pin`, the
-/// calling thread and the tree run on one CPU while it is not contended ([`Pin`]).
+/// calling thread and the tree run on one CPU while it is not contended ([`super::pin::Pin`]).
 pub(crate) fn trace(root: Pid, linger: Duration, pin: Pinning<'_>) -> Result<Outcome, LoopError> {
     let mut recorder = Recorder::new(super::syscalls::Stop::Ptrace);
     // The shim's own stop: configure the options, then let it exec.
@@ -76,7 +76,7 @@ pub(crate) fn trace(root: Pid, linger: Duration, pin: Pinning<'_>) -> Result<Out
         return Err(LoopError::Options(e));
     }
     // Restores the calling thread's CPU mask when dropped, on every way out.
-    let mut pinned = if pin.on { Pin::start(root, pin.claims) } else { None };
+    let mut pinned = pin.start(root);
     resume(root, None);
 
     let mut tracees: HashMap<Pid, State> = HashMap::from([(root, State::Running)]);
