@@ -23,7 +23,9 @@
 //! path for file opens; issue 28) with the same `rustc` for the same target into
 //! `OUT_DIR`, where `src/launcher/trace/preload.rs` embeds it. It is a `no_std` cdylib with
 //! `panic=abort`, which a Cargo package of this workspace could not be (the profile's panic
-//! strategy is the workspace's). Where it cannot be built (another architecture than x86_64
+//! strategy is the workspace's). It is linked without libraries (`-nostdlib`) and the build
+//! fails if it names any (`DT_NEEDED`): its libc symbols bind to the C library the
+//! compiler's process already has. Where it cannot be built (another architecture than x86_64
 //! or aarch64, another OS, a failing linker) the file is empty, with a warning, and the
 //! launcher traces without it.
 //!
@@ -89,6 +91,12 @@ fn build_preload(source: &Path, out: &Path, target: &str) -> Result<(), String> 
         "-C",
         "strip=symbols",
     ]);
+    // No libraries and no start files: the library names no `DT_NEEDED`, and its few libc
+    // symbols bind to whichever C library the compiler's process already has (glibc or
+    // musl). Linked through zig for the musl targets (the published binaries), it would
+    // otherwise need musl's `libc.so`, which on a glibc system is a linker script: the
+    // dynamic loader then failed every process of every traced compile (exit 127).
+    command.args(["-C", "link-arg=-nostdlib"]);
     command.args(["-C", "target-feature=-crt-static", "--target", target, "-o"]);
     command.arg(out).arg(source);
     let linker_var =
@@ -106,7 +114,54 @@ fn build_preload(source: &Path, out: &Path, target: &str) -> Result<(), String> 
             .unwrap_or("rustc failed")
             .to_owned());
     }
-    Ok(())
+    let bytes = std::fs::read(out).map_err(|e| format!("reading {}: {e}", out.display()))?;
+    match needed_entries(&bytes) {
+        Ok(0) => Ok(()),
+        // A loadable library that the loader could not load in a compiler's process fails
+        // the compile: a build that makes one fails here instead.
+        Ok(n) => panic!(
+            "{} names {n} library(ies) it needs (DT_NEEDED); it must name none, so that it \
+             loads into any program's process (check the linker's arguments above)",
+            out.display()
+        ),
+        Err(why) => panic!("{}: not a 64-bit little-endian ELF library ({why})", out.display()),
+    }
+}
+
+/// How many `DT_NEEDED` entries the dynamic section of `elf` (a 64-bit little-endian ELF
+/// file, as both supported targets' libraries are) holds.
+fn needed_entries(elf: &[u8]) -> Result<usize, &'static str> {
+    let u16_at = |at: usize| elf.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u64_at =
+        |at: usize| elf.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+    if elf.get(..6) != Some(b"\x7fELF\x02\x01") {
+        return Err("no ELF64 little-endian header");
+    }
+    let phoff = u64_at(0x20).ok_or("short header")? as usize;
+    let (phentsize, phnum) =
+        (u16_at(0x36).ok_or("short header")?, u16_at(0x38).ok_or("short header")?);
+    const PT_DYNAMIC: u32 = 2;
+    const DT_NULL: u64 = 0;
+    const DT_NEEDED: u64 = 1;
+    for index in 0..usize::from(phnum) {
+        let header = phoff.saturating_add(index * usize::from(phentsize));
+        let kind = elf.get(header..header + 4).ok_or("program header out of bounds")?;
+        if u32::from_le_bytes(kind.try_into().unwrap_or([0; 4])) != PT_DYNAMIC {
+            continue;
+        }
+        let offset = u64_at(header + 8).ok_or("program header out of bounds")? as usize;
+        let size = u64_at(header + 32).ok_or("program header out of bounds")? as usize;
+        let mut needed = 0;
+        for entry in (offset..offset.saturating_add(size)).step_by(16) {
+            match u64_at(entry).ok_or("dynamic section out of bounds")? {
+                DT_NULL => break,
+                DT_NEEDED => needed += 1,
+                _ => {}
+            }
+        }
+        return Ok(needed);
+    }
+    Err("no dynamic section")
 }
 
 /// The short commit of `dir`'s work tree, watching the files that change with it; `None`

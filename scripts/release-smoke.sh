@@ -11,7 +11,10 @@
 #   3. `action run` MISSes and saves, then HITs with the output restored (BLAKE3);
 #   4. `snapshot save` packs and signs the cache into a file:// store (tar + zstd's C code);
 #   5. `snapshot restore` into another cache directory accepts the signature, and the
-#      action HITs from the restored cache.
+#      action HITs from the restored cache;
+#   6. natively only (no RUNNER) and where `cc` exists: a C compile through the compiler
+#      launcher MISSes, then HITs, each object equal to a plain `cc` compile's, and the
+#      preload library it wrote names no library it needs (`readelf -d`).
 # Exits non-zero at the first check that fails, saying which.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: release-smoke.sh BINARY TRIPLE [RUNNER...]" >&2; exit 2; }
@@ -61,4 +64,29 @@ strata snapshot restore --cache-dir "$work/cache2" --key "smoke-$triple" --store
 [ "$(action "$work/cache2")" = "HIT " ] || fail "the action did not HIT from the restored snapshot"
 [ "$(cat "$work/out/result.txt")" = "smoke $triple" ] || fail "the restored HIT gave other bytes"
 
-echo "smoke($triple): ok: $line; action MISS/HIT, signed snapshot save/restore/HIT"
+# The compiler launcher, where the binary runs natively (no RUNNER): a C compile traced
+# with the preload library exits 0 with the object of a plain compile, then HITs, and the
+# library it wrote names no library it needs. (A library linked against musl's libc.so
+# once made the loader refuse every compiler process on glibc systems: exit 127.)
+launcher=""
+if [ ${#runner[@]} -eq 0 ] && command -v cc >/dev/null; then
+  printf '#include <stdio.h>\nint main(void) { puts("smoke"); return 0; }\n' >"$work/hello.c"
+  (cd "$work" && cc -c hello.c -o plain.o) || fail "cc cannot compile a C file here"
+  for round in MISS HIT; do
+    rm -f "$work/hello.o"
+    (cd "$work" && STRATA_CACHE_ROOT="$work/launcher-cache" STRATA_EXPLAIN=1 \
+      strata cc -c hello.c -o hello.o) >"$work/launch.log" 2>&1 ||
+      fail "strata cc -c hello.c failed ($round): $(cat "$work/launch.log")"
+    cmp -s "$work/plain.o" "$work/hello.o" || fail "the launcher's object differs from cc's ($round)"
+  done
+  grep -q '^strata: hit ' "$work/launch.log" || fail "the second compile did not HIT: $(cat "$work/launch.log")"
+  for library in "$work"/launcher-cache/.local/preload/*.so; do
+    [ -e "$library" ] || fail "the traced compile wrote no preload library"
+    if command -v readelf >/dev/null && readelf -d "$library" | grep -q '(NEEDED)'; then
+      fail "the preload library names libraries it needs: $(readelf -d "$library" | grep NEEDED)"
+    fi
+  done
+  launcher="; launcher MISS/HIT equal to cc"
+fi
+
+echo "smoke($triple): ok: $line; action MISS/HIT, signed snapshot save/restore/HIT$launcher"

@@ -32,7 +32,9 @@
 //!
 //! The library needs nothing from libc but `environ`, `__errno_location`, `memcpy` and
 //! `memset`, and the functions it hands calls on to (`fdopen`, `fopen64`, `execvpe`; glibc
-//! and musl have them all), and makes its system calls itself. Nothing in
+//! and musl have them all; on aarch64 also `getauxval`, for `core`'s atomics), and makes its
+//! system calls itself. It is linked without libraries (`build.rs`): it names none it needs,
+//! and these symbols bind to the C library of the process it is loaded into. Nothing in
 //! it may panic through a bounds check of `core`: that pulls in the unwinding personality,
 //! which a `no_std` library does not have, and the dynamic loader would refuse it (the
 //! launcher's test of the library's undefined symbols guards this). Built by `build.rs` with `rustc`

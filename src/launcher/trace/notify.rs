@@ -99,6 +99,17 @@ pub(crate) enum Failed {
     Other(Error),
 }
 
+/// What glibc's and musl's dynamic loaders print when they cannot start a program: a
+/// library it needs is missing or not a library of this system (`libc.so` of another C
+/// library is a linker script on this one), or a symbol cannot be bound. With the preload
+/// library in `LD_PRELOAD` they can say so without naming it.
+const LOADER_FAILURES: [&[u8]; 4] = [
+    b"error while loading shared libraries",
+    b"symbol lookup error",
+    b"Error loading shared library",
+    b"Error relocating",
+];
+
 /// Whether this process is being ptraced (`TracerPid` of `/proc/self/status` is not 0).
 /// A tree under a notification filter hides its calls from a tracer that uses seccomp
 /// stops (`USER_NOTIF` takes precedence over `TRACE`), so the launcher then uses ptrace,
@@ -114,9 +125,11 @@ pub(crate) fn being_traced() -> bool {
 /// Runs `request.program` under the notification supervisor, with the preload library's
 /// fast path when [`Request::preload`] names it (and no `/etc/ld.so.preload` exists, whose
 /// libraries would come after it). Where the dynamic loader could not load the library in
-/// some process (it says so on stderr, naming it: a 32-bit program, a damaged file), or a
-/// process listed another library after it (whose `open` it would hide), the compile runs
-/// again without it, so that its output is the compiler's.
+/// some process (it says so on stderr, naming it: a 32-bit program, a damaged file), a
+/// process of a program that failed could not be started by its loader at all (glibc's and
+/// musl's fatal messages, [`LOADER_FAILURES`]: the library, or one it would need, could
+/// not be loaded or bound), or a process listed another library after it (whose `open` it
+/// would hide), the compile runs again without it, so that its output is the compiler's.
 ///
 /// # Errors
 /// [`Failed::Busy`] under another listener; otherwise [`Error::Refused`] when the filter or
@@ -132,7 +145,11 @@ pub(crate) fn run(request: &Request<'_>) -> Result<Traced, Failed> {
     let named = |library: &Path| {
         memchr::memmem::find(&traced.stderr, library.as_os_str().as_bytes()).is_some()
     };
-    if rerun || preload.is_some_and(named) {
+    let loader_failed = || {
+        !traced.status.success()
+            && LOADER_FAILURES.iter().any(|m| memchr::memmem::find(&traced.stderr, m).is_some())
+    };
+    if rerun || preload.is_some_and(named) || (preload.is_some() && loader_failed()) {
         run_with(request, None).map(|(traced, _)| traced)
     } else {
         Ok(traced)

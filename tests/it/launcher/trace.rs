@@ -1457,6 +1457,58 @@ fn trace_preload_the_loader_cannot_load_is_dropped_and_the_output_is_the_program
     assert!(!t.events.iter().any(|e| e.path == broken), "{:#?}", t.events);
 }
 
+/// A library that needs another library the dynamic loader cannot load makes it refuse to
+/// start the program at all, with a message that names the other library only: here
+/// `libc.so` (what a musl-linked library needs, and on a glibc system a linker script: the
+/// published binaries' library did this before it was linked without libraries) and a
+/// library that is nowhere. The program runs again without the library; its output is its
+/// own.
+#[test]
+fn trace_preload_a_library_whose_dependency_cannot_load_is_dropped() {
+    require_tool("gcc", "apt-get install gcc");
+    let ctx = TestContext::new();
+    let dir = ctx.path("preload-needs");
+    write_file(&dir.join("input.txt"), "input\n");
+    write_file(&dir.join("stub.c"), "int strata_stub;\n");
+    let gcc = |args: &[&str]| {
+        let out = Command::new("gcc").current_dir(&dir).args(args).output().unwrap();
+        assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    for (soname, message) in [
+        ("libc.so", "invalid ELF header"),
+        ("libstrata-test-missing.so.1", "cannot open shared object file"),
+    ] {
+        // The stub gives the library its DT_NEEDED and is then out of the loader's reach.
+        gcc(&["-shared", "-fPIC", "-o", "stub.so", &format!("-Wl,-soname,{soname}"), "stub.c"]);
+        let library = dir.join(format!("libneeds-{soname}.so"));
+        let out = library.to_str().unwrap();
+        gcc(&["-shared", "-fPIC", "-o", out, "stub.c", "-Wl,--no-as-needed", "./stub.so"]);
+        let argv: Vec<OsString> =
+            ["sh", "-c", "cat input.txt; echo done >&2"].iter().map(OsString::from).collect();
+        let program = PathBuf::from("sh");
+        let mut request = Request::new(&program, &argv[0], &argv[1..]);
+        request.current_dir = Some(&dir);
+        request.mechanism = Mechanism::Notify;
+        // Without the rerun, the loader's own words.
+        let plain = Command::new("sh")
+            .current_dir(&dir)
+            .env("LD_PRELOAD", &library)
+            .args(["-c", "true"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&plain.stderr);
+        assert_eq!(plain.status.code(), Some(127), "{soname}: {said}");
+        assert!(said.contains(message) && !said.contains("libneeds"), "{soname}: {said}");
+        request.preload = Some(&library);
+        let t = trace::run(&request).unwrap();
+        assert!(t.status.success(), "{soname}: {}", String::from_utf8_lossy(&t.stderr));
+        assert_eq!(t.stdout, b"input\n", "{soname}");
+        assert_eq!(String::from_utf8_lossy(&t.stderr), "done\n", "{soname}");
+        assert_eq!(t.incomplete, Vec::<String>::new(), "{soname}");
+        assert_eq!(at(&t, &dir.join("input.txt")).len(), 1, "{soname}");
+    }
+}
+
 const REDIRECT_C: &str = r#"
 #define _GNU_SOURCE
 #include <dlfcn.h>
