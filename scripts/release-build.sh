@@ -16,18 +16,21 @@
 #    if one is larger than STRATA_RELEASE_MAX_BYTES (default 12000000: the 12 MB budget);
 # 4. writes target/release-dist/SHA256SUMS (sha256sum's format; `sha256sum -c` checks it);
 # 5. smoke-tests both binaries (scripts/release-smoke.sh), the aarch64 one under
-#    qemu-aarch64-static;
+#    qemu-aarch64-static; the x86_64 one also compiles a C file through its launcher;
 # 6. unless --skip-engine-tests: runs the engine integration tests and the --version test
 #    (`cargo test --test it engine:: version::`) against the aarch64 binary under
 #    qemu-aarch64-static. The test harness is built for this machine and starts the binary
 #    under test through STRATA_TEST_BINARY and STRATA_TEST_RUNNER (tests/it/main.rs,
 #    `strata_exe`), so cmake, make and build shells start it the same way, and no
-#    binfmt_misc registration (root, a writable /proc/sys/fs/binfmt_misc) is needed.
+#    binfmt_misc registration (root, a writable /proc/sys/fs/binfmt_misc) is needed;
+# 7. unless --skip-engine-tests, on an x86_64 machine: runs the launcher's integration tests
+#    (`launcher::`, real gcc, g++, clang, cmake builds) against the x86_64 binary natively:
+#    the binary CI runners start for every compile, tested as the local build is.
 #
 # The release workflow (.github/workflows/release.yml) runs this script on a tag push v*.
 # Measured on 2 cores shared with other builds: both release builds 16 minutes from scratch
-# (fat LTO; seconds when nothing changed), the 67 engine and --version tests under qemu
-# 3.3 minutes, the rest under a minute.
+# (fat LTO; seconds when nothing changed), the 69 engine and --version tests under qemu
+# 3.3 minutes, the 148 launcher tests about a minute, the rest under a minute.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -96,6 +99,16 @@ if [ "$engine_tests" = yes ]; then
     STRATA_TEST_RUNNER=qemu-aarch64-static \
     STRATA_TEST_TARGET=aarch64-unknown-linux-musl \
     cargo test --locked --test it -- engine:: version:: 2>&1 | grep -v '^test .* ok$'
+  echo "ran in $((SECONDS - started)) s"
+fi
+if [ "$engine_tests" = yes ] && [ "$(uname -m)" = x86_64 ]; then
+  # The published binary is what CI runners start for every compile: the launcher's tests
+  # run against it natively (its preload library once failed every compile on glibc).
+  say "launcher integration tests against the x86_64 binary"
+  started=$SECONDS
+  STRATA_TEST_BINARY="$dist/strata-x86_64-unknown-linux-musl" \
+    STRATA_TEST_TARGET=x86_64-unknown-linux-musl \
+    cargo test --locked --test it -- launcher:: 2>&1 | grep -v '^test .* ok$'
   echo "ran in $((SECONDS - started)) s"
 fi
 say "release binaries and SHA256SUMS are in ${dist#"$repo/"}/"
