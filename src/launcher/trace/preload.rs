@@ -59,18 +59,9 @@ mod tests {
     /// make the dynamic loader refuse it in every process of every compile.
     #[test]
     fn the_library_needs_only_environ_errno_memcpy_memset_and_what_it_hands_on() {
-        if LIBRARY.is_empty() {
+        let Some(text) = binutils_on_library(&["nm", "-D", "--undefined-only"]) else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let path = library(dir.path()).unwrap();
-        let out = std::process::Command::new("nm")
-            .args(["-D", "--undefined-only"])
-            .arg(&path)
-            .output()
-            .expect("nm (binutils) runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8(out.stdout).unwrap();
+        };
         let mut needed: Vec<&str> = text
             .lines()
             .filter_map(|line| line.trim().strip_prefix("U "))
@@ -92,19 +83,27 @@ mod tests {
     /// also refuses to build such a library, for every target).
     #[test]
     fn the_library_names_no_library_it_needs() {
-        if LIBRARY.is_empty() {
+        let Some(text) = binutils_on_library(&["readelf", "-d"]) else {
             return;
+        };
+        assert!(text.contains("(INIT_ARRAY)"), "{text}");
+        assert!(!text.contains("(NEEDED)"), "{text}");
+    }
+
+    /// What `tool args… <the library, written to a temporary cache root>` prints (`nm`,
+    /// `readelf`: binutils), or `None` in a build without the library.
+    fn binutils_on_library(tool_and_args: &[&str]) -> Option<String> {
+        if LIBRARY.is_empty() {
+            return None;
         }
         let dir = tempfile::tempdir().unwrap();
         let path = library(dir.path()).unwrap();
-        let out = std::process::Command::new("readelf")
-            .arg("-d")
+        let out = std::process::Command::new(tool_and_args[0])
+            .args(&tool_and_args[1..])
             .arg(&path)
             .output()
-            .expect("readelf (binutils) runs");
+            .unwrap_or_else(|e| panic!("{} (binutils) runs: {e}", tool_and_args[0]));
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8(out.stdout).unwrap();
-        assert!(text.contains("(INIT_ARRAY)"), "{text}");
-        assert!(!text.contains("(NEEDED)"), "{text}");
+        Some(String::from_utf8(out.stdout).unwrap())
     }
 }

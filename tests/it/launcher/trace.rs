@@ -1441,20 +1441,29 @@ fn trace_preload_the_loader_cannot_load_is_dropped_and_the_output_is_the_program
     let broken = dir.join("libbroken.so");
     write_file(&broken, "not an ELF file\n");
     write_file(&dir.join("input.txt"), "input\n");
+    let t = cat_input_with_preload(&dir, &broken);
+    assert!(!t.events.iter().any(|e| e.path == broken), "{:#?}", t.events);
+}
+
+/// `cat input.txt; echo done >&2` in `dir`, traced under notification with `library` as
+/// the preload library: asserts that the output, the errors and the record are the
+/// program's own, as without the library.
+fn cat_input_with_preload(dir: &Path, library: &Path) -> Traced {
     let argv: Vec<OsString> =
         ["sh", "-c", "cat input.txt; echo done >&2"].iter().map(OsString::from).collect();
     let program = PathBuf::from("sh");
     let mut request = Request::new(&program, &argv[0], &argv[1..]);
-    request.current_dir = Some(&dir);
+    request.current_dir = Some(dir);
     request.mechanism = Mechanism::Notify;
-    request.preload = Some(&broken);
+    request.preload = Some(library);
     let t = trace::run(&request).unwrap();
-    assert!(t.status.success());
-    assert_eq!(t.stdout, b"input\n");
-    assert_eq!(String::from_utf8_lossy(&t.stderr), "done\n");
-    assert_eq!(t.incomplete, Vec::<String>::new());
-    assert_eq!(at(&t, &dir.join("input.txt")).len(), 1);
-    assert!(!t.events.iter().any(|e| e.path == broken), "{:#?}", t.events);
+    let name = library.display();
+    assert!(t.status.success(), "{name}: {}", String::from_utf8_lossy(&t.stderr));
+    assert_eq!(t.stdout, b"input\n", "{name}");
+    assert_eq!(String::from_utf8_lossy(&t.stderr), "done\n", "{name}");
+    assert_eq!(t.incomplete, Vec::<String>::new(), "{name}");
+    assert_eq!(at(&t, &dir.join("input.txt")).len(), 1, "{name}");
+    t
 }
 
 /// A library that needs another library the dynamic loader cannot load makes it refuse to
@@ -1483,12 +1492,6 @@ fn trace_preload_a_library_whose_dependency_cannot_load_is_dropped() {
         let library = dir.join(format!("libneeds-{soname}.so"));
         let out = library.to_str().unwrap();
         gcc(&["-shared", "-fPIC", "-o", out, "stub.c", "-Wl,--no-as-needed", "./stub.so"]);
-        let argv: Vec<OsString> =
-            ["sh", "-c", "cat input.txt; echo done >&2"].iter().map(OsString::from).collect();
-        let program = PathBuf::from("sh");
-        let mut request = Request::new(&program, &argv[0], &argv[1..]);
-        request.current_dir = Some(&dir);
-        request.mechanism = Mechanism::Notify;
         // Without the rerun, the loader's own words.
         let plain = Command::new("sh")
             .current_dir(&dir)
@@ -1499,13 +1502,7 @@ fn trace_preload_a_library_whose_dependency_cannot_load_is_dropped() {
         let said = String::from_utf8_lossy(&plain.stderr);
         assert_eq!(plain.status.code(), Some(127), "{soname}: {said}");
         assert!(said.contains(message) && !said.contains("libneeds"), "{soname}: {said}");
-        request.preload = Some(&library);
-        let t = trace::run(&request).unwrap();
-        assert!(t.status.success(), "{soname}: {}", String::from_utf8_lossy(&t.stderr));
-        assert_eq!(t.stdout, b"input\n", "{soname}");
-        assert_eq!(String::from_utf8_lossy(&t.stderr), "done\n", "{soname}");
-        assert_eq!(t.incomplete, Vec::<String>::new(), "{soname}");
-        assert_eq!(at(&t, &dir.join("input.txt")).len(), 1, "{soname}");
+        cat_input_with_preload(&dir, &library);
     }
 }
 
