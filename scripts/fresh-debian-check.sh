@@ -8,7 +8,8 @@
 #    /etc/apt/sources.list.d/debian.sources or sources.list), unless CHROOT_DIR holds it;
 # 2. copies this checkout (git archive HEAD) to the same path inside, with the host's
 #    debug build of strata and of the integration tests (run `cargo test --no-run` first);
-# 3. installs what scripts/test.sh installs, except curl, and runs the actions/setup tests:
+# 3. installs what scripts/test.sh installs (its `prereqs_debian` line, read from it), except
+#    curl, and runs the actions/setup tests:
 #    the two that download with curl must fail, naming curl;
 # 4. runs test.sh's install line (scripts/prereqs.sh), which installs curl, and the tests
 #    again: all pass. The main job's install line runs too.
@@ -45,9 +46,14 @@ for v in SSL_CERT_FILE SSL_CERT_DIR REQUESTS_CA_BUNDLE PIP_CERT; do
 done
 in_root() { chroot "$root" env -i HOME=/root PATH=/usr/bin:/bin:/usr/sbin:/sbin "${tls[@]}" bash -c "cd '$repo' && $1"; }
 tests() { in_root "STRATA_TEST_PYTHON=$repo/target/tools-venv/bin/python ./target/debug/deps/it actions_setup 2>&1" | grep -E '^test |test result|curl: command not found' ; }
+# The install lines as the two scripts have them (so this check cannot drift from them).
+test_line=$(sed -n 's/^prereqs_debian //p' "$repo/scripts/test.sh" | head -n 1)
+main_line=$(sed -n 's/^prereqs_debian //p' "$repo/examples/main-job.sh" | head -n 1)
+[ -n "$test_line" ] && [ -n "$main_line" ] || { echo "no prereqs_debian line in test.sh or main-job.sh" >&2; exit 2; }
+without_curl=$(printf ' %s ' "$test_line" | sed 's/ curl / /')
 fail=0
 echo "== stock: $(in_root 'command -v curl || echo no curl')"
-in_root ". scripts/prereqs.sh && prereqs_debian ca-certificates git cmake ninja-build g++ make googletest time python3 python3-venv clang ccache" >/dev/null || fail=1
+in_root ". scripts/prereqs.sh && prereqs_debian $without_curl" >/dev/null || fail=1
 host_cas
 in_root ". scripts/prereqs.sh && prereqs_tools_venv" >/dev/null || fail=1
 in_root "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q curl" >/dev/null 2>&1
@@ -55,12 +61,12 @@ echo "== actions/setup tests without curl (two must fail)"
 out=$(tests); printf '%s\n' "$out"
 printf '%s\n' "$out" | grep -q 'test result: FAILED. 3 passed; 2 failed' || fail=1
 echo "== test.sh's install line, then the tests again (all must pass)"
-in_root "set -e; . scripts/prereqs.sh; prereqs_debian ca-certificates git curl cmake ninja-build g++ make googletest time python3 python3-venv clang ccache" || fail=1
+in_root "set -e; . scripts/prereqs.sh; prereqs_debian $test_line" || fail=1
 host_cas
 in_root "set -e; . scripts/prereqs.sh; prereqs_tools_venv; command -v curl" || fail=1
 out=$(tests); printf '%s\n' "$out"
 printf '%s\n' "$out" | grep -q 'test result: ok. 5 passed' || fail=1
 echo "== main-job.sh's install line"
-in_root ". scripts/prereqs.sh && prereqs_debian ca-certificates cmake g++ make googletest && echo ok" || fail=1
+in_root ". scripts/prereqs.sh && prereqs_debian $main_line && echo ok" || fail=1
 [ "$fail" -eq 0 ] && echo "fresh Debian 12 check passed" || echo "fresh Debian 12 check FAILED" >&2
 exit "$fail"

@@ -30,6 +30,8 @@ prereqs_present() {
     ninja-build) command -v ninja >/dev/null ;;
     qemu-user-static) command -v qemu-aarch64-static >/dev/null ;;
     binutils) command -v readelf >/dev/null ;;
+    # Its command is nginx, in /usr/sbin (not on a non-root user's PATH everywhere).
+    nginx-light) [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null ;;
     dpkg-dev) command -v dpkg-source >/dev/null ;;
     # A library or other package without a command of its name: installed per dpkg.
     *-dev | pkg-config) dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' ;;
