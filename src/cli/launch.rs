@@ -17,13 +17,9 @@ pub(crate) fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrid
     let exec = matches!(report.step, Step::Exec { .. });
     for message in &report.messages {
         match message {
-            Message::Warning(text) => {
-                let _ = writeln!(stderr, "strata: warning: {text}");
-            }
+            Message::Warning(text) => say(&mut stderr, &format!("strata: warning: {text}")),
             // Before an `exec` everything is said first: nothing runs after it.
-            Message::Explain(text) if exec => {
-                let _ = writeln!(stderr, "strata: {text}");
-            }
+            Message::Explain(text) if exec => say(&mut stderr, &format!("strata: {text}")),
             Message::Explain(_) => {}
         }
     }
@@ -33,11 +29,13 @@ pub(crate) fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrid
             drop(stderr);
             let e = std::process::Command::new(&program).args(&args).exec();
             let mut stderr = std::io::stderr().lock();
-            let _ = writeln!(
-                stderr,
-                "strata: error: cannot run the compiler {:?}: {e} (it is not a strata subcommand \
-                 either; see `strata --help`)",
-                program.to_string_lossy()
+            say(
+                &mut stderr,
+                &format!(
+                    "strata: error: cannot run the compiler {:?}: {e} (it is not a strata \
+                     subcommand either; see `strata --help`)",
+                    program.to_string_lossy()
+                ),
             );
             127
         }
@@ -50,8 +48,18 @@ pub(crate) fn main_with(compiler: &OsStr, args: &[OsString], overrides: &Overrid
     let mut stderr = std::io::stderr().lock();
     for message in report.messages.iter().filter(|_| !exec) {
         if let Message::Explain(text) = message {
-            let _ = writeln!(stderr, "strata: {text}");
+            say(&mut stderr, &format!("strata: {text}"));
         }
     }
     code
+}
+
+/// Writes `line` and a newline to stderr in one `write`, so that the lines of compiles
+/// running at once (`make -j`, `ninja`) do not interleave within a line (a pipe takes up to
+/// 4 KiB in one piece).
+fn say(stderr: &mut impl Write, line: &str) {
+    let mut bytes = Vec::with_capacity(line.len() + 1);
+    bytes.extend_from_slice(line.as_bytes());
+    bytes.push(b'\n');
+    let _ = stderr.write_all(&bytes);
 }
