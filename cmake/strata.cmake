@@ -459,12 +459,27 @@ macro(strata_enable_launcher)
     strata_prefix_map_options(_strata_l_maps LANGUAGES ${_strata_l_LANGUAGES})
     add_compile_options(${_strata_l_maps})
   endif()
+  # Said for the languages the project has enabled (the launcher is set for the others too,
+  # for an enable_language() later).
+  get_property(_strata_l_enabled GLOBAL PROPERTY ENABLED_LANGUAGES)
+  set(_strata_l_said "")
+  foreach(_strata_l_lang IN LISTS _strata_l_LANGUAGES)
+    # list(FIND), not IN_LIST: a project's old cmake_minimum_required() leaves CMP0057 OLD.
+    list(FIND _strata_l_enabled "${_strata_l_lang}" _strata_l_at)
+    if(NOT _strata_l_at EQUAL -1)
+      list(APPEND _strata_l_said "${_strata_l_lang}")
+    endif()
+  endforeach()
+  if(NOT _strata_l_said)
+    set(_strata_l_said "${_strata_l_LANGUAGES}")
+  endif()
+  string(REPLACE ";" ", " _strata_l_said "${_strata_l_said}")
   if(_strata_l_maps)
-    message(STATUS "strata: compiler launcher on for ${_strata_l_LANGUAGES} (cache ${STRATA_CACHE_DIR}); "
+    message(STATUS "strata: compiler launcher on for ${_strata_l_said} (cache ${STRATA_CACHE_DIR}); "
                    "${CMAKE_SOURCE_DIR} and ${CMAKE_BINARY_DIR} are mapped to relative paths in objects "
                    "(-ffile-prefix-map; NO_PREFIX_MAP or -DSTRATA_PREFIX_MAP=OFF turns that off)")
   else()
-    message(STATUS "strata: compiler launcher on for ${_strata_l_LANGUAGES} (cache ${STRATA_CACHE_DIR})")
+    message(STATUS "strata: compiler launcher on for ${_strata_l_said} (cache ${STRATA_CACHE_DIR})")
   endif()
 endmacro()
 
