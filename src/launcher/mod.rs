@@ -349,6 +349,11 @@ fn decide(compiler: &OsStr, args: &[OsString], overrides: &Overrides, out: &Mess
         unchanged()
     };
     let what = || command_line(compiler, args);
+    // `strata ccache gcc …`: ccache (or another wrapper) runs the compiler; strata would
+    // cache ccache's run, with its own cache as an input it cannot see.
+    if crate::toolchain::is_compiler_wrapper(compiler) {
+        return skip("uncacheable:compiler_is_a_wrapper", &what());
+    }
     let Some(tool) = compiler.to_str().and_then(|c| crate::toolchain::resolve_tool(c, None)) else {
         return skip("uncacheable:compiler_not_found", &what());
     };

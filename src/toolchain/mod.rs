@@ -17,7 +17,8 @@ pub use content::{TOOL_CONTENT_MEMO_SCHEMA, tool_content};
 use std::path::PathBuf;
 
 pub use version::{
-    TOOL_MEMO_SCHEMA, VERSION_TIMEOUT, looks_like_compiler, memoised, resolve_tool, tool_version,
+    TOOL_MEMO_SCHEMA, VERSION_TIMEOUT, is_compiler_wrapper, looks_like_compiler, memoised,
+    resolve_tool, tool_version,
 };
 
 /// A failure to identify a tool. Variants name the tool's canonical path.

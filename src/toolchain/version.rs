@@ -67,6 +67,13 @@ const COMPILER_NAMES: &[&str] = &[
 /// `crate::action::identity::wrapper`.)
 const WRAPPERS: &[&str] = &["ccache", "sccache", "distcc", "icecc", "buildcache"];
 
+/// Whether `program` (a name or path, as a build gives it) names another compiler cache or
+/// distributor by its file name (`ccache`, `sccache`, `distcc`, `icecc`, `buildcache`), as
+/// `strata ccache gcc …` does: the compiler is its first argument, not the program.
+pub fn is_compiler_wrapper(program: &std::ffi::OsStr) -> bool {
+    program.to_str().is_some_and(|p| WRAPPERS.contains(&basename(p)))
+}
+
 fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }

@@ -251,6 +251,19 @@ fn launcher_explain_names_every_uncacheable_reason() {
         line(&["gcc", "-c", "b.c", "-o", "/dev/null"], "uncacheable:not_object_output", &l),
         "strata: uncacheable:not_object_output gcc -c b.c -o /dev/null"
     );
+    // Another compiler cache as the program: it runs as given (here it compiles), and the
+    // reason says so rather than that no compiler was found.
+    require_tool("ccache", "apt-get install ccache");
+    let wrapped = l.clone().env("CCACHE_DIR", dir.join("ccache-dir").to_str().unwrap());
+    assert_eq!(
+        line(
+            &["ccache", "gcc", "-c", "b.c", "-o", "wrapped.o"],
+            "uncacheable:compiler_is_a_wrapper",
+            &wrapped
+        ),
+        "strata: uncacheable:compiler_is_a_wrapper ccache gcc -c b.c -o wrapped.o"
+    );
+    assert!(dir.join("wrapped.o").is_file());
 }
 
 /// `-v` prints the commands the driver runs, with its temporary files' random names, on
