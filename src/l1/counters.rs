@@ -45,8 +45,8 @@ pub const COMPILE_HINTS: &str = "compile_hints";
 /// entry lock was unavailable); launcher only: `compile_failed`, `save_failed`, `error` (the
 /// launcher could not look up and ran the compiler without the cache), `input_changed` (a
 /// source or header changed while the compiler ran: not saved), or `uncacheable:<reason>`
-/// (a `launcher::args::Reason` name, `compiler_not_found`, `compiler_is_a_wrapper`, `environment_<variable>`,
-/// `output_not_regular_file`, `time_macros`, `incomplete_depfile`).
+/// (a `launcher::args::Reason` name, `compiler_not_found`, `compiler_is_a_wrapper`,
+/// `environment_<variable>`, `output_not_regular_file`, `time_macros`, `incomplete_depfile`).
 pub type Counters = BTreeMap<String, u64>;
 
 /// Counters by domain (`compile`, `third_party`, `custom_operator`).

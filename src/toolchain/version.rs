@@ -108,9 +108,7 @@ pub fn looks_like_compiler(argv0: &str) -> bool {
 /// directory) is passed over for the next one of that name on the search path, which is
 /// what the wrapper itself would run. Returns the canonical path.
 pub fn resolve_tool(spec: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
-    let is_wrapper = |canon: &Path| {
-        canon.file_name().and_then(|n| n.to_str()).is_some_and(|n| WRAPPERS.contains(&n))
-    };
+    let is_wrapper = |canon: &Path| is_compiler_wrapper(canon.as_os_str());
     let name = if spec.contains('/') {
         let mut p = fs::expand_tilde(Path::new(spec));
         // A program path that is not UTF-8 arrives in the name encoding: use its bytes.

@@ -121,8 +121,7 @@ impl Pin {
     pub(crate) fn start(root: Pid, claims: Option<&Path>) -> Option<Pin> {
         let me = Pid::from_raw(0);
         let former = sched_getaffinity(me).ok()?;
-        let allowed: Vec<usize> =
-            (0..CpuSet::count()).filter(|&c| former.is_set(c).unwrap_or(false)).collect();
+        let allowed = cpus_of(&former);
         let here = sched_getcpu().ok()?;
         if allowed.len() < 2 || !allowed.contains(&here) {
             return None;
@@ -267,6 +266,11 @@ fn claim(dir: &Path, here: usize, allowed: &[usize]) -> Claim {
     if any_opened { Claim::AllTaken } else { Claim::Unusable }
 }
 
+/// The CPUs `mask` allows, in ascending order.
+fn cpus_of(mask: &CpuSet) -> Vec<usize> {
+    (0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap_or(false)).collect()
+}
+
 /// The mask of one CPU.
 fn only(cpu: usize) -> Option<CpuSet> {
     let mut set = CpuSet::new();
@@ -363,8 +367,7 @@ mod tests {
     }
 
     fn allowed_cpus() -> Vec<usize> {
-        let mask = sched_getaffinity(Pid::from_raw(0)).unwrap();
-        (0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap()).collect()
+        cpus_of(&sched_getaffinity(Pid::from_raw(0)).unwrap())
     }
 
     fn sleeper() -> (std::process::Child, Pid) {
@@ -393,9 +396,7 @@ mod tests {
         assert_eq!(got, cpus, "every pinned tree on a CPU of its own");
         for (p, c) in pins.iter().zip(&children) {
             let mask = sched_getaffinity(Pid::from_raw(i32::try_from(c.id()).unwrap())).unwrap();
-            let set: Vec<usize> =
-                (0..CpuSet::count()).filter(|&x| mask.is_set(x).unwrap()).collect();
-            assert_eq!(set, vec![p.cpu]);
+            assert_eq!(cpus_of(&mask), vec![p.cpu]);
             assert!(claims.join(format!("{}.lock", p.cpu)).is_file());
         }
         // Every CPU claimed: the next tree is left to the kernel.
@@ -406,9 +407,7 @@ mod tests {
         let freed = pins.remove(0).cpu;
         let again = pin_from_a_thread(extra_pid, &claims).expect("the freed CPU");
         assert_eq!(again.cpu, freed);
-        let mask = sched_getaffinity(extra_pid).unwrap();
-        assert_eq!((0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap()).count(), 1);
-        assert!(mask.is_set(freed).unwrap());
+        assert_eq!(cpus_of(&sched_getaffinity(extra_pid).unwrap()), vec![freed]);
         stop(children);
     }
 
