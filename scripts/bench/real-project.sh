@@ -70,9 +70,12 @@
 #           miss). Every set is compared with plain's at the same place.
 # Every job's object files are compared byte for byte with those of the plain build with
 # the same flags at the same checkout path (plain-maps for strata, plain for the others);
-# differing ones are checked for the producer's checkout path. Ratios are tool / plain
-# (the plain build at the same place in the same round); tools and plain builds run in a
-# rotating order, so each round starts with another one.
+# differing ones are checked for the producer's checkout path. Ratios are tool / plain, where
+# plain is the mean of the round's two plain builds at the same place (plain and plain-maps,
+# whose options cost no measurable compile time): each round runs plain first, then the tools
+# in an order rotated by round, then plain-maps, so the two bracket every tool and a machine
+# whose speed drifts within a round (this one drifts by up to 10 % in 20 minutes) moves the
+# reference with it. The report also lists each round's ratio.
 #
 # Environment: BENCH_TOOLS (default "strata ccache sccache"), BENCH_SCENARIOS,
 # BENCH_REPEATS (default 1), BENCH_JOBS (default nproc), BENCH_WORK (work directory, default
@@ -340,12 +343,14 @@ for p in "${projects[@]}"; do
   echo "$p: $(sed -n 's/^Version: //p' "$(dsc_of "$p")") (Debian source package)"
 done
 
+# plain first and plain-maps last, the tools between them in an order rotated by round: the two
+# plain builds bracket every tool's, so a machine that speeds up or slows down during a round
+# moves the reference (their mean) as it moves the tools.
 order_of() {
-  local r=$1 list=(plain plain-maps "${tools[@]}") n
-  n=${#list[@]}
-  local i out=()
-  for ((i = 0; i < n; i++)); do out+=("${list[$(((i + r - 1) % n))]}"); done
-  echo "${out[@]}"
+  local r=$1 n=${#tools[@]}
+  local i out=(plain)
+  for ((i = 0; i < n; i++)); do out+=("${tools[$(((i + r - 1) % n))]}"); done
+  echo "${out[@]}" plain-maps
 }
 
 for p in "${projects[@]}"; do
@@ -444,7 +449,7 @@ for p in "${projects[@]}"; do
             ;;
           esac
         fi
-        if want header && [ "$place" = "$last" ] && [ "$tool" != plain-maps ]; then
+        if want header && [ "$place" = "$last" ]; then
           mkdir -p "$state/header"
           $H record "$state/header/$tool.json" "project=$p" "repeat=$r" "scenario=header" "tool=$tool"
           header_scenario "$p" "$tool" "$cache" "$ck" "$state/header/$tool.json"

@@ -266,7 +266,8 @@ def cmd_report(path):
     for project in sorted({r["project"] for r in recs}):
         rp = [r for r in recs if r["project"] == project]
         print(f"\n#### {project}: {rp[0].get('compiles', '?')} compiles; "
-              f"ratios are tool / plain of the same repeat (median over {max(r['repeat'] for r in rp)} repeat(s))")
+              f"ratios are tool / plain in the same round, plain being the mean of that round's plain and "
+              f"plain-maps builds, which bracket the tools' (median over {max(r['repeat'] for r in rp)} round(s))")
         print("| scenario | " + " | ".join(tools) + " |")
         print("|---|" + "---|" * len(tools))
 
@@ -276,22 +277,34 @@ def cmd_report(path):
 
         def ratio_row(label, scenario, field):
             cells = []
+            per_round = {}
             for tool in tools:
                 rs = cell(scenario, tool, field)
                 if not rs:
                     cells.append("—")
                     continue
                 ratios = []
-                # The plain build of the same scenario and round: its build time (for a
-                # fresh runner's job, the job of a runner without a cache is the build).
-                base_field = "wall" if field == "job" else field
                 for r in rs:
-                    base = [b for b in cell(scenario, "plain", base_field) if b["repeat"] == r["repeat"]]
-                    if base and base[0][base_field]:
-                        ratios.append(r[field] / base[0][base_field])
+                    base = reference(scenario, field, r["repeat"])
+                    ratios.append(None if not base else 1.0 if tool == "plain" else r[field] / base)
+                per_round[tool] = ratios
                 t = median([r[field] for r in rs])
+                if tool == "plain":
+                    t = median([reference(scenario, field, r["repeat"]) for r in rs])
                 cells.append(f"{t:.1f} s ({fmt(median(ratios), '.2f')})")
             print(f"| {label} | " + " | ".join(cells) + " |")
+            if len(per_round.get("plain", [])) > 1:
+                print("|   ratio in each round | " + " | ".join(
+                    ", ".join(fmt(v) for v in per_round[t]) if per_round.get(t) else "—" for t in tools) + " |")
+
+        def reference(scenario, field, repeat):
+            """Plain's time in a round: the mean of its two builds there (plain and plain-maps,
+            which bracket the tools' builds), or plain's alone when plain-maps has none (for a
+            fresh runner's job, the job of a runner without a cache is the build)."""
+            base_field = "wall" if field == "job" else field
+            times = [b[base_field] for b in rp if b["scenario"] == scenario and b["repeat"] == repeat
+                     and b["tool"] in ("plain", "plain-maps") and b.get(base_field)]
+            return statistics.mean(times) if times else None
 
         def count_row(label, scenario, fn):
             cells = []
