@@ -74,7 +74,7 @@
 # plain is the mean of the round's two plain builds at the same place (plain and plain-maps,
 # whose options cost no measurable compile time): each round runs plain first, then the tools
 # in an order rotated by round, then plain-maps, so the two bracket every tool and a machine
-# whose speed drifts within a round (this one drifts by up to 10 % in 20 minutes) moves the
+# whose speed drifts within a round (this one: up to 14 % between a round's two) moves the
 # reference with it. The report also lists each round's ratio.
 #
 # Environment: BENCH_TOOLS (default "strata ccache sccache"), BENCH_SCENARIOS,

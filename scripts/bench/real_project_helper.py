@@ -288,14 +288,13 @@ def cmd_report(path):
                     base = reference(scenario, field, r["repeat"])
                     ratios.append(None if not base else 1.0 if tool == "plain" else r[field] / base)
                 per_round[tool] = ratios
-                t = median([r[field] for r in rs])
-                if tool == "plain":
-                    t = median([reference(scenario, field, r["repeat"]) for r in rs])
+                # plain's cell is the reference itself: the mean of the round's two plain builds.
+                t = median([reference(scenario, field, r["repeat"]) if tool == "plain" else r[field] for r in rs])
                 cells.append(f"{t:.1f} s ({fmt(median(ratios), '.2f')})")
             print(f"| {label} | " + " | ".join(cells) + " |")
             if len(per_round.get("plain", [])) > 1:
                 print("|   ratio in each round | " + " | ".join(
-                    ", ".join(fmt(v) for v in per_round[t]) if per_round.get(t) else "—" for t in tools) + " |")
+                    ", ".join(fmt(v) for v in per_round[name]) if per_round.get(name) else "—" for name in tools) + " |")
 
         def reference(scenario, field, repeat):
             """Plain's time in a round: the mean of its two builds there (plain and plain-maps,
