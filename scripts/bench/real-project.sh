@@ -71,11 +71,13 @@
 # Every job's object files are compared byte for byte with those of the plain build with
 # the same flags at the same checkout path (plain-maps for strata, plain for the others);
 # differing ones are checked for the producer's checkout path. Ratios are tool / plain, where
-# plain is the mean of the round's two plain builds at the same place (plain and plain-maps,
-# whose options cost no measurable compile time): each round runs plain first, then the tools
-# in an order rotated by round, then plain-maps, so the two bracket every tool and a machine
-# whose speed drifts within a round (this one: up to 14 % between a round's two) moves the
-# reference with it. The report also lists each round's ratio.
+# plain is the mean of the two plain builds at the same place in the same round just before
+# and just after the tool's (plain or plain-maps, whose options cost no measurable compile
+# time), so a machine whose speed drifts within a round (this one: up to 14 % between a
+# round's two plain builds) moves the reference with it. The tools run in an order rotated
+# by round; a cold round puts a plain build between every two tools (plain T1 plain-maps T2
+# plain T3 plain-maps: the cold build's target is the tightest), the other places run plain
+# first and plain-maps last. The report lists each round's ratio to three decimals.
 #
 # Environment: BENCH_TOOLS (default "strata ccache sccache"), BENCH_SCENARIOS,
 # BENCH_REPEATS (default 1), BENCH_JOBS (default nproc), BENCH_WORK (work directory, default
@@ -343,14 +345,20 @@ for p in "${projects[@]}"; do
   echo "$p: $(sed -n 's/^Version: //p' "$(dsc_of "$p")") (Debian source package)"
 done
 
-# plain first and plain-maps last, the tools between them in an order rotated by round: the two
-# plain builds bracket every tool's, so a machine that speeds up or slows down during a round
-# moves the reference (their mean) as it moves the tools.
+# order_of ROUND PLACE: the builds of one place in one round, as slot names (a tool's name, or
+# plain's and plain-maps' with "#2" on a repeat). The tools come in an order rotated by round.
+# Cold builds, the ones the cold target is judged on: a plain build before and after every tool
+# (plain T1 plain-maps T2 plain T3 plain-maps), so each tool is bracketed by the two builds
+# next to it. Elsewhere plain first and plain-maps last, bracketing all the tools.
 order_of() {
-  local r=$1 n=${#tools[@]}
-  local i out=(plain)
-  for ((i = 0; i < n; i++)); do out+=("${tools[$(((i + r - 1) % n))]}"); done
-  echo "${out[@]}" plain-maps
+  local r=$1 place=$2 n=${#tools[@]}
+  local i out=(plain) plains=(plain-maps plain#2 plain-maps#2)
+  for ((i = 0; i < n; i++)); do
+    out+=("${tools[$(((i + r - 1) % n))]}")
+    if [ "$place" = cold ]; then out+=("${plains[$i]}"); fi
+  done
+  [ "$place" = cold ] || out+=(plain-maps)
+  echo "${out[@]}"
 }
 
 for p in "${projects[@]}"; do
@@ -372,10 +380,13 @@ for p in "${projects[@]}"; do
       state="$work/state/$p-$r/$place"
       rm -rf "$state"
       mkdir -p "$state"
-      echo "== $p, round $r: $place at $ck (order: $(order_of "$r"))"
-      for tool in $(order_of "$r"); do
-        rec="$state/$tool.json"
-        $H record "$rec" "project=$p" "repeat=$r" "scenario=$place" "tool=$tool"
+      echo "== $p, round $r: $place at $ck (order: $(order_of "$r" "$place"))"
+      position=0
+      for slot in $(order_of "$r" "$place"); do
+        tool=${slot%#*}
+        position=$((position + 1))
+        rec="$state/$slot.json"
+        $H record "$rec" "project=$p" "repeat=$r" "scenario=$place" "tool=$tool" "slot=$slot" "position=$position"
         checkout "$p" "$ck"
         cache=""
         restore=0
@@ -412,8 +423,8 @@ for p in "${projects[@]}"; do
         configure "$p" "$tool" "$ck" "$cache"
         bench_warm "$ck"
         build_counted "$tool" "$cache" "$ck" "$rec"
-        $H save-objects "$ck/build" "$state/objects-$tool" >/dev/null
-        $H record "$rec" "objects=$state/objects-$tool" "compiles=$(ninja -C "$ck/build" -t commands | grep -c -- ' -c ')"
+        $H save-objects "$ck/build" "$state/objects-$slot" >/dev/null
+        $H record "$rec" "objects=$state/objects-$slot" "compiles=$(ninja -C "$ck/build" -t commands | grep -c -- ' -c ')"
         # The job's save step.
         save=0
         if [ "$place" = cold ]; then
@@ -451,8 +462,9 @@ for p in "${projects[@]}"; do
         fi
         if want header && [ "$place" = "$last" ]; then
           mkdir -p "$state/header"
-          $H record "$state/header/$tool.json" "project=$p" "repeat=$r" "scenario=header" "tool=$tool"
-          header_scenario "$p" "$tool" "$cache" "$ck" "$state/header/$tool.json"
+          $H record "$state/header/$slot.json" "project=$p" "repeat=$r" "scenario=header" "tool=$tool" \
+            "slot=$slot" "position=$position"
+          header_scenario "$p" "$tool" "$cache" "$ck" "$state/header/$slot.json"
         fi
         if [ "$tool" = sccache ]; then
           # The end of the job: the server stops (and writes what it still holds).

@@ -171,16 +171,18 @@ def cmd_finish_place(results, place_dir, producer):
     and appends them to RESULTS (JSON lines): objects compared with the plain build of the same
     flags at that place (`plain` for ccache and sccache, `plain-maps`, the options of
     strata_prefix_map_options(), for strata), the differing ones that name PRODUCER (the
-    checkout the cache was filled in), and ninja's rebuild sets compared with plain's."""
+    checkout the cache was filled in), and ninja's rebuild sets compared with plain's. Jobs
+    are keyed by slot (`plain#2` is a second plain build in the round); the references are
+    the first plain and plain-maps builds."""
     jobs = {}
     for path in sorted(glob.glob(os.path.join(place_dir, "*.json"))):
         with open(path) as f:
             rec = json.load(f)
-        jobs[rec["tool"]] = rec
+        jobs[rec.get("slot", rec["tool"])] = rec
     plain = dict(jobs.get("plain", {}))
     for tool, rec in sorted(jobs.items()):
         ref = plain if tool != "strata" else jobs.get("plain-maps")
-        if tool not in ("plain", "plain-maps") and ref and "objects" in rec and "objects" in ref:
+        if rec["tool"] not in ("plain", "plain-maps") and ref and "objects" in rec and "objects" in ref:
             a, b = objects(ref["objects"]), objects(rec["objects"])
             same, differ = [], []
             for rel in sorted(set(a) & set(b)):
@@ -196,7 +198,7 @@ def cmd_finish_place(results, place_dir, producer):
             if key + "_set" in rec:
                 rec[key + "_edges"] = len(rec[key + "_set"])
                 rec[key + "_compiles"] = compiles(rec[key + "_set"])
-                if tool != "plain" and key + "_set" in plain:
+                if rec["tool"] != "plain" and key + "_set" in plain:
                     rec[key + "_edges_equal"] = rec[key + "_set"] == plain[key + "_set"]
                     rec[key + "_compiles_equal"] = rec[key + "_edges_equal"]
                     if not rec[key + "_edges_equal"]:
@@ -216,7 +218,7 @@ def cmd_summary(path):
     for r in recs:
         if (r["project"], r["repeat"], r["scenario"]) != (last["project"], last["repeat"], last["scenario"]):
             continue
-        parts = [f"{r['tool']:10}"]
+        parts = [f"{r.get('slot', r['tool']):12}"]
         if "job" in r:
             parts.append(f"job {r['job']:.1f} s (restore {r.get('restore', 0):.1f} + build {r['wall']:.1f} + save {r.get('save', 0):.1f})")
         elif "wall" in r:
@@ -266,8 +268,9 @@ def cmd_report(path):
     for project in sorted({r["project"] for r in recs}):
         rp = [r for r in recs if r["project"] == project]
         print(f"\n#### {project}: {rp[0].get('compiles', '?')} compiles; "
-              f"ratios are tool / plain in the same round, plain being the mean of that round's plain and "
-              f"plain-maps builds, which bracket the tools' (median over {max(r['repeat'] for r in rp)} round(s))")
+              f"ratios are tool / plain in the same round, plain being the mean of the plain builds "
+              f"(plain or plain-maps) just before and just after the tool's build "
+              f"(median over {max(r['repeat'] for r in rp)} round(s))")
         print("| scenario | " + " | ".join(tools) + " |")
         print("|---|" + "---|" * len(tools))
 
@@ -283,26 +286,39 @@ def cmd_report(path):
                 if not rs:
                     cells.append("—")
                     continue
+                if tool == "plain":
+                    # plain's cell: the mean of the round's plain builds, one value a round.
+                    rounds = sorted({r["repeat"] for r in rs})
+                    per_round[tool] = [1.0 for _ in rounds]
+                    t = median([reference(scenario, field, n) for n in rounds])
+                    cells.append(f"{t:.1f} s (1.000)")
+                    continue
                 ratios = []
                 for r in rs:
-                    base = reference(scenario, field, r["repeat"])
-                    ratios.append(None if not base else 1.0 if tool == "plain" else r[field] / base)
+                    base = reference(scenario, field, r["repeat"], r.get("position"))
+                    ratios.append(r[field] / base if base else None)
                 per_round[tool] = ratios
-                # plain's cell is the reference itself: the mean of the round's two plain builds.
-                t = median([reference(scenario, field, r["repeat"]) if tool == "plain" else r[field] for r in rs])
-                cells.append(f"{t:.1f} s ({fmt(median(ratios), '.2f')})")
+                t = median([r[field] for r in rs])
+                cells.append(f"{t:.1f} s ({fmt(median(ratios), '.3f')})")
             print(f"| {label} | " + " | ".join(cells) + " |")
             if len(per_round.get("plain", [])) > 1:
                 print("|   ratio in each round | " + " | ".join(
-                    ", ".join(fmt(v) for v in per_round[name]) if per_round.get(name) else "—" for name in tools) + " |")
+                    ", ".join(fmt(v, ".3f") for v in per_round[name]) if per_round.get(name) else "—" for name in tools) + " |")
 
-        def reference(scenario, field, repeat):
-            """Plain's time in a round: the mean of its two builds there (plain and plain-maps,
-            which bracket the tools' builds), or plain's alone when plain-maps has none (for a
-            fresh runner's job, the job of a runner without a cache is the build)."""
+        def reference(scenario, field, repeat, position=None):
+            """Plain's time for the build at POSITION in a round: the mean of the plain builds
+            (plain or plain-maps) nearest before and after it; with no position, the mean of
+            all the round's plain builds. For a fresh runner's job, the job of a runner
+            without a cache is the build."""
             base_field = "wall" if field == "job" else field
-            times = [b[base_field] for b in rp if b["scenario"] == scenario and b["repeat"] == repeat
-                     and b["tool"] in ("plain", "plain-maps") and b.get(base_field)]
+            plains = [b for b in rp if b["scenario"] == scenario and b["repeat"] == repeat
+                      and b["tool"] in ("plain", "plain-maps") and b.get(base_field)]
+            if position is not None and all("position" in b for b in plains):
+                before = [b for b in plains if b["position"] < position]
+                after = [b for b in plains if b["position"] > position]
+                plains = ([max(before, key=lambda b: b["position"])] if before else []) + \
+                         ([min(after, key=lambda b: b["position"])] if after else [])
+            times = [b[base_field] for b in plains]
             return statistics.mean(times) if times else None
 
         def count_row(label, scenario, fn):
