@@ -73,8 +73,8 @@
 # differing ones are checked for the producer's checkout path. Ratios are tool / plain, where
 # plain is the mean of the two plain builds at the same place in the same round just before
 # and just after the tool's (plain or plain-maps, whose options cost no measurable compile
-# time), so a machine whose speed drifts within a round (this one: up to 14 % between a
-# round's two plain builds) moves the reference with it. The tools run in an order rotated
+# time), so a machine whose speed drifts within a round (this one: up to 18 % between
+# two plain builds of a round) moves the reference with it. The tools run in an order rotated
 # by round; a cold round puts a plain build between every two tools (plain T1 plain-maps T2
 # plain T3 plain-maps: the cold build's target is the tightest), the other places run plain
 # first and plain-maps last. The report lists each round's ratio to three decimals.
@@ -84,7 +84,7 @@
 # a new temp directory; removed at the end unless BENCH_KEEP=1). Results: BENCH_WORK/results.jsonl
 # (one JSON object per job) and the tables printed at the end. A smoke run
 # (BENCH_SCENARIOS=cold BENCH_TOOLS=strata … abseil) takes a few minutes on 2 cores; the
-# whole run, one round of both projects, about an hour on a quiet 2-core machine.
+# whole run, one round of both projects, about 35 minutes on 2 cores (three rounds: 107).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 projects=("$@")
