@@ -180,8 +180,8 @@ def cmd_finish_place(results, place_dir, producer):
             rec = json.load(f)
         jobs[rec.get("slot", rec["tool"])] = rec
     plain = dict(jobs.get("plain", {}))
-    for tool, rec in sorted(jobs.items()):
-        ref = plain if tool != "strata" else jobs.get("plain-maps")
+    for rec in jobs.values():
+        ref = plain if rec["tool"] != "strata" else jobs.get("plain-maps")
         if rec["tool"] not in ("plain", "plain-maps") and ref and "objects" in rec and "objects" in ref:
             a, b = objects(ref["objects"]), objects(rec["objects"])
             same, differ = [], []
