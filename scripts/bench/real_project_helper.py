@@ -321,6 +321,23 @@ def cmd_report(path):
             times = [b[base_field] for b in plains]
             return statistics.mean(times) if times else None
 
+        def noise_row(scenario, field):
+            """A plain build against the plain builds nearest before and after it (two slots
+            away, where a tool's are one): what a tool with no cost at all would read in this
+            run. Only rounds with positions and a plain build on both sides count."""
+            ratios = []
+            for n in sorted({r["repeat"] for r in rp if r["scenario"] == scenario}):
+                plains = sorted((b for b in rp if b["scenario"] == scenario and b["repeat"] == n
+                                 and b["tool"] in ("plain", "plain-maps") and b.get(field)
+                                 and "position" in b), key=lambda b: b["position"])
+                for before, mid, after in zip(plains, plains[1:], plains[2:]):
+                    ratios.append(mid[field] / statistics.mean((before[field], after[field])))
+            if not ratios:
+                return
+            print(f"|   plain against the plain builds on both sides (a tool of no cost would read this): "
+                  f"median, lowest–highest | {median(ratios):.3f}, {min(ratios):.3f}–{max(ratios):.3f} | "
+                  + " | ".join("—" for _ in tools[1:]) + " |")
+
         def count_row(label, scenario, fn):
             cells = []
             for tool in tools:
@@ -356,6 +373,8 @@ def cmd_report(path):
             if not any(r["scenario"] == scenario for r in rp):
                 continue
             ratio_row(f"{title}: wall (ratio)", scenario, "wall" if scenario != "fresh" else "job")
+            if scenario == "cold":
+                noise_row(scenario, "wall")
             if scenario == "fresh":
                 ratio_row("  of which the build", scenario, "wall")
                 count_row("  restore / save s", scenario,
