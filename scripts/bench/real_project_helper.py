@@ -311,8 +311,7 @@ def cmd_report(path):
             all the round's plain builds. For a fresh runner's job, the job of a runner
             without a cache is the build."""
             base_field = "wall" if field == "job" else field
-            plains = [b for b in rp if b["scenario"] == scenario and b["repeat"] == repeat
-                      and b["tool"] in ("plain", "plain-maps") and b.get(base_field)]
+            plains = plain_builds(scenario, base_field, repeat)
             if position is not None and all("position" in b for b in plains):
                 before = [b for b in plains if b["position"] < position]
                 after = [b for b in plains if b["position"] > position]
@@ -321,15 +320,19 @@ def cmd_report(path):
             times = [b[base_field] for b in plains]
             return statistics.mean(times) if times else None
 
+        def plain_builds(scenario, field, repeat):
+            """The round's plain builds (plain or plain-maps) that have FIELD."""
+            return [b for b in rp if b["scenario"] == scenario and b["repeat"] == repeat
+                    and b["tool"] in ("plain", "plain-maps") and b.get(field)]
+
         def noise_row(scenario, field):
             """A plain build against the plain builds nearest before and after it (two slots
             away, where a tool's are one): what a tool with no cost at all would read in this
             run. Only rounds with positions and a plain build on both sides count."""
             ratios = []
             for n in sorted({r["repeat"] for r in rp if r["scenario"] == scenario}):
-                plains = sorted((b for b in rp if b["scenario"] == scenario and b["repeat"] == n
-                                 and b["tool"] in ("plain", "plain-maps") and b.get(field)
-                                 and "position" in b), key=lambda b: b["position"])
+                plains = sorted((b for b in plain_builds(scenario, field, n) if "position" in b),
+                                key=lambda b: b["position"])
                 for before, mid, after in zip(plains, plains[1:], plains[2:]):
                     ratios.append(mid[field] / statistics.mean((before[field], after[field])))
             if not ratios:
