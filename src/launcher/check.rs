@@ -152,7 +152,7 @@ pub fn check(
         let memo = if is_written { None } else { Some(&mut *memo) };
         check_group(&dir, meta.as_ref(), group, memo, began)?;
     }
-    let mut files = std::collections::HashSet::new();
+    let mut files = rustc_hash::FxHashSet::default();
     for input in &candidate.inputs {
         let path = place(&input.path)?;
         let stamp = check_input(&path, &input.digest, memo, inputs, began)?;
@@ -302,7 +302,7 @@ fn check_input(
 /// `clang` it links to), which does not change any output.
 pub(super) fn distinct_file(
     stamp: &FileStamp,
-    seen: &mut std::collections::HashSet<(u64, u64)>,
+    seen: &mut rustc_hash::FxHashSet<(u64, u64)>,
 ) -> bool {
     stamp.mode & 0o111 != 0 || seen.insert((stamp.dev, stamp.ino))
 }

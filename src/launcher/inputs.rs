@@ -25,8 +25,10 @@
 //! add to one directory's memo at once both rename a whole file over it, the last one
 //! wins, and what the other added is hashed again by a later compile.
 
-use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use rustc_hash::FxHashMap as HashMap;
 use std::time::SystemTime;
 
 use crate::content::VerifyMemo;
@@ -44,8 +46,9 @@ pub struct InputMemo {
     pub tool_memo: PathBuf,
     /// `<cache root>/.local/input-memo`.
     dir: PathBuf,
-    /// Loaded memos by directory (absolute path of the inputs' directory).
-    dirs: HashMap<PathBuf, VerifyMemo>,
+    /// Loaded memos by directory (the bytes of the inputs' directory's absolute path; a
+    /// hash of bytes, not of `Path` components, as it is asked once per input).
+    dirs: HashMap<Vec<u8>, VerifyMemo>,
     /// False with `STRATA_INPUT_MEMO=0`: nothing is read or remembered.
     enabled: bool,
 }
@@ -81,7 +84,7 @@ impl InputMemo {
         Self {
             tool_memo: local.join("tool-memo"),
             dir: local.join("input-memo"),
-            dirs: HashMap::new(),
+            dirs: HashMap::default(),
             enabled: true,
         }
     }
@@ -146,6 +149,7 @@ impl InputMemo {
     /// again later; said at debug level).
     pub fn save(&self) {
         for (dir, memo) in &self.dirs {
+            let dir = Path::new(std::ffi::OsStr::from_bytes(dir));
             if memo.is_changed()
                 && let Err(e) = memo.save(&self.file(&subject(dir)), 0o644)
             {
@@ -173,12 +177,13 @@ impl InputMemo {
             return None;
         }
         let (dir, name) = (path.parent()?, name_in_memo(path, mark)?);
-        if !self.dirs.contains_key(dir) {
+        let key = dir.as_os_str().as_bytes();
+        if !self.dirs.contains_key(key) {
             let subject = subject(dir);
             let memo = VerifyMemo::load(&self.file(&subject), &subject);
-            self.dirs.insert(dir.to_path_buf(), memo);
+            self.dirs.insert(key.to_vec(), memo);
         }
-        Some((self.dirs.get_mut(dir)?, name))
+        Some((self.dirs.get_mut(key)?, name))
     }
 
     fn file(&self, subject: &str) -> PathBuf {

@@ -45,10 +45,11 @@ pub struct Observed {
     pub inputs: Vec<(PathBuf, crate::fs::FileStamp)>,
     /// Paths looked up and not found.
     pub absent: Vec<PathBuf>,
-    /// Those of `absent` that every lookup found absent by its own result (see
-    /// [`Event::by_call`]): no file can have appeared between a look and the call, so the
-    /// MISS need not look again after the compile.
-    pub absent_by_calls: HashSet<PathBuf>,
+    /// Those of `absent` that some look taken at a stop, before its call ran, found absent
+    /// (see [`Event::by_call`]): a file may have appeared between that look and the call,
+    /// so the MISS looks again after the compile. The rest of `absent` every lookup found
+    /// absent by its own result, and need no second look.
+    pub absent_looked_before: HashSet<PathBuf>,
     /// Paths looked up that existed and were not read.
     pub present: Vec<(PathBuf, Kind)>,
     /// Directories whose entries were read.
@@ -172,6 +173,14 @@ pub fn dropped_duplicate(events: &[Event], search_dirs: &[PathBuf]) -> Option<St
             }
         }
     }
+    let given = |p: &&&Path| search_dirs.iter().any(|d| d.components().eq(p.components()));
+    let mut groups: Vec<&Vec<&Path>> =
+        by_id.values().filter(|p| p.len() > 1 && p.iter().any(|q| given(&q))).collect();
+    // Only a directory of the command line that another spelling aliases can have been
+    // dropped; most compiles have none, and need not walk every event's ancestors below.
+    if groups.is_empty() {
+        return None;
+    }
     // Which directories some event looks into: the set of the proper ancestors of every
     // event's path in its lexical form (see `lexical`), whose bytes then answer at once
     // what `Path::starts_with` would answer component by component.
@@ -185,11 +194,9 @@ pub fn dropped_duplicate(events: &[Event], search_dirs: &[PathBuf]) -> Option<St
         }
     }
     let looked_into = |dir: &Path| above.contains(lexical(dir).as_os_str().as_bytes());
-    let mut groups: Vec<&Vec<&Path>> = by_id.values().filter(|p| p.len() > 1).collect();
     groups.sort();
     for paths in groups {
         let (into, not): (Vec<&Path>, Vec<&Path>) = paths.iter().partition(|p| looked_into(p));
-        let given = |p: &&&Path| search_dirs.iter().any(|d| d.components().eq(p.components()));
         if let (Some(searched), Some(dropped)) = (into.first(), not.iter().find(given)) {
             return Some(format!(
                 "{} is the directory {} is and was not searched (a duplicate search directory); \
@@ -385,24 +392,29 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
     // A path both read and found absent (a file created later by the tree is `mine`): the
     // read wins; facts about the compile's own files are left out.
     let written_here = |p: &PathBuf| !ever_written.is_empty() && ever_written.contains(p);
-    let absent: HashSet<PathBuf> =
-        absent.into_iter().filter(|p| !read.contains_key(p) && !written_here(p)).collect();
+    // (A path both absent and read or written is left out of both lists below, so the
+    // present ones are filtered by every absent path, before that filter.)
     let mut present: Vec<(PathBuf, Kind)> = present
         .into_iter()
         .filter(|(p, _)| !read.contains_key(p) && !absent.contains(p) && !written_here(p))
         .collect();
     present.sort_unstable_by(|(a, _), (b, _)| by_bytes(a, b));
     out.present = present;
-    out.absent_by_calls =
-        absent.iter().filter(|p| !absent_looked_before.contains(*p)).cloned().collect();
-    out.absent = sorted(absent.into_iter().collect());
+    let absent: Vec<PathBuf> =
+        absent.into_iter().filter(|p| !read.contains_key(p) && !written_here(p)).collect();
+    // A subset of the absent paths (every look that found one absent put it in both).
+    out.absent_looked_before = absent_looked_before
+        .into_iter()
+        .filter(|p| !read.contains_key(p) && !written_here(p))
+        .collect();
+    out.absent = sorted(absent);
     out.listed = sorted(listed.into_iter().collect());
 }
 
 /// Whether `path` is absolute and in plain form, where its components are its bytes between
 /// slashes: no empty component (`//`, a trailing `/`) and no `.` component. For such paths
 /// `Path::starts_with` is a comparison of byte prefixes at a slash.
-fn plain(path: &Path) -> bool {
+pub(super) fn plain(path: &Path) -> bool {
     let b = path.as_os_str().as_bytes();
     b == b"/"
         || (b.starts_with(b"/")
@@ -459,9 +471,9 @@ mod tests {
         ];
         let seen = from_trace(&events, &|_| true);
         assert_eq!(seen.absent.len(), 4);
-        let mut by_calls: Vec<&PathBuf> = seen.absent_by_calls.iter().collect();
-        by_calls.sort();
-        assert_eq!(by_calls, [Path::new("/w/inc/a.h"), Path::new("/w/inc/d.h")]);
+        let mut before: Vec<&PathBuf> = seen.absent_looked_before.iter().collect();
+        before.sort();
+        assert_eq!(before, [Path::new("/w/inc/b.h"), Path::new("/w/inc/c.h")]);
     }
 
     /// A search directory that is the same directory as another (same device and inode)

@@ -53,9 +53,10 @@ struct Learnt {
     /// was opened (traced), and whether it was run as a program.
     inputs: Vec<(PathBuf, Option<FileStamp>, bool)>,
     absent: Vec<PathBuf>,
-    /// Those of `absent` whose every lookup found nothing by its own result (the preload
-    /// library's calls): not looked at again after the compile.
-    absent_by_calls: rustc_hash::FxHashSet<PathBuf>,
+    /// Those of `absent` to look at again after the compile: every one (`None`, the
+    /// model), or those a look taken at a stop before its call found absent (traced; the
+    /// rest every lookup found absent by its own result, the preload library's calls).
+    absent_recheck: Option<rustc_hash::FxHashSet<PathBuf>>,
     present: Vec<(PathBuf, Kind)>,
     listed: Vec<PathBuf>,
     /// Files the compile left besides the known outputs (absolute).
@@ -422,7 +423,7 @@ impl Run<'_> {
                 .map(|(p, stamp)| (p.clone(), Some(*stamp), programs.contains(p.as_path())))
                 .collect(),
             absent: seen.absent,
-            absent_by_calls: seen.absent_by_calls,
+            absent_recheck: Some(seen.absent_looked_before),
             present,
             listed: seen.listed,
             extra_outputs,
@@ -513,7 +514,7 @@ impl Run<'_> {
         Ok(Ok(Learnt {
             inputs: deps.iter().skip(1).map(|d| (d.clone(), None, false)).collect(),
             absent: probes.absent,
-            absent_by_calls: Default::default(),
+            absent_recheck: None,
             present,
             listed: Vec::new(),
             extra_outputs: Vec::new(),
@@ -576,8 +577,8 @@ impl Run<'_> {
         memo: &mut VerifyMemo,
     ) -> Verdict<Vec<Input>> {
         let mut out: Vec<Input> = Vec::new();
-        let mut seen_records = BTreeSet::new();
-        let mut files = std::collections::HashSet::new();
+        let mut seen_records: rustc_hash::FxHashSet<String> = Default::default();
+        let mut files = rustc_hash::FxHashSet::default();
         let mut found = scan_text(source.bytes);
         let mut inputs = self.inputs.borrow_mut();
         // The source itself is not an input of its own entry: found by device and inode,
@@ -642,7 +643,8 @@ impl Run<'_> {
         // came between the finding and the call; one looked at at a stop, before its call
         // ran, does (a file created in between was found by the compiler).
         let mut absent_dirs: rustc_hash::FxHashMap<PathBuf, bool> = Default::default();
-        for p in learnt.absent.iter().filter(|p| !learnt.absent_by_calls.contains(*p)) {
+        let recheck = |p: &PathBuf| learnt.absent_recheck.as_ref().is_none_or(|r| r.contains(p));
+        for p in learnt.absent.iter().filter(|p| recheck(p)) {
             let abs = here.absolute(p);
             if let Some(dir) = abs.parent().filter(|d| !d.as_os_str().is_empty()) {
                 let dir_absent = *absent_dirs
@@ -809,20 +811,24 @@ fn record_form(here: &Location, path: &Path) -> String {
 /// `stat` of that directory), and each present one, deduplicated; directories in record
 /// form. The directories above each of `existing` (files the caller found there after the
 /// compile: its inputs) are known to exist and are not looked at again.
-fn name_groups(
+fn name_groups<'a>(
     here: &Location,
-    absent: &[PathBuf],
-    present: &[(PathBuf, Kind)],
-    existing: &[&Path],
+    absent: &'a [PathBuf],
+    present: &'a [(PathBuf, Kind)],
+    existing: &[&'a Path],
 ) -> Vec<Names> {
     let mut groups: Vec<Names> = Vec::new();
     let mut index: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-    let mut group = |dir: &Path| -> usize {
-        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-        let record = record_form(here, dir);
-        *index.entry(record.clone()).or_insert_with(|| {
-            groups.push(Names { dir: record, absent: Vec::new(), present: Vec::new() });
-            groups.len() - 1
+    // Most names share a few directories: each spelling's record form is made once.
+    let mut spelled: rustc_hash::FxHashMap<&[u8], usize> = Default::default();
+    let mut group = |dir: &'a Path| -> usize {
+        *spelled.entry(dir.as_os_str().as_bytes()).or_insert_with(|| {
+            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+            let record = record_form(here, dir);
+            *index.entry(record.clone()).or_insert_with(|| {
+                groups.push(Names { dir: record, absent: Vec::new(), present: Vec::new() });
+                groups.len() - 1
+            })
         })
     };
     let mut at: Vec<(usize, String, Option<Kind>)> = Vec::new();
@@ -830,8 +836,12 @@ fn name_groups(
     // none for one above a file that exists. Keyed by the paths' bytes (each an ancestor
     // as `Path::ancestors` cuts it), not hashed component by component.
     let mut exists: rustc_hash::FxHashMap<&[u8], bool> = Default::default();
+    // One buffer for every name's ancestors.
+    let mut ancestors: Vec<&'a Path> = Vec::new();
     for file in existing {
-        for dir in file.ancestors().skip(1).take_while(|a| !a.as_os_str().is_empty()) {
+        ancestors.clear();
+        proper_ancestors(file, &mut ancestors);
+        for dir in &ancestors {
             // Its own ancestors went in with it.
             if exists.insert(dir.as_os_str().as_bytes(), true).is_some() {
                 break;
@@ -852,16 +862,16 @@ fn name_groups(
         // first absent directory (`<build>/xercesc` for every header looked for under the
         // build directory), so walking down looks at each directory once, where walking up
         // would look at every distinct parent.
-        let mut ancestors: Vec<&Path> =
-            path.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).collect();
-        ancestors.reverse();
-        let p = ancestors.into_iter().find(|a| !exists_at(&mut exists, here, a)).unwrap_or(path);
+        ancestors.clear();
+        proper_ancestors(path, &mut ancestors);
+        let first_absent = ancestors.iter().rev().find(|&&a| !exists_at(&mut exists, here, a));
+        let p: &'a Path = first_absent.copied().unwrap_or(path);
         let (dir, name) = split_name(p);
-        at.push((group(&dir), name, None));
+        at.push((group(dir), name, None));
     }
     for (path, kind) in present {
         let (dir, name) = split_name(path);
-        at.push((group(&dir), name, Some(*kind)));
+        at.push((group(dir), name, Some(*kind)));
     }
     for (k, name, kind) in at {
         let g = &mut groups[k];
@@ -878,10 +888,39 @@ fn name_groups(
 
 /// A path as its directory and its last component (name-encoded; `.` for a path that ends
 /// in `..` or is a root).
-fn split_name(path: &Path) -> (PathBuf, String) {
+fn split_name(path: &Path) -> (&Path, String) {
+    // A path in plain form splits at its last slash, as `parent` and `file_name` would
+    // split it after parsing every component.
+    if super::observe::plain(path) {
+        let b = path.as_os_str().as_bytes();
+        if let Some(at) = memchr::memrchr(b'/', b).filter(|_| b != b"/") {
+            let dir = if at == 0 { &b[..1] } else { &b[..at] };
+            let name = OsStr::from_bytes(&b[at + 1..]);
+            return (Path::new(OsStr::from_bytes(dir)), fs::name::encode_os(name));
+        }
+    }
     match (path.parent(), path.file_name()) {
-        (Some(dir), Some(name)) => (dir.to_path_buf(), fs::name::encode_os(name)),
-        _ => (path.to_path_buf(), ".".to_owned()),
+        (Some(dir), Some(name)) => (dir, fs::name::encode_os(name)),
+        _ => (path, ".".to_owned()),
+    }
+}
+
+/// Pushes `path`'s proper ancestors onto `out`, nearest first, as
+/// `path.ancestors().skip(1)` gives them but without empty ones (a relative path's last).
+/// A path in plain form (absolute, no `//`, `.` or trailing slash) is cut at its slashes
+/// without parsing its components.
+fn proper_ancestors<'a>(path: &'a Path, out: &mut Vec<&'a Path>) {
+    let b = path.as_os_str().as_bytes();
+    if !super::observe::plain(path) {
+        out.extend(path.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()));
+        return;
+    }
+    if b == b"/" {
+        return;
+    }
+    for at in memchr::memrchr_iter(b'/', b) {
+        let dir = if at == 0 { &b[..1] } else { &b[..at] };
+        out.push(Path::new(OsStr::from_bytes(dir)));
     }
 }
 
@@ -972,6 +1011,37 @@ pub(super) fn once_per_build(cache: &crate::l1::layout::CacheRoot, what: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte cuts of plain paths give exactly what `Path`'s component parsing gives, and
+    /// other paths take the parsing.
+    #[test]
+    fn ancestors_and_names_cut_at_slashes_equal_the_parsed_ones() {
+        for path in [
+            "/", "/a", "/a/b", "/usr/include/c++/12/bits/stl_vector.h", "/a//b", "/a/./b",
+            "/a/b/", "/a/b/.", "/a/../b", "a/b", "a", ".", "..", "./a", "",
+        ] {
+            let path = Path::new(path);
+            let mut cut = Vec::new();
+            proper_ancestors(path, &mut cut);
+            let parsed: Vec<&Path> =
+                path.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).collect();
+            let bytes = |v: &[&Path]| {
+                v.iter().map(|p| p.as_os_str().as_bytes().to_vec()).collect::<Vec<_>>()
+            };
+            assert_eq!(bytes(&cut), bytes(&parsed), "{}", path.display());
+            let expected = match (path.parent(), path.file_name()) {
+                (Some(dir), Some(name)) => (dir, fs::name::encode_os(name)),
+                _ => (path, ".".to_owned()),
+            };
+            let (dir, name) = split_name(path);
+            assert_eq!(
+                (dir.as_os_str().as_bytes(), name.as_str()),
+                (expected.0.as_os_str().as_bytes(), expected.1.as_str()),
+                "{}",
+                path.display()
+            );
+        }
+    }
 
     #[test]
     fn absent_names_are_recorded_at_their_first_absent_directory() {
