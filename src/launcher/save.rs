@@ -366,7 +366,8 @@ impl Run<'_> {
         // `__TIMESTAMP__` is then found by the warning and the text scan only.
         let epoch_fixes =
             crate::config::var_raw("SOURCE_DATE_EPOCH").is_some() && self.probe.epoch_fixes_date;
-        if let Some(e) = traced.events.iter().find(|e| !epoch_fixes && is_time_zone(&e.path)) {
+        let time_zone = TimeZoneFiles::new();
+        if let Some(e) = traced.events.iter().find(|e| !epoch_fixes && time_zone.is(&e.path)) {
             self.note(format!("the compiler read the time zone ({})", e.path.display()));
             return not_cached("uncacheable:time_macros");
         }
@@ -760,18 +761,36 @@ fn scan_text(bytes: &[u8]) -> Found {
     }
 }
 
-/// A time-zone file the C library reads to format a local time: `/etc/localtime`,
-/// `/etc/timezone`, anything under a `zoneinfo` directory, or the file `TZ` names.
-fn is_time_zone(path: &Path) -> bool {
-    let b = path.as_os_str().as_bytes();
-    if b == b"/etc/localtime" || b == b"/etc/timezone" || memmem::find(b, b"/zoneinfo").is_some() {
-        return true;
+/// The time-zone files the C library reads to format a local time: `/etc/localtime`,
+/// `/etc/timezone`, anything under a `zoneinfo` directory, and the file `TZ` names.
+struct TimeZoneFiles {
+    /// `/zoneinfo`, found in a path's bytes.
+    zoneinfo: memmem::Finder<'static>,
+    /// The file `TZ` names (its value without a leading `:`), if it names one.
+    tz: Option<Vec<u8>>,
+}
+
+impl TimeZoneFiles {
+    /// Reads `TZ` once, for every path of a trace.
+    fn new() -> Self {
+        let tz = crate::config::var_raw("TZ").and_then(|tz| {
+            let tz = tz.as_bytes();
+            let file = tz.strip_prefix(b":").unwrap_or(tz);
+            (!file.is_empty()).then(|| file.to_vec())
+        });
+        Self { zoneinfo: memmem::Finder::new(b"/zoneinfo"), tz }
     }
-    crate::config::var_raw("TZ").is_some_and(|tz| {
-        let tz = tz.as_bytes();
-        let file = tz.strip_prefix(b":").unwrap_or(tz);
-        !file.is_empty() && (b == file || b.ends_with(&[b"/", file].concat()))
-    })
+
+    /// Whether `path` is one of them.
+    fn is(&self, path: &Path) -> bool {
+        let b = path.as_os_str().as_bytes();
+        if b == b"/etc/localtime" || b == b"/etc/timezone" || self.zoneinfo.find(b).is_some() {
+            return true;
+        }
+        self.tz.as_deref().is_some_and(|file| {
+            b == file || (b.ends_with(file) && b[..b.len() - file.len()].ends_with(b"/"))
+        })
+    }
 }
 
 /// What a MISS adds to learn whether the compile expanded `__DATE__`, `__TIME__` or
