@@ -12,6 +12,9 @@
 #   BENCH_LIMIT=100 BENCH_STRATA_BINARY=/tmp/strata bash scripts/bench/project-cpu.sh BUILD_DIR
 #   BENCH_STREAMS=2 bash scripts/bench/project-cpu.sh BUILD_DIR   # under a -j2-like load
 #
+# BENCH_STRATA_BINARIES="A B …": several strata binaries (each with a cache of its own),
+# every compile run plainly and through each of them, in an order that rotates by compile,
+# so that their costs are compared in the same minutes; one line per binary.
 # BUILD_DIR: a CMake build directory configured for Ninja with the compile options that
 # `strata_enable_launcher()` adds (prefix maps), without a launcher. Objects are written
 # to a scratch directory inside it (`-o` replaced), so the build tree stays as it was.
@@ -28,7 +31,13 @@ command -v perf >/dev/null || {
   echo "project-cpu.sh: perf is needed (apt-get install linux-perf)" >&2
   exit 1
 }
-S=$(bench_strata)
+if [ -n "${BENCH_STRATA_BINARIES:-}" ]; then
+  read -r -a binaries <<<"$BENCH_STRATA_BINARIES"
+  S=${binaries[*]}
+else
+  S=$(bench_strata)
+  binaries=("$S")
+fi
 streams=${BENCH_STREAMS:-1}
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-project-cpu.XXXXXX")
 trap 'rm -rf "$work" "$build/.strata-project-cpu"' EXIT
@@ -41,27 +50,33 @@ total=$(wc -l <"$work/commands")
 echo "build: $build; compiles: $total; streams: $streams; strata: $S"
 cpu() { perf stat -x, -e task-clock "$@" 2>&1 >/dev/null | awk -F, '$3 == "task-clock" { print $1 }'; }
 
-# One loop: the compiles numbered $1 modulo $streams, plain and strata alternating first;
-# writes "plain_ms strata_ms" to $work/sum.$1.
+# One loop: the compiles numbered $1 modulo $streams, each run plainly and through every
+# binary, in an order that rotates by compile; writes one line of sums (plain first, then
+# each binary's) to $work/sum.$1.
 stream() {
-  local me=$1 n=0 plain_sum=0 strata_sum=0 line a b
-  local -a command
+  local me=$1 n=0 line k i ms
+  local -a command sums order
+  for i in $(seq 0 "${#binaries[@]}"); do sums[i]=0; done
   while read -r line; do
     n=$((n + 1))
     [ $(((n - 1) % streams)) = "$me" ] || continue
     # The object goes to the scratch directory, under a name of its own per stream.
     read -r -a command <<<"$(sed -E "s# -o [^ ]+# -o .strata-project-cpu/o$me.o#" <<<"$line")"
-    if [ $(((n - 1) / streams % 2)) = 1 ]; then
-      a=$(cpu "${command[@]}")
-      b=$(cpu "$S" compile "--cache-root=$work/cache" -- "${command[@]}")
-    else
-      b=$(cpu "$S" compile "--cache-root=$work/cache" -- "${command[@]}")
-      a=$(cpu "${command[@]}")
-    fi
-    plain_sum=$(awk -v x="$plain_sum" -v y="${a:-0}" 'BEGIN { print x + y }')
-    strata_sum=$(awk -v x="$strata_sum" -v y="${b:-0}" 'BEGIN { print x + y }')
+    # Slot 0 is plain, slot i the i-th binary; the first slot moves by one per compile.
+    order=()
+    for i in $(seq 0 "${#binaries[@]}"); do
+      order+=($(((i + (n - 1) / streams) % (${#binaries[@]} + 1))))
+    done
+    for k in "${order[@]}"; do
+      if [ "$k" = 0 ]; then
+        ms=$(cpu "${command[@]}")
+      else
+        ms=$(cpu "${binaries[k - 1]}" compile "--cache-root=$work/cache$k" -- "${command[@]}")
+      fi
+      sums[k]=$(awk -v x="${sums[k]}" -v y="${ms:-0}" 'BEGIN { print x + y }')
+    done
   done <"$work/commands"
-  echo "$plain_sum $strata_sum" >"$work/sum.$me"
+  echo "${sums[*]}" >"$work/sum.$me"
 }
 
 cd "$build"
@@ -71,6 +86,14 @@ for me in $(seq 0 $((streams - 1))); do
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
-cat "$work"/sum.* | awk -v n="$total" '{ p += $1; s += $2 } END {
-  printf "  plain   cpu %10.1f ms\n  strata  cpu %10.1f ms  %.3fx  (+%.1f ms per compile, n=%d)\n",
-    p, s, s / p, (s - p) / n, n }'
+cat "$work"/sum.* | awk -v n="$total" -v names="${binaries[*]}" '
+  { for (i = 1; i <= NF; i++) t[i] += $i }
+  END {
+    printf "  plain   cpu %10.1f ms\n", t[1]
+    k = split(names, name, " ")
+    for (i = 2; i <= k + 1; i++) {
+      label = k == 1 ? "strata" : name[i - 1]
+      printf "  %s  cpu %10.1f ms  %.3fx  (+%.1f ms per compile, n=%d)\n",
+        label, t[i], t[i] / t[1], (t[i] - t[1]) / n, n
+    }
+  }'

@@ -1036,8 +1036,21 @@ mod tests {
     #[test]
     fn ancestors_and_names_cut_at_slashes_equal_the_parsed_ones() {
         for path in [
-            "/", "/a", "/a/b", "/usr/include/c++/12/bits/stl_vector.h", "/a//b", "/a/./b",
-            "/a/b/", "/a/b/.", "/a/../b", "a/b", "a", ".", "..", "./a", "",
+            "/",
+            "/a",
+            "/a/b",
+            "/usr/include/c++/12/bits/stl_vector.h",
+            "/a//b",
+            "/a/./b",
+            "/a/b/",
+            "/a/b/.",
+            "/a/../b",
+            "a/b",
+            "a",
+            ".",
+            "..",
+            "./a",
+            "",
         ] {
             let path = Path::new(path);
             let mut cut = Vec::new();

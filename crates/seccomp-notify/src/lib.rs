@@ -1,30 +1,24 @@
 //! The `unsafe` system calls of strata's seccomp user-notification supervisor (issue 28),
 //! kept apart so that the `strata` crate can go on forbidding `unsafe` code.
 //!
-//! A process started through [`install_on_spawn`] installs a seccomp-BPF filter with a
-//! listener between `fork` and `exec` (`PR_SET_NO_NEW_PRIVS`, then `seccomp(2)` with
-//! `SECCOMP_FILTER_FLAG_NEW_LISTENER`) and hands the listener descriptor to the parent over
-//! a Unix socket (`SCM_RIGHTS`). The filter applies to the `exec` itself and to every
-//! descendant. A system call the filter answers with `SECCOMP_RET_USER_NOTIF` waits in the
-//! kernel until the supervisor, reading the [`Listener`], lets it go on
-//! ([`Listener::resume`], `SECCOMP_USER_NOTIF_FLAG_CONTINUE`). Needs Linux 5.5 (5.0 for
-//! the listener, 5.5 for `CONTINUE`).
+//! A thread installs a seccomp-BPF filter with a listener on itself
+//! ([`install_on_this_thread`]: `PR_SET_NO_NEW_PRIVS`, then `seccomp(2)` with
+//! `SECCOMP_FILTER_FLAG_NEW_LISTENER`) and then starts the program, which inherits the
+//! filter for its `exec` and every descendant; the [`Listener`] stays in the process. A
+//! system call the filter answers with `SECCOMP_RET_USER_NOTIF` waits in the kernel until
+//! the supervisor, reading the [`Listener`], lets it go on ([`Listener::resume`],
+//! `SECCOMP_USER_NOTIF_FLAG_CONTINUE`). Needs Linux 5.5 (5.0 for the listener, 5.5 for
+//! `CONTINUE`).
 //!
 //! Nothing here decides what is traced or what a call means: the filter comes from the
 //! caller, and a [`Notification`] is the kernel's `struct seccomp_notif`, copied.
 //!
 //! # Invariants
-//! * The program never runs without the filter: if installing it or sending the listener
-//!   fails, the child ends before `exec` with that error, and [`Handoff::receive`] returns
-//!   `None`.
-//! * Between `fork` and `exec` the child only makes system calls on memory prepared before
-//!   the `fork` (no allocation, no locks).
+//! * The program never runs without the filter: the thread starts it only after
+//!   [`install_on_this_thread`] returned the listener.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
 
 pub use libc::sock_filter;
 
@@ -35,153 +29,43 @@ pub use log::SharedLog;
 /// supervisor.
 pub const RET_USER_NOTIF: u32 = libc::SECCOMP_RET_USER_NOTIF;
 
-/// Space for one `SCM_RIGHTS` control message with one descriptor, in `u64` words (so that
-/// the `cmsghdr` in it is aligned).
-const CONTROL_WORDS: usize = 4;
-
-/// Makes `command`, when spawned, install `filter` with a listener before it `exec`s the
-/// program, and send the listener to the returned [`Handoff`].
-///
-/// Call [`Handoff::receive`] on another thread than the one that spawns: the `exec` is
-/// itself a call the filter may stop, and `Command::spawn` returns only after it.
-/// Drop `command` once spawned (it holds the child's end of the socket; while it lives,
-/// [`Handoff::receive`] cannot tell that a child failed before sending).
+/// Installs `filter` with a listener on the calling thread (`PR_SET_NO_NEW_PRIVS`, then
+/// `seccomp(2)` with `SECCOMP_FILTER_FLAG_NEW_LISTENER`, without `TSYNC`): every process
+/// this thread then starts inherits it, with the `exec` and everything after, while the
+/// process's other threads stay as they were. The thread's own calls that the filter stops
+/// wait for the listener's supervisor too, so a thread that runs only to start the program
+/// (a `posix_spawn`, which `Command::spawn` uses when no `pre_exec` hook is set, with no
+/// copy of the launcher's address space as a `fork` makes) is the way to use it: hand the
+/// listener to the supervising thread before the spawn, and let the thread end after it.
 ///
 /// # Errors
-/// The error of creating the socket pair, or an empty or too long filter (`EINVAL`; at most
-/// 65,535 instructions).
-pub fn install_on_spawn(command: &mut Command, filter: Vec<sock_filter>) -> io::Result<Handoff> {
+/// An empty or too long filter (`EINVAL`), or the error of `prctl` or `seccomp` (`EBUSY`
+/// when a filter with a listener is already installed above this one).
+pub fn install_on_this_thread(filter: &[sock_filter]) -> io::Result<Listener> {
     let len = u16::try_from(filter.len())
         .ok()
         .filter(|&len| len > 0)
         .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let (parent, child) = UnixStream::pair()?;
-    let child = OwnedFd::from(child);
-    let mut control = vec![0u64; CONTROL_WORDS];
-    let hook = move || {
-        let program = libc::sock_fprog { len, filter: filter.as_ptr().cast_mut() };
-        install_and_send(&program, child.as_raw_fd(), &mut control)
-    };
-    // SAFETY: the hook runs in the child between fork and exec. It calls prctl, seccomp,
-    // sendmsg and close on memory the closure owns (allocated before the fork), and
-    // allocates nothing.
-    unsafe {
-        command.pre_exec(hook);
-    }
-    Ok(Handoff { parent })
-}
-
-/// In the child: `PR_SET_NO_NEW_PRIVS`, the filter with a listener, the listener sent over
-/// `socket` and closed here.
-fn install_and_send(
-    program: &libc::sock_fprog,
-    socket: RawFd,
-    control: &mut [u64],
-) -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
+    let program = libc::sock_fprog { len, filter: filter.as_ptr().cast_mut() };
+    // SAFETY: prctl with integer arguments only; it sets this thread's attribute.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: `program` points at a filter that lives as long as the closure; seccomp reads
-    // (copies) it during the call.
+    // SAFETY: `program` points at `filter`, borrowed for the call; seccomp copies it.
     let listener = unsafe {
         libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
             libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            std::ptr::from_ref(program),
+            std::ptr::from_ref(&program),
         )
     };
     let listener = RawFd::try_from(listener).unwrap_or(-1);
     if listener < 0 {
         return Err(io::Error::last_os_error());
     }
-    let sent = send_fd(socket, listener, control);
-    // SAFETY: `listener` is the descriptor seccomp just returned; the parent has its copy.
-    unsafe { libc::close(listener) };
-    sent
-}
-
-/// Sends `fd` over `socket` with one data byte, the control message built in `control`.
-fn send_fd(socket: RawFd, fd: RawFd, control: &mut [u64]) -> io::Result<()> {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-    // SAFETY: CMSG_SPACE and CMSG_LEN are arithmetic on a constant.
-    let (space, len) = unsafe {
-        (libc::CMSG_SPACE(size_of::<RawFd>() as u32), libc::CMSG_LEN(size_of::<RawFd>() as u32))
-    };
-    if space as usize > size_of_val(control) {
-        return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
-    }
-    // SAFETY: msghdr is plain data; all-zero is a valid empty header (musl's has private
-    // padding fields, so it cannot be built field by field).
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &raw mut iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control.as_mut_ptr().cast();
-    message.msg_controllen = space as _;
-    // SAFETY: the header's control buffer is `control` (aligned, at least `space` bytes),
-    // so the first cmsghdr and its data lie inside it.
-    unsafe {
-        let header = libc::CMSG_FIRSTHDR(&raw const message);
-        if header.is_null() {
-            return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
-        }
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = len as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
-    }
-    // SAFETY: `message` points at `iov`, `byte` and `control`, all alive for the call.
-    let sent = unsafe { libc::sendmsg(socket, &raw const message, libc::MSG_NOSIGNAL) };
-    if sent == 1 { Ok(()) } else { Err(io::Error::last_os_error()) }
-}
-
-/// The parent's end of the socket the child sends its listener on.
-#[derive(Debug)]
-pub struct Handoff {
-    parent: UnixStream,
-}
-
-impl Handoff {
-    /// Waits for the child's listener. `Ok(None)` when every copy of the child's end was
-    /// closed without one: the child ended before installing the filter (its error is the
-    /// spawn's), or the command was dropped unspawned.
-    ///
-    /// # Errors
-    /// The error of `recvmsg`.
-    pub fn receive(self) -> io::Result<Option<Listener>> {
-        use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-        let mut byte = [0u8; 1];
-        let mut iov = [io::IoSliceMut::new(&mut byte)];
-        let mut space = nix::cmsg_space!(RawFd);
-        let message = loop {
-            match recvmsg::<()>(
-                self.parent.as_raw_fd(),
-                &mut iov,
-                Some(&mut space),
-                MsgFlags::MSG_CMSG_CLOEXEC,
-            ) {
-                Ok(message) => break message,
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(io::Error::from(e)),
-            }
-        };
-        let mut listener = None;
-        for control in message.cmsgs().map_err(io::Error::from)? {
-            if let ControlMessageOwned::ScmRights(fds) = control {
-                for fd in fds {
-                    // SAFETY: SCM_RIGHTS installed `fd` in this process just now; nothing
-                    // else owns it.
-                    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-                    if listener.is_none() {
-                        listener = Some(Listener { fd: owned });
-                    }
-                }
-            }
-        }
-        Ok(listener)
-    }
+    // SAFETY: seccomp just returned this descriptor (close-on-exec), owned by no one else.
+    Ok(Listener { fd: unsafe { OwnedFd::from_raw_fd(listener) } })
 }
 
 /// One stopped system call, as the kernel reports it (`struct seccomp_notif`).
@@ -299,7 +183,7 @@ impl Listener {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Stdio;
+    use std::process::{Command, Stdio};
 
     const BPF_LD_W_ABS: u16 = 0x20;
     const BPF_JMP_JEQ_K: u16 = 0x15;
@@ -316,26 +200,24 @@ mod tests {
         ]
     }
 
-    /// A shell that calls getppid (`echo $PPID` makes bash call it at start-up) is stopped,
-    /// resumed, and gets the real answer.
+    /// A shell that calls getppid (`echo $PPID` makes it call it at start-up), started by a
+    /// thread with the filter on itself, is stopped, resumed, and gets the real answer.
     #[test]
     fn a_stopped_call_is_reported_and_resumed() {
-        let mut command = Command::new("sh");
-        command.args(["-c", "echo $PPID"]).stdout(Stdio::piped());
-        let handoff = install_on_spawn(&mut command, stop_getppid()).unwrap();
-        let receiver = std::thread::spawn(move || {
-            let listener = handoff.receive().unwrap().expect("a listener");
-            let notification = listener.receive().unwrap();
-            assert!(listener.is_valid(notification.id));
-            listener.resume(notification.id).unwrap();
-            notification
+        let (send, listener) = std::sync::mpsc::sync_channel(1);
+        let starter = std::thread::spawn(move || {
+            send.send(install_on_this_thread(&stop_getppid()).unwrap()).unwrap();
+            let mut command = Command::new("sh");
+            command.args(["-c", "echo $PPID"]).stdout(Stdio::piped());
+            command.spawn().unwrap()
         });
-        let child = command.spawn().unwrap();
-        let pid = child.id();
-        drop(command);
-        let notification = receiver.join().unwrap();
+        let listener = listener.recv().unwrap();
+        let notification = listener.receive().unwrap();
+        assert!(listener.is_valid(notification.id));
+        listener.resume(notification.id).unwrap();
+        let child = starter.join().unwrap();
         assert_eq!(i64::from(notification.nr), libc::SYS_getppid);
-        assert_eq!(notification.pid, pid);
+        assert_eq!(notification.pid, child.id());
         let output = child.wait_with_output().unwrap();
         assert!(output.status.success());
         assert_eq!(
@@ -344,16 +226,15 @@ mod tests {
         );
     }
 
-    /// A filter the kernel refuses: the child never runs, and the parent gets no listener.
+    /// A filter the kernel refuses, or none: no listener, so nothing may be started.
     #[test]
-    fn a_refused_filter_sends_nothing_and_the_program_does_not_run() {
-        let mut command = Command::new("true");
+    fn a_refused_filter_gives_no_listener() {
         // A jump past the end of the program: EINVAL.
         let bad = vec![sock_filter { code: BPF_JMP_JEQ_K, jt: 5, jf: 5, k: 0 }];
-        let handoff = install_on_spawn(&mut command, bad).unwrap();
-        let error = command.spawn().unwrap_err();
-        drop(command);
+        let refused = std::thread::spawn(move || install_on_this_thread(&bad).map(drop));
+        let error = refused.join().unwrap().unwrap_err();
         assert_eq!(error.raw_os_error(), Some(libc::EINVAL));
-        assert!(handoff.receive().unwrap().is_none());
+        let empty = install_on_this_thread(&[]).map(drop).unwrap_err();
+        assert_eq!(empty.raw_os_error(), Some(libc::EINVAL));
     }
 }

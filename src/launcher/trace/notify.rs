@@ -174,7 +174,7 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
         .map_err(|e| refused(format!("seccomp filter: {e}")))?
         .into_iter()
         .map(|i| seccomp_notify::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k })
-        .collect();
+        .collect::<Vec<_>>();
     let (out_read, out_write) = std::io::pipe().map_err(|e| refused(format!("pipe: {e}")))?;
     let (err_read, err_write) = std::io::pipe().map_err(|e| refused(format!("pipe: {e}")))?;
     let mut command = Command::new(request.program);
@@ -197,23 +197,34 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
         preload.push(library.as_os_str());
         command.env("LD_PRELOAD", preload).env(layout::LOG_ENV, value);
     }
-    let handoff = seccomp_notify::install_on_spawn(&mut command, filter)
-        .map_err(|e| refused(format!("seccomp listener: {e}")))?;
     let mut pipes = Pipes::new([out_read, err_read]).map_err(|e| refused(format!("pipe: {e}")))?;
-    // The `exec` is itself a stop, so the spawn returns only once this thread answers it.
+    // A thread of its own installs the filter on itself and starts the program, which
+    // inherits it: no `pre_exec` hook, so the spawn is a `posix_spawn` (no copy of this
+    // process's address space, as a `fork` makes). Its `clone` and the program's `exec`
+    // are stops, so the spawn returns only once this thread answers them; the thread's
+    // own stops are answered without being recorded (its id goes with the listener).
+    let (handoff, handed) = std::sync::mpsc::sync_channel(1);
     let spawner = std::thread::spawn(move || {
+        let installed = seccomp_notify::install_on_this_thread(&filter);
+        let installed = match installed {
+            Ok(listener) => listener,
+            Err(e) => return Err(e),
+        };
+        if handoff.send((installed, nix::unistd::gettid())).is_err() {
+            return Err(std::io::Error::other("the supervising thread is gone"));
+        }
         let child = command.spawn();
-        // Closes the child's end of the socket and the pipes' write ends here.
+        // Closes the pipes' write ends here.
         drop(command);
         child
     });
-    let listener = match handoff.receive() {
-        Ok(Some(listener)) => {
+    let (listener, spawner_id) = match handed.recv() {
+        Ok((listener, id)) => {
             // Best effort: kernels before 6.6 wake across CPUs as before.
             let _ = listener.wake_synchronously();
-            listener
+            (listener, id)
         }
-        Ok(None) | Err(_) => {
+        Err(_) => {
             let reason = match spawner.join() {
                 Ok(Err(e)) if e.raw_os_error() == Some(libc::EBUSY) => {
                     return Err(Failed::Busy(Error::Refused {
@@ -239,7 +250,8 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
         recorder.hide(library.to_path_buf());
         log
     });
-    supervise(&listener, request.linger, request.pinning(), &mut recorder, log, &mut pipes);
+    let pinning = request.pinning();
+    supervise(&listener, spawner_id, request.linger, pinning, &mut recorder, log, &mut pipes);
     if recorder.stops == 0 {
         // The program's `exec` always stops, unless a filter of higher precedence answered.
         recorder.incomplete.push(
@@ -449,6 +461,7 @@ fn ended(pidfd: &OwnedFd) -> bool {
 /// at the end; a slot reserved but never committed makes the record incomplete.
 fn supervise(
     listener: &Listener,
+    spawner: Pid,
     linger: Duration,
     pin: Pinning<'_>,
     recorder: &mut Recorder,
@@ -537,6 +550,15 @@ fn supervise(
                     if let Some(log) = log.as_deref_mut() {
                         log.drain(|slot, text| recorder.logged(slot, text));
                     }
+                    if u32::try_from(spawner.as_raw()).ok() == Some(notification.pid) {
+                        // The starting thread's `clone` (or `fork`): not the tree's.
+                        if let Err(e) = listener.resume(notification.id)
+                            && e.raw_os_error() != Some(libc::ENOENT)
+                        {
+                            recorder.incomplete.push(format!("resuming the spawn: {e}"));
+                        }
+                        continue;
+                    }
                     answer(listener, notification, recorder, &mut tree, &mut pinned, pin);
                 }
                 // The caller died or was interrupted before the notification was taken.
@@ -576,6 +598,14 @@ fn drain_last(log: &mut SharedLog, recorder: &mut Recorder) {
     }
 }
 
+/// Whether a notification is an `execve` or `execveat` of the native ABI.
+fn is_exec(notification: &Notification) -> bool {
+    let nr = libc::c_long::from(notification.nr);
+    !syscalls::is_foreign(nr, notification.arch)
+        && syscalls::by_number(nr)
+            .is_some_and(|t| matches!(t.call, syscalls::Call::Execve | syscalls::Call::Execveat))
+}
+
 /// Records one stopped call and lets it go on.
 fn answer(
     listener: &Listener,
@@ -586,6 +616,17 @@ fn answer(
     pin: Pinning<'_>,
 ) {
     let pid = Pid::from_raw(i32::try_from(notification.pid).unwrap_or(i32::MAX));
+    if tree.root.is_none() && !is_exec(&notification) {
+        // The spawned child before its `exec` runs the launcher's code (a `chdir` to the
+        // request's directory): not the program's calls, as under a `fork` they came before
+        // the filter.
+        if let Err(e) = listener.resume(notification.id)
+            && e.raw_os_error() != Some(libc::ENOENT)
+        {
+            recorder.incomplete.push(format!("resuming the spawn: {e}"));
+        }
+        return;
+    }
     recorder.progressed(pid);
     tree.seen(pid);
     tree.last = Some(pid);
