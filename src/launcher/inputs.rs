@@ -27,9 +27,9 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use rustc_hash::FxHashMap as HashMap;
-use std::time::SystemTime;
 
 use crate::content::VerifyMemo;
 use crate::digest::{ContentDigest, DigestAlgorithm, Sha256Digest};

@@ -392,8 +392,8 @@ fn finish(out: &mut Observed, seen: Collected, may_write: &dyn Fn(&Path) -> bool
     // A path both read and found absent (a file created later by the tree is `mine`): the
     // read wins; facts about the compile's own files are left out.
     let written_here = |p: &PathBuf| !ever_written.is_empty() && ever_written.contains(p);
-    // (A path both absent and read or written is left out of both lists below, so the
-    // present ones are filtered by every absent path, before that filter.)
+    // The present paths are filtered by every absent one: an absent path also read or
+    // written is left out of both lists anyway.
     let mut present: Vec<(PathBuf, Kind)> = present
         .into_iter()
         .filter(|(p, _)| !read.contains_key(p) && !absent.contains(p) && !written_here(p))
