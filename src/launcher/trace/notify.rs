@@ -1,15 +1,20 @@
 //! The supervisor on seccomp user notification (issue 28): the same observation as the
 //! ptrace loop ([`super::tracer`]) at a lower cost per stop.
 //!
-//! The program is started directly (no shim): between `fork` and `exec` the child installs
-//! the filter ([`syscalls::program`] with [`Stop::Notify`]) with a listener and sends the
-//! listener here (crate `seccomp-notify`, which holds the only `unsafe` code). Every traced
+//! The program is started directly (no shim): a thread of the launcher installs the filter
+//! ([`syscalls::program`] with [`Stop::Notify`]) with a listener on itself, hands the
+//! listener here, and spawns the program, which inherits the filter (crate
+//! `seccomp-notify`, which holds the only `unsafe` code). Every traced
 //! call of the tree then waits in the kernel while the supervisor reads its arguments
 //! (`process_vm_readv`, `/proc/<pid>/cwd` and `fd/<n>`), observes the named path, and lets
 //! the call go on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`); the kernel accepts that answer only
 //! while the notification is valid, so an accepted answer means that what was read came
 //! from the caller, not from a process that took its id, and a refused one drops what was
-//! read. The `exec` of the program is the first stop.
+//! read. The stops before the program's first `exec` (the starting thread's `clone`, the
+//! child's calls in the launcher's code) are answered unrecorded and without allocating:
+//! where the standard library `fork`s instead of `posix_spawn`ing, the C library holds
+//! its allocator's locks across that `clone`, and a supervisor that allocated would wait
+//! for them while the `clone` waits for it.
 //!
 //! Why it is cheaper: a ptrace stop is a signal-like stop with `waitpid`, `PTRACE_GETREGS`
 //! and `PTRACE_CONT`; a notification is one `ioctl` each way, and carries the call's number
@@ -17,8 +22,9 @@
 //! 223 ms compile for the stops alone, against 14.3 ms with ptrace.
 //!
 //! # Invariants
-//! * The program never runs without the filter (the child ends before `exec` otherwise,
-//!   and [`run`] returns [`Error::Refused`]: the caller may use ptrace instead).
+//! * The program never runs without the filter (it is started only once the filter is
+//!   installed; otherwise [`run`] returns [`Error::Refused`]: the caller may use ptrace
+//!   instead).
 //! * The loop ends when the listener reports that no process uses the filter any more
 //!   (`POLLHUP`, Linux 5.8): every descendant has ended. Descendants still running
 //!   [`Request::linger`] after the root process ended are killed through the pidfds taken
@@ -201,8 +207,7 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
     // A thread of its own installs the filter on itself and starts the program, which
     // inherits it: no `pre_exec` hook, so the spawn is a `posix_spawn` (no copy of this
     // process's address space, as a `fork` makes). Its `clone` and the program's `exec`
-    // are stops, so the spawn returns only once this thread answers them; the thread's
-    // own stops are answered without being recorded (its id goes with the listener).
+    // are stops, so the spawn returns only once this thread answers them (`until_exec`).
     let (handoff, handed) = std::sync::mpsc::sync_channel(1);
     let spawner = std::thread::spawn(move || {
         let installed = seccomp_notify::install_on_this_thread(&filter);
@@ -210,7 +215,7 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
             Ok(listener) => listener,
             Err(e) => return Err(e),
         };
-        if handoff.send((installed, nix::unistd::gettid())).is_err() {
+        if handoff.send(installed).is_err() {
             return Err(std::io::Error::other("the supervising thread is gone"));
         }
         let child = command.spawn();
@@ -218,11 +223,12 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
         drop(command);
         child
     });
-    let (listener, spawner_id) = match handed.recv() {
-        Ok((listener, id)) => {
+    let (listener, exec) = match handed.recv() {
+        Ok(listener) => {
             // Best effort: kernels before 6.6 wake across CPUs as before.
             let _ = listener.wake_synchronously();
-            (listener, id)
+            let exec = until_exec(&listener);
+            (listener, exec)
         }
         Err(_) => {
             let reason = match spawner.join() {
@@ -251,7 +257,7 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
         log
     });
     let pinning = request.pinning();
-    supervise(&listener, spawner_id, request.linger, pinning, &mut recorder, log, &mut pipes);
+    supervise(&listener, exec, request.linger, pinning, &mut recorder, log, &mut pipes);
     if recorder.stops == 0 {
         // The program's `exec` always stops, unless a filter of higher precedence answered.
         recorder.incomplete.push(
@@ -461,7 +467,7 @@ fn ended(pidfd: &OwnedFd) -> bool {
 /// at the end; a slot reserved but never committed makes the record incomplete.
 fn supervise(
     listener: &Listener,
-    spawner: Pid,
+    exec: Option<Notification>,
     linger: Duration,
     pin: Pinning<'_>,
     recorder: &mut Recorder,
@@ -470,6 +476,9 @@ fn supervise(
 ) {
     let mut tree = Tree::default();
     let mut pinned: Option<Pin> = None;
+    if let Some(notification) = exec {
+        answer(listener, notification, recorder, &mut tree, &mut pinned, pin);
+    }
     loop {
         let now = Instant::now();
         let until = tree.killed.or(tree.deadline);
@@ -550,15 +559,6 @@ fn supervise(
                     if let Some(log) = log.as_deref_mut() {
                         log.drain(|slot, text| recorder.logged(slot, text));
                     }
-                    if u32::try_from(spawner.as_raw()).ok() == Some(notification.pid) {
-                        // The starting thread's `clone` (or `fork`): not the tree's.
-                        if let Err(e) = listener.resume(notification.id)
-                            && e.raw_os_error() != Some(libc::ENOENT)
-                        {
-                            recorder.incomplete.push(format!("resuming the spawn: {e}"));
-                        }
-                        continue;
-                    }
                     answer(listener, notification, recorder, &mut tree, &mut pinned, pin);
                 }
                 // The caller died or was interrupted before the notification was taken.
@@ -598,12 +598,40 @@ fn drain_last(log: &mut SharedLog, recorder: &mut Recorder) {
     }
 }
 
-/// Whether a notification is an `execve` or `execveat` of the native ABI.
+/// Whether a notification is an `execve` or `execveat` of the native ABI (compared by
+/// number: nothing is allocated).
 fn is_exec(notification: &Notification) -> bool {
     let nr = libc::c_long::from(notification.nr);
-    !syscalls::is_foreign(nr, notification.arch)
-        && syscalls::by_number(nr)
-            .is_some_and(|t| matches!(t.call, syscalls::Call::Execve | syscalls::Call::Execveat))
+    notification.arch == syscalls::NATIVE_ARCH
+        && (nr == libc::SYS_execve || nr == libc::SYS_execveat)
+}
+
+/// Answers, unrecorded, every stop before the first `exec` (the starting thread's `clone`,
+/// the child's calls in the launcher's code) and returns that `exec`'s notification, or
+/// `None` when no process uses the filter any more (the spawn failed) or the listener
+/// fails. Allocates nothing (see the module docs: a `fork` holds the allocator's locks).
+fn until_exec(listener: &Listener) -> Option<Notification> {
+    loop {
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return None,
+        }
+        let events = fds[0].revents().unwrap_or(PollFlags::empty());
+        if events.contains(PollFlags::POLLIN) {
+            match listener.receive() {
+                Ok(notification) if is_exec(&notification) => return Some(notification),
+                Ok(notification) => {
+                    let _ = listener.resume(notification.id);
+                }
+                // The caller is gone or was interrupted (it calls again).
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(_) => return None,
+            }
+        } else if events.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) {
+            return None;
+        }
+    }
 }
 
 /// Records one stopped call and lets it go on.
