@@ -432,9 +432,9 @@ pub fn load(place: &EntryPlace, key: &CompileKey) -> Result<Option<CompileManife
 /// I/O errors naming the path.
 pub fn store(place: &EntryPlace, manifest: &CompileManifest) -> Result<(), fs::Error> {
     let path = place.manifest();
-    let envelope = Envelope::seal(&COMPILE_ENTRY_SCHEMA, Vec::new(), manifest)
+    let bytes = Envelope::seal_to_bytes(&COMPILE_ENTRY_SCHEMA, Vec::new(), manifest)
         .map_err(|e| fs::Error::io("encode", &path, std::io::Error::other(e.to_string())))?;
-    crate::l1::write::replace_manifest(&path, &envelope.to_bytes(), 0o644)
+    crate::l1::write::replace_manifest(&path, &bytes, 0o644)
 }
 
 /// Stores `bytes` as the object of their digest under `place` (`objects/` created).

@@ -876,15 +876,33 @@ fn name_groups<'a>(
             fs::symlink_metadata_opt(&here.absolute(dir)).ok().flatten().is_some()
         })
     }
+    // The first absent ancestor depends only on a name's directory, which most absent
+    // names share with others (hundreds of names in a few search directories): found once
+    // per directory. Names that come to the same absent path are recorded once.
+    let mut first_absent_under: rustc_hash::FxHashMap<&'a [u8], Option<&'a Path>> =
+        Default::default();
+    let mut recorded: rustc_hash::FxHashSet<&'a [u8]> = Default::default();
     for path in absent {
-        // From the root down: the first ancestor that is absent. Absent names share their
-        // first absent directory (`<build>/xercesc` for every header looked for under the
-        // build directory), so walking down looks at each directory once, where walking up
-        // would look at every distinct parent.
-        ancestors.clear();
-        proper_ancestors(path, &mut ancestors);
-        let first_absent = ancestors.iter().rev().find(|&&a| !exists_at(&mut exists, here, a));
-        let p: &'a Path = first_absent.copied().unwrap_or(path);
+        let first_absent = match parent_of(path) {
+            None => None,
+            Some(dir) => {
+                *first_absent_under.entry(dir.as_os_str().as_bytes()).or_insert_with(|| {
+                    // From the root down: the first ancestor that is absent. Absent names
+                    // share their first absent directory (`<build>/xercesc` for every
+                    // header looked for under the build directory), so walking down looks
+                    // at each directory once, where walking up would look at every
+                    // distinct parent.
+                    ancestors.clear();
+                    ancestors.push(dir);
+                    proper_ancestors(dir, &mut ancestors);
+                    ancestors.iter().rev().find(|&&a| !exists_at(&mut exists, here, a)).copied()
+                })
+            }
+        };
+        let p: &'a Path = first_absent.unwrap_or(path);
+        if !recorded.insert(p.as_os_str().as_bytes()) {
+            continue;
+        }
         let (dir, name) = split_name(p);
         at.push((group(dir), name, None));
     }
@@ -922,6 +940,21 @@ fn split_name(path: &Path) -> (&Path, String) {
         (Some(dir), Some(name)) => (dir, fs::name::encode_os(name)),
         _ => (path, ".".to_owned()),
     }
+}
+
+/// `path`'s nearest proper ancestor that is not empty: the first one [`proper_ancestors`]
+/// gives (the parent, cut at the last slash for a path in plain form); `None` for a root or
+/// a relative path of one component.
+fn parent_of(path: &Path) -> Option<&Path> {
+    let b = path.as_os_str().as_bytes();
+    if super::observe::plain(path) {
+        if b == b"/" {
+            return None;
+        }
+        let at = memchr::memrchr(b'/', b)?;
+        return Some(Path::new(OsStr::from_bytes(if at == 0 { &b[..1] } else { &b[..at] })));
+    }
+    path.ancestors().skip(1).find(|a| !a.as_os_str().is_empty())
 }
 
 /// Pushes `path`'s proper ancestors onto `out`, nearest first, as
@@ -1050,6 +1083,9 @@ mod tests {
             ".",
             "..",
             "./a",
+            "a/./b",
+            "//a/b",
+            "/a/b/c/",
             "",
         ] {
             let path = Path::new(path);
@@ -1061,6 +1097,14 @@ mod tests {
                 v.iter().map(|p| p.as_os_str().as_bytes().to_vec()).collect::<Vec<_>>()
             };
             assert_eq!(bytes(&cut), bytes(&parsed), "{}", path.display());
+            // A name's directory and that directory's ancestors are the name's ancestors,
+            // which name_groups relies on to look each directory up once.
+            let mut via_parent = Vec::new();
+            if let Some(dir) = parent_of(path) {
+                via_parent.push(dir);
+                proper_ancestors(dir, &mut via_parent);
+            }
+            assert_eq!(bytes(&via_parent), bytes(&parsed), "{}", path.display());
             let expected = match (path.parent(), path.file_name()) {
                 (Some(dir), Some(name)) => (dir, fs::name::encode_os(name)),
                 _ => (path, ".".to_owned()),

@@ -84,6 +84,54 @@ impl Envelope {
         Ok(envelope)
     }
 
+    /// [`Envelope::seal`] and [`Envelope::to_bytes`] in one canonical encoding: the stored
+    /// form of `payload` sealed as a record of `schema` (canonical JSON bytes, no trailing
+    /// newline). `content_digest` sorts first, so the envelope is encoded once with a
+    /// placeholder digest, hashed without that first member, and the digest's 64 hex
+    /// digits written over the placeholder's (a launcher's MISS stores a manifest of
+    /// hundreds of inputs; encoding it once saves a tenth of a millisecond there).
+    ///
+    /// # Errors
+    /// As [`Envelope::seal`].
+    pub fn seal_to_bytes<T: Serialize + ?Sized>(
+        schema: &Schema,
+        mut feature_set: Vec<String>,
+        payload: &T,
+    ) -> Result<Vec<u8>> {
+        let payload =
+            serde_json::to_value(payload).map_err(|source| Error::Serialize { source })?;
+        if !payload.is_object() {
+            return Err(Error::Shape { field: "payload".to_owned(), expected: "a JSON object" });
+        }
+        feature_set.sort_unstable();
+        feature_set.dedup();
+        let envelope = Envelope {
+            schema_name: schema.name.to_owned(),
+            schema_version: schema.version,
+            producer_version: crate::PRODUCER.to_owned(),
+            feature_set,
+            content_digest: Sha256Digest::from_bytes([0; crate::digest::SHA256_LEN]),
+            payload,
+        };
+        check_features(&envelope, schema.features)?;
+        let mut bytes = envelope.encode(IncludeDigest::Yes).finish()?;
+        let head = format!("{{\"content_digest\":\"{}\",", envelope.content_digest.to_prefixed());
+        if !bytes.starts_with(head.as_bytes()) {
+            // Not reached: the key sorts first. Kept as the plain two-encoding path.
+            let mut envelope = envelope;
+            envelope.content_digest = envelope.compute_digest()?;
+            return Ok(envelope.to_bytes());
+        }
+        let mut h = crate::digest::Hasher::new();
+        h.update(b"{");
+        h.update(&bytes[head.len()..]);
+        let digest = h.finish().to_prefixed();
+        // The placeholder's and the digest's prefixed forms have the same length.
+        let at = "{\"content_digest\":\"".len();
+        bytes[at..at + digest.len()].copy_from_slice(digest.as_bytes());
+        Ok(bytes)
+    }
+
     /// The stored form: canonical JSON bytes of the whole envelope, no trailing newline.
     ///
     /// For an envelope from [`Envelope::seal`] or [`super::load`], loading these bytes returns
@@ -221,6 +269,33 @@ mod tests {
             proptest::prop_assert_eq!(&bytes, &sealed.to_bytes());
             proptest::prop_assert_eq!(digest, sealed.content_digest);
         });
+    }
+
+    /// One encoding with the digest written over a placeholder gives what sealing and then
+    /// encoding give, for arbitrary payloads and feature sets given unsorted.
+    #[test]
+    fn seal_to_bytes_equals_seal_then_to_bytes() {
+        let features =
+            || vec!["optional:x".to_owned(), "fast-path".to_owned(), "fast-path".to_owned()];
+        let w = widget();
+        assert_eq!(
+            Envelope::seal_to_bytes(&WIDGET, features(), &w).unwrap(),
+            Envelope::seal(&WIDGET, features(), &w).unwrap().to_bytes()
+        );
+        proptest::proptest!(|(payload in crate::record::testutil::json_object())| {
+            proptest::prop_assert_eq!(
+                Envelope::seal_to_bytes(&WIDGET, vec![], &payload).unwrap(),
+                Envelope::seal(&WIDGET, vec![], &payload).unwrap().to_bytes()
+            );
+        });
+        assert!(matches!(
+            Envelope::seal_to_bytes(&WIDGET, vec![], &json!([1])),
+            Err(Error::Shape { .. })
+        ));
+        assert!(matches!(
+            Envelope::seal_to_bytes(&WIDGET, vec!["unknown".to_owned()], &w),
+            Err(Error::UnknownRequiredFeature { .. })
+        ));
     }
 
     #[test]

@@ -210,11 +210,7 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
     // are stops, so the spawn returns only once this thread answers them (`until_exec`).
     let (handoff, handed) = std::sync::mpsc::sync_channel(1);
     let spawner = std::thread::spawn(move || {
-        let installed = seccomp_notify::install_on_this_thread(&filter);
-        let installed = match installed {
-            Ok(listener) => listener,
-            Err(e) => return Err(e),
-        };
+        let installed = seccomp_notify::install_on_this_thread(&filter)?;
         if handoff.send(installed).is_err() {
             return Err(std::io::Error::other("the supervising thread is gone"));
         }
