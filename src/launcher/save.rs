@@ -930,7 +930,8 @@ fn split_name(path: &Path) -> (&Path, String) {
     // split it after parsing every component.
     if super::observe::plain(path) {
         let b = path.as_os_str().as_bytes();
-        if let Some(at) = memchr::memrchr(b'/', b).filter(|_| b != b"/") {
+        // A last component `..` has no file name: the parsed form below (`.` in the path).
+        if let Some(at) = memchr::memrchr(b'/', b).filter(|_| b != b"/" && !b.ends_with(b"/..")) {
             let dir = if at == 0 { &b[..1] } else { &b[..at] };
             let name = OsStr::from_bytes(&b[at + 1..]);
             return (Path::new(OsStr::from_bytes(dir)), fs::name::encode_os(name));
@@ -1086,6 +1087,8 @@ mod tests {
             "a/./b",
             "//a/b",
             "/a/b/c/",
+            "/a/..",
+            "/..",
             "",
         ] {
             let path = Path::new(path);

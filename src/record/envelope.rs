@@ -113,8 +113,9 @@ impl Envelope {
             content_digest: Sha256Digest::from_bytes([0; crate::digest::SHA256_LEN]),
             payload,
         };
-        check_features(&envelope, schema.features)?;
+        // In `seal`'s order: a float is reported before an unknown feature.
         let mut bytes = envelope.encode(IncludeDigest::Yes).finish()?;
+        check_features(&envelope, schema.features)?;
         let head = format!("{{\"content_digest\":\"{}\",", envelope.content_digest.to_prefixed());
         if !bytes.starts_with(head.as_bytes()) {
             // Not reached: the key sorts first. Kept as the plain two-encoding path.
@@ -296,6 +297,12 @@ mod tests {
             Envelope::seal_to_bytes(&WIDGET, vec!["unknown".to_owned()], &w),
             Err(Error::UnknownRequiredFeature { .. })
         ));
+        let float = json!({"x": 1.5});
+        let unknown = || vec!["unknown".to_owned()];
+        assert_eq!(
+            Envelope::seal_to_bytes(&WIDGET, unknown(), &float).unwrap_err().to_string(),
+            Envelope::seal(&WIDGET, unknown(), &float).unwrap_err().to_string()
+        );
     }
 
     #[test]
