@@ -95,24 +95,12 @@ impl Envelope {
     /// As [`Envelope::seal`].
     pub fn seal_to_bytes<T: Serialize + ?Sized>(
         schema: &Schema,
-        mut feature_set: Vec<String>,
+        feature_set: Vec<String>,
         payload: &T,
     ) -> Result<Vec<u8>> {
         let payload =
             serde_json::to_value(payload).map_err(|source| Error::Serialize { source })?;
-        if !payload.is_object() {
-            return Err(Error::Shape { field: "payload".to_owned(), expected: "a JSON object" });
-        }
-        feature_set.sort_unstable();
-        feature_set.dedup();
-        let envelope = Envelope {
-            schema_name: schema.name.to_owned(),
-            schema_version: schema.version,
-            producer_version: crate::PRODUCER.to_owned(),
-            feature_set,
-            content_digest: Sha256Digest::from_bytes([0; crate::digest::SHA256_LEN]),
-            payload,
-        };
+        let envelope = unsealed(schema.name, schema.version, feature_set, payload)?;
         // In `seal`'s order: a float is reported before an unknown feature.
         let mut bytes = envelope.encode(IncludeDigest::Yes).finish()?;
         check_features(&envelope, schema.features)?;
@@ -220,6 +208,22 @@ enum IncludeDigest {
 pub(super) fn seal_value(
     schema_name: &str,
     schema_version: u32,
+    feature_set: Vec<String>,
+    payload: Value,
+) -> Result<Envelope> {
+    let mut envelope = unsealed(schema_name, schema_version, feature_set, payload)?;
+    envelope.content_digest = envelope.compute_digest()?;
+    Ok(envelope)
+}
+
+/// The envelope of `payload` with `feature_set` sorted and deduplicated and an all-zero
+/// `content_digest` (to be computed by the caller).
+///
+/// # Errors
+/// [`Error::Shape`] (field `payload`) if `payload` is not a JSON object.
+fn unsealed(
+    schema_name: &str,
+    schema_version: u32,
     mut feature_set: Vec<String>,
     payload: Value,
 ) -> Result<Envelope> {
@@ -228,16 +232,14 @@ pub(super) fn seal_value(
     }
     feature_set.sort_unstable();
     feature_set.dedup();
-    let mut envelope = Envelope {
+    Ok(Envelope {
         schema_name: schema_name.to_owned(),
         schema_version,
         producer_version: crate::PRODUCER.to_owned(),
         feature_set,
         content_digest: Sha256Digest::from_bytes([0; crate::digest::SHA256_LEN]),
         payload,
-    };
-    envelope.content_digest = envelope.compute_digest()?;
-    Ok(envelope)
+    })
 }
 
 /// `<schema_name> v<schema_version>`, as used in error messages.

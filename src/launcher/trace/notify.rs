@@ -252,6 +252,11 @@ fn run_with(request: &Request<'_>, preload: Option<&Path>) -> Result<(Traced, bo
         recorder.hide(library.to_path_buf());
         log
     });
+    if exec.is_none() {
+        // The listener failed before the program's `exec` (or the spawn failed, which
+        // `root_status` reports): the stops that follow may be the launcher's code.
+        recorder.incomplete.push("the program's exec was not seen".to_owned());
+    }
     let pinning = request.pinning();
     supervise(&listener, exec, request.linger, pinning, &mut recorder, log, &mut pipes);
     if recorder.stops == 0 {
@@ -640,22 +645,11 @@ fn answer(
     pin: Pinning<'_>,
 ) {
     let pid = Pid::from_raw(i32::try_from(notification.pid).unwrap_or(i32::MAX));
-    if tree.root.is_none() && !is_exec(&notification) {
-        // The spawned child before its `exec` runs the launcher's code (a `chdir` to the
-        // request's directory): not the program's calls, as under a `fork` they came before
-        // the filter.
-        if let Err(e) = listener.resume(notification.id)
-            && e.raw_os_error() != Some(libc::ENOENT)
-        {
-            recorder.incomplete.push(format!("resuming the spawn: {e}"));
-        }
-        return;
-    }
     recorder.progressed(pid);
     tree.seen(pid);
     tree.last = Some(pid);
     if tree.root.is_none() {
-        // The first stop is the root's `exec`: nothing else uses the filter yet.
+        // The first stop here is the root's `exec` (`until_exec` answered the ones before it).
         let fd =
             tree.pidfds.get(&pid).and_then(|fd| fd.as_ref()).and_then(|fd| fd.try_clone().ok());
         tree.root = Some((pid, fd));
