@@ -94,12 +94,7 @@ for v in "$@"; do
     [ "$v" != strata-nopin ] || envs+=(STRATA_TRACE_PIN=0)
     ;;
   esac
-  cmake "${args[@]}" >"$work/configure.log" 2>&1 || {
-    tail -n 20 "$work/configure.log" >&2
-    exit 1
-  }
-  bench_warm "$ck" >/dev/null 2>&1 || true
-  sleep 2
+  bench_configure "$work/configure.log" "$ck" "${args[@]}"
   # ninja's own wall time, taken inside the recorded command (perf's start and end excluded).
   env "${envs[@]}" perf record -q -a -F 199 -e cpu-clock -o "$work/perf.data" -- \
     bash -c 's=$(date +%s.%N); ninja -C "$1" -j "$2" >"$3" 2>&1 || { tail -n 20 "$3" >&2; exit 1; }

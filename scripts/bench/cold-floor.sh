@@ -91,12 +91,7 @@ build() {
       "-DSTRATA_EXECUTABLE=$S" "-DSTRATA_CACHE_DIR=$work/cache")
     ;;
   esac
-  cmake "${args[@]}" >"$work/configure.log" 2>&1 || {
-    tail -n 20 "$work/configure.log" >&2
-    exit 1
-  }
-  bench_warm "$ck" >/dev/null 2>&1 || true
-  sleep 2
+  bench_configure "$work/configure.log" "$ck" "${args[@]}"
   # user + system of ninja and its (waited-for) descendants, from /proc/self/stat of a
   # wrapper shell: bash's `times` prints the children's totals.
   local start end times

@@ -53,3 +53,17 @@ bench_report() {
 bench_warm() {
   find "$@" -type f -print0 | xargs -0 cat >/dev/null
 }
+
+# The step before a timed cold build: `cmake ARGS...` with its output in LOG (its last lines
+# shown and the script ended when it fails), the page cache warmed with the checkout CK, two
+# seconds for the machine to settle. Usage: bench_configure LOG CK ARGS...
+bench_configure() {
+  local log=$1 ck=$2
+  shift 2
+  cmake "$@" >"$log" 2>&1 || {
+    tail -n 20 "$log" >&2
+    exit 1
+  }
+  bench_warm "$ck" >/dev/null 2>&1 || true
+  sleep 2
+}
