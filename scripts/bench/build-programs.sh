@@ -50,11 +50,7 @@ read -r -a extra <<<"${BENCH_CMAKE_ARGS:-}"
 S=$(bench_strata)
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-build-programs.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-cat >"$work/maps.cmake" <<CMAKE
-include("$bench_repo/cmake/strata.cmake")
-strata_prefix_map_options(_strata_bench_maps)
-add_compile_options(\${_strata_bench_maps})
-CMAKE
+bench_maps_cmake "$work/maps.cmake"
 
 # The preload library as strata unpacks it: one launch with an empty cache puts it there.
 preload=""

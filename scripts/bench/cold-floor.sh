@@ -48,11 +48,7 @@ cc -O2 -o "$work/notif-observe" "$bench_repo/scripts/bench/notif-floor.c"
 cp "$work/notif-observe" "$work/notif-store"
 read -r -a variants <<<"${BENCH_VARIANTS:-plain-maps floor observe strata}"
 [[ " ${variants[*]} " == *" plain-maps "* ]] || variants=(plain-maps "${variants[@]}")
-cat >"$work/maps.cmake" <<CMAKE
-include("$bench_repo/cmake/strata.cmake")
-strata_prefix_map_options(_strata_bench_maps)
-add_compile_options(\${_strata_bench_maps})
-CMAKE
+bench_maps_cmake "$work/maps.cmake"
 cat >"$work/floor.cmake" <<CMAKE
 include("$work/maps.cmake")
 set(CMAKE_C_COMPILER_LAUNCHER "$work/ptrace-floor")

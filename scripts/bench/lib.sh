@@ -54,6 +54,17 @@ bench_warm() {
   find "$@" -type f -print0 | xargs -0 cat >/dev/null
 }
 
+# Writes FILE, a CMAKE_PROJECT_INCLUDE that adds the compile options strata_enable_launcher()
+# adds (strata_prefix_map_options() of cmake/strata.cmake) and nothing else: the plain build
+# with strata's flags (`plain-maps`). Usage: bench_maps_cmake FILE
+bench_maps_cmake() {
+  cat >"$1" <<CMAKE
+include("$bench_repo/cmake/strata.cmake")
+strata_prefix_map_options(_strata_bench_maps)
+add_compile_options(\${_strata_bench_maps})
+CMAKE
+}
+
 # The step before a timed cold build: `cmake ARGS...` with its output in LOG (its last lines
 # shown and the script ended when it fails), the page cache warmed with the checkout CK, two
 # seconds for the machine to settle. Usage: bench_configure LOG CK ARGS...

@@ -215,11 +215,7 @@ project_header() {
 
 # --- one job ---------------------------------------------------------------------------------
 # The plain-maps reference: the options strata_enable_launcher() adds, from the same module.
-cat >"$work/plain-maps.cmake" <<CMAKE
-include("$repo/cmake/strata.cmake")
-strata_prefix_map_options(_bench_maps)
-add_compile_options(\${_bench_maps})
-CMAKE
+bench_maps_cmake "$work/plain-maps.cmake"
 
 # checkout PROJECT PLACE: a fresh copy of the sources at PLACE (the workspace).
 checkout() {
