@@ -42,6 +42,8 @@ jobs=${BENCH_JOBS:-$(nproc)}
 S=$(bench_strata)
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-cold-floor.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 cc -O2 -o "$work/ptrace-floor" "$bench_repo/scripts/bench/ptrace-floor.c"
 cp "$work/ptrace-floor" "$work/ptrace-observe"
 cc -O2 -o "$work/notif-observe" "$bench_repo/scripts/bench/notif-floor.c"
@@ -76,6 +78,7 @@ build() {
   rm -rf "$work/ck" "$work/cache" "$work/store"
   mkdir -p "$work/ck"
   cp -r "$src" "$ck"
+  rm -rf "$ck/build"
   local args=(-S "$ck" -B "$ck/build" -G Ninja -DCMAKE_BUILD_TYPE=Release)
   case $tool in
   plain-maps) args+=("-DCMAKE_PROJECT_INCLUDE=$work/maps.cmake") ;;

@@ -15,7 +15,8 @@ bench_cpu() {
 # before/after comparison in the same period).
 bench_strata() {
   if [ -n "${BENCH_STRATA_BINARY:-}" ]; then
-    echo "$BENCH_STRATA_BINARY"
+    # Absolute: the scripts run it from other directories (a build's, ninja's).
+    realpath "$BENCH_STRATA_BINARY"
     return
   fi
   cargo build --release --locked --quiet --manifest-path "$bench_repo/Cargo.toml" --bin strata >&2
